@@ -1,0 +1,37 @@
+# Two entry points for a clean clone: `make demo` and `make check` (see README.md).
+PKG     := localmean
+VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
+TARBALL := $(PKG)_$(VERSION).tar.gz
+DEMO_OUT ?= demo-output
+
+.PHONY: deps document build install demo test check clean
+
+deps:
+	sh tools/install-deps.sh
+
+document: deps
+	Rscript -e 'Rcpp::compileAttributes(); roxygen2::roxygenise()'
+
+build: deps
+	rm -f $(TARBALL)
+	R CMD build .
+
+install: build
+	R CMD INSTALL $(TARBALL)
+
+# Reproduces the paper's regression figure; PNG files go to $(DEMO_OUT)/.
+demo: install
+	LOCALMEAN_DEMO_DIR=$(DEMO_OUT) Rscript -e 'demo("regression", package = "localmean", ask = FALSE, echo = FALSE)'
+
+# The whole test suite on the installed package, then R CMD check --as-cran on the tarball.
+test: install
+	Rscript tools/run-tests.R
+
+check: test
+	# The timestamp check needs a time server this machine cannot reach.
+	_R_CHECK_FUTURE_FILE_TIMESTAMPS_=false _R_CHECK_CRAN_INCOMING_REMOTE_=false \
+	  R CMD check --as-cran $(TARBALL)
+	Rscript tools/check-log.R $(PKG).Rcheck/00check.log
+
+clean:
+	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so

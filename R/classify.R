@@ -1,0 +1,125 @@
+# The local-mode classifier: class probabilities are local means of one-hot labels.
+
+#' Local-mode classification
+#'
+#' The probability of class \eqn{c} at \eqn{x^*} is the local mean of the
+#' indicator \eqn{1(y_i = c)}; the predicted class is the local mode, the class
+#' of largest probability. With `kernel = "uniform", bandwidth = nn(k)` this
+#' is exactly the k-nearest-neighbour classifier (ties between classes go to
+#' the first level; ties in distance include every point at the k-th
+#' distance). Selectors: `"cv"` minimises the leave-one-out Brier score
+#' (squared error of the one-hot labels), `"rot"` is the normal-reference rule.
+#'
+#' @inheritParams local_poly
+#' @param formula A formula `class ~ x1 + x2` with a factor (or character)
+#'   response.
+#' @param y A factor (or character vector) of class labels.
+#' @param bandwidth A number, one per predictor, [nn()], `"cv"` or `"rot"`.
+#' @return An object of class `c("local_classify", "local_model")`.
+#' @family regression
+#' @export
+#' @examples
+#' fit <- local_classify(Species ~ Petal.Length + Petal.Width, data = iris)
+#' fit
+#' predict(fit, iris[c(1, 51, 101), ], type = "prob")
+#' knn <- local_classify(Species ~ ., data = iris, kernel = "uniform", bandwidth = nn(7))
+#' mean(predict(knn) == iris$Species)
+local_classify <- function(x, ...) UseMethod("local_classify")
+
+#' @rdname local_classify
+#' @export
+local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
+                                   weights = NULL, subset, na.action = stats::na.omit,
+                                   method = "auto", n_threads = NULL, verbose = interactive(),
+                                   control = local_control(), ...) {
+  mf <- match.call(expand.dots = FALSE)
+  mf <- mf[c(1L, match(c("formula", "data", "subset", "weights", "na.action"), names(mf), 0L))]
+  mf[[1L]] <- quote(stats::model.frame)
+  mf <- eval(mf, parent.frame())
+  parts <- formula_parts(mf)
+  fit <- local_classify.default(parts$x, stats::model.response(mf), kernel = kernel,
+                                bandwidth = bandwidth, weights = stats::model.weights(mf),
+                                method = method, n_threads = n_threads, verbose = verbose,
+                                control = control)
+  with_formula(fit, mf, match.call())
+}
+
+#' @rdname local_classify
+#' @export
+local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", weights = NULL,
+                                   method = "auto", n_threads = NULL, verbose = interactive(),
+                                   control = local_control(), ...) {
+  x <- check_predictors(x)
+  if (is.character(y)) y <- factor(y)
+  if (!is.factor(y)) abort("{.arg y} must be a factor or a character vector of class labels.")
+  if (length(y) != nrow(x)) {
+    abort("{.arg y} has length {length(y)} but the predictors have {nrow(x)} rows.")
+  }
+  if (anyNA(y)) abort("{.arg y} has missing values.")
+  y <- droplevels(y)
+  if (nlevels(y) < 2L) abort("{.arg y} must have at least two classes.")
+  if (is.character(bandwidth) && length(bandwidth) == 1L && bandwidth %in% c("gcv", "aicc", "plugin")) {
+    abort("{.arg bandwidth} for classification must be a number, {.fn nn}, {.val cv} or {.val rot}.")
+  }
+  onehot <- outer(as.integer(y), seq_len(nlevels(y)), `==`) + 0
+  colnames(onehot) <- levels(y)
+  fit <- fit_local_model(x, onehot, weights, 0L, kernel, bandwidth, method, n_threads, verbose,
+                         control, max_degree = 0L)
+  fit$y <- y
+  fit$levels <- levels(y)
+  fit$accuracy <- mean(most_probable(fit$fitted, fit$levels) == y, na.rm = TRUE)
+  fit$df <- sum(fit$leverage)
+  fit$call <- match.call()
+  class(fit) <- c("local_classify", "local_model")
+  fit
+}
+
+most_probable <- function(prob, levels) {
+  cls <- rep(NA_integer_, nrow(prob))
+  ok <- stats::complete.cases(prob)
+  cls[ok] <- max.col(prob[ok, , drop = FALSE], ties.method = "first")
+  factor(levels[cls], levels = levels)
+}
+
+#' @rdname local_classify
+#' @param object A fitted `local_classify` model.
+#' @param newdata New predictor values; `NULL` for the training data.
+#' @param type `"class"` for the local mode, `"prob"` for the matrix of class
+#'   probabilities.
+#' @return `predict()`: a factor of classes or a matrix of probabilities.
+#' @export
+predict.local_classify <- function(object, newdata = NULL, type = c("class", "prob"),
+                                   n_threads = NULL, verbose = FALSE, ...) {
+  type <- match.arg(type)
+  prob <- if (is.null(newdata)) {
+    object$fitted
+  } else {
+    res <- predict_engine(object, new_predictors(object, newdata), FALSE, n_threads, verbose)
+    matrix(res$coef[, 1L, ], ncol = length(object$levels),
+           dimnames = list(NULL, object$levels))
+  }
+  if (type == "prob") prob else most_probable(prob, object$levels)
+}
+
+#' @export
+fitted.local_classify <- function(object, ...) {
+  stats::napredict(object$na.action, most_probable(object$fitted, object$levels))
+}
+
+#' @rdname local_classify
+#' @param x A fitted `local_classify` model (for `plot()`).
+#' @param n_grid Grid points per predictor.
+#' @export
+plot.local_classify <- function(x, n_grid = 150, ...) {
+  if (ncol(x$x) != 2L) abort("{.fn plot} draws classifiers of two predictors.")
+  g1 <- seq(min(x$x[, 1L]), max(x$x[, 1L]), length.out = n_grid)
+  g2 <- seq(min(x$x[, 2L]), max(x$x[, 2L]), length.out = n_grid)
+  nd <- stats::setNames(expand.grid(g1, g2), colnames(x$x))
+  cls <- suppressWarnings(predict(x, nd))
+  cols <- grDevices::hcl.colors(length(x$levels), "Dark 3")
+  graphics::image(g1, g2, matrix(as.integer(cls), n_grid), col = grDevices::adjustcolor(cols, 0.3),
+                  xlab = colnames(x$x)[1L], ylab = colnames(x$x)[2L], ...)
+  graphics::points(x$x, col = cols[as.integer(x$y)], pch = 20)
+  graphics::legend("topleft", legend = x$levels, col = cols, pch = 20, bty = "n")
+  invisible(x)
+}

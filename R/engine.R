@@ -1,0 +1,188 @@
+# The R side of the local-moment engine: scaling, strategy choice, chunking over a future plan,
+# and turning scaled-basis coefficients back into the original units.
+
+#' Control settings of the local-moment engine
+#'
+#' @param gridsize Grid nodes per dimension of the binned strategy (default
+#'   401 in 1-D and 151 in 2-D, as `KernSmooth::locpoly()` and a fine
+#'   `KernSmooth::bkde2D()` grid).
+#' @param cutoff Truncation radius, in bandwidths, for kernels with unbounded
+#'   support (default: the registry's, 8 for the Gaussian; see [kernels()]).
+#'   `KernSmooth` truncates the Gaussian at 4.
+#' @param candidates Candidate bandwidths for the "cv", "gcv" and "aicc"
+#'   selectors: a numeric vector (one predictor) or a matrix with one column
+#'   per predictor and one row per candidate. Default: `n_candidates`
+#'   multiples, log-spaced from 0.05 to 3, of the rule-of-thumb bandwidths.
+#' @param n_candidates Number of default candidates.
+#' @param refine After the grid search, refine the best candidate by a
+#'   golden-section search between its neighbours (on the common multiplier).
+#' @param chunk_size Rows of query points per chunk in `predict()` and in the
+#'   selectors; chunks run on the user's `future` plan when one is set.
+#' @return A list of class `local_control`.
+#' @family regression
+#' @export
+#' @examples
+#' local_control(gridsize = 801)
+local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = 40,
+                          refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6)) {
+  if (!is.null(gridsize)) gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
+  if (!is.null(cutoff) && (!is.numeric(cutoff) || length(cutoff) != 1L ||
+                           !is.finite(cutoff) || cutoff <= 0)) {
+    abort("{.arg cutoff} must be a positive number.")
+  }
+  if (!is.null(candidates) && (!is.numeric(candidates) || any(!is.finite(candidates)) ||
+                               any(candidates <= 0) || length(candidates) == 0L)) {
+    abort("{.arg candidates} must hold positive finite bandwidths.")
+  }
+  structure(list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
+                 n_candidates = check_count(n_candidates, min = 2), refine = check_flag(refine),
+                 chunk_size = check_count(chunk_size)),
+            class = "local_control")
+}
+
+check_control <- function(control, call = rlang::caller_env()) {
+  if (is.null(control)) return(local_control())
+  if (!inherits(control, "local_control")) {
+    abort("{.arg control} must be made by {.fn local_control}.", call = call)
+  }
+  control
+}
+
+# Exponents of the basis monomials, one row per term, in the engine's order.
+basis_powers <- function(d, degree) {
+  rows <- list()
+  add <- function(p, from, left) {
+    if (left == 0) {
+      rows[[length(rows) + 1L]] <<- p
+      return(invisible())
+    }
+    for (j in from:d) {
+      p[j] <- p[j] + 1L
+      add(p, j, left - 1L)
+      p[j] <- p[j] - 1L
+    }
+  }
+  for (total in 0:degree) add(integer(d), 1L, total)
+  do.call(rbind, rows)
+}
+
+# The strategy for a fit: "exact" sweeps every point, "tree" prunes with the kd-tree, "binned"
+# convolves on a grid (d <= 2, fixed bandwidths, at least two grid steps per bandwidth).
+choose_method <- function(method, n, d, kernel, bandwidth, nn, gridsize, span,
+                          call = rlang::caller_env()) {
+  method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
+  binnable <- d <= 2L && is.null(nn)
+  if (method == "binned" && !binnable) {
+    abort("{.code method = \"binned\"} needs at most 2 predictors and a fixed bandwidth.",
+          call = call)
+  }
+  if (method != "auto") return(if (method == "tree" && kernel == "cauchy") "exact" else method)
+  fine <- binnable && all(bandwidth >= 2 * span / (gridsize - 1))
+  if (binnable && n >= 10000L && fine) return("binned")
+  if (kernel == "cauchy") "exact" else "tree"
+}
+
+default_gridsize <- function(d) if (d == 1L) 401L else 151L
+
+# A fitting specification: everything the engine needs besides the points.
+new_spec <- function(x, kernel, degree, bandwidth, nn, method, control) {
+  d <- ncol(x)
+  gridsize <- rep_len(control$gridsize %||% default_gridsize(d), d)
+  span <- apply(x, 2L, function(v) diff(range(v)))
+  list(kernel = kernel, degree = degree, bandwidth = bandwidth, nn = nn,
+       method = choose_method(method, nrow(x), d, kernel, bandwidth, nn, gridsize, span),
+       requested_method = method, cutoff = control$cutoff %||% 0, gridsize = gridsize,
+       chunk_size = control$chunk_size)
+}
+
+`%||%` <- function(a, b) if (is.null(a)) b else a
+
+# Per-variable scales: the bandwidths, or for nn(k) the standardising scales.
+spec_scale <- function(spec) if (is.null(spec$nn)) spec$bandwidth else spec$nn$scale
+
+# Fits at `queries` (m x d) from data x (n x d) with values (n x nv) and prior weights.
+# Returns coef (m x nb x nv, original units), var (m x nb or NULL), s00, wsum, status, radius.
+engine_fit <- function(x, values, prior, queries, spec, want_var = FALSE, n_threads = 1L,
+                       verbose = FALSE) {
+  values <- as.matrix(values)
+  grid_range <- rbind(pmin(apply(x, 2L, min), apply(queries, 2L, min)),
+                      pmax(apply(x, 2L, max), apply(queries, 2L, max)))
+  rows <- seq_len(nrow(queries))
+  chunks <- split(rows, ceiling(rows / spec$chunk_size))
+  run <- function(idx, threads) {
+    engine_chunk(x, values, prior, queries[idx, , drop = FALSE], spec, want_var, grid_range,
+                 threads, verbose)
+  }
+  parts <- if (length(chunks) > 1L && future_plan_active()) {
+    future.apply::future_lapply(chunks, run, threads = 1L, future.seed = NULL)
+  } else {
+    lapply(chunks, run, threads = n_threads)
+  }
+  if (length(parts) == 1L) return(parts[[1L]])
+  bind_fits(parts)
+}
+
+future_plan_active <- function() {
+  requireNamespace("future.apply", quietly = TRUE) &&
+    !inherits(future::plan(), "sequential")
+}
+
+bind_fits <- function(parts) {
+  first <- parts[[1L]]
+  bind_array <- function(name) {
+    arrs <- lapply(parts, `[[`, name)
+    if (is.null(arrs[[1L]])) return(NULL)
+    dims <- dim(arrs[[1L]])
+    if (is.null(dims)) return(unlist(arrs, use.names = FALSE))
+    flat <- lapply(arrs, function(a) matrix(a, nrow = dim(a)[1L]))
+    out <- do.call(rbind, flat)
+    array(out, dim = c(nrow(out), dims[-1L]))
+  }
+  out <- lapply(stats::setNames(names(first), names(first)), bind_array)
+  out$powers <- first$powers
+  out
+}
+
+engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, n_threads,
+                         verbose) {
+  scale <- spec_scale(spec)
+  xs <- sweep(x, 2L, scale, "/")
+  qs <- sweep(queries, 2L, scale, "/")
+  radius <- numeric(0)
+  if (!is.null(spec$nn)) {
+    # The k-th neighbour lies exactly on the boundary: widen by rounding error so it counts.
+    radius <- cpp_knn_radius(xs, qs, spec$nn$k, n_threads, verbose) * (1 + 1e-12)
+  }
+  if (spec$method == "binned") {
+    lo <- grid_range[1L, ] / scale
+    hi <- grid_range[2L, ] / scale
+    qs <- rbind(qs, lo, hi)  # the grid spans the data and every query chunk alike
+  }
+  res <- cpp_local_fit(xs, values, prior %||% numeric(0), qs, radius, spec$kernel, spec$degree,
+                       want_var, spec$method, spec$cutoff, spec$gridsize, n_threads, verbose)
+  if (spec$method == "binned") res <- drop_rows(res, seq_len(nrow(queries)))
+  powers <- basis_powers(ncol(x), spec$degree)
+  # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
+  m <- nrow(queries)
+  unit <- if (length(radius)) radius else rep(1, m)
+  factor <- vapply(seq_len(nrow(powers)), function(b) {
+    f <- rep(1, m)
+    for (j in which(powers[b, ] > 0L)) f <- f * (scale[j] * unit)^powers[b, j]
+    f
+  }, numeric(m))
+  factor <- matrix(factor, nrow = m)
+  res$coef <- res$coef / as.vector(factor)
+  if (want_var) res$var <- res$var / factor^2 else res$var <- NULL
+  res$radius <- if (length(radius)) radius else NULL
+  res$powers <- powers
+  res
+}
+
+drop_rows <- function(res, keep) {
+  res$coef <- res$coef[keep, , , drop = FALSE]
+  if (length(res$var)) res$var <- res$var[keep, , drop = FALSE]
+  res$s00 <- res$s00[keep]
+  res$wsum <- res$wsum[keep]
+  res$status <- res$status[keep]
+  res
+}

@@ -1,0 +1,111 @@
+# Errors, argument checks and thread counts shared by every family.
+
+abort <- function(message, ..., call = rlang::caller_env()) {
+  cli::cli_abort(message, ..., class = "localmean_error", call = call, .envir = parent.frame())
+}
+
+warn <- function(message, ...) {
+  cli::cli_warn(message, ..., class = "localmean_warning", .envir = parent.frame())
+}
+
+check_flag <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  if (!is.logical(x) || length(x) != 1L || is.na(x)) {
+    abort("{.arg {arg}} must be TRUE or FALSE.", call = call)
+  }
+  invisible(x)
+}
+
+check_count <- function(x, arg = rlang::caller_arg(x), min = 1, call = rlang::caller_env()) {
+  if (!is.numeric(x) || length(x) != 1L || !is.finite(x) || x != round(x) || x < min) {
+    abort("{.arg {arg}} must be a whole number of at least {min}.", call = call)
+  }
+  as.integer(x)
+}
+
+check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  if (!is.character(x) || length(x) != 1L || !x %in% choices) {
+    abort("{.arg {arg}} must be one of {.val {choices}}.", call = call)
+  }
+  x
+}
+
+# A numeric predictor matrix with finite entries and column names.
+check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  if (is.data.frame(x)) {
+    bad <- names(x)[!vapply(x, function(col) is.numeric(col) && !is.object(col), TRUE)]
+    if (length(bad)) {
+      abort(c("{.arg {arg}} must have numeric columns only.",
+              x = "Not numeric: {.field {bad}}.",
+              i = "Factors and character columns are not supported as predictors;
+                   recode them as numbers or fit one model per level."), call = call)
+    }
+    x <- as.matrix(x)
+  }
+  if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
+  if (!is.matrix(x) || !is.numeric(x)) {
+    abort("{.arg {arg}} must be a numeric vector, matrix or data frame.", call = call)
+  }
+  storage.mode(x) <- "double"
+  if (nrow(x) == 0L) abort("{.arg {arg}} has no rows.", call = call)
+  if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
+  if (is.null(colnames(x))) colnames(x) <- if (ncol(x) == 1L) "x" else paste0("x", seq_len(ncol(x)))
+  bad <- colnames(x)[colSums(!is.finite(x)) > 0]
+  if (length(bad)) {
+    abort("{.arg {arg}} has missing or non-finite values in column{?s} {.field {bad}}.",
+          call = call)
+  }
+  x
+}
+
+check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::caller_env()) {
+  if (!is.numeric(y) || is.object(y)) abort("{.arg {arg}} must be a numeric vector.", call = call)
+  y <- as.double(y)
+  if (length(y) != n) {
+    abort("{.arg {arg}} has length {length(y)} but the predictors have {n} rows.", call = call)
+  }
+  if (any(!is.finite(y))) abort("{.arg {arg}} has missing or non-finite values.", call = call)
+  y
+}
+
+check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
+                          call = rlang::caller_env()) {
+  if (is.null(weights)) return(NULL)
+  if (!is.numeric(weights) || length(weights) != n) {
+    abort("{.arg {arg}} must be a numeric vector of length {n}.", call = call)
+  }
+  if (any(!is.finite(weights)) || any(weights < 0)) {
+    abort("{.arg {arg}} must be finite and non-negative.", call = call)
+  }
+  if (!any(weights > 0)) abort("{.arg {arg}} are all zero.", call = call)
+  as.double(weights)
+}
+
+#' Number of threads
+#'
+#' The number of threads a computation uses: the `n_threads` argument, else
+#' the option `localmean.threads`, else the environment variable
+#' `LOCALMEAN_THREADS`, else half the available cores. It is capped by
+#' `OMP_THREAD_LIMIT` and at 2 under `R CMD check`. Results never depend on
+#' it. The package never changes the thread settings of other packages.
+#'
+#' @param n_threads `NULL` or a whole number of threads.
+#' @return A whole number of threads.
+#' @export
+#' @examples
+#' n_threads()
+#' n_threads(1)
+n_threads <- function(n_threads = NULL) {
+  if (is.null(n_threads)) n_threads <- getOption("localmean.threads")
+  if (is.null(n_threads)) {
+    env <- Sys.getenv("LOCALMEAN_THREADS")
+    if (nzchar(env)) n_threads <- suppressWarnings(as.integer(env))
+  }
+  if (is.null(n_threads)) {
+    n_threads <- max(1L, RcppParallel::defaultNumThreads() %/% 2L)
+  }
+  n_threads <- check_count(n_threads, "n_threads")
+  limit <- suppressWarnings(as.integer(Sys.getenv("OMP_THREAD_LIMIT")))
+  if (!is.na(limit) && limit > 0L) n_threads <- min(n_threads, limit)
+  if (nzchar(Sys.getenv("_R_CHECK_LIMIT_CORES_"))) n_threads <- min(n_threads, 2L)
+  n_threads
+}

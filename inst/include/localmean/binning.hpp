@@ -1,0 +1,195 @@
+// The binned strategy for d <= 2 (KernSmooth's approach): linear binning of the data onto a
+// regular grid, local moments at every grid node by a discrete convolution with the kernel
+// weights, the local fits at the nodes, and linear interpolation of the fits to the queries.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "engine.hpp"
+
+namespace localmean {
+
+// A regular grid in scaled coordinates: size[j] nodes from lo[j] in steps of step[j].
+struct Grid {
+  std::size_t d = 1;
+  std::size_t size[2] = {1, 1};
+  double lo[2] = {0.0, 0.0};
+  double step[2] = {1.0, 1.0};
+  std::size_t nodes() const { return d == 1 ? size[0] : size[0] * size[1]; }
+  double coord(std::size_t node, std::size_t j) const {
+    const std::size_t i = j == 0 ? node % size[0] : node / size[0];
+    return lo[j] + step[j] * static_cast<double>(i);
+  }
+};
+
+// The grid covering [lo, hi] per dimension with `size` nodes.
+inline Grid make_grid(std::size_t d, const double* lo, const double* hi, const std::size_t* size) {
+  Grid g;
+  g.d = d;
+  for (std::size_t j = 0; j < d; ++j) {
+    g.size[j] = std::max<std::size_t>(size[j], 2);
+    g.lo[j] = lo[j];
+    const double width = hi[j] - lo[j];
+    g.step[j] = width > 0.0 ? width / static_cast<double>(g.size[j] - 1) : 1.0;
+  }
+  return g;
+}
+
+// Position of x on the grid along dimension j: the lower node and the weight of the upper one.
+inline bool grid_position(const Grid& g, std::size_t j, double x, std::size_t* node, double* frac) {
+  const double pos = (x - g.lo[j]) / g.step[j];
+  if (!(pos >= 0.0) || pos > static_cast<double>(g.size[j] - 1)) return false;
+  std::size_t i = static_cast<std::size_t>(pos);
+  if (i >= g.size[j] - 1) i = g.size[j] - 2;
+  *node = i;
+  *frac = pos - static_cast<double>(i);
+  return true;
+}
+
+// Linear binning of weights (prior, or 1) and of weighted values. Points off the grid are dropped.
+// Fixed chunks of points fill their own grids, summed in chunk order: the result does not depend
+// on the number of threads.
+inline void linear_bin(const Grid& g, const double* x, std::size_t n, const double* values,
+                       std::size_t nv, const double* prior, std::vector<double>& counts,
+                       std::vector<double>& sums, const ParallelFor& parallel_for) {
+  const std::size_t G = g.nodes();
+  const std::size_t chunk = std::max<std::size_t>(std::size_t(1) << 16, n / 32 + 1);
+  const std::size_t nchunks = (n + chunk - 1) / chunk;
+  std::vector<double> part(nchunks * G * (1 + nv), 0.0);
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t c = begin; c < end; ++c) {
+      double* cnt = &part[c * G * (1 + nv)];
+      double* sum = cnt + G;
+      const std::size_t stop = std::min(n, (c + 1) * chunk);
+      for (std::size_t i = c * chunk; i < stop; ++i) {
+        std::size_t node[2] = {0, 0};
+        double frac[2] = {0.0, 0.0};
+        bool inside = true;
+        for (std::size_t j = 0; j < g.d; ++j)
+          inside = inside && grid_position(g, j, x[j * n + i], &node[j], &frac[j]);
+        if (!inside) continue;
+        const double w = prior ? prior[i] : 1.0;
+        const std::size_t corners = g.d == 1 ? 2 : 4;
+        for (std::size_t corner = 0; corner < corners; ++corner) {
+          const std::size_t a = corner & 1, b = corner >> 1;
+          const double share = (a ? frac[0] : 1.0 - frac[0]) *
+                               (g.d == 1 ? 1.0 : (b ? frac[1] : 1.0 - frac[1]));
+          const std::size_t k = (node[0] + a) + (g.d == 1 ? 0 : (node[1] + b) * g.size[0]);
+          cnt[k] += share * w;
+          for (std::size_t v = 0; v < nv; ++v) sum[v * G + k] += share * w * values[v * n + i];
+        }
+      }
+    }
+  };
+  parallel_for(0, nchunks, fn);
+  counts.assign(G, 0.0);
+  sums.assign(G * nv, 0.0);
+  for (std::size_t c = 0; c < nchunks; ++c) {
+    const double* cnt = &part[c * G * (1 + nv)];
+    for (std::size_t k = 0; k < G; ++k) counts[k] += cnt[k];
+    for (std::size_t k = 0; k < G * nv; ++k) sums[k] += cnt[G + k];
+  }
+}
+
+// Local fits at the grid nodes from binned data, written to `out` with m = g.nodes().
+inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
+                             const std::vector<double>& sums, std::size_t nv,
+                             const EngineSettings& set, double cutoff, const EngineOutput& out,
+                             const ParallelFor& parallel_for, const Monitor& monitor) {
+  const std::size_t G = g.nodes();
+  const Basis basis(static_cast<int>(g.d), set.degree);
+  // The kernel window: offsets within the cut-off, their weights and basis values.
+  long reach[2] = {0, 0};
+  for (std::size_t j = 0; j < g.d; ++j)
+    reach[j] = std::min<long>(static_cast<long>(std::floor(cutoff / g.step[j] + 1e-9)),
+                              static_cast<long>(g.size[j]) - 1);
+  std::vector<long> off0, off1;
+  std::vector<double> weight, phis;
+  with_kernel(set.kernel, [&](auto kern) {
+    using K = decltype(kern);
+    std::vector<double> phi(basis.size());
+    for (long b = -reach[1]; b <= reach[1]; ++b)
+      for (long a = -reach[0]; a <= reach[0]; ++a) {
+        const double u[2] = {a * g.step[0], b * g.step[1]};
+        const double r2 = u[0] * u[0] + u[1] * u[1];
+        const double w = r2 <= cutoff * cutoff * (1 + 1e-12) ? K::shape(r2) : 0.0;
+        if (w == 0.0) continue;
+        basis.eval(u, phi.data());
+        off0.push_back(a);
+        off1.push_back(b);
+        weight.push_back(w);
+        phis.insert(phis.end(), phi.begin(), phi.end());
+      }
+    return 0;
+  });
+  const std::size_t nb = basis.size();
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    Moments mo(nb, nv, set.want_var);
+    std::vector<double> mean(nv);
+    for (std::size_t node = begin; node < end; ++node) {
+      const long i0 = static_cast<long>(node % g.size[0]);
+      const long i1 = static_cast<long>(node / g.size[0]);
+      mo.reset();
+      for (std::size_t o = 0; o < weight.size(); ++o) {
+        const long k0 = i0 + off0[o], k1 = i1 + off1[o];
+        if (k0 < 0 || k0 >= static_cast<long>(g.size[0]) || k1 < 0 ||
+            k1 >= static_cast<long>(g.d == 1 ? 1 : g.size[1]))
+          continue;
+        const std::size_t k = static_cast<std::size_t>(k0 + k1 * static_cast<long>(g.size[0]));
+        const double c = counts[k];
+        if (c == 0.0) continue;
+        for (std::size_t v = 0; v < nv; ++v) mean[v] = sums[v * G + k] / c;
+        std::copy(&phis[o * nb], &phis[o * nb] + nb, mo.phi.begin());
+        mo.add(weight[o] * c, weight[o] * weight[o] * c, mean.data(), 1);
+      }
+      solve_moments(mo, node, G, out);
+    }
+  };
+  return run_chunked(G, chunk_size(static_cast<double>(weight.size()) * nb), parallel_for,
+                     monitor, fn);
+}
+
+// Interpolates node outputs (m = g.nodes()) linearly to the queries (mq x d, scaled).
+inline void interpolate_nodes(const Grid& g, const EngineOutput& nodes, std::size_t nb,
+                              std::size_t nv, const double* queries, std::size_t mq,
+                              const EngineOutput& out) {
+  const std::size_t G = g.nodes();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (std::size_t i = 0; i < mq; ++i) {
+    std::size_t node[2] = {0, 0};
+    double frac[2] = {0.0, 0.0};
+    bool inside = true;
+    for (std::size_t j = 0; j < g.d; ++j)
+      inside = inside && grid_position(g, j, queries[j * mq + i], &node[j], &frac[j]);
+    std::size_t ks[4];
+    double shares[4];
+    const std::size_t corners = g.d == 1 ? 2 : 4;
+    int status = inside ? kOk : kNoWeight;
+    for (std::size_t corner = 0; corner < corners && inside; ++corner) {
+      const std::size_t a = corner & 1, b = corner >> 1;
+      shares[corner] =
+          (a ? frac[0] : 1.0 - frac[0]) * (g.d == 1 ? 1.0 : (b ? frac[1] : 1.0 - frac[1]));
+      ks[corner] = (node[0] + a) + (g.d == 1 ? 0 : (node[1] + b) * g.size[0]);
+      if (shares[corner] > 0.0 && nodes.status[ks[corner]] != kOk)
+        status = std::max(status, nodes.status[ks[corner]]);
+    }
+    auto mix = [&](const double* arr, std::size_t col) {
+      if (status != kOk) return nan;
+      double s = 0.0;
+      for (std::size_t c = 0; c < corners; ++c)
+        if (shares[c] > 0.0) s += shares[c] * arr[ks[c] + G * col];
+      return s;
+    };
+    for (std::size_t k = 0; k < nb * nv; ++k) out.coef[i + mq * k] = mix(nodes.coef, k);
+    if (out.var)
+      for (std::size_t b = 0; b < nb; ++b) out.var[i + mq * b] = mix(nodes.var, b);
+    if (out.s00) out.s00[i] = mix(nodes.s00, 0);
+    if (out.wsum) out.wsum[i] = status == kNoWeight ? 0.0 : mix(nodes.wsum, 0);
+    if (out.status) out.status[i] = status;
+  }
+}
+
+}  // namespace localmean

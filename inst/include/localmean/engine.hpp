@@ -1,0 +1,358 @@
+// The local-moment engine: for every query q it accumulates, over the data points x_i near q,
+//   S = sum_i W_i phi(u_i) phi(u_i)',  T = sum_i W_i phi(u_i) v_i',  S2 = sum_i k_i W_i phi phi'
+// with u_i = (x_i - q) / h_q in scaled coordinates, k_i the kernel weight, W_i = k_i * prior_i and
+// phi the monomials of degree <= p, then solves the local least-squares problem S beta = T.
+// Degree 0 is the local mean itself; no n x m weight matrix is ever formed.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+#include "kernels.hpp"
+#include "neighbors.hpp"
+
+namespace localmean {
+
+// Monomials u^a of total degree <= degree in d variables, ordered by degree, then by the
+// position of the variables: 1, u1..ud, u1^2, u1 u2, ..., ud^2, ...
+class Basis {
+public:
+  Basis(int d, int degree) : d_(d) {
+    std::vector<int> powers(d, 0);
+    for (int total = 0; total <= degree; ++total) add(powers, 0, total);
+  }
+  std::size_t size() const { return terms_.size(); }
+  int dim() const { return d_; }
+  const std::vector<int>& powers(std::size_t b) const { return terms_[b]; }
+  void eval(const double* u, double* phi) const {
+    for (std::size_t b = 0; b < terms_.size(); ++b) {
+      double p = 1.0;
+      for (int j = 0; j < d_; ++j)
+        for (int e = 0; e < terms_[b][j]; ++e) p *= u[j];
+      phi[b] = p;
+    }
+  }
+
+private:
+  int d_;
+  std::vector<std::vector<int>> terms_;
+  void add(std::vector<int>& powers, int from, int left) {
+    if (left == 0) {
+      terms_.push_back(powers);
+      return;
+    }
+    for (int j = from; j < d_; ++j) {
+      ++powers[j];
+      add(powers, j, left - 1);
+      --powers[j];
+    }
+  }
+};
+
+enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2 };
+
+// Moments of one query point, and their solution.
+struct Moments {
+  std::size_t nb, nv;
+  bool want_var;
+  std::vector<double> S, T, S2, phi, chol, inv;
+  Moments(std::size_t nb_, std::size_t nv_, bool want_var_)
+      : nb(nb_), nv(nv_), want_var(want_var_), S(nb_ * nb_), T(nb_ * nv_), S2(nb_ * nb_),
+        phi(nb_), chol(nb_ * nb_), inv(nb_ * nb_) {}
+  void reset() {
+    std::fill(S.begin(), S.end(), 0.0);
+    std::fill(T.begin(), T.end(), 0.0);
+    std::fill(S2.begin(), S2.end(), 0.0);
+  }
+  // Adds one point with basis values phi, weight W, variance weight k * W and values v[j * stride].
+  void add(double W, double kW, const double* v, std::size_t stride) {
+    for (std::size_t a = 0; a < nb; ++a) {
+      const double wa = W * phi[a];
+      for (std::size_t b = a; b < nb; ++b) S[a * nb + b] += wa * phi[b];
+      for (std::size_t j = 0; j < nv; ++j) T[a * nv + j] += wa * v[j * stride];
+      if (want_var) {
+        const double va = kW * phi[a];
+        for (std::size_t b = a; b < nb; ++b) S2[a * nb + b] += va * phi[b];
+      }
+    }
+  }
+};
+
+// Output arrays, column-major for R, allocated by the caller; optional ones may be null.
+struct EngineOutput {
+  double* coef = nullptr;  // m x nb x nv: coefficients of the scaled basis
+  double* var = nullptr;   // m x nb: diag(S^-1 S2 S^-1)
+  double* s00 = nullptr;   // m: [S^-1]_00, the leverage of a data point divided by its weight
+  double* wsum = nullptr;  // m: sum of the weights W_i
+  int* status = nullptr;   // m: QueryStatus
+};
+
+// Solves the moments of query q (of m) into the outputs: Cholesky of S with a rank check.
+inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const EngineOutput& out) {
+  const std::size_t nb = mo.nb, nv = mo.nv;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (out.wsum) out.wsum[q] = mo.S[0];
+  int status = kOk;
+  if (!(mo.S[0] > 0.0)) status = kNoWeight;
+  // Cholesky S = L L' (L stored row-major in chol, lower part).
+  std::vector<double>& L = mo.chol;
+  double max_diag = 0.0;
+  for (std::size_t a = 0; a < nb; ++a) max_diag = std::max(max_diag, mo.S[a * nb + a]);
+  for (std::size_t a = 0; a < nb && status == kOk; ++a) {
+    for (std::size_t b = 0; b <= a; ++b) {
+      double s = mo.S[b * nb + a];  // upper triangle holds S[b][a] for b <= a
+      for (std::size_t c = 0; c < b; ++c) s -= L[a * nb + c] * L[b * nb + c];
+      if (a == b) {
+        if (!(s > 1e-11 * max_diag)) {
+          status = kSingular;
+          break;
+        }
+        L[a * nb + a] = std::sqrt(s);
+      } else {
+        L[a * nb + b] = s / L[b * nb + b];
+      }
+    }
+  }
+  if (out.status) out.status[q] = status;
+  if (status != kOk) {
+    for (std::size_t k = 0; k < nb * nv; ++k) out.coef[q + m * k] = nan;
+    if (out.var)
+      for (std::size_t b = 0; b < nb; ++b) out.var[q + m * b] = nan;
+    if (out.s00) out.s00[q] = nan;
+    return;
+  }
+  // inv = S^-1, column by column.
+  std::vector<double>& inv = mo.inv;
+  std::vector<double> col(nb);
+  for (std::size_t c = 0; c < nb; ++c) {
+    for (std::size_t a = 0; a < nb; ++a) {
+      double s = (a == c) ? 1.0 : 0.0;
+      for (std::size_t k = 0; k < a; ++k) s -= L[a * nb + k] * col[k];
+      col[a] = s / L[a * nb + a];
+    }
+    for (std::size_t a = nb; a-- > 0;) {
+      double s = col[a];
+      for (std::size_t k = a + 1; k < nb; ++k) s -= L[k * nb + a] * col[k];
+      col[a] = s / L[a * nb + a];
+    }
+    for (std::size_t a = 0; a < nb; ++a) inv[a * nb + c] = col[a];
+  }
+  for (std::size_t j = 0; j < nv; ++j)
+    for (std::size_t a = 0; a < nb; ++a) {
+      double s = 0.0;
+      for (std::size_t b = 0; b < nb; ++b) s += inv[a * nb + b] * mo.T[b * nv + j];
+      out.coef[q + m * (a + nb * j)] = s;
+    }
+  if (out.s00) out.s00[q] = inv[0];
+  if (out.var) {
+    auto s2 = [&](std::size_t a, std::size_t b) {
+      return a <= b ? mo.S2[a * nb + b] : mo.S2[b * nb + a];
+    };
+    for (std::size_t a = 0; a < nb; ++a) {
+      double s = 0.0;
+      for (std::size_t b = 0; b < nb; ++b) {
+        double t = 0.0;
+        for (std::size_t c = 0; c < nb; ++c) t += s2(b, c) * inv[c * nb + a];
+        s += inv[a * nb + b] * t;
+      }
+      out.var[q + m * a] = s;
+    }
+  }
+}
+
+// The data side of the engine: points in scaled coordinates, kept in kd-tree order together with
+// their values and prior weights, so that every strategy sweeps contiguous memory.
+class LocalData {
+public:
+  LocalData(const double* x, std::size_t n, std::size_t d, const double* values, std::size_t nv,
+            const double* prior)
+      : tree_(x, n, d), nv_(nv), values_(n * nv), prior_(prior ? n : 0) {
+    const std::vector<std::size_t>& ord = tree_.order();
+    for (std::size_t j = 0; j < nv; ++j)
+      for (std::size_t i = 0; i < n; ++i) values_[j * n + i] = values[j * n + ord[i]];
+    for (std::size_t i = 0; i < prior_.size(); ++i) prior_[i] = prior[ord[i]];
+  }
+  const KdTree& tree() const { return tree_; }
+  std::size_t n() const { return tree_.size(); }
+  std::size_t d() const { return tree_.dim(); }
+  std::size_t nv() const { return nv_; }
+  const double* values() const { return values_.data(); }
+  const double* prior() const { return prior_.empty() ? nullptr : prior_.data(); }
+
+private:
+  KdTree tree_;
+  std::size_t nv_;
+  std::vector<double> values_, prior_;
+};
+
+// Runs fn(begin, end) over [0, total) in chunks on the caller's parallel-for; between chunks the
+// monitor (called on the calling thread) reports progress and returns false to stop.
+using ParallelFor = std::function<void(std::size_t, std::size_t,
+                                       const std::function<void(std::size_t, std::size_t)>&)>;
+using Monitor = std::function<bool(std::size_t done, std::size_t total)>;
+
+inline void serial_for(std::size_t begin, std::size_t end,
+                       const std::function<void(std::size_t, std::size_t)>& fn) {
+  fn(begin, end);
+}
+
+inline bool run_chunked(std::size_t total, std::size_t chunk, const ParallelFor& parallel_for,
+                        const Monitor& monitor,
+                        const std::function<void(std::size_t, std::size_t)>& fn) {
+  chunk = std::max<std::size_t>(chunk, 1);
+  for (std::size_t start = 0; start < total; start += chunk) {
+    const std::size_t stop = std::min(total, start + chunk);
+    parallel_for(start, stop, fn);
+    if (monitor && !monitor(stop, total)) return false;
+  }
+  return true;
+}
+
+// Queries per chunk so that one chunk is about `work` point visits (about 0.05 s on one core).
+inline std::size_t chunk_size(std::size_t n_data, double work = 2e7) {
+  return std::max<std::size_t>(16, static_cast<std::size_t>(work / std::max<double>(n_data, 1.0)));
+}
+
+struct EngineSettings {
+  KernelType kernel = KernelType::gaussian;
+  int degree = 0;
+  bool want_var = false;
+  bool use_tree = true;  // prune with the tree; otherwise sweep every point
+  double cutoff = 0.0;   // truncation radius in scales; 0: the kernel's own cut-off
+};
+
+// The truncation radius that applies: the user's, else the registry's (infinite for the Cauchy).
+inline double effective_cutoff(const EngineSettings& set) {
+  return set.cutoff > 0.0 ? set.cutoff : kernel_info(set.kernel).cutoff;
+}
+
+namespace detail {
+
+constexpr std::size_t kBlock = 8;
+
+// Pairwise sum of a full block; sequential for a tail. Either way a fixed order.
+inline double block_sum(const double* v, std::integral_constant<std::size_t, kBlock>) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+inline double block_sum(const double* v, std::size_t len) {
+  double s = 0.0;
+  for (std::size_t k = 0; k < len; ++k) s += v[k];
+  return s;
+}
+
+
+// Accumulates `len` points from tree position s into the moments of query q. Len is either the
+// compile-time block length (so that the weight loops vectorise) or a run-time tail length.
+template <class K, class Len>
+inline void sweep_block(const LocalData& data, const Basis& basis, const double* q, double inv_h,
+                        double cut2, std::size_t s, Len len, Moments& mo) {
+  const std::size_t n = data.n(), d = data.d(), nv = data.nv();
+  const double* pts = data.tree().points();
+  const double* prior = data.prior();
+  double r2[kBlock] = {0.0}, w[kBlock];
+  for (std::size_t j = 0; j < d; ++j) {
+    const double* col = pts + j * n + s;
+    const double qj = q[j];
+    for (std::size_t k = 0; k < len; ++k) {
+      const double t = (col[k] - qj) * inv_h;
+      r2[k] += t * t;
+    }
+  }
+  for (std::size_t k = 0; k < len; ++k) {
+    // Clamp first: shape() is only evaluated inside the cut-off.
+    const double inside = within(r2[k], cut2);
+    w[k] = inside * K::shape(std::min(r2[k], cut2));
+  }
+  if (mo.nb == 1 && !mo.want_var) {
+    // The local mean: the block's sums are formed pairwise, then added in block order.
+    if (prior)
+      for (std::size_t k = 0; k < len; ++k) w[k] *= prior[s + k];
+    mo.S[0] += block_sum(w, len);
+    for (std::size_t j = 0; j < nv; ++j) {
+      const double* y = data.values() + j * n + s;
+      double wy[kBlock];
+      for (std::size_t k = 0; k < len; ++k) wy[k] = w[k] * y[k];
+      mo.T[j] += block_sum(wy, len);
+    }
+    return;
+  }
+  double u[64];
+  for (std::size_t k = 0; k < len; ++k) {
+    if (w[k] == 0.0) continue;
+    for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + s + k] - q[j]) * inv_h;
+    basis.eval(u, mo.phi.data());
+    const double W = prior ? w[k] * prior[s + k] : w[k];
+    mo.add(W, w[k] * W, data.values() + s + k, n);
+  }
+}
+
+// Accumulates the points at tree positions [begin, end) into the moments of query q.
+template <class K>
+void sweep(const LocalData& data, const Basis& basis, const double* q, double inv_h,
+           double cut2, std::size_t begin, std::size_t end, Moments& mo) {
+  std::size_t s = begin;
+  for (; s + kBlock <= end; s += kBlock)
+    sweep_block<K>(data, basis, q, inv_h, cut2, s, std::integral_constant<std::size_t, kBlock>(),
+                   mo);
+  if (s < end) sweep_block<K>(data, basis, q, inv_h, cut2, s, end - s, mo);
+}
+
+}  // namespace detail
+
+// Local moments and their solution at m queries (m x d column-major, scaled coordinates) with
+// per-query scales radius[q] (null: 1). Returns false if the monitor stopped it.
+inline bool local_fit(const LocalData& data, const double* queries, std::size_t m,
+                      const double* radius, const EngineSettings& set, const EngineOutput& out,
+                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+  const std::size_t d = data.d();
+  if (d > 64) return false;  // callers check the dimension first
+  const Basis basis(static_cast<int>(d), set.degree);
+  const double cutoff = effective_cutoff(set);
+  const double cut2 = cutoff * cutoff;
+  const bool prune = set.use_tree && std::isfinite(cutoff);
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    with_kernel(set.kernel, [&](auto kern) {
+      using K = decltype(kern);
+      Moments mo(basis.size(), data.nv(), set.want_var);
+      std::vector<double> q(d);
+      for (std::size_t i = begin; i < end; ++i) {
+        for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
+        const double h = radius ? radius[i] : 1.0;
+        mo.reset();
+        if (h > 0.0) {
+          if (prune) {
+            data.tree().visit_ball(q.data(), cutoff * h, [&](std::size_t b, std::size_t e) {
+              detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, b, e, mo);
+            });
+          } else {
+            detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, 0, data.n(), mo);
+          }
+        }
+        solve_moments(mo, i, m, out);
+      }
+      return 0;
+    });
+  };
+  return run_chunked(m, chunk_size(data.n()), parallel_for, monitor, fn);
+}
+
+// Distance from every query to its k-th nearest data point (the nn(k) bandwidth).
+inline bool knn_radius(const KdTree& tree, const double* queries, std::size_t m, std::size_t k,
+                       double* radius, const ParallelFor& parallel_for = serial_for,
+                       const Monitor& monitor = {}) {
+  const std::size_t d = tree.dim();
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    std::vector<double> q(d);
+    for (std::size_t i = begin; i < end; ++i) {
+      for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
+      radius[i] = tree.kth_distance(q.data(), k);
+    }
+  };
+  return run_chunked(m, chunk_size(64.0 * k * d, 2e7), parallel_for, monitor, fn);
+}
+
+}  // namespace localmean

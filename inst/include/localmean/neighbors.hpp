@@ -1,0 +1,153 @@
+// Exact neighbour search: a kd-tree that keeps the data in tree order, so that every leaf is a
+// contiguous block that the engine can sweep like a block of the exact strategy.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numeric>
+#include <queue>
+#include <vector>
+
+namespace localmean {
+
+class KdTree {
+public:
+  struct Node {
+    std::size_t begin, end;  // the node's points: positions [begin, end) in tree order
+    int left, right;         // children, -1 for a leaf
+  };
+
+  // x: n x d column-major. The tree copies the points into tree order (column-major, n x d).
+  KdTree(const double* x, std::size_t n, std::size_t d, std::size_t leaf_size = 24)
+      : n_(n), d_(d), leaf_size_(std::max<std::size_t>(leaf_size, 1)), order_(n) {
+    std::iota(order_.begin(), order_.end(), std::size_t(0));
+    if (n > 0) build(x, 0, n);
+    points_.resize(n * d);
+    for (std::size_t j = 0; j < d; ++j)
+      for (std::size_t i = 0; i < n; ++i) points_[j * n + i] = x[j * n + order_[i]];
+  }
+
+  std::size_t size() const { return n_; }
+  std::size_t dim() const { return d_; }
+  // Original index of the point at tree position i.
+  const std::vector<std::size_t>& order() const { return order_; }
+  // Points in tree order, column-major n x d.
+  const double* points() const { return points_.data(); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+  // Squared distance from q to the node's bounding box.
+  double box_distance2(int node, const double* q) const {
+    double s = 0.0;
+    const double* lo = &lo_[node * d_];
+    const double* hi = &hi_[node * d_];
+    for (std::size_t j = 0; j < d_; ++j) {
+      const double t = q[j] < lo[j] ? lo[j] - q[j] : (q[j] > hi[j] ? q[j] - hi[j] : 0.0);
+      s += t * t;
+    }
+    return s;
+  }
+
+  // Calls leaf(begin, end) for every leaf that may hold points within `radius` of q, in a fixed
+  // (depth-first, left-first) order.
+  template <class F> void visit_ball(const double* q, double radius, F&& leaf) const {
+    if (n_ == 0) return;
+    const double r2 = radius * radius;
+    std::vector<int> stack{0};
+    while (!stack.empty()) {
+      const int node = stack.back();
+      stack.pop_back();
+      if (box_distance2(node, q) > r2) continue;
+      const Node& nd = nodes_[node];
+      if (nd.left < 0) {
+        leaf(nd.begin, nd.end);
+      } else {
+        stack.push_back(nd.right);
+        stack.push_back(nd.left);
+      }
+    }
+  }
+
+  // Distance from q to its k-th nearest point (k >= 1; points at distance 0 count).
+  double kth_distance(const double* q, std::size_t k) const {
+    std::priority_queue<double> best;  // the k smallest squared distances so far
+    std::vector<std::pair<double, int>> stack{{0.0, 0}};
+    while (!stack.empty()) {
+      const auto top = stack.back();
+      stack.pop_back();
+      if (best.size() == k && top.first > best.top()) continue;
+      const Node& nd = nodes_[top.second];
+      if (nd.left < 0) {
+        for (std::size_t i = nd.begin; i < nd.end; ++i) {
+          double s = 0.0;
+          for (std::size_t j = 0; j < d_; ++j) {
+            const double t = points_[j * n_ + i] - q[j];
+            s += t * t;
+          }
+          if (best.size() < k) {
+            best.push(s);
+          } else if (s < best.top()) {
+            best.pop();
+            best.push(s);
+          }
+        }
+        continue;
+      }
+      // Visit the nearer child first: push it last.
+      const double dl = box_distance2(nd.left, q), dr = box_distance2(nd.right, q);
+      if (dl <= dr) {
+        stack.push_back({dr, nd.right});
+        stack.push_back({dl, nd.left});
+      } else {
+        stack.push_back({dl, nd.left});
+        stack.push_back({dr, nd.right});
+      }
+    }
+    return std::sqrt(best.top());
+  }
+
+private:
+  std::size_t n_, d_, leaf_size_;
+  std::vector<std::size_t> order_;
+  std::vector<double> points_;
+  std::vector<Node> nodes_;
+  std::vector<double> lo_, hi_;
+
+  int build(const double* x, std::size_t begin, std::size_t end) {
+    const int id = static_cast<int>(nodes_.size());
+    nodes_.push_back({begin, end, -1, -1});
+    lo_.resize(lo_.size() + d_);
+    hi_.resize(hi_.size() + d_);
+    std::size_t widest = 0;
+    double width = -1.0;
+    for (std::size_t j = 0; j < d_; ++j) {
+      double lo = x[j * n_ + order_[begin]], hi = lo;
+      for (std::size_t i = begin + 1; i < end; ++i) {
+        const double v = x[j * n_ + order_[i]];
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      lo_[id * d_ + j] = lo;
+      hi_[id * d_ + j] = hi;
+      if (hi - lo > width) {
+        width = hi - lo;
+        widest = j;
+      }
+    }
+    if (end - begin <= leaf_size_ || width <= 0.0) return id;
+    const std::size_t mid = begin + (end - begin) / 2;
+    const double* col = x + widest * n_;
+    // Ties are broken by index so that the tree does not depend on the sort's internals.
+    std::nth_element(order_.begin() + begin, order_.begin() + mid, order_.begin() + end,
+                     [col](std::size_t a, std::size_t b) {
+                       return col[a] < col[b] || (col[a] == col[b] && a < b);
+                     });
+    const int left = build(x, begin, mid);
+    const int right = build(x, mid, end);
+    nodes_[id].left = left;
+    nodes_[id].right = right;
+    return id;
+  }
+};
+
+}  // namespace localmean

@@ -1,0 +1,143 @@
+// Glue between R and the local-moment engine: convert, call the core, return R objects.
+#include "r_policies.h"
+
+#include <localmean/binning.hpp>
+
+using namespace Rcpp;
+
+namespace {
+
+localmean::KernelType kernel_type(const std::string& name) {
+  localmean::KernelType type;
+  if (!localmean::kernel_from_name(name, &type)) stop("unknown kernel '%s'", name);
+  return type;
+}
+
+struct FitArrays {
+  NumericVector coef, var, s00, wsum;
+  IntegerVector status;
+  FitArrays(std::size_t m, std::size_t nb, std::size_t nv, bool want_var)
+      : coef(Dimension(m, nb, nv)), var(want_var ? NumericVector(Dimension(m, nb)) : NumericVector(0)),
+        s00(m), wsum(m), status(m) {}
+  localmean::EngineOutput output(bool want_var) {
+    localmean::EngineOutput out;
+    out.coef = coef.begin();
+    out.var = want_var ? var.begin() : nullptr;
+    out.s00 = s00.begin();
+    out.wsum = wsum.begin();
+    out.status = status.begin();
+    return out;
+  }
+  List as_list() const {
+    return List::create(_["coef"] = coef, _["var"] = var, _["s00"] = s00, _["wsum"] = wsum,
+                        _["status"] = status);
+  }
+};
+
+}  // namespace
+
+// Local polynomial fits at `queries` (m x d) from data `x` (n x d), both already divided by the
+// per-variable scales; `radius` (length m) multiplies the scales per query (nn bandwidths).
+// [[Rcpp::export]]
+List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior,
+                   NumericMatrix queries, NumericVector radius, std::string kernel, int degree,
+                   bool want_var, std::string method, double cutoff, IntegerVector gridsize,
+                   int n_threads, bool verbose) {
+  const std::size_t n = x.nrow(), d = x.ncol(), m = queries.nrow(), nv = values.ncol();
+  localmean::EngineSettings set;
+  set.kernel = kernel_type(kernel);
+  set.degree = degree;
+  set.want_var = want_var;
+  set.cutoff = cutoff;
+  const std::size_t nb = localmean::Basis(static_cast<int>(d), degree).size();
+  FitArrays res(m, nb, nv, want_var);
+  localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
+  const auto pfor = localmean_r::parallel_for(n_threads);
+  const double* w = prior.size() ? prior.begin() : nullptr;
+  bool done;
+  if (method == "binned") {
+    std::vector<double> lo(d), hi(d);
+    for (std::size_t j = 0; j < d; ++j) {
+      lo[j] = R_PosInf;
+      hi[j] = R_NegInf;
+      for (std::size_t i = 0; i < n; ++i) {
+        lo[j] = std::min(lo[j], x(i, j));
+        hi[j] = std::max(hi[j], x(i, j));
+      }
+      for (std::size_t i = 0; i < m; ++i) {
+        lo[j] = std::min(lo[j], queries(i, j));
+        hi[j] = std::max(hi[j], queries(i, j));
+      }
+    }
+    std::vector<std::size_t> size(gridsize.begin(), gridsize.end());
+    const localmean::Grid grid = localmean::make_grid(d, lo.data(), hi.data(), size.data());
+    std::vector<double> counts, sums;
+    localmean::linear_bin(grid, x.begin(), n, values.begin(), nv, w, counts, sums, pfor);
+    FitArrays nodes(grid.nodes(), nb, nv, want_var);
+    done = localmean::binned_fit_nodes(grid, counts, sums, nv, set,
+                                       localmean::effective_cutoff(set), nodes.output(want_var),
+                                       pfor, monitor.callback());
+    if (done)
+      localmean::interpolate_nodes(grid, nodes.output(want_var), nb, nv, queries.begin(), m,
+                                   res.output(want_var));
+  } else {
+    set.use_tree = method == "tree";
+    const localmean::LocalData data(x.begin(), n, d, values.begin(), nv, w);
+    done = localmean::local_fit(data, queries.begin(), m, radius.size() ? radius.begin() : nullptr,
+                                set, res.output(want_var), pfor, monitor.callback());
+  }
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  return res.as_list();
+}
+
+// Distance from every query to its k-th nearest data point.
+// [[Rcpp::export]]
+NumericVector cpp_knn_radius(NumericMatrix x, NumericMatrix queries, int k, int n_threads,
+                             bool verbose) {
+  const localmean::KdTree tree(x.begin(), x.nrow(), x.ncol());
+  NumericVector radius(queries.nrow());
+  localmean_r::Monitor monitor(verbose, queries.nrow(), "neighbours");
+  const bool done =
+      localmean::knn_radius(tree, queries.begin(), queries.nrow(), static_cast<std::size_t>(k),
+                            radius.begin(), localmean_r::parallel_for(n_threads), monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  return radius;
+}
+
+// The kernel registry as a data frame.
+// [[Rcpp::export]]
+DataFrame cpp_kernel_table() {
+  std::size_t size;
+  const localmean::KernelInfo* table = localmean::kernel_table(&size);
+  CharacterVector name(size);
+  LogicalVector compact(size);
+  NumericVector cutoff(size), constant(size), mu2(size), roughness(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    name[i] = table[i].name;
+    compact[i] = table[i].compact;
+    cutoff[i] = table[i].cutoff;
+    constant[i] = table[i].constant;
+    mu2[i] = table[i].mu2;
+    roughness[i] = table[i].roughness;
+  }
+  return DataFrame::create(_["kernel"] = name, _["compact"] = compact, _["cutoff"] = cutoff,
+                           _["constant"] = constant, _["mu2"] = mu2, _["roughness"] = roughness,
+                           _["stringsAsFactors"] = false);
+}
+
+// Kernel density values c * k(u) on the line.
+// [[Rcpp::export]]
+NumericVector cpp_kernel_value(std::string kernel, NumericVector u) {
+  const localmean::KernelType type = kernel_type(kernel);
+  NumericVector out(u.size());
+  for (R_xlen_t i = 0; i < u.size(); ++i) out[i] = localmean::kernel_value(type, u[i]);
+  return out;
+}
+
+// Normalising constant of the radial kernel in d dimensions.
+// [[Rcpp::export]]
+double cpp_radial_constant(std::string kernel, int d) {
+  return localmean::radial_constant(kernel_type(kernel), d);
+}

@@ -1,0 +1,7 @@
+# Run the test suite on the installed package and fail on any failure.
+res <- as.data.frame(testthat::test_dir("tests/testthat", package = "localmean",
+                                        load_package = "installed", stop_on_failure = FALSE,
+                                        reporter = "summary"))
+failed <- sum(res$failed) + sum(res$error)
+cat(sprintf("\n%d passed, %d failed, %d skipped\n", sum(res$passed), failed, sum(res$skipped)))
+if (failed > 0) quit(status = 1)
