@@ -86,15 +86,17 @@ most_probable <- function(prob, levels) {
 #' @param newdata New predictor values; `NULL` for the training data.
 #' @param type `"class"` for the local mode, `"prob"` for the matrix of class
 #'   probabilities.
+#' @param method `NULL` (the fit's strategy) or a strategy for these predictions.
 #' @return `predict()`: a factor of classes or a matrix of probabilities.
 #' @export
 predict.local_classify <- function(object, newdata = NULL, type = c("class", "prob"),
-                                   n_threads = NULL, verbose = FALSE, ...) {
+                                   method = NULL, n_threads = NULL, verbose = FALSE, ...) {
   type <- match.arg(type)
   prob <- if (is.null(newdata)) {
     object$fitted
   } else {
-    res <- predict_engine(object, new_predictors(object, newdata), FALSE, n_threads, verbose)
+    res <- predict_engine(object, new_predictors(object, newdata), FALSE, n_threads, verbose,
+                          method)
     matrix(res$coef[, 1L, ], ncol = length(object$levels),
            dimnames = list(NULL, object$levels))
   }

@@ -105,20 +105,23 @@ spec_scale <- function(spec) if (is.null(spec$nn)) spec$bandwidth else spec$nn$s
 engine_fit <- function(x, values, prior, queries, spec, want_var = FALSE, n_threads = 1L,
                        verbose = FALSE) {
   values <- as.matrix(values)
-  grid_range <- rbind(pmin(apply(x, 2L, min), apply(queries, 2L, min)),
-                      pmax(apply(x, 2L, max), apply(queries, 2L, max)))
-  rows <- seq_len(nrow(queries))
-  chunks <- split(rows, ceiling(rows / spec$chunk_size))
-  run <- function(idx, threads) {
-    engine_chunk(x, values, prior, queries[idx, , drop = FALSE], spec, want_var, grid_range,
-                 threads, verbose)
+  # The binned grid spans the data and every query, so that all chunks share one grid.
+  grid_range <- if (spec$method == "binned") {
+    vapply(seq_len(ncol(x)), function(j) range(x[, j], queries[, j]), numeric(2))
   }
-  parts <- if (length(chunks) > 1L && future_plan_active()) {
+  m <- nrow(queries)
+  run <- function(idx, threads) {
+    q <- if (is.null(idx)) queries else queries[idx, , drop = FALSE]
+    engine_chunk(x, values, prior, q, spec, want_var, grid_range, threads, verbose)
+  }
+  if (m <= spec$chunk_size) return(run(NULL, n_threads))
+  starts <- seq(1, m, by = spec$chunk_size)
+  chunks <- lapply(starts, function(s) s:min(m, s + spec$chunk_size - 1))
+  parts <- if (future_plan_active()) {
     future.apply::future_lapply(chunks, run, threads = 1L, future.seed = NULL)
   } else {
     lapply(chunks, run, threads = n_threads)
   }
-  if (length(parts) == 1L) return(parts[[1L]])
   bind_fits(parts)
 }
 
@@ -146,43 +149,37 @@ bind_fits <- function(parts) {
 engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, n_threads,
                          verbose) {
   scale <- spec_scale(spec)
-  xs <- sweep(x, 2L, scale, "/")
-  qs <- sweep(queries, 2L, scale, "/")
+  xs <- x / rep(scale, each = nrow(x))
+  qs <- queries / rep(scale, each = nrow(queries))
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
     # The k-th neighbour lies exactly on the boundary: widen by rounding error so it counts.
     radius <- cpp_knn_radius(xs, qs, spec$nn$k, n_threads, verbose) * (1 + 1e-12)
   }
-  if (spec$method == "binned") {
-    lo <- grid_range[1L, ] / scale
-    hi <- grid_range[2L, ] / scale
-    qs <- rbind(qs, lo, hi)  # the grid spans the data and every query chunk alike
+  grid_lo <- grid_hi <- numeric(0)
+  if (!is.null(grid_range)) {
+    grid_lo <- grid_range[1L, ] / scale
+    grid_hi <- grid_range[2L, ] / scale
   }
   res <- cpp_local_fit(xs, values, prior %||% numeric(0), qs, radius, spec$kernel, spec$degree,
-                       want_var, spec$method, spec$cutoff, spec$gridsize, n_threads, verbose)
-  if (spec$method == "binned") res <- drop_rows(res, seq_len(nrow(queries)))
+                       want_var, spec$method, spec$cutoff, spec$gridsize, grid_lo, grid_hi,
+                       n_threads, verbose)
   powers <- basis_powers(ncol(x), spec$degree)
-  # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
-  m <- nrow(queries)
-  unit <- if (length(radius)) radius else rep(1, m)
-  factor <- vapply(seq_len(nrow(powers)), function(b) {
-    f <- rep(1, m)
-    for (j in which(powers[b, ] > 0L)) f <- f * (scale[j] * unit)^powers[b, j]
-    f
-  }, numeric(m))
-  factor <- matrix(factor, nrow = m)
-  res$coef <- res$coef / as.vector(factor)
-  if (want_var) res$var <- res$var / factor^2 else res$var <- NULL
+  if (spec$degree > 0L) {
+    # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
+    m <- nrow(queries)
+    unit <- if (length(radius)) radius else rep(1, m)
+    factor <- vapply(seq_len(nrow(powers)), function(b) {
+      f <- rep(1, m)
+      for (j in which(powers[b, ] > 0L)) f <- f * (scale[j] * unit)^powers[b, j]
+      f
+    }, numeric(m))
+    factor <- matrix(factor, nrow = m)
+    res$coef <- res$coef / as.vector(factor)
+    if (want_var) res$var <- res$var / factor^2
+  }
+  if (!want_var) res$var <- NULL
   res$radius <- if (length(radius)) radius else NULL
   res$powers <- powers
-  res
-}
-
-drop_rows <- function(res, keep) {
-  res$coef <- res$coef[keep, , , drop = FALSE]
-  if (length(res$var)) res$var <- res$var[keep, , drop = FALSE]
-  res$s00 <- res$s00[keep]
-  res$wsum <- res$wsum[keep]
-  res$status <- res$status[keep]
   res
 }

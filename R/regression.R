@@ -337,8 +337,16 @@ new_predictors <- function(object, newdata, call = rlang::caller_env()) {
 }
 
 # Engine fits of a model at new points, with NA and a warning where no data are in the window.
-predict_engine <- function(object, x, want_var, n_threads, verbose) {
-  res <- engine_fit(object$x, object$values, object$weights, x, object$spec, want_var = want_var,
+# `method` overrides the fit's strategy (e.g. exact predictions from a binned fit).
+predict_engine <- function(object, x, want_var, n_threads, verbose, method = NULL,
+                           call = rlang::caller_env()) {
+  spec <- object$spec
+  if (!is.null(method)) {
+    span <- apply(object$x, 2L, function(v) diff(range(v)))
+    spec$method <- choose_method(method, nrow(object$x), ncol(object$x), spec$kernel,
+                                 spec$bandwidth, spec$nn, spec$gridsize, span, call = call)
+  }
+  res <- engine_fit(object$x, object$values, object$weights, x, spec, want_var = want_var,
                     n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose)
   bad <- sum(res$status != 0L)
   if (bad) {
@@ -354,21 +362,23 @@ predict_engine <- function(object, x, want_var, n_threads, verbose) {
 #' @param se.fit Return pointwise standard errors.
 #' @param deriv Order of derivative to estimate (at most `degree`): 0 the
 #'   function, 1 the gradient, 2 the pure second partial derivatives.
+#' @param method For `predict()`: `NULL` (the fit's strategy) or a strategy
+#'   for these predictions, e.g. `"exact"` after a binned fit.
 #' @return `predict()`: a vector (a matrix with one column per predictor for
 #'   derivatives of several predictors), or with `se.fit = TRUE` a list with
 #'   `fit`, `se.fit`, `df` and `residual.scale`.
 #' @export
 predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0,
-                               n_threads = NULL, verbose = FALSE, ...) {
+                               method = NULL, n_threads = NULL, verbose = FALSE, ...) {
   check_flag(se.fit)
   deriv <- check_count(deriv, min = 0)
   if (deriv > object$degree) {
     abort("{.arg deriv} = {deriv} needs a local polynomial of degree at least {deriv}.")
   }
   if (deriv > 2L) abort("{.arg deriv} must be 0, 1 or 2.")
-  if (is.null(newdata) && !se.fit && deriv == 0L) return(fitted(object))
+  if (is.null(newdata) && !se.fit && deriv == 0L && is.null(method)) return(fitted(object))
   x <- if (is.null(newdata)) object$x else new_predictors(object, newdata)
-  res <- predict_engine(object, x, se.fit, n_threads, verbose)
+  res <- predict_engine(object, x, se.fit, n_threads, verbose, method)
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
   fit <- mult * res$coef[, cols, 1L]

@@ -12,8 +12,8 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cpp_local_fit
-List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -28,9 +28,11 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< std::string >::type method(methodSEXP);
     Rcpp::traits::input_parameter< double >::type cutoff(cutoffSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type gridsize(gridsizeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type grid_lo(grid_loSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type grid_hi(grid_hiSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, values, prior, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, values, prior, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -85,7 +87,7 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
-    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 13},
+    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 15},
     {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 5},
     {"_localmean_cpp_kernel_table", (DL_FUNC) &_localmean_cpp_kernel_table, 0},
     {"_localmean_cpp_kernel_value", (DL_FUNC) &_localmean_cpp_kernel_value, 2},

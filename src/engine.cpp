@@ -37,12 +37,13 @@ struct FitArrays {
 }  // namespace
 
 // Local polynomial fits at `queries` (m x d) from data `x` (n x d), both already divided by the
-// per-variable scales; `radius` (length m) multiplies the scales per query (nn bandwidths).
+// per-variable scales; `radius` (length m) multiplies the scales per query (nn bandwidths). The
+// binned strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
 // [[Rcpp::export]]
 List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior,
                    NumericMatrix queries, NumericVector radius, std::string kernel, int degree,
                    bool want_var, std::string method, double cutoff, IntegerVector gridsize,
-                   int n_threads, bool verbose) {
+                   NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose) {
   const std::size_t n = x.nrow(), d = x.ncol(), m = queries.nrow(), nv = values.ncol();
   localmean::EngineSettings set;
   set.kernel = kernel_type(kernel);
@@ -56,21 +57,8 @@ List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior,
   const double* w = prior.size() ? prior.begin() : nullptr;
   bool done;
   if (method == "binned") {
-    std::vector<double> lo(d), hi(d);
-    for (std::size_t j = 0; j < d; ++j) {
-      lo[j] = R_PosInf;
-      hi[j] = R_NegInf;
-      for (std::size_t i = 0; i < n; ++i) {
-        lo[j] = std::min(lo[j], x(i, j));
-        hi[j] = std::max(hi[j], x(i, j));
-      }
-      for (std::size_t i = 0; i < m; ++i) {
-        lo[j] = std::min(lo[j], queries(i, j));
-        hi[j] = std::max(hi[j], queries(i, j));
-      }
-    }
     std::vector<std::size_t> size(gridsize.begin(), gridsize.end());
-    const localmean::Grid grid = localmean::make_grid(d, lo.data(), hi.data(), size.data());
+    const localmean::Grid grid = localmean::make_grid(d, grid_lo.begin(), grid_hi.begin(), size.data());
     std::vector<double> counts, sums;
     localmean::linear_bin(grid, x.begin(), n, values.begin(), nv, w, counts, sums, pfor);
     FitArrays nodes(grid.nodes(), nb, nv, want_var);
