@@ -79,7 +79,7 @@ select_bandwidth <- function(criterion, x, values, prior, spec, candidates, refi
   score_of <- function(h, threads = n_threads) {
     spec$bandwidth <- h
     spec$method <- choose_method(spec$requested_method, nrow(x), ncol(x), spec$kernel, h,
-                                 NULL, spec$gridsize, apply(x, 2L, function(v) diff(range(v))))
+                                 NULL, spec$gridsize, diff(column_ranges(x))[1L, ])
     f <- fit_at_data(x, values, prior, spec, threads)
     smoother_score(criterion, values, f$fitted, f$leverage, prior)
   }

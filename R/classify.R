@@ -122,6 +122,7 @@ plot.local_classify <- function(x, n_grid = 150, ...) {
   graphics::image(g1, g2, matrix(as.integer(cls), n_grid), col = grDevices::adjustcolor(cols, 0.3),
                   xlab = colnames(x$x)[1L], ylab = colnames(x$x)[2L], ...)
   graphics::points(x$x, col = cols[as.integer(x$y)], pch = 20)
-  graphics::legend("topleft", legend = x$levels, col = cols, pch = 20, bty = "n")
+  graphics::legend("topleft", legend = x$levels, col = cols, pch = 20,
+                   bg = grDevices::adjustcolor("white", 0.8))
   invisible(x)
 }

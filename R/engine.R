@@ -88,7 +88,7 @@ default_gridsize <- function(d) if (d == 1L) 401L else 151L
 new_spec <- function(x, kernel, degree, bandwidth, nn, method, control) {
   d <- ncol(x)
   gridsize <- rep_len(control$gridsize %||% default_gridsize(d), d)
-  span <- apply(x, 2L, function(v) diff(range(v)))
+  span <- diff(column_ranges(x))[1L, ]
   list(kernel = kernel, degree = degree, bandwidth = bandwidth, nn = nn,
        method = choose_method(method, nrow(x), d, kernel, bandwidth, nn, gridsize, span),
        requested_method = method, cutoff = control$cutoff %||% 0, gridsize = gridsize,
@@ -107,7 +107,9 @@ engine_fit <- function(x, values, prior, queries, spec, want_var = FALSE, n_thre
   values <- as.matrix(values)
   # The binned grid spans the data and every query, so that all chunks share one grid.
   grid_range <- if (spec$method == "binned") {
-    vapply(seq_len(ncol(x)), function(j) range(x[, j], queries[, j]), numeric(2))
+    rx <- column_ranges(x)
+    rq <- column_ranges(queries)
+    rbind(pmin(rx[1L, ], rq[1L, ]), pmax(rx[2L, ], rq[2L, ]))
   }
   m <- nrow(queries)
   run <- function(idx, threads) {
@@ -149,21 +151,17 @@ bind_fits <- function(parts) {
 engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, n_threads,
                          verbose) {
   scale <- spec_scale(spec)
-  xs <- x / rep(scale, each = nrow(x))
-  qs <- queries / rep(scale, each = nrow(queries))
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
     # The k-th neighbour lies exactly on the boundary: widen by rounding error so it counts.
-    radius <- cpp_knn_radius(xs, qs, spec$nn$k, n_threads, verbose) * (1 + 1e-12)
+    # A zero distance (k points on the query) becomes the smallest scale: only they count.
+    radius <- cpp_knn_radius(x, scale, queries, spec$nn$k, n_threads, verbose) * (1 + 1e-12)
+    radius <- pmax(radius, .Machine$double.xmin)
   }
-  grid_lo <- grid_hi <- numeric(0)
-  if (!is.null(grid_range)) {
-    grid_lo <- grid_range[1L, ] / scale
-    grid_hi <- grid_range[2L, ] / scale
-  }
-  res <- cpp_local_fit(xs, values, prior %||% numeric(0), qs, radius, spec$kernel, spec$degree,
-                       want_var, spec$method, spec$cutoff, spec$gridsize, grid_lo, grid_hi,
-                       n_threads, verbose)
+  grid_range <- grid_range %||% matrix(numeric(0), 2L)
+  res <- cpp_local_fit(x, scale, values, prior %||% numeric(0), queries, radius, spec$kernel,
+                       spec$degree, want_var, spec$method, spec$cutoff, spec$gridsize,
+                       grid_range[1L, ], grid_range[2L, ], n_threads, verbose)
   powers <- basis_powers(ncol(x), spec$degree)
   if (spec$degree > 0L) {
     # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
@@ -183,3 +181,6 @@ engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, 
   res$powers <- powers
   res
 }
+
+# Column minima (row 1) and maxima (row 2) of a numeric matrix.
+column_ranges <- function(x) cpp_column_ranges(x)$range

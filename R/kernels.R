@@ -16,13 +16,16 @@
 #'
 #' Kernels with unbounded support are truncated by the kd-tree and binned
 #' strategies at `cutoff` scales (8 for the Gaussian, 32 for the Laplace: the
-#' neglected weights are below \eqn{e^{-32}} of the peak); the Cauchy is never
-#' truncated and always uses the exact strategy.
+#' neglected weights are below \eqn{e^{-32}} of the peak); a query with no
+#' data within the cut-off is computed untruncated by the kd-tree strategy. The
+#' exact strategy never truncates (unless `local_control(cutoff =)` asks it
+#' to), and the Cauchy is never truncated and always uses the exact strategy.
 #'
 #' @return `kernels()`: a data frame with one row per kernel: `kernel`,
 #'   `compact`, `cutoff`, `constant` (the normalising constant \eqn{c} of
 #'   \eqn{k(u) = c\,\kappa(u^2)}), `mu2` (the second moment \eqn{\int u^2 k}),
-#'   `roughness` (\eqn{\int k^2}) and `canonical` (the canonical bandwidth).
+#'   `roughness` (\eqn{\int k^2}) and `canonical` (the canonical bandwidth
+#'   \eqn{(R/\mu_2^2)^{1/5}}, NA for the Cauchy, which has no second moment).
 #' @family kernels
 #' @export
 #' @examples
@@ -30,7 +33,7 @@
 #' curve(kernel_value(x, "epanechnikov"), -1.5, 1.5)
 kernels <- function() {
   tab <- cpp_kernel_table()
-  tab$canonical <- (tab$roughness / tab$mu2^2)^(1 / 5)
+  tab$canonical <- ifelse(is.finite(tab$mu2), (tab$roughness / tab$mu2^2)^(1 / 5), NA_real_)
   tab
 }
 

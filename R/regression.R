@@ -128,6 +128,7 @@ local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth 
 #' @rdname local_poly
 #' @export
 local_mean.formula <- function(formula, data = NULL, ...) {
+  if ("degree" %in% ...names()) abort("{.fn local_mean} has degree 0; use {.fn local_poly}.")
   fit <- local_poly.formula(formula, data, degree = 0, ...)
   fit$call <- match.call()
   class(fit) <- c("local_mean", class(fit))
@@ -182,7 +183,7 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
     abort("{n} observation{?s} cannot fit a local polynomial of degree {degree} in {d}
            variable{?s}: at least {terms} are needed.", call = call)
   }
-  constant <- colnames(x)[apply(x, 2L, function(v) all(v == v[1L]))]
+  constant <- colnames(x)[diff(column_ranges(x))[1L, ] == 0]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
                           n_threads, verbose, criterion, call)
@@ -275,6 +276,9 @@ print.local_model <- function(x, ...) {
     cat(sprintf("effective df: %.2f, residual se: %.4g, R-squared: %.4f\n", x$df, x$sigma,
                 x$r.squared))
   }
+  if (!is.null(x$accuracy)) {
+    cat(sprintf("effective df: %.2f, training accuracy: %.4f\n", x$df, x$accuracy))
+  }
   invisible(x)
 }
 
@@ -342,7 +346,7 @@ predict_engine <- function(object, x, want_var, n_threads, verbose, method = NUL
                            call = rlang::caller_env()) {
   spec <- object$spec
   if (!is.null(method)) {
-    span <- apply(object$x, 2L, function(v) diff(range(v)))
+    span <- diff(column_ranges(object$x))[1L, ]
     spec$method <- choose_method(method, nrow(object$x), ncol(object$x), spec$kernel,
                                  spec$bandwidth, spec$nn, spec$gridsize, span, call = call)
   }
@@ -443,7 +447,7 @@ logLik.local_poly <- function(object, ...) {
 #' @export
 plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, ...) {
   which <- match.arg(which)
-  if (which == "bandwidth") return(plot_bandwidth_curve(x, ...))
+  if (which == "bandwidth") return(plot_bandwidth_curve(x, ..., call = rlang::current_env()))
   d <- ncol(x$x)
   if (d == 1L) {
     grid <- seq(min(x$x), max(x$x), length.out = n_grid)
@@ -478,16 +482,87 @@ response_name <- function(x) {
   if (is.null(x$terms)) "y" else deparse(x$terms[[2L]])
 }
 
-plot_bandwidth_curve <- function(x, ...) {
+plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
   curve <- x$cv_curve
   if (is.null(curve)) {
-    abort("The bandwidth was not chosen by a selector, so there is no curve to plot.")
+    abort("The bandwidth was not chosen by a selector, so there is no curve to plot.",
+          call = call)
   }
   h <- curve[[1L]]
   ok <- is.finite(curve$score)
   graphics::plot(h[ok], curve$score[ok], log = "x", type = "b", pch = 20,
-                 xlab = paste("bandwidth of", names(curve)[1L]),
+                 xlab = if (ncol(curve) > 2L) {
+                   paste("bandwidth of", names(curve)[1L], "(the others in proportion)")
+                 } else {
+                   paste("bandwidth of", names(curve)[1L])
+                 },
                  ylab = paste(x$bandwidth_method, "score"), ...)
   graphics::abline(v = x$bandwidth[1L], lty = 2, col = "steelblue")
   invisible(x)
+}
+
+#' Local polynomial estimates at given points, without a model object
+#'
+#' The low-level entry point of the regression family, for programmers and for
+#' large data: it estimates the regression function (or a derivative) at the
+#' points `at` with a fixed or `nn()` bandwidth, and skips everything a model
+#' object needs (fitted values, leverages, residuals). With one predictor and
+#' `at = NULL` it evaluates on a regular grid of `gridsize` points over the
+#' range of `x`, like `KernSmooth::locpoly()`.
+#'
+#' @inheritParams local_poly
+#' @param at Points at which to estimate: a vector, matrix or data frame with
+#'   the columns of `x`; `NULL` for a regular grid (one or two predictors).
+#' @param bandwidth A positive number, one per predictor, or [nn()].
+#' @param deriv Order of derivative (at most `degree`), as in
+#'   [predict.local_poly()].
+#' @return A data frame with the columns of `at` and `estimate` (for
+#'   derivatives of several predictors, one column per predictor:
+#'   `d_<name>`).
+#' @family regression
+#' @export
+#' @examples
+#' x <- runif(1e4)
+#' y <- sin(2 * pi * x) + rnorm(1e4, sd = 0.3)
+#' est <- local_smooth(x, y, bandwidth = 0.02)
+#' plot(est, type = "l")
+local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandwidth,
+                         deriv = 0, weights = NULL, method = "auto", n_threads = NULL,
+                         verbose = interactive(), control = local_control()) {
+  x <- check_predictors(x)
+  y <- check_response(y, nrow(x))
+  degree <- check_count(degree, min = 0)
+  deriv <- check_count(deriv, min = 0)
+  if (degree > 3L) abort("{.arg degree} must be at most 3.")
+  if (deriv > min(degree, 2L)) abort("{.arg deriv} must be at most {min(degree, 2L)}.")
+  if (missing(bandwidth) || is.character(bandwidth)) {
+    abort("{.arg bandwidth} must be a number, one per predictor, or {.fn nn}; use
+           {.fn local_poly} for data-driven selectors.")
+  }
+  kernel <- check_kernel(kernel)
+  control <- check_control(control)
+  prior <- check_weights(weights, nrow(x))
+  bw <- resolve_bandwidth(bandwidth, x, matrix(y), prior, degree, kernel, method, control,
+                          n_threads(n_threads), FALSE, NULL, rlang::current_env())
+  if (is.null(at)) {
+    if (ncol(x) > 2L) abort("{.arg at} is needed for more than two predictors.")
+    grids <- lapply(seq_len(ncol(x)), function(j) {
+      seq(min(x[, j]), max(x[, j]), length.out = bw$spec$gridsize[j])
+    })
+    at <- as.matrix(expand.grid(grids))
+    colnames(at) <- colnames(x)
+  } else {
+    at <- check_predictors(at, arg = "at")
+    if (ncol(at) != ncol(x)) abort("{.arg at} must have {ncol(x)} column{?s}.")
+    colnames(at) <- colnames(x)
+  }
+  res <- engine_fit(x, y, prior, at, bw$spec, n_threads = n_threads(n_threads),
+                    verbose = verbose)
+  cols <- deriv_columns(res$powers, deriv)
+  est <- (if (deriv == 2L) 2 else 1) * matrix(res$coef[, cols, 1L], nrow = nrow(at))
+  colnames(est) <- if (length(cols) == 1L) "estimate" else paste0("d_", colnames(x))
+  if (any(res$status != 0L)) {
+    warn("{sum(res$status != 0L)} estimate{?s} {?is/are} NA: too few data in the kernel window.")
+  }
+  data.frame(at, est, check.names = FALSE)
 }

@@ -49,7 +49,7 @@ check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
   if (nrow(x) == 0L) abort("{.arg {arg}} has no rows.", call = call)
   if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
   if (is.null(colnames(x))) colnames(x) <- if (ncol(x) == 1L) "x" else paste0("x", seq_len(ncol(x)))
-  bad <- colnames(x)[colSums(!is.finite(x)) > 0]
+  bad <- colnames(x)[!cpp_column_ranges(x)$finite]
   if (length(bad)) {
     abort("{.arg {arg}} has missing or non-finite values in column{?s} {.field {bad}}.",
           call = call)

@@ -12,12 +12,13 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cpp_local_fit
-List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericMatrix values, NumericVector prior, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
@@ -32,22 +33,23 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericVector >::type grid_hi(grid_hiSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, values, prior, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
 // cpp_knn_radius
-NumericVector cpp_knn_radius(NumericMatrix x, NumericMatrix queries, int k, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_knn_radius(SEXP xSEXP, SEXP queriesSEXP, SEXP kSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+NumericVector cpp_knn_radius(NumericMatrix x, NumericVector scale, NumericMatrix queries, int k, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_knn_radius(SEXP xSEXP, SEXP scaleSEXP, SEXP queriesSEXP, SEXP kSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
     Rcpp::traits::input_parameter< int >::type k(kSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_knn_radius(x, queries, k, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_knn_radius(x, scale, queries, k, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -85,13 +87,25 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_column_ranges
+List cpp_column_ranges(NumericMatrix x);
+RcppExport SEXP _localmean_cpp_column_ranges(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_column_ranges(x));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
-    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 15},
-    {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 5},
+    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 16},
+    {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 6},
     {"_localmean_cpp_kernel_table", (DL_FUNC) &_localmean_cpp_kernel_table, 0},
     {"_localmean_cpp_kernel_value", (DL_FUNC) &_localmean_cpp_kernel_value, 2},
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
+    {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
     {NULL, NULL, 0}
 };
 

@@ -34,17 +34,28 @@ struct FitArrays {
   }
 };
 
+// Points divided by per-variable scales (the engine works in scaled coordinates).
+std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
+  const std::size_t n = x.nrow(), d = x.ncol();
+  std::vector<double> out(n * d);
+  for (std::size_t j = 0; j < d; ++j)
+    for (std::size_t i = 0; i < n; ++i) out[j * n + i] = x[j * n + i] / scale[j];
+  return out;
+}
+
 }  // namespace
 
-// Local polynomial fits at `queries` (m x d) from data `x` (n x d), both already divided by the
-// per-variable scales; `radius` (length m) multiplies the scales per query (nn bandwidths). The
-// binned strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
+// Local polynomial fits at `queries` (m x d) from data `x` (n x d), in coordinates divided by
+// `scale`; `radius` (length m) multiplies the scales per query (nn bandwidths). The binned
+// strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
 // [[Rcpp::export]]
-List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior,
-                   NumericMatrix queries, NumericVector radius, std::string kernel, int degree,
-                   bool want_var, std::string method, double cutoff, IntegerVector gridsize,
-                   NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose) {
+List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericMatrix values,
+                   NumericVector prior, NumericMatrix queries, NumericVector radius,
+                   std::string kernel, int degree, bool want_var, std::string method,
+                   double cutoff, IntegerVector gridsize, NumericVector grid_lo,
+                   NumericVector grid_hi, int n_threads, bool verbose) {
   const std::size_t n = x.nrow(), d = x.ncol(), m = queries.nrow(), nv = values.ncol();
+  const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
   localmean::EngineSettings set;
   set.kernel = kernel_type(kernel);
   set.degree = degree;
@@ -58,20 +69,25 @@ List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior,
   bool done;
   if (method == "binned") {
     std::vector<std::size_t> size(gridsize.begin(), gridsize.end());
-    const localmean::Grid grid = localmean::make_grid(d, grid_lo.begin(), grid_hi.begin(), size.data());
+    std::vector<double> lo(d), hi(d);
+    for (std::size_t j = 0; j < d; ++j) {
+      lo[j] = grid_lo[j] / scale[j];
+      hi[j] = grid_hi[j] / scale[j];
+    }
+    const localmean::Grid grid = localmean::make_grid(d, lo.data(), hi.data(), size.data());
     std::vector<double> counts, sums;
-    localmean::linear_bin(grid, x.begin(), n, values.begin(), nv, w, counts, sums, pfor);
+    localmean::linear_bin(grid, xs.data(), n, values.begin(), nv, w, counts, sums, pfor);
     FitArrays nodes(grid.nodes(), nb, nv, want_var);
     done = localmean::binned_fit_nodes(grid, counts, sums, nv, set,
                                        localmean::effective_cutoff(set), nodes.output(want_var),
                                        pfor, monitor.callback());
     if (done)
-      localmean::interpolate_nodes(grid, nodes.output(want_var), nb, nv, queries.begin(), m,
+      localmean::interpolate_nodes(grid, nodes.output(want_var), nb, nv, qs.data(), m,
                                    res.output(want_var));
   } else {
     set.use_tree = method == "tree";
-    const localmean::LocalData data(x.begin(), n, d, values.begin(), nv, w);
-    done = localmean::local_fit(data, queries.begin(), m, radius.size() ? radius.begin() : nullptr,
+    const localmean::LocalData data(xs.data(), n, d, values.begin(), nv, w);
+    done = localmean::local_fit(data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
                                 set, res.output(want_var), pfor, monitor.callback());
   }
   monitor.finish();
@@ -79,15 +95,16 @@ List cpp_local_fit(NumericMatrix x, NumericMatrix values, NumericVector prior,
   return res.as_list();
 }
 
-// Distance from every query to its k-th nearest data point.
+// Distance from every query to its k-th nearest data point, in coordinates divided by `scale`.
 // [[Rcpp::export]]
-NumericVector cpp_knn_radius(NumericMatrix x, NumericMatrix queries, int k, int n_threads,
-                             bool verbose) {
-  const localmean::KdTree tree(x.begin(), x.nrow(), x.ncol());
+NumericVector cpp_knn_radius(NumericMatrix x, NumericVector scale, NumericMatrix queries, int k,
+                             int n_threads, bool verbose) {
+  const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
+  const localmean::KdTree tree(xs.data(), x.nrow(), x.ncol());
   NumericVector radius(queries.nrow());
   localmean_r::Monitor monitor(verbose, queries.nrow(), "neighbours");
   const bool done =
-      localmean::knn_radius(tree, queries.begin(), queries.nrow(), static_cast<std::size_t>(k),
+      localmean::knn_radius(tree, qs.data(), queries.nrow(), static_cast<std::size_t>(k),
                             radius.begin(), localmean_r::parallel_for(n_threads), monitor.callback());
   monitor.finish();
   if (!done) stop("the computation was stopped");
@@ -128,4 +145,26 @@ NumericVector cpp_kernel_value(std::string kernel, NumericVector u) {
 // [[Rcpp::export]]
 double cpp_radial_constant(std::string kernel, int d) {
   return localmean::radial_constant(kernel_type(kernel), d);
+}
+
+// Column ranges (2 x d) and whether every entry is finite, in one pass.
+// [[Rcpp::export]]
+List cpp_column_ranges(NumericMatrix x) {
+  const std::size_t n = x.nrow(), d = x.ncol();
+  NumericMatrix range(2, d);
+  LogicalVector finite(d);
+  for (std::size_t j = 0; j < d; ++j) {
+    double lo = R_PosInf, hi = R_NegInf;
+    bool ok = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v = x[j * n + i];
+      ok = ok && std::isfinite(v);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    range(0, j) = lo;
+    range(1, j) = hi;
+    finite[j] = ok;
+  }
+  return List::create(_["range"] = range, _["finite"] = finite);
 }

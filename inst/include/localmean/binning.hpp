@@ -40,8 +40,10 @@ inline Grid make_grid(std::size_t d, const double* lo, const double* hi, const s
 
 // Position of x on the grid along dimension j: the lower node and the weight of the upper one.
 inline bool grid_position(const Grid& g, std::size_t j, double x, std::size_t* node, double* frac) {
-  const double pos = (x - g.lo[j]) / g.step[j];
-  if (!(pos >= 0.0) || pos > static_cast<double>(g.size[j] - 1)) return false;
+  double pos = (x - g.lo[j]) / g.step[j];
+  const double last = static_cast<double>(g.size[j] - 1);
+  if (pos > last && pos <= last * (1.0 + 1e-12)) pos = last;  // the top edge, up to rounding
+  if (!(pos >= 0.0) || pos > last) return false;
   std::size_t i = static_cast<std::size_t>(pos);
   if (i >= g.size[j] - 1) i = g.size[j] - 2;
   *node = i;

@@ -300,9 +300,14 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
     }
   }
   for (std::size_t k = 0; k < len; ++k) {
-    // Clamp first: shape() is only evaluated inside the cut-off.
+    // Clamp first: shape() is only evaluated where it is accurate.
     const double inside = within(r2[k], cut2);
-    w[k] = inside * K::shape(std::min(r2[k], cut2));
+    w[k] = inside * K::shape(std::min(r2[k], std::min(cut2, K::fast_limit())));
+  }
+  if (cut2 > K::fast_limit()) {
+    // Without a cut-off (the exact strategy), far points get the exact, tiny weight.
+    for (std::size_t k = 0; k < len; ++k)
+      if (r2[k] > K::fast_limit()) w[k] = within(r2[k], cut2) * K::exact(r2[k]);
   }
   if (mo.nb == 1 && !mo.want_var) {
     // The local mean: the block's sums are formed pairwise, then added in block order.
@@ -404,7 +409,8 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   const std::size_t d = data.d();
   if (d > 64) return false;  // callers check the dimension first
   const Basis basis(static_cast<int>(d), set.degree);
-  const double cutoff = effective_cutoff(set);
+  // The exact strategy truncates only at a cut-off the user asked for.
+  const double cutoff = set.use_tree || set.cutoff > 0.0 ? effective_cutoff(set) : kInf;
   const double cut2 = cutoff * cutoff;
   const bool prune = set.use_tree && std::isfinite(cutoff);
   auto fn = [&](std::size_t begin, std::size_t end) {
@@ -416,14 +422,17 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
         for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
         const double h = radius ? radius[i] : 1.0;
         mo.reset();
-        if (h > 0.0) {
-          if (prune) {
-            data.tree().visit_ball(q.data(), cutoff * h, [&](std::size_t b, std::size_t e) {
-              detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, b, e, mo);
-            });
-          } else {
-            detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, 0, data.n(), mo);
+        if (prune) {
+          data.tree().visit_ball(q.data(), cutoff * h, [&](std::size_t b, std::size_t e) {
+            detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, b, e, mo);
+          });
+          // No point within the cut-off of an unbounded kernel: sweep everything, untruncated.
+          if (!(mo.S[0] > 0.0) && !kernel_info(set.kernel).compact) {
+            mo.reset();
+            detail::sweep<K>(data, basis, q.data(), 1.0 / h, kInf, 0, data.n(), mo);
           }
+        } else {
+          detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, 0, data.n(), mo);
         }
         solve_moments(mo, i, m, out);
       }

@@ -99,23 +99,29 @@ inline double within(double r2, double cut2) { return 0.5 + 0.5 * std::copysign(
 // the local mean does not need it, and density estimates multiply it back. Hot loops call
 // shape() only within the cut-off (8 for the Gaussian, 32 for the Laplace, at most);
 // exact() is the same function for any argument.
+// fast_limit: the largest r2 at which shape() is accurate; beyond it exact() applies.
 struct Gaussian {
+  static constexpr double fast_limit() { return 64.0; }
   static double shape(double r2) { return exp_cutoff_range(-0.5 * r2); }
   static double exact(double r2) { return std::exp(-0.5 * r2); }
 };
 struct Epanechnikov {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return std::max(0.0, 1.0 - r2); }
   static double exact(double r2) { return shape(r2); }
 };
 struct Uniform {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return within(r2, 1.0); }
   static double exact(double r2) { return shape(r2); }
 };
 struct Triangular {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return std::max(0.0, 1.0 - std::sqrt(r2)); }
   static double exact(double r2) { return shape(r2); }
 };
 struct Biweight {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) {
     const double t = std::max(0.0, 1.0 - r2);
     return t * t;
@@ -123,6 +129,7 @@ struct Biweight {
   static double exact(double r2) { return shape(r2); }
 };
 struct Triweight {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) {
     const double t = std::max(0.0, 1.0 - r2);
     return t * t * t;
@@ -130,6 +137,7 @@ struct Triweight {
   static double exact(double r2) { return shape(r2); }
 };
 struct Tricube {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) {
     const double r = std::sqrt(r2);
     const double t = std::max(0.0, 1.0 - r * r * r);
@@ -138,14 +146,17 @@ struct Tricube {
   static double exact(double r2) { return shape(r2); }
 };
 struct Cosine {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return r2 < 1.0 ? std::cos(0.5 * kPi * std::sqrt(r2)) : 0.0; }
   static double exact(double r2) { return shape(r2); }
 };
 struct Laplace {
+  static constexpr double fast_limit() { return 1024.0; }
   static double shape(double r2) { return exp_cutoff_range(-std::sqrt(r2)); }
   static double exact(double r2) { return std::exp(-std::sqrt(r2)); }
 };
 struct Cauchy {
+  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return 1.0 / (1.0 + r2); }
   static double exact(double r2) { return shape(r2); }
 };
