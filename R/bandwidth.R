@@ -78,8 +78,8 @@ select_bandwidth <- function(criterion, x, values, prior, spec, candidates, refi
                              verbose) {
   score_of <- function(h, threads = n_threads) {
     spec$bandwidth <- h
-    spec$method <- choose_method(spec$requested_method, nrow(x), ncol(x), spec$kernel, h,
-                                 NULL, spec$gridsize, diff(column_ranges(x))[1L, ])
+    spec$method <- choose_method(spec$requested_method, x, nrow(x), spec$kernel, h, NULL,
+                                 spec$gridsize, spec$cutoff)
     f <- fit_at_data(x, values, prior, spec, threads)
     smoother_score(criterion, values, f$fitted, f$leverage, prior)
   }
@@ -87,12 +87,13 @@ select_bandwidth <- function(criterion, x, values, prior, spec, candidates, refi
   scores <- if (length(rows) > 1L && future_plan_active()) {
     unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL))
   } else {
+    out <- numeric(length(rows))
     if (verbose) cli::cli_progress_bar("Bandwidth search", total = length(rows))
-    vapply(rows, function(h) {
-      s <- score_of(h)
+    for (i in seq_along(rows)) {
+      out[i] <- score_of(rows[[i]])
       if (verbose) cli::cli_progress_update()
-      s
-    }, 1)
+    }
+    out
   }
   if (!any(is.finite(scores))) {
     abort(c("No candidate bandwidth gives a usable {.val {criterion}} score.",

@@ -66,20 +66,30 @@ basis_powers <- function(d, degree) {
   do.call(rbind, rows)
 }
 
-# The strategy for a fit: "exact" sweeps every point, "tree" prunes with the kd-tree, "binned"
-# convolves on a grid (d <= 2, fixed bandwidths, at least two grid steps per bandwidth).
-choose_method <- function(method, n, d, kernel, bandwidth, nn, gridsize, span,
+# The strategy for m queries on data x: "exact" sweeps every point, "tree" prunes with the
+# kd-tree, "binned" convolves on a grid (d <= 2, fixed bandwidths). "auto" bins when the grid
+# resolves the bandwidth (two nodes per bandwidth), n >= 10000, and the convolution costs less than
+# the kd-tree's visits (estimated from the share of the data range the kernel window covers).
+choose_method <- function(method, x, m, kernel, bandwidth, nn, gridsize, cutoff,
                           call = rlang::caller_env()) {
   method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
+  d <- ncol(x)
   binnable <- d <= 2L && is.null(nn)
   if (method == "binned" && !binnable) {
     abort("{.code method = \"binned\"} needs at most 2 predictors and a fixed bandwidth.",
           call = call)
   }
   if (method != "auto") return(if (method == "tree" && kernel == "cauchy") "exact" else method)
-  fine <- binnable && all(bandwidth >= 2 * span / (gridsize - 1))
-  if (binnable && n >= 10000L && fine) return("binned")
-  if (kernel == "cauchy") "exact" else "tree"
+  if (kernel == "cauchy") return("exact")
+  if (!binnable || nrow(x) < 10000L) return("tree")
+  span <- diff(column_ranges(x))[1L, ]
+  step <- span / (gridsize - 1)
+  registry <- cpp_kernel_table()
+  reach <- if (cutoff > 0) cutoff else registry$cutoff[registry$kernel == kernel]
+  window <- prod(pmin(2 * ceiling(reach * bandwidth / step) + 1, 2 * gridsize - 1))
+  covered <- prod(pmin(1, 2 * reach * bandwidth / span))
+  cheaper <- prod(gridsize) * window < nrow(x) * m * covered
+  if (all(bandwidth >= 2 * step) && cheaper) "binned" else "tree"
 }
 
 default_gridsize <- function(d) if (d == 1L) 401L else 151L
@@ -88,10 +98,10 @@ default_gridsize <- function(d) if (d == 1L) 401L else 151L
 new_spec <- function(x, kernel, degree, bandwidth, nn, method, control) {
   d <- ncol(x)
   gridsize <- rep_len(control$gridsize %||% default_gridsize(d), d)
-  span <- diff(column_ranges(x))[1L, ]
+  cutoff <- control$cutoff %||% 0
   list(kernel = kernel, degree = degree, bandwidth = bandwidth, nn = nn,
-       method = choose_method(method, nrow(x), d, kernel, bandwidth, nn, gridsize, span),
-       requested_method = method, cutoff = control$cutoff %||% 0, gridsize = gridsize,
+       method = choose_method(method, x, nrow(x), kernel, bandwidth, nn, gridsize, cutoff),
+       requested_method = method, cutoff = cutoff, gridsize = gridsize,
        chunk_size = control$chunk_size)
 }
 
@@ -162,6 +172,13 @@ engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, 
   res <- cpp_local_fit(x, scale, values, prior %||% numeric(0), queries, radius, spec$kernel,
                        spec$degree, want_var, spec$method, spec$cutoff, spec$gridsize,
                        grid_range[1L, ], grid_range[2L, ], n_threads, verbose)
+  # Queries without a usable window are NA (the engine leaves NaN there).
+  undefined <- res$status != 0L
+  if (any(undefined)) {
+    res$coef[undefined, , ] <- NA_real_
+    if (want_var) res$var[undefined, ] <- NA_real_
+    res$s00[undefined] <- NA_real_
+  }
   powers <- basis_powers(ncol(x), spec$degree)
   if (spec$degree > 0L) {
     # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.

@@ -322,7 +322,7 @@ new_predictors <- function(object, newdata, call = rlang::caller_env()) {
       if (!is.null(colnames(nd)) && all(cols %in% colnames(nd))) nd <- nd[, cols, drop = FALSE]
     }
     x <- check_predictors(nd, arg = "newdata", call = call)
-    colnames(x) <- colnames(object$x)
+    if (ncol(x) == ncol(object$x)) colnames(x) <- colnames(object$x)
   } else {
     tt <- stats::delete.response(object$terms)
     if (!is.data.frame(newdata)) newdata <- as.data.frame(newdata)
@@ -346,9 +346,8 @@ predict_engine <- function(object, x, want_var, n_threads, verbose, method = NUL
                            call = rlang::caller_env()) {
   spec <- object$spec
   if (!is.null(method)) {
-    span <- diff(column_ranges(object$x))[1L, ]
-    spec$method <- choose_method(method, nrow(object$x), ncol(object$x), spec$kernel,
-                                 spec$bandwidth, spec$nn, spec$gridsize, span, call = call)
+    spec$method <- choose_method(method, object$x, nrow(x), spec$kernel, spec$bandwidth,
+                                 spec$nn, spec$gridsize, spec$cutoff, call = call)
   }
   res <- engine_fit(object$x, object$values, object$weights, x, spec, want_var = want_var,
                     n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose)

@@ -9,6 +9,7 @@ warn <- function(message, ...) {
 }
 
 check_flag <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  force(arg)
   if (!is.logical(x) || length(x) != 1L || is.na(x)) {
     abort("{.arg {arg}} must be TRUE or FALSE.", call = call)
   }
@@ -16,6 +17,7 @@ check_flag <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()
 }
 
 check_count <- function(x, arg = rlang::caller_arg(x), min = 1, call = rlang::caller_env()) {
+  force(arg)
   if (!is.numeric(x) || length(x) != 1L || !is.finite(x) || x != round(x) || x < min) {
     abort("{.arg {arg}} must be a whole number of at least {min}.", call = call)
   }
@@ -23,6 +25,7 @@ check_count <- function(x, arg = rlang::caller_arg(x), min = 1, call = rlang::ca
 }
 
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  force(arg)
   if (!is.character(x) || length(x) != 1L || !x %in% choices) {
     abort("{.arg {arg}} must be one of {.val {choices}}.", call = call)
   }
@@ -31,6 +34,7 @@ check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::c
 
 # A numeric predictor matrix with finite entries and column names.
 check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  force(arg)
   if (is.data.frame(x)) {
     bad <- names(x)[!vapply(x, function(col) is.numeric(col) && !is.object(col), TRUE)]
     if (length(bad)) {
@@ -58,6 +62,7 @@ check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
 }
 
 check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::caller_env()) {
+  force(arg)
   if (!is.numeric(y) || is.object(y)) abort("{.arg {arg}} must be a numeric vector.", call = call)
   y <- as.double(y)
   if (length(y) != n) {
@@ -69,6 +74,7 @@ check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::calle
 
 check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
                           call = rlang::caller_env()) {
+  force(arg)
   if (is.null(weights)) return(NULL)
   if (!is.numeric(weights) || length(weights) != n) {
     abort("{.arg {arg}} must be a numeric vector of length {n}.", call = call)

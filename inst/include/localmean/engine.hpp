@@ -91,6 +91,9 @@ private:
 
 enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2 };
 
+// Points per block of the kernel sweep: a fixed length lets the weight loops vectorise.
+constexpr std::size_t kBlock = 8;
+
 // Moments of one query point, and their solution.
 struct Moments {
   std::size_t nb, nv;
@@ -99,7 +102,7 @@ struct Moments {
   std::vector<double> block_phi;  // nb x kBlock basis values of one block of points
   Moments(std::size_t nb_, std::size_t nv_, bool want_var_)
       : nb(nb_), nv(nv_), want_var(want_var_), S(nb_ * nb_), T(nb_ * nv_), S2(nb_ * nb_),
-        phi(nb_), chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * 8) {}
+        phi(nb_), chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * kBlock) {}
   void reset() {
     std::fill(S.begin(), S.end(), 0.0);
     std::fill(T.begin(), T.end(), 0.0);
@@ -269,8 +272,6 @@ inline double effective_cutoff(const EngineSettings& set) {
 
 namespace detail {
 
-constexpr std::size_t kBlock = 8;
-
 // Pairwise sum of a full block; sequential for a tail. Either way a fixed order.
 inline double block_sum(const double* v, std::integral_constant<std::size_t, kBlock>) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
@@ -407,12 +408,13 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
                       const double* radius, const EngineSettings& set, const EngineOutput& out,
                       const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
   const std::size_t d = data.d();
-  if (d > 64) return false;  // callers check the dimension first
   const Basis basis(static_cast<int>(d), set.degree);
-  // The exact strategy truncates only at a cut-off the user asked for.
+  // The exact strategy truncates only at a cut-off the user asked for. The tree strategy's
+  // default cut-off for unbounded kernels counts from the nearest data point, so that no weight
+  // it drops exceeds exp(-32) of the largest, however far the query lies from the data.
   const double cutoff = set.use_tree || set.cutoff > 0.0 ? effective_cutoff(set) : kInf;
-  const double cut2 = cutoff * cutoff;
   const bool prune = set.use_tree && std::isfinite(cutoff);
+  const bool from_nearest = prune && set.cutoff <= 0.0 && !kernel_info(set.kernel).compact;
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
@@ -423,16 +425,13 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
         const double h = radius ? radius[i] : 1.0;
         mo.reset();
         if (prune) {
-          data.tree().visit_ball(q.data(), cutoff * h, [&](std::size_t b, std::size_t e) {
-            detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, b, e, mo);
+          const double reach =
+              cutoff + (from_nearest ? data.tree().kth_distance(q.data(), 1) / h : 0.0);
+          data.tree().visit_ball(q.data(), reach * h, [&](std::size_t b, std::size_t e) {
+            detail::sweep<K>(data, basis, q.data(), 1.0 / h, reach * reach, b, e, mo);
           });
-          // No point within the cut-off of an unbounded kernel: sweep everything, untruncated.
-          if (!(mo.S[0] > 0.0) && !kernel_info(set.kernel).compact) {
-            mo.reset();
-            detail::sweep<K>(data, basis, q.data(), 1.0 / h, kInf, 0, data.n(), mo);
-          }
         } else {
-          detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, 0, data.n(), mo);
+          detail::sweep<K>(data, basis, q.data(), 1.0 / h, cutoff * cutoff, 0, data.n(), mo);
         }
         solve_moments(mo, i, m, out);
       }

@@ -1,0 +1,4 @@
+library(testthat)
+library(localmean)
+
+test_check("localmean")

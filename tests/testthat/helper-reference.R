@@ -1,0 +1,152 @@
+# Plain-R references for the tests: readable loops, no cleverness, nothing from the package.
+
+kernel_names_ref <- c("gaussian", "epanechnikov", "uniform", "triangular", "biweight",
+                      "triweight", "tricube", "cosine", "laplace", "cauchy")
+
+compact_ref <- c(gaussian = FALSE, epanechnikov = TRUE, uniform = TRUE, triangular = TRUE,
+                 biweight = TRUE, triweight = TRUE, tricube = TRUE, cosine = TRUE,
+                 laplace = FALSE, cauchy = FALSE)
+
+# Kernel densities on the line, in their standard form (compact kernels on [-1, 1]).
+kernel_density_ref <- function(u, kernel) {
+  a <- abs(u)
+  inside <- as.numeric(a <= 1)
+  switch(kernel,
+    gaussian = exp(-u^2 / 2) / sqrt(2 * pi),
+    epanechnikov = 3 / 4 * (1 - u^2) * inside,
+    uniform = 1 / 2 * inside,
+    triangular = (1 - a) * inside,
+    biweight = 15 / 16 * (1 - u^2)^2 * inside,
+    triweight = 35 / 32 * (1 - u^2)^3 * inside,
+    tricube = 70 / 81 * (1 - a^3)^3 * inside,
+    cosine = pi / 4 * cos(pi * u / 2) * inside,
+    laplace = exp(-a) / 2,
+    cauchy = 1 / (pi * (1 + u^2)),
+    stop("unknown kernel ", kernel)
+  )
+}
+
+# The localization weight of a point at scaled distance r >= 0 (the constant does not matter),
+# untruncated unless a cut-off is given: the engine's own cut-offs (8 sd for the Gaussian, 32
+# scales for the Laplace, counted from the nearest point) drop at most exp(-32) of the weight.
+kernel_weight_ref <- function(r, kernel, cutoff = Inf) {
+  w <- kernel_density_ref(r, kernel)
+  if (kernel == "uniform") w <- 0.5 * as.numeric(r <= 1)
+  w[r > cutoff] <- 0
+  w
+}
+
+# Monomial exponents of the local polynomial in d variables: every exponent vector of total
+# degree 0, 1, ..., degree (the order does not matter to the tests).
+powers_ref <- function(d, degree) {
+  grid <- as.matrix(expand.grid(rep(list(0:degree), d)))
+  grid <- grid[rowSums(grid) <= degree, , drop = FALSE]
+  grid <- grid[order(rowSums(grid), -grid[, 1]), , drop = FALSE]
+  unname(grid)
+}
+
+# Local polynomial regression by brute force. For every query q (row of `query`):
+#   u_i = (x_i - q) / h per variable, w_i = prior_i * k(||u_i||),
+#   beta = solve(X' W X, X' W y) with X the monomials of u (scaled for conditioning),
+# then the coefficients are converted back to the original units. `h` may be a matrix with one
+# row per query (adaptive bandwidths). Returns the coefficient matrix (m x terms, original units),
+# the operators A_q (terms x n, coef = A_q y) and the exponents of the terms.
+local_poly_ref <- function(x, y, query, h, kernel, degree, prior = NULL, cutoff = NULL) {
+  x <- as.matrix(x)
+  query <- as.matrix(query)
+  n <- nrow(x)
+  d <- ncol(x)
+  m <- nrow(query)
+  if (is.null(prior)) prior <- rep(1, n)
+  h <- if (is.matrix(h)) h else matrix(rep_len(h, d), m, d, byrow = TRUE)
+  powers <- powers_ref(d, degree)
+  nb <- nrow(powers)
+  coef <- matrix(NA_real_, m, nb)
+  ops <- vector("list", m)
+  for (q in seq_len(m)) {
+    u <- sweep(sweep(x, 2, query[q, ], "-"), 2, h[q, ], "/")
+    r <- sqrt(rowSums(u^2))
+    w <- prior * kernel_weight_ref(r, kernel, cutoff)
+    X <- matrix(1, n, nb)
+    for (b in seq_len(nb)) {
+      for (j in seq_len(d)) X[, b] <- X[, b] * u[, j]^powers[b, j]
+    }
+    A <- solve(crossprod(X, w * X), t(w * X))
+    # back to the original units: the coefficient of prod (x_j - q_j)^p_j
+    unit <- apply(powers, 1, function(p) prod(h[q, ]^p))
+    A <- A / unit
+    ops[[q]] <- A
+    coef[q, ] <- drop(A %*% y)
+  }
+  list(coef = coef, ops = ops, powers = powers)
+}
+
+# Column of the term holding the `deriv`-th pure partial derivative in variable j.
+term_ref <- function(powers, j, deriv) {
+  target <- rep(0, ncol(powers))
+  target[j] <- deriv
+  which(apply(powers, 1, function(p) all(p == target)))
+}
+
+# The derivative estimates (m x d) of order 1 or 2 from reference coefficients.
+deriv_ref <- function(ref, deriv) {
+  d <- ncol(ref$powers)
+  sapply(seq_len(d), function(j) factorial(deriv) * ref$coef[, term_ref(ref$powers, j, deriv)])
+}
+
+# The smoother matrix L (n x n): row i holds the equivalent-kernel weights at x_i.
+smoother_matrix_ref <- function(x, y, h, kernel, degree, prior = NULL) {
+  ref <- local_poly_ref(x, y, x, h, kernel, degree, prior)
+  t(vapply(ref$ops, function(A) A[1, ], numeric(NROW(x))))
+}
+
+# Leave-one-out CV score by refitting without each point in turn.
+loo_cv_ref <- function(x, y, h, kernel, degree) {
+  x <- as.matrix(x)
+  err <- vapply(seq_len(nrow(x)), function(i) {
+    fit <- local_poly_ref(x[-i, , drop = FALSE], y[-i], x[i, , drop = FALSE], h, kernel, degree)
+    y[i] - fit$coef[1, 1]
+  }, numeric(1))
+  mean(err^2)
+}
+
+# k-nearest-neighbour sets, ties at the k-th distance included.
+knn_sets_ref <- function(x, query, k) {
+  x <- as.matrix(x)
+  query <- as.matrix(query)
+  lapply(seq_len(nrow(query)), function(q) {
+    dist <- sqrt(colSums((t(x) - query[q, ])^2))
+    kth <- sort(dist)[k]
+    which(dist <= kth * (1 + 1e-9) + 1e-12)
+  })
+}
+
+# Distance from each query to its k-th nearest data point.
+knn_radius_ref <- function(x, query, k) {
+  x <- as.matrix(x)
+  query <- as.matrix(query)
+  vapply(seq_len(nrow(query)), function(q) {
+    sort(sqrt(colSums((t(x) - query[q, ])^2)))[k]
+  }, numeric(1))
+}
+
+# A smooth test surface and data in one and two dimensions.
+make_data_1d <- function(n, seed = 1, sd = 0.2) {
+  set.seed(seed)
+  x <- runif(n)
+  list(x = x, y = sin(2 * pi * x) + rnorm(n, sd = sd))
+}
+
+make_data_2d <- function(n, seed = 2, sd = 0.2) {
+  set.seed(seed)
+  x <- cbind(x1 = runif(n), x2 = runif(n))
+  list(x = x, y = sin(2 * pi * x[, 1]) + x[, 2]^2 + rnorm(n, sd = sd))
+}
+
+# Bandwidths that give every window enough points for a quadratic fit.
+ref_bandwidth <- function(kernel, d) {
+  base <- switch(kernel, gaussian = 0.12, laplace = 0.08, cauchy = 0.06, 0.3)
+  if (d == 1) base else base * c(1.2, 1.5)
+}
+
+quiet_fit <- function(expr) suppressWarnings(expr)

@@ -1,0 +1,91 @@
+# The kernel registry (R/kernels.R): kernels() and kernel_value().
+
+test_that("kernels() lists the ten kernels with the documented columns", {
+  tab <- kernels()
+  expect_s3_class(tab, "data.frame")
+  expect_identical(tab$kernel, kernel_names_ref)
+  expect_named(tab, c("kernel", "compact", "cutoff", "constant", "mu2", "roughness",
+                      "canonical"))
+  expect_identical(tab$compact, unname(compact_ref[tab$kernel]))
+  # compact kernels live on [-1, 1]; the Gaussian is cut at 8 sd, the Laplace at 32 scales,
+  # the Cauchy never
+  expect_equal(tab$cutoff[tab$compact], rep(1, sum(tab$compact)))
+  expect_equal(tab$cutoff[tab$kernel == "gaussian"], 8)
+  expect_equal(tab$cutoff[tab$kernel == "laplace"], 32)
+  expect_identical(tab$cutoff[tab$kernel == "cauchy"], Inf)
+})
+
+test_that("kernel_value() is the standard density of every kernel", {
+  u <- c(-3, -1.2, -1, -0.999, -0.7, -0.31, 0, 0.2, 0.5, 0.93, 1, 1.0001, 2.5, 40)
+  for (k in kernel_names_ref) {
+    expected <- kernel_density_ref(u, k)
+    if (k == "uniform") expected <- 0.5 * (abs(u) <= 1)
+    expect_equal(kernel_value(u, k), expected, tolerance = 1e-12, info = k)
+  }
+  # the default kernel is the Gaussian
+  expect_equal(kernel_value(c(0, 1)), dnorm(c(0, 1)), tolerance = 1e-14)
+})
+
+test_that("kernel_value() is symmetric, non-negative and zero outside a compact support", {
+  u <- seq(0, 3, by = 0.01)
+  for (k in kernel_names_ref) {
+    v <- kernel_value(u, k)
+    expect_identical(kernel_value(-u, k), v, info = k)
+    expect_true(all(v >= 0), info = k)
+    expect_true(all(diff(v) <= 0), info = k)  # non-increasing in |u|
+    if (compact_ref[[k]]) expect_true(all(v[u > 1] == 0), info = k)
+    if (!compact_ref[[k]]) expect_true(all(v > 0), info = k)
+  }
+})
+
+test_that("every kernel integrates to 1", {
+  for (k in kernel_names_ref) {
+    f <- function(u) kernel_value(u, k)
+    total <- if (compact_ref[[k]]) {
+      integrate(f, -1, 1, rel.tol = 1e-12)$value
+    } else {
+      integrate(f, -Inf, Inf, rel.tol = 1e-12)$value
+    }
+    expect_equal(total, 1, tolerance = 1e-8, info = k)
+  }
+})
+
+test_that("constant, mu2, roughness and canonical bandwidth match numerical integrals", {
+  tab <- kernels()
+  for (i in seq_len(nrow(tab))) {
+    k <- tab$kernel[i]
+    lim <- if (tab$compact[i]) c(-1, 1) else c(-Inf, Inf)
+    f <- function(u) kernel_value(u, k)
+    # the constant is the density at 0 (every shape is 1 there)
+    expect_equal(tab$constant[i], kernel_value(0, k), tolerance = 1e-12, info = k)
+    rough <- integrate(function(u) f(u)^2, lim[1], lim[2], rel.tol = 1e-12)$value
+    expect_equal(tab$roughness[i], rough, tolerance = 1e-8, info = k)
+    if (k == "cauchy") {
+      expect_identical(tab$mu2[i], Inf)
+      next
+    }
+    mu2 <- integrate(function(u) u^2 * f(u), lim[1], lim[2], rel.tol = 1e-12)$value
+    expect_equal(tab$mu2[i], mu2, tolerance = 1e-8, info = k)
+    expect_equal(tab$canonical[i], (rough / mu2^2)^(1 / 5), tolerance = 1e-8, info = k)
+  }
+})
+
+test_that("kernel_value() refuses unknown kernels and non-numeric input", {
+  expect_error(kernel_value(0, "gauss"), class = "localmean_error", regexp = "kernel")
+  expect_error(kernel_value(0, c("gaussian", "uniform")), class = "localmean_error")
+  expect_error(kernel_value("a", "gaussian"), class = "localmean_error", regexp = "u")
+  expect_identical(kernel_value(numeric(0), "cosine"), numeric(0))
+})
+
+test_that("every fitting function accepts every kernel and refuses unknown ones", {
+  d <- make_data_1d(60)
+  for (k in kernel_names_ref) {
+    fit <- local_mean(d$x, d$y, kernel = k, bandwidth = 0.4, verbose = FALSE)
+    expect_identical(fit$kernel, k)
+    expect_true(all(is.finite(fitted(fit))), info = k)
+  }
+  expect_error(local_poly(d$x, d$y, kernel = "normal", bandwidth = 0.2, verbose = FALSE),
+               class = "localmean_error", regexp = "kernel")
+  expect_error(local_classify(d$x, factor(d$x > 0.5), kernel = "box", bandwidth = 0.2,
+                              verbose = FALSE), class = "localmean_error")
+})

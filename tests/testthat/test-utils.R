@@ -1,0 +1,127 @@
+# Shared helpers (R/utils.R): n_threads() and the error and warning classes.
+
+# Runs `code` with the thread settings cleared (then `opt` and `env` applied), restoring them after.
+with_thread_settings <- function(code, opt = NULL, env = character()) {
+  vars <- c("LOCALMEAN_THREADS", "OMP_THREAD_LIMIT", "_R_CHECK_LIMIT_CORES_")
+  saved <- Sys.getenv(vars, unset = NA)
+  old <- options(localmean.threads = opt)
+  on.exit({
+    options(old)
+    for (v in vars) {
+      if (is.na(saved[[v]])) Sys.unsetenv(v) else do.call(Sys.setenv, as.list(saved[v]))
+    }
+  }, add = TRUE)
+  Sys.unsetenv(vars)
+  if (length(env)) do.call(Sys.setenv, as.list(env))
+  force(code)
+}
+
+test_that("an explicit n_threads wins over the option and the environment variable", {
+  with_thread_settings(opt = 3, env = c(LOCALMEAN_THREADS = "4"), {
+    expect_identical(n_threads(1), 1L)
+    expect_identical(n_threads(2), 2L)
+    expect_identical(n_threads(5L), 5L)
+  })
+})
+
+test_that("the option localmean.threads comes before the environment variable", {
+  with_thread_settings(opt = 3, env = c(LOCALMEAN_THREADS = "4"), {
+    expect_identical(n_threads(), 3L)
+  })
+  with_thread_settings(opt = 1L, {
+    expect_identical(n_threads(), 1L)
+  })
+})
+
+test_that("the environment variable LOCALMEAN_THREADS is used without the option", {
+  with_thread_settings(env = c(LOCALMEAN_THREADS = "4"), {
+    expect_identical(n_threads(), 4L)
+  })
+  with_thread_settings(env = c(LOCALMEAN_THREADS = ""), {
+    expect_identical(n_threads(), max(1L, RcppParallel::defaultNumThreads() %/% 2L))
+  })
+})
+
+test_that("the default is half the cores, at least 1", {
+  with_thread_settings({
+    expect_identical(n_threads(), max(1L, RcppParallel::defaultNumThreads() %/% 2L))
+  })
+})
+
+test_that("OMP_THREAD_LIMIT and R CMD check cap the count", {
+  with_thread_settings(env = c(OMP_THREAD_LIMIT = "2"), {
+    expect_identical(n_threads(8), 2L)
+    expect_identical(n_threads(1), 1L)
+  })
+  with_thread_settings(env = c(OMP_THREAD_LIMIT = "junk"), {
+    expect_identical(n_threads(8), 8L)
+  })
+  with_thread_settings(env = c(`_R_CHECK_LIMIT_CORES_` = "TRUE"), {
+    expect_identical(n_threads(8), 2L)
+    expect_identical(n_threads(1), 1L)
+  })
+  with_thread_settings(opt = 6, env = c(`_R_CHECK_LIMIT_CORES_` = "TRUE"), {
+    expect_identical(n_threads(), 2L)
+  })
+})
+
+test_that("bad thread counts are clear errors", {
+  with_thread_settings({
+    for (bad in list(0, -1, 1.5, NA, Inf, "2", c(1, 2), TRUE)) {
+      expect_error(n_threads(bad), class = "localmean_error", regexp = "n_threads")
+    }
+  })
+  with_thread_settings(opt = 0, {
+    expect_error(n_threads(), class = "localmean_error", regexp = "n_threads")
+  })
+  with_thread_settings(env = c(LOCALMEAN_THREADS = "many"), {
+    expect_error(n_threads(), class = "localmean_error", regexp = "n_threads")
+  })
+  d <- make_data_1d(50)
+  expect_error(local_poly(d$x, d$y, bandwidth = 0.1, n_threads = 0, verbose = FALSE),
+               class = "localmean_error", regexp = "n_threads")
+})
+
+test_that("fits use the option when n_threads is not given, and record it", {
+  d <- make_data_1d(50)
+  with_thread_settings(opt = 1, {
+    fit <- local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)
+    expect_identical(fit$n_threads, 1L)
+  })
+  with_thread_settings(env = c(LOCALMEAN_THREADS = "2"), {
+    fit <- local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)
+    expect_identical(fit$n_threads, 2L)
+  })
+})
+
+test_that("errors and warnings carry the package classes", {
+  d <- make_data_1d(50)
+  err <- tryCatch(local_poly(d$x, d$y, bandwidth = -1, verbose = FALSE), error = identity)
+  expect_s3_class(err, "localmean_error")
+  expect_s3_class(err, "rlang_error")
+  # the error is reported against the user's call, not an internal helper
+  expect_match(paste(deparse(conditionCall(err)), collapse = ""), "local_poly")
+  fit <- local_poly(d$x, d$y, kernel = "uniform", bandwidth = 0.05, verbose = FALSE)
+  w <- tryCatch(predict(fit, 5), warning = identity)
+  expect_s3_class(w, "localmean_warning")
+  expect_match(conditionMessage(w), "NA")
+})
+
+test_that("verbose = TRUE gives the same numbers with a fixed bandwidth", {
+  d <- make_data_1d(200)
+  quiet <- local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)
+  loud <- local_poly(d$x, d$y, bandwidth = 0.1, verbose = TRUE)
+  expect_identical(fitted(loud), fitted(quiet))
+  expect_identical(predict(loud, c(0.2, 0.5), verbose = TRUE), predict(quiet, c(0.2, 0.5)))
+})
+
+test_that("verbose = TRUE works with the bandwidth selectors (the interactive default)", {
+  d <- make_data_1d(200)
+  ctrl <- local_control(n_candidates = 5)
+  quiet <- local_poly(d$x, d$y, bandwidth = "cv", verbose = FALSE, control = ctrl)
+  loud <- local_poly(d$x, d$y, bandwidth = "cv", verbose = TRUE, control = ctrl)
+  expect_identical(fitted(loud), fitted(quiet))
+  expect_identical(loud$bandwidth, quiet$bandwidth)
+  cls <- local_classify(iris[, 3:4], iris$Species, verbose = TRUE, control = ctrl)
+  expect_s3_class(cls, "local_classify")
+})
