@@ -32,9 +32,9 @@
 #' (or cut-off, see [kernels()]); `"binned"` bins the data linearly on a grid
 #' (at most two predictors, fixed bandwidths) and interpolates the grid fits.
 #' `"auto"` picks `"binned"` for at least 10,000 observations in one or two
-#' dimensions when the grid has at least two nodes per bandwidth, `"tree"`
-#' otherwise (`"exact"` for the Cauchy kernel). Results do not depend on
-#' `n_threads`.
+#' dimensions when the grid has at least two nodes per bandwidth and the grid
+#' convolution costs less than the tree's visits, `"tree"` otherwise
+#' (`"exact"` for the Cauchy kernel). Results do not depend on `n_threads`.
 #'
 #' **Scale-out.** `predict()` cuts large `newdata` into chunks of
 #' `control$chunk_size` rows and the selectors score candidates one by one;
