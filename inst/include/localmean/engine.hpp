@@ -272,6 +272,9 @@ inline double effective_cutoff(const EngineSettings& set) {
 
 namespace detail {
 
+// Where a leaf's points lie relative to the kernel's fast range (see sweep_block).
+enum DistanceRange { kNearOnly, kFarOnly, kMixed };
+
 // Pairwise sum of a full block; sequential for a tail. Either way a fixed order.
 inline double block_sum(const double* v, std::integral_constant<std::size_t, kBlock>) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
@@ -286,8 +289,9 @@ inline double block_sum(const double* v, std::size_t len) {
 // Accumulates `len` points from tree position s into the moments of query q. Len is either the
 // compile-time block length (so that the weight loops vectorise) or a run-time tail length.
 template <class K, class Len>
-LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q, double inv_h,
-                        double cut2, std::size_t s, Len len, Moments& mo) {
+LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
+                                  double inv_h, double cut2, DistanceRange range, std::size_t s,
+                                  Len len, Moments& mo) {
   const std::size_t n = data.n(), d = data.d(), nv = data.nv();
   const double* pts = data.tree().points();
   const double* prior = data.prior();
@@ -300,15 +304,18 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
       r2[k] += t * t;
     }
   }
-  for (std::size_t k = 0; k < len; ++k) {
-    // Clamp first: shape() is only evaluated where it is accurate.
-    const double inside = within(r2[k], cut2);
-    w[k] = inside * K::shape(std::min(r2[k], std::min(cut2, K::fast_limit())));
-  }
-  if (cut2 > K::fast_limit()) {
-    // Without a cut-off (the exact strategy), far points get the exact, tiny weight.
+  // shape() is accurate up to fast_limit; farther points (possible without a cut-off, or with
+  // the tree's cut-off counted from a distant nearest point) need the slower wide().
+  const double limit = K::fast_limit();
+  if (range == kFarOnly) {
+    for (std::size_t k = 0; k < len; ++k) w[k] = within(r2[k], cut2) * K::wide(r2[k]);
+  } else {
     for (std::size_t k = 0; k < len; ++k)
-      if (r2[k] > K::fast_limit()) w[k] = within(r2[k], cut2) * K::exact(r2[k]);
+      w[k] = within(r2[k], cut2) * K::shape(std::min(r2[k], std::min(cut2, limit)));
+    if (range == kMixed) {
+      for (std::size_t k = 0; k < len; ++k)
+        if (r2[k] > limit) w[k] = within(r2[k], cut2) * K::exact(r2[k]);
+    }
   }
   if (mo.nb == 1 && !mo.want_var) {
     // The local mean: the block's sums are formed pairwise, then added in block order.
@@ -361,19 +368,20 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
 // Accumulates the points at tree positions [begin, end) into the moments of query q.
 template <class K>
 LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, const double* q,
-                                 double inv_h, double cut2, std::size_t begin, std::size_t end,
-                                 Moments& mo) {
+                                 double inv_h, double cut2, DistanceRange range,
+                                 std::size_t begin, std::size_t end, Moments& mo) {
   std::size_t s = begin;
   for (; s + kBlock <= end; s += kBlock)
-    sweep_block<K>(data, basis, q, inv_h, cut2, s, std::integral_constant<std::size_t, kBlock>(),
-                   mo);
-  if (s < end) sweep_block<K>(data, basis, q, inv_h, cut2, s, end - s, mo);
+    sweep_block<K>(data, basis, q, inv_h, cut2, range, s,
+                   std::integral_constant<std::size_t, kBlock>(), mo);
+  if (s < end) sweep_block<K>(data, basis, q, inv_h, cut2, range, s, end - s, mo);
 }
 
 template <class K>
-LOCALMEAN_HOT void sweep_portable(const LocalData& data, const Basis& basis, const double* q, double inv_h,
-                    double cut2, std::size_t begin, std::size_t end, Moments& mo) {
-  sweep_body<K>(data, basis, q, inv_h, cut2, begin, end, mo);
+LOCALMEAN_HOT void sweep_portable(const LocalData& data, const Basis& basis, const double* q,
+                                  double inv_h, double cut2, DistanceRange range,
+                                  std::size_t begin, std::size_t end, Moments& mo) {
+  sweep_body<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
 }
 
 #if LOCALMEAN_X86_CLONES
@@ -381,8 +389,8 @@ LOCALMEAN_HOT void sweep_portable(const LocalData& data, const Basis& basis, con
 template <class K>
 __attribute__((target("avx2,fma"))) LOCALMEAN_HOT void
 sweep_avx2(const LocalData& data, const Basis& basis, const double* q, double inv_h, double cut2,
-           std::size_t begin, std::size_t end, Moments& mo) {
-  sweep_body<K>(data, basis, q, inv_h, cut2, begin, end, mo);
+           DistanceRange range, std::size_t begin, std::size_t end, Moments& mo) {
+  sweep_body<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
 }
 
 inline bool cpu_has_avx2() {
@@ -393,11 +401,11 @@ inline bool cpu_has_avx2() {
 
 template <class K>
 void sweep(const LocalData& data, const Basis& basis, const double* q, double inv_h, double cut2,
-           std::size_t begin, std::size_t end, Moments& mo) {
+           DistanceRange range, std::size_t begin, std::size_t end, Moments& mo) {
 #if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2()) return sweep_avx2<K>(data, basis, q, inv_h, cut2, begin, end, mo);
+  if (cpu_has_avx2()) return sweep_avx2<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
 #endif
-  sweep_portable<K>(data, basis, q, inv_h, cut2, begin, end, mo);
+  sweep_portable<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
 }
 
 }  // namespace detail
@@ -413,8 +421,8 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   // default cut-off for unbounded kernels counts from the nearest data point, so that no weight
   // it drops exceeds exp(-32) of the largest, however far the query lies from the data.
   const double cutoff = set.use_tree || set.cutoff > 0.0 ? effective_cutoff(set) : kInf;
-  const bool prune = set.use_tree && std::isfinite(cutoff);
-  const bool from_nearest = prune && set.cutoff <= 0.0 && !kernel_info(set.kernel).compact;
+  const bool from_nearest = set.use_tree && std::isfinite(cutoff) && set.cutoff <= 0.0 &&
+                            !kernel_info(set.kernel).compact;
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
@@ -424,15 +432,19 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
         for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
         const double h = radius ? radius[i] : 1.0;
         mo.reset();
-        if (prune) {
-          const double reach =
-              cutoff + (from_nearest ? data.tree().kth_distance(q.data(), 1) / h : 0.0);
-          data.tree().visit_ball(q.data(), reach * h, [&](std::size_t b, std::size_t e) {
-            detail::sweep<K>(data, basis, q.data(), 1.0 / h, reach * reach, b, e, mo);
-          });
-        } else {
-          detail::sweep<K>(data, basis, q.data(), 1.0 / h, cutoff * cutoff, 0, data.n(), mo);
-        }
+        // Exact: every leaf, untruncated; tree: the leaves within reach of the query.
+        double reach = cutoff;
+        if (from_nearest) reach += data.tree().kth_distance(q.data(), 1) / h;
+        const double inv_h2 = 1.0 / (h * h);
+        data.tree().visit_ball(q.data(), reach * h,
+                               [&](std::size_t b, std::size_t e, double near2, double far2) {
+          // Which kernel evaluation the leaf needs: see sweep_block.
+          const double limit = K::fast_limit();
+          const detail::DistanceRange range =
+              far2 * inv_h2 <= limit ? detail::kNearOnly
+              : near2 * inv_h2 > limit ? detail::kFarOnly : detail::kMixed;
+          detail::sweep<K>(data, basis, q.data(), 1.0 / h, reach * reach, range, b, e, mo);
+        }, std::isfinite(reach) ? 64 : 1024);
         solve_moments(mo, i, m, out);
       }
       return 0;

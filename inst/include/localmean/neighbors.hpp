@@ -19,7 +19,7 @@ public:
   };
 
   // x: n x d column-major. The tree copies the points into tree order (column-major, n x d).
-  KdTree(const double* x, std::size_t n, std::size_t d, std::size_t leaf_size = 24)
+  KdTree(const double* x, std::size_t n, std::size_t d, std::size_t leaf_size = 32)
       : n_(n), d_(d), leaf_size_(std::max<std::size_t>(leaf_size, 1)), order_(n) {
     std::iota(order_.begin(), order_.end(), std::size_t(0));
     if (n > 0) build(x, 0, n);
@@ -48,19 +48,35 @@ public:
     return s;
   }
 
-  // Calls leaf(begin, end) for every leaf that may hold points within `radius` of q, in a fixed
-  // (depth-first, left-first) order.
-  template <class F> void visit_ball(const double* q, double radius, F&& leaf) const {
+  // Squared distance from q to the farthest corner of the node's bounding box.
+  double box_far_distance2(int node, const double* q) const {
+    double s = 0.0;
+    const double* lo = &lo_[node * d_];
+    const double* hi = &hi_[node * d_];
+    for (std::size_t j = 0; j < d_; ++j) {
+      const double t = std::max(q[j] - lo[j], hi[j] - q[j]);
+      s += t * t;
+    }
+    return s;
+  }
+
+  // Calls leaf(begin, end, near2, far2) for every leaf that may hold points within `radius` of q
+  // (all leaves for an infinite radius), in a fixed (depth-first, left-first) order; near2 and
+  // far2 bound the squared distances from q to the leaf's points. Nodes of at most `group`
+  // points count as leaves (fewer calls, coarser pruning).
+  template <class F>
+  void visit_ball(const double* q, double radius, F&& leaf, std::size_t group = 0) const {
     if (n_ == 0) return;
     const double r2 = radius * radius;
     std::vector<int> stack{0};
     while (!stack.empty()) {
       const int node = stack.back();
       stack.pop_back();
-      if (box_distance2(node, q) > r2) continue;
+      const double near2 = box_distance2(node, q);
+      if (near2 > r2) continue;
       const Node& nd = nodes_[node];
-      if (nd.left < 0) {
-        leaf(nd.begin, nd.end);
+      if (nd.left < 0 || nd.end - nd.begin <= group) {
+        leaf(nd.begin, nd.end, near2, box_far_distance2(node, q));
       } else {
         stack.push_back(nd.right);
         stack.push_back(nd.left);
@@ -135,7 +151,9 @@ private:
       }
     }
     if (end - begin <= leaf_size_ || width <= 0.0) return id;
-    const std::size_t mid = begin + (end - begin) / 2;
+    // Left halves hold a multiple of 8 points, so that leaves fill whole blocks of the sweep.
+    const std::size_t half = (end - begin) / 2;
+    const std::size_t mid = begin + std::max<std::size_t>(8, (half + 4) / 8 * 8);
     const double* col = x + widest * n_;
     // Ties are broken by index so that the tree does not depend on the sort's internals.
     std::nth_element(order_.begin() + begin, order_.begin() + mid, order_.begin() + end,
