@@ -73,55 +73,35 @@ inline bool kernel_from_name(const std::string& name, KernelType* type) {
   return false;
 }
 
-// exp(x) for -32 <= x <= 0 (the Gaussian within 8 sd, the Laplace within 32 scales), without
-// branches or bit tricks so that loops over it vectorise: exp(x / 256)^256, a degree-9 Taylor
-// polynomial on [-1/8, 0] and eight squarings; relative error below 1e-13 on that range.
-inline double exp_cutoff_range(double x) {
-  const double r = x * (1.0 / 256.0);
-  double p = 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  p *= p; p *= p; p *= p; p *= p; p *= p; p *= p; p *= p; p *= p;  // unrolled: see below
+// exp(x) = exp(x / 2^S)^(2^S) for x <= 0, with the degree-D Taylor polynomial at x / 2^S: no
+// branches or bit tricks, so loops over it vectorise (the compiler unrolls the fixed loops).
+template <int S, int D> inline double exp_by_squaring(double x) {
+  const double r = x / static_cast<double>(1 << S);
+  double coef = 1.0;
+  for (int i = 2; i <= D; ++i) coef /= i;  // 1 / D!
+  double p = coef;
+  for (int i = D; i >= 1; --i) {
+    coef *= i;  // 1 / (i - 1)!
+    p = p * r + coef;
+  }
+  for (int i = 0; i < S; ++i) p *= p;
   return p;
 }
 
-// exp(x) for -745 <= x <= 0 (the whole range where exp is not zero), branch-free:
-// exp(x / 4096)^4096 with a degree-11 polynomial; relative error below 1e-12.
-inline double exp_wide_range(double x) {
-  const double r = x * (1.0 / 4096.0);
-  double p = 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  p *= p; p *= p; p *= p; p *= p; p *= p; p *= p;  // unrolled: loops here stop vectorisation
-  p *= p; p *= p; p *= p; p *= p; p *= p; p *= p;
-  return p;
-}
+// exp(x) for -32 <= x <= 0 (the Gaussian within 8 sd, the Laplace within 32 scales): relative
+// error below 1e-13.
+inline double exp_cutoff_range(double x) { return exp_by_squaring<8, 9>(x); }
+
+// exp(x) for -745 <= x <= 0, the whole range where exp is not zero: relative error below 1e-12.
+inline double exp_wide_range(double x) { return exp_by_squaring<12, 11>(x); }
 
 // 1 when r2 <= cut2, else 0, without a branch (vectorisable).
 inline double within(double r2, double cut2) { return 0.5 + 0.5 * std::copysign(1.0, cut2 - r2); }
 
 // Kernel shapes as functions of the squared scaled distance r2 = ||u||^2, without the constant:
-// the local mean does not need it, and density estimates multiply it back. Hot loops call
-// shape() only within the cut-off (8 for the Gaussian, 32 for the Laplace, at most);
-// exact() is the same function for any argument.
-// fast_limit: the largest r2 at which shape() is accurate; beyond it exact() applies.
-// wide() is shape() for any r2, slower, and vectorisable too.
+// the local mean does not need it, and density estimates multiply it back. Three versions:
+// shape(), the fastest, accurate for r2 <= fast_limit(); wide(), accurate for any r2 and also
+// vectorisable; exact(), with the standard library, for single values.
 struct Gaussian {
   static constexpr double fast_limit() { return 64.0; }
   static double shape(double r2) { return exp_cutoff_range(-0.5 * r2); }
