@@ -4,7 +4,7 @@ VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 TARBALL := $(PKG)_$(VERSION).tar.gz
 DEMO_OUT ?= demo-output
 
-.PHONY: deps document build install demo test check clean
+.PHONY: deps document build install demo core-test test check clean
 
 deps:
 	sh tools/install-deps.sh
@@ -23,8 +23,14 @@ install: build
 demo: install
 	LOCALMEAN_DEMO_DIR=$(DEMO_OUT) Rscript -e 'demo("regression", package = "localmean", ask = FALSE, echo = FALSE)'
 
+# The C++ core on its own, without R (it must compile and pass as plain C++).
+core-test:
+	$(CXX) -std=c++14 -O2 -Wall -Wextra -pthread -Iinst/include tools/core-test.cpp -o core-test
+	./core-test
+	rm -f core-test
+
 # The whole test suite on the installed package, then R CMD check --as-cran on the tarball.
-test: install
+test: install core-test
 	Rscript tools/run-tests.R
 
 # The timestamp check needs a time server this machine cannot reach; the PDF manual needs a
@@ -37,4 +43,4 @@ check: test
 	Rscript tools/check-log.R $(PKG).Rcheck/00check.log
 
 clean:
-	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so
+	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so core-test
