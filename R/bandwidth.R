@@ -78,6 +78,7 @@ select_bandwidth <- function(criterion, x, values, prior, spec, candidates, refi
                              verbose) {
   score_of <- function(h, threads = n_threads) {
     spec$bandwidth <- h
+    if (!spec$fixed_grid) spec$gridsize <- default_gridsize(ncol(x), h, spec$span)
     spec$method <- choose_method(spec$requested_method, x, nrow(x), spec$kernel, h, NULL,
                                  spec$gridsize, spec$cutoff)
     f <- fit_at_data(x, values, prior, spec, threads)

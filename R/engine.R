@@ -4,8 +4,8 @@
 #' Control settings of the local-moment engine
 #'
 #' @param gridsize Grid nodes per dimension of the binned strategy (default
-#'   401 in 1-D and 151 in 2-D, as `KernSmooth::locpoly()` and a fine
-#'   `KernSmooth::bkde2D()` grid).
+#'   401 in 1-D, as `KernSmooth::locpoly()`, or more to have four nodes per
+#'   bandwidth, up to 20001; 151 in 2-D, a fine `KernSmooth::bkde2D()` grid).
 #' @param cutoff Truncation radius, in bandwidths, for kernels with unbounded
 #'   support (default: the registry's, 8 for the Gaussian; see [kernels()]).
 #'   `KernSmooth` truncates the Gaussian at 4.
@@ -88,20 +88,28 @@ choose_method <- function(method, x, m, kernel, bandwidth, nn, gridsize, cutoff,
   reach <- if (cutoff > 0) cutoff else registry$cutoff[registry$kernel == kernel]
   window <- prod(pmin(2 * ceiling(reach * bandwidth / step) + 1, 2 * gridsize - 1))
   covered <- prod(pmin(1, 2 * reach * bandwidth / span))
-  cheaper <- prod(gridsize) * window < nrow(x) * m * covered
+  cheaper <- prod(gridsize) * window < as.double(nrow(x)) * m * covered
   if (all(bandwidth >= 2 * step) && cheaper) "binned" else "tree"
 }
 
-default_gridsize <- function(d) if (d == 1L) 401L else 151L
+# Grid nodes per dimension: 151 x 151 in 2-D; 401 in 1-D, refined to at least four nodes per
+# bandwidth (at most 20001), so that small bandwidths bin accurately.
+default_gridsize <- function(d, bandwidth, span) {
+  if (d == 2L) return(c(151L, 151L))
+  if (is.null(bandwidth)) return(401L)
+  as.integer(min(20001, max(401, ceiling(4 * span / bandwidth) + 1)))
+}
 
 # A fitting specification: everything the engine needs besides the points.
 new_spec <- function(x, kernel, degree, bandwidth, nn, method, control) {
   d <- ncol(x)
-  gridsize <- rep_len(control$gridsize %||% default_gridsize(d), d)
+  span <- diff(column_ranges(x))[1L, ]
+  gridsize <- rep_len(control$gridsize %||% default_gridsize(d, bandwidth, span), d)
   cutoff <- control$cutoff %||% 0
   list(kernel = kernel, degree = degree, bandwidth = bandwidth, nn = nn,
        method = choose_method(method, x, nrow(x), kernel, bandwidth, nn, gridsize, cutoff),
        requested_method = method, cutoff = cutoff, gridsize = gridsize,
+       fixed_grid = !is.null(control$gridsize), span = span,
        chunk_size = control$chunk_size)
 }
 

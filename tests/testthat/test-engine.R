@@ -36,9 +36,13 @@ test_that("method = 'auto' picks tree, exact for the Cauchy, binned for large 1-
   big <- make_data_1d(10000)
   expect_identical(local_mean(big$x, big$y, bandwidth = 0.05, verbose = FALSE)$spec$method,
                    "binned")
-  # too small a bandwidth for the grid: tree
-  expect_identical(local_mean(big$x, big$y, bandwidth = 0.001, verbose = FALSE)$spec$method,
-                   "tree")
+  # a small bandwidth refines the default 1-D grid to four nodes per bandwidth
+  small <- local_mean(big$x, big$y, bandwidth = 0.001, verbose = FALSE)
+  expect_identical(small$spec$method, "binned")
+  expect_gte(small$spec$gridsize, 4 * diff(range(big$x)) / 0.001)
+  # too small a bandwidth for a grid the user fixed: tree
+  expect_identical(local_mean(big$x, big$y, bandwidth = 0.001, verbose = FALSE,
+                              control = local_control(gridsize = 401))$spec$method, "tree")
   expect_identical(local_mean(big$x, big$y, bandwidth = nn(10), verbose = FALSE)$spec$method,
                    "tree")
 })

@@ -96,61 +96,99 @@ inline void linear_bin(const Grid& g, const double* x, std::size_t n, const doub
   }
 }
 
-// Local fits at the grid nodes from binned data, written to `out` with m = g.nodes().
+// Local fits at the grid nodes from binned data, written to `out` with m = g.nodes(). The local
+// moments are discrete convolutions of the bin counts and sums with the kernel window times the
+// monomials u^e (|e| <= 2 degree): one dot product along each row of the window.
 inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
                              const std::vector<double>& sums, std::size_t nv,
                              const EngineSettings& set, double cutoff, const EngineOutput& out,
                              const ParallelFor& parallel_for, const Monitor& monitor) {
   const std::size_t G = g.nodes();
-  const Basis basis(static_cast<int>(g.d), set.degree);
-  // The kernel window: offsets within the cut-off, their weights and basis values.
+  const int d = static_cast<int>(g.d);
+  const Basis basis(d, set.degree), moments(d, 2 * set.degree);
+  const std::size_t nb = basis.size(), nm = moments.size();
+  // pair[a * nb + b]: the moment of basis terms a and b, u^(e_a + e_b).
+  std::vector<std::size_t> pair(nb * nb);
+  for (std::size_t a = 0; a < nb; ++a)
+    for (std::size_t b = 0; b < nb; ++b) {
+      std::vector<int> e = basis.powers(a);
+      for (int j = 0; j < d; ++j) e[j] += basis.powers(b)[j];
+      for (std::size_t t = 0; t < nm; ++t)
+        if (moments.powers(t) == e) pair[a * nb + b] = t;
+    }
+  // The window: reach[j] nodes each way; window[t] holds w(u) u^e_t, window2[t] w(u)^2 u^e_t.
   long reach[2] = {0, 0};
-  for (std::size_t j = 0; j < g.d; ++j)
+  for (int j = 0; j < d; ++j)
     reach[j] = std::min<long>(static_cast<long>(std::floor(cutoff / g.step[j] + 1e-9)),
                               static_cast<long>(g.size[j]) - 1);
-  std::vector<long> off0, off1;
-  std::vector<double> weight, phis;
-  with_kernel(set.kernel, [&](auto kern) {
-    using K = decltype(kern);
-    std::vector<double> phi(basis.size());
-    for (long b = -reach[1]; b <= reach[1]; ++b)
-      for (long a = -reach[0]; a <= reach[0]; ++a) {
-        const double u[2] = {a * g.step[0], b * g.step[1]};
-        const double r2 = u[0] * u[0] + u[1] * u[1];
-        const double w = r2 <= cutoff * cutoff * (1 + 1e-12) ? K::shape(r2) : 0.0;
-        if (w == 0.0) continue;
-        basis.eval(u, phi.data());
-        off0.push_back(a);
-        off1.push_back(b);
-        weight.push_back(w);
-        phis.insert(phis.end(), phi.begin(), phi.end());
+  const long width = 2 * reach[0] + 1, rows = 2 * reach[1] + 1;
+  std::vector<double> window(nm * width * rows), window2(nm * width * rows), mono(nm);
+  for (long b = -reach[1]; b <= reach[1]; ++b)
+    for (long a = -reach[0]; a <= reach[0]; ++a) {
+      const double u[2] = {a * g.step[0], b * g.step[1]};
+      const double r2 = u[0] * u[0] + u[1] * u[1];
+      const double w = r2 <= cutoff * cutoff * (1 + 1e-12)
+                           ? with_kernel(set.kernel, [r2](auto k) { return decltype(k)::exact(r2); })
+                           : 0.0;
+      moments.eval(u, mono.data());
+      const std::size_t o = static_cast<std::size_t>((b + reach[1]) * width + (a + reach[0]));
+      for (std::size_t t = 0; t < nm; ++t) {
+        window[t * width * rows + o] = w * mono[t];
+        window2[t * width * rows + o] = w * w * mono[t];
       }
-    return 0;
-  });
-  const std::size_t nb = basis.size();
+    }
+  const long size0 = static_cast<long>(g.size[0]);
+  const long size1 = d == 1 ? 1 : static_cast<long>(g.size[1]);
   auto fn = [&](std::size_t begin, std::size_t end) {
     Moments mo(nb, nv, set.want_var);
-    std::vector<double> mean(nv);
+    std::vector<double> M(nm), V(nm), N(nb * nv);
     for (std::size_t node = begin; node < end; ++node) {
       const long i0 = static_cast<long>(node % g.size[0]);
       const long i1 = static_cast<long>(node / g.size[0]);
-      mo.reset();
-      for (std::size_t o = 0; o < weight.size(); ++o) {
-        const long k0 = i0 + off0[o], k1 = i1 + off1[o];
-        if (k0 < 0 || k0 >= static_cast<long>(g.size[0]) || k1 < 0 ||
-            k1 >= static_cast<long>(g.d == 1 ? 1 : g.size[1]))
-          continue;
-        const std::size_t k = static_cast<std::size_t>(k0 + k1 * static_cast<long>(g.size[0]));
-        const double c = counts[k];
-        if (c == 0.0) continue;
-        for (std::size_t v = 0; v < nv; ++v) mean[v] = sums[v * G + k] / c;
-        std::copy(&phis[o * nb], &phis[o * nb] + nb, mo.phi.begin());
-        mo.add(weight[o] * c, weight[o] * weight[o] * c, mean.data(), 1);
+      std::fill(M.begin(), M.end(), 0.0);
+      std::fill(V.begin(), V.end(), 0.0);
+      std::fill(N.begin(), N.end(), 0.0);
+      // Offsets that stay on the grid.
+      const long a_lo = std::max(-reach[0], -i0), a_hi = std::min(reach[0], size0 - 1 - i0);
+      const long b_lo = std::max(-reach[1], -i1), b_hi = std::min(reach[1], size1 - 1 - i1);
+      const std::size_t len = static_cast<std::size_t>(a_hi - a_lo + 1);
+      for (long b = b_lo; b <= b_hi; ++b) {
+        const std::size_t row = static_cast<std::size_t>((i1 + b) * size0 + i0 + a_lo);
+        const std::size_t o = static_cast<std::size_t>((b + reach[1]) * width + a_lo + reach[0]);
+        const double* c = &counts[row];
+        for (std::size_t t = 0; t < nm; ++t) {
+          const double* w = &window[t * width * rows + o];
+          double s = 0.0;
+          for (std::size_t k = 0; k < len; ++k) s += c[k] * w[k];
+          M[t] += s;
+          if (set.want_var) {
+            const double* w2 = &window2[t * width * rows + o];
+            double s2 = 0.0;
+            for (std::size_t k = 0; k < len; ++k) s2 += c[k] * w2[k];
+            V[t] += s2;
+          }
+        }
+        for (std::size_t v = 0; v < nv; ++v)
+          for (std::size_t t = 0; t < nb; ++t) {
+            // Basis term t is moment t: both lists start with the same monomials.
+            const double* w = &window[t * width * rows + o];
+            const double* y = &sums[v * G + row];
+            double s = 0.0;
+            for (std::size_t k = 0; k < len; ++k) s += y[k] * w[k];
+            N[t * nv + v] += s;
+          }
+      }
+      for (std::size_t a = 0; a < nb; ++a) {
+        for (std::size_t b = a; b < nb; ++b) {
+          mo.S[a * nb + b] = M[pair[a * nb + b]];
+          mo.S2[a * nb + b] = V[pair[a * nb + b]];
+        }
+        for (std::size_t v = 0; v < nv; ++v) mo.T[a * nv + v] = N[a * nv + v];
       }
       solve_moments(mo, node, G, out);
     }
   };
-  return run_chunked(G, chunk_size(static_cast<double>(weight.size()) * nb), parallel_for,
+  return run_chunked(G, chunk_size(static_cast<double>(width * rows) * nm), parallel_for,
                      monitor, fn);
 }
 

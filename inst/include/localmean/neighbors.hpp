@@ -68,18 +68,19 @@ public:
   void visit_ball(const double* q, double radius, F&& leaf, std::size_t group = 0) const {
     if (n_ == 0) return;
     const double r2 = radius * radius;
-    std::vector<int> stack{0};
-    while (!stack.empty()) {
-      const int node = stack.back();
-      stack.pop_back();
+    int stack[kMaxDepth];
+    int top = 0;
+    stack[top++] = 0;
+    while (top > 0) {
+      const int node = stack[--top];
       const double near2 = box_distance2(node, q);
       if (near2 > r2) continue;
       const Node& nd = nodes_[node];
       if (nd.left < 0 || nd.end - nd.begin <= group) {
         leaf(nd.begin, nd.end, near2, box_far_distance2(node, q));
       } else {
-        stack.push_back(nd.right);
-        stack.push_back(nd.left);
+        stack[top++] = nd.right;
+        stack[top++] = nd.left;
       }
     }
   }
@@ -87,10 +88,11 @@ public:
   // Distance from q to its k-th nearest point (k >= 1; points at distance 0 count).
   double kth_distance(const double* q, std::size_t k) const {
     std::priority_queue<double> best;  // the k smallest squared distances so far
-    std::vector<std::pair<double, int>> stack{{0.0, 0}};
-    while (!stack.empty()) {
-      const auto top = stack.back();
-      stack.pop_back();
+    std::pair<double, int> stack[kMaxDepth];
+    int depth = 0;
+    stack[depth++] = {0.0, 0};
+    while (depth > 0) {
+      const auto top = stack[--depth];
       if (best.size() == k && top.first > best.top()) continue;
       const Node& nd = nodes_[top.second];
       if (nd.left < 0) {
@@ -112,17 +114,20 @@ public:
       // Visit the nearer child first: push it last.
       const double dl = box_distance2(nd.left, q), dr = box_distance2(nd.right, q);
       if (dl <= dr) {
-        stack.push_back({dr, nd.right});
-        stack.push_back({dl, nd.left});
+        stack[depth++] = {dr, nd.right};
+        stack[depth++] = {dl, nd.left};
       } else {
-        stack.push_back({dl, nd.left});
-        stack.push_back({dr, nd.right});
+        stack[depth++] = {dl, nd.left};
+        stack[depth++] = {dr, nd.right};
       }
     }
     return std::sqrt(best.top());
   }
 
 private:
+  // Depth-first stacks hold at most one pending sibling per level plus the current node; the
+  // tree halves every node, so its depth stays far below this bound.
+  static constexpr int kMaxDepth = 256;
   std::size_t n_, d_, leaf_size_;
   std::vector<std::size_t> order_;
   std::vector<double> points_;
