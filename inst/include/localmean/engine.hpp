@@ -272,8 +272,9 @@ inline double effective_cutoff(const EngineSettings& set) {
 
 namespace detail {
 
-// Where a leaf's points lie relative to the kernel's fast range (see sweep_block).
-enum DistanceRange { kNearOnly, kFarOnly, kMixed };
+// Where a leaf's points lie relative to the kernel's fast range and the cut-off (sweep_block):
+// all within both, all within the fast range, all beyond it, or some on either side.
+enum DistanceRange { kInside, kNearOnly, kFarOnly, kMixed };
 
 // Pairwise sum of a full block; sequential for a tail. Either way a fixed order.
 inline double block_sum(const double* v, std::integral_constant<std::size_t, kBlock>) {
@@ -307,7 +308,9 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
   // shape() is accurate up to fast_limit; farther points (possible without a cut-off, or with
   // the tree's cut-off counted from a distant nearest point) need the slower wide().
   const double limit = K::fast_limit();
-  if (range == kFarOnly) {
+  if (range == kInside) {
+    for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
+  } else if (range == kFarOnly) {
     for (std::size_t k = 0; k < len; ++k) w[k] = within(r2[k], cut2) * K::wide(r2[k]);
   } else {
     for (std::size_t k = 0; k < len; ++k)
@@ -440,10 +443,13 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
                                [&](std::size_t b, std::size_t e, double near2, double far2) {
           // Which kernel evaluation the leaf needs: see sweep_block.
           const double limit = K::fast_limit();
+          const double cut2 = reach * reach;
           const detail::DistanceRange range =
-              far2 * inv_h2 <= limit ? detail::kNearOnly
-              : near2 * inv_h2 > limit ? detail::kFarOnly : detail::kMixed;
-          detail::sweep<K>(data, basis, q.data(), 1.0 / h, reach * reach, range, b, e, mo);
+              far2 * inv_h2 <= std::min(limit, cut2) ? detail::kInside
+              : far2 * inv_h2 <= limit               ? detail::kNearOnly
+              : near2 * inv_h2 > limit               ? detail::kFarOnly
+                                                     : detail::kMixed;
+          detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, range, b, e, mo);
         }, std::isfinite(reach) ? 64 : 1024);
         solve_moments(mo, i, m, out);
       }
