@@ -167,8 +167,7 @@ with_formula <- function(fit, mf, call) {
 
 # The shared fitting path of every local model: checks, bandwidth, fits at the data points.
 fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, method, n_threads,
-                            verbose, control, max_degree, criterion = NULL,
-                            call = rlang::caller_env()) {
+                            verbose, control, max_degree, call = rlang::caller_env()) {
   n <- nrow(x)
   d <- ncol(x)
   degree <- check_count(degree, min = 0, call = call)
@@ -186,7 +185,7 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
   constant <- colnames(x)[diff(column_ranges(x))[1L, ] == 0]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
-                          n_threads, verbose, criterion, call)
+                          n_threads, verbose, call)
   f <- fit_at_data(x, values, prior, bw$spec, n_threads, verbose)
   missing <- sum(f$status != 0L)
   if (missing) {
@@ -202,7 +201,7 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
 
 # Turns the `bandwidth` argument into an engine specification and says how it was chosen.
 resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, method, control,
-                              n_threads, verbose, criterion, call) {
+                              n_threads, verbose, call) {
   n <- nrow(x)
   d <- ncol(x)
   spec_for <- function(h, nn = NULL) new_spec(x, kernel, degree, h, nn, method, control)
@@ -241,7 +240,7 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
   } else {
     matrix(candidates, ncol = d)
   }
-  sel <- select_bandwidth(criterion %||% bandwidth, x, values, prior, spec_for(candidates[1L, ]),
+  sel <- select_bandwidth(bandwidth, x, values, prior, spec_for(candidates[1L, ]),
                           candidates, control$refine, n_threads, verbose)
   spec <- spec_for(sel$bandwidth)
   list(spec = spec, how = bandwidth, curve = sel$curve)
@@ -542,7 +541,7 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
   control <- check_control(control)
   prior <- check_weights(weights, nrow(x))
   bw <- resolve_bandwidth(bandwidth, x, matrix(y), prior, degree, kernel, method, control,
-                          n_threads(n_threads), FALSE, NULL, rlang::current_env())
+                          n_threads(n_threads), FALSE, rlang::current_env())
   if (is.null(at)) {
     if (ncol(x) > 2L) abort("{.arg at} is needed for more than two predictors.")
     grids <- lapply(seq_len(ncol(x)), function(j) {
