@@ -450,7 +450,7 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
               : near2 * inv_h2 > limit               ? detail::kFarOnly
                                                      : detail::kMixed;
           detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, range, b, e, mo);
-        }, std::isfinite(reach) ? 64 : 1024);
+        }, std::isfinite(reach) ? 0 : 1024);
         solve_moments(mo, i, m, out);
       }
       return 0;
