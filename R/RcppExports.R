@@ -25,3 +25,7 @@ cpp_column_ranges <- function(x) {
     .Call(`_localmean_cpp_column_ranges`, x)
 }
 
+cpp_all_finite <- function(x) {
+    .Call(`_localmean_cpp_all_finite`, x)
+}
+

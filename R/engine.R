@@ -122,7 +122,6 @@ spec_scale <- function(spec) if (is.null(spec$nn)) spec$bandwidth else spec$nn$s
 # Returns coef (m x nb x nv, original units), var (m x nb or NULL), s00, wsum, status, radius.
 engine_fit <- function(x, values, prior, queries, spec, want_var = FALSE, n_threads = 1L,
                        verbose = FALSE) {
-  values <- as.matrix(values)
   # The binned grid spans the data and every query, so that all chunks share one grid.
   grid_range <- if (spec$method == "binned") {
     rx <- column_ranges(x)

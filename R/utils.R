@@ -68,7 +68,7 @@ check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::calle
   if (length(y) != n) {
     abort("{.arg {arg}} has length {length(y)} but the predictors have {n} rows.", call = call)
   }
-  if (any(!is.finite(y))) abort("{.arg {arg}} has missing or non-finite values.", call = call)
+  if (!cpp_all_finite(y)) abort("{.arg {arg}} has missing or non-finite values.", call = call)
   y
 }
 

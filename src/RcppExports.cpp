@@ -12,14 +12,14 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cpp_local_fit
-List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericMatrix values, NumericVector prior, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
+List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values, NumericVector prior, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
-    Rcpp::traits::input_parameter< NumericMatrix >::type values(valuesSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type radius(radiusSEXP);
@@ -98,6 +98,17 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_all_finite
+bool cpp_all_finite(NumericVector x);
+RcppExport SEXP _localmean_cpp_all_finite(SEXP xSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericVector >::type x(xSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_all_finite(x));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 16},
@@ -106,6 +117,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_kernel_value", (DL_FUNC) &_localmean_cpp_kernel_value, 2},
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
+    {"_localmean_cpp_all_finite", (DL_FUNC) &_localmean_cpp_all_finite, 1},
     {NULL, NULL, 0}
 };
 

@@ -49,12 +49,13 @@ std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
 // `scale`; `radius` (length m) multiplies the scales per query (nn bandwidths). The binned
 // strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
 // [[Rcpp::export]]
-List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericMatrix values,
+List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values,
                    NumericVector prior, NumericMatrix queries, NumericVector radius,
                    std::string kernel, int degree, bool want_var, std::string method,
                    double cutoff, IntegerVector gridsize, NumericVector grid_lo,
                    NumericVector grid_hi, int n_threads, bool verbose) {
-  const std::size_t n = x.nrow(), d = x.ncol(), m = queries.nrow(), nv = values.ncol();
+  // `values`: n x nv, a matrix or (nv = 1) a plain vector.
+  const std::size_t n = x.nrow(), d = x.ncol(), m = queries.nrow(), nv = values.size() / n;
   const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
   localmean::EngineSettings set;
   set.kernel = kernel_type(kernel);
@@ -167,4 +168,12 @@ List cpp_column_ranges(NumericMatrix x) {
     finite[j] = ok;
   }
   return List::create(_["range"] = range, _["finite"] = finite);
+}
+
+// TRUE when every entry is finite (no allocation, unlike all(is.finite(x))).
+// [[Rcpp::export]]
+bool cpp_all_finite(NumericVector x) {
+  for (R_xlen_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
 }
