@@ -3,6 +3,7 @@
 #include <localmean/binning.hpp>
 #include <localmean/engine.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -78,6 +79,14 @@ int main() {
     std::nth_element(dist.begin(), dist.begin() + 4, dist.end());
     expect(std::fabs(dist[4] - radius[k]) < 1e-12, "kth_distance equals the 5th sorted distance");
   }
+  // Chunked runs visit every item exactly once, whatever the chunk sizes become.
+  std::vector<int> visits(100000, 0);
+  run_chunked(visits.size(), 3, serial_for, {}, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) ++visits[i];
+  });
+  expect(std::all_of(visits.begin(), visits.end(), [](int v) { return v == 1; }),
+         "run_chunked covers every item once");
+
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
 }

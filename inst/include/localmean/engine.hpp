@@ -249,8 +249,8 @@ inline bool run_chunked(std::size_t total, std::size_t chunk, const ParallelFor&
                         const std::function<void(std::size_t, std::size_t)>& fn) {
   const double target = 0.1;  // seconds per chunk
   chunk = std::max<std::size_t>(chunk, 1);
-  for (std::size_t start = 0; start < total; start += chunk) {
-    const std::size_t stop = std::min(total, start + chunk);
+  for (std::size_t start = 0, stop = 0; start < total; start = stop) {
+    stop = std::min(total, start + chunk);
     const auto began = std::chrono::steady_clock::now();
     parallel_for(start, stop, fn);
     const double took =
