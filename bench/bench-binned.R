@@ -1,0 +1,192 @@
+# Benchmark 1: binned local linear regression, n = 1e6, 401-point grid, against
+# KernSmooth::locpoly(x, y, bandwidth = h, gridsize = 401).
+#
+# Targets: our time <= 0.5 x locpoly's; max |ours - locpoly| <= 1e-8 x range of the fit.
+#
+# Run by hand, one R process, nothing else heavy on the machine:
+#   Rscript bench/bench-binned.R
+# and, to see the cost without first-touch page faults (see the README), also
+#   MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=4294967295 Rscript bench/bench-binned.R
+# Environment: BENCH_N (default 1e6), BENCH_REPS (default 5), BENCH_THREADS (default "1,2").
+#
+# What is timed (median of BENCH_REPS rounds; in every round each variant runs once, in turn,
+# after a gc(), so that the peer and ours see the same memory-allocator state):
+#   * locpoly: KernSmooth::locpoly(x, y, bandwidth = h, gridsize = 401) -- the estimate at the
+#     401 grid nodes only, single-threaded.
+#   * grid:    local_smooth(x, y, bandwidth = h, method = "binned", control = ...) -- the public,
+#     model-free entry point; with at = NULL it estimates on a 401-point grid over range(x), the
+#     same grid as locpoly's, and computes nothing at the data points. This is the fair
+#     equivalent of locpoly. (With a localmean older than local_smooth(), the script falls back to
+#     predict() on a "model shell": a fit on 1000 points whose $x and $values are then replaced
+#     by the full data.)
+#   * full:    local_poly(x, y, bandwidth = h, method = "binned", control = local_control(cutoff = 4,
+#     gridsize = 401)) followed by predict(fit, lp$x). The fit also computes fitted values,
+#     leverages and fit statistics at all n data points, and predict() bins the data again.
+#   * fit:     the local_poly() fit alone.
+# Every timing also shows the minor page faults of the call (memory touched for the first time:
+# fresh allocations), which on some virtual machines cost more than the computation.
+
+suppressPackageStartupMessages(library(localmean))
+have_ks <- requireNamespace("KernSmooth", quietly = TRUE)
+if (!have_ks) message("KernSmooth is not installed: only our own timings are reported.")
+
+env_num <- function(name, default) {
+  v <- Sys.getenv(name)
+  if (nzchar(v)) as.numeric(v) else default
+}
+n <- env_num("BENCH_N", 1e6)
+reps <- env_num("BENCH_REPS", 5)
+threads <- as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
+h <- 0.02
+gridsize <- 401L
+
+# Wall time from bench::hires_time() when bench is installed (proc.time() resolves only ms).
+now <- if (requireNamespace("bench", quietly = TRUE)) {
+  function() as.numeric(bench::hires_time())
+} else {
+  function() proc.time()[["elapsed"]]
+}
+minor_faults <- function() {
+  s <- tryCatch(readLines("/proc/self/stat"), error = function(e) "")
+  v <- strsplit(sub("^.*\\) ", "", s), " ")[[1]]
+  if (length(v) >= 8) as.numeric(v[8]) else NA_real_  # field 10 of /proc/self/stat
+}
+cpu_jiffies <- function() {
+  v <- tryCatch(as.numeric(strsplit(trimws(sub("^cpu", "", readLines("/proc/stat", n = 1L))),
+                                    " +")[[1]]), error = function(e) rep(NA_real_, 8))
+  c(busy = sum(v[c(1, 2, 3, 6, 7, 8)]), total = sum(v[1:8])) / 100  # USER_HZ = 100
+}
+own_cpu <- function() sum(proc.time()[c("user.self", "sys.self")])
+
+# Runs every function of `fns` once per round, in turn, for `reps` rounds after one warm-up
+# round; a gc() (untimed) before every call. Returns per function the median elapsed seconds,
+# all runs, the median minor page faults per call, and this process's CPU time over elapsed
+# time. `other`: the share of the machine's CPU time used by OTHER processes meanwhile.
+time_rounds <- function(fns, reps) {
+  for (f in fns) f()
+  j0 <- cpu_jiffies()
+  c0 <- own_cpu()
+  el <- cpu <- pf <- matrix(NA_real_, reps, length(fns), dimnames = list(NULL, names(fns)))
+  for (i in seq_len(reps)) {
+    for (k in names(fns)) {
+      invisible(gc(verbose = FALSE))
+      p0 <- own_cpu()
+      f0 <- minor_faults()
+      t0 <- now()
+      fns[[k]]()
+      el[i, k] <- now() - t0
+      pf[i, k] <- minor_faults() - f0
+      cpu[i, k] <- own_cpu() - p0
+    }
+  }
+  j1 <- cpu_jiffies()
+  window <- j1[["total"]] - j0[["total"]]
+  other <- if (window > 0) max(0, (j1[["busy"]] - j0[["busy"]]) - (own_cpu() - c0)) / window else NA
+  lapply(stats::setNames(names(fns), names(fns)), function(k) {
+    list(median = stats::median(el[, k]), times = el[, k], faults = stats::median(pf[, k]),
+         cpu = if (sum(el[, k]) >= 0.3) sum(cpu[, k]) / sum(el[, k]) else NA_real_, other = other)
+  })
+}
+fmt_times <- function(tt) {
+  sprintf("%.4f s (runs: %s; %.0f minor page faults = %.0f MB first touched; cpu/elapsed %s)",
+          tt$median, paste(sprintf("%.4f", tt$times), collapse = ", "), tt$faults,
+          tt$faults * 4096 / 2^20, if (is.na(tt$cpu)) "n/a" else sprintf("%.2f", tt$cpu))
+}
+
+malloc_env <- c(MALLOC_MMAP_THRESHOLD_ = Sys.getenv("MALLOC_MMAP_THRESHOLD_"),
+                MALLOC_TRIM_THRESHOLD_ = Sys.getenv("MALLOC_TRIM_THRESHOLD_"))
+cat("== bench-binned: local linear, binned, n =", format(n, big.mark = ","), ", gridsize", gridsize,
+    ", h =", h, "==\n")
+cat(sprintf("R %s, localmean %s, %d cores, load average at start: %s\n",
+            getRversion(), utils::packageVersion("localmean"), parallel::detectCores(),
+            tryCatch(paste(readLines("/proc/loadavg", warn = FALSE), collapse = " "),
+                     error = function(e) "unknown")))
+cat("malloc settings:", if (any(nzchar(malloc_env))) {
+  paste(names(malloc_env), malloc_env, sep = "=", collapse = " ")
+} else "default", "\n")
+
+set.seed(20260101)
+x <- runif(n)
+y <- sin(2 * pi * x) + 0.5 * x + rnorm(n, sd = 0.3)
+ctrl <- local_control(cutoff = 4, gridsize = gridsize)
+
+lp <- if (have_ks) KernSmooth::locpoly(x, y, bandwidth = h, gridsize = gridsize)
+grid <- if (is.null(lp)) seq(min(x), max(x), length.out = gridsize) else lp$x
+
+have_smooth <- exists("local_smooth", envir = asNamespace("localmean"), inherits = FALSE)
+if (have_smooth) {
+  grid_estimate <- function(nt) {
+    localmean::local_smooth(x, y, bandwidth = h, method = "binned", control = ctrl, n_threads = nt,
+                            verbose = FALSE)$estimate
+  }
+  grid_label <- "local_smooth() on the 401-point grid"
+  est <- localmean::local_smooth(x, y, bandwidth = h, method = "binned", control = ctrl,
+                                 verbose = FALSE)
+  if (!is.null(lp)) {
+    cat(sprintf("local_smooth() grid vs locpoly grid: max abs difference %.3g\n",
+                max(abs(est[[1]] - lp$x))))
+  }
+} else {
+  # Model shell: a fit on a small subset, with the full data put in place of the subset.
+  shell <- local_poly(x[1:1000], y[1:1000], bandwidth = h, method = "binned", control = ctrl,
+                      verbose = FALSE)
+  shell$x <- matrix(x, ncol = 1L, dimnames = list(NULL, "x"))
+  shell$values <- matrix(y, ncol = 1L)
+  grid_estimate <- function(nt) predict(shell, grid, n_threads = nt)
+  grid_label <- "predict(401) on a model shell (full data)"
+}
+fit_model <- function(nt) {
+  local_poly(x, y, bandwidth = h, method = "binned", control = ctrl, n_threads = nt,
+             verbose = FALSE)
+}
+
+fns <- list()
+if (have_ks) fns$locpoly <- function() KernSmooth::locpoly(x, y, bandwidth = h, gridsize = gridsize)
+for (nt in threads) {
+  local({
+    nt <- nt
+    fns[[paste0("grid_", nt)]] <<- function() grid_estimate(nt)
+    fns[[paste0("full_", nt)]] <<- function() predict(fit_model(nt), grid, n_threads = nt)
+    fns[[paste0("fit_", nt)]] <<- function() fit_model(nt)
+  })
+}
+res <- time_rounds(fns, reps)
+cat(sprintf("(other processes used %.0f%% of the machine during the timings)\n",
+            100 * res[[1]]$other))
+if (have_ks) {
+  cat(sprintf("KernSmooth::locpoly (grid only, 1 thread)      : %s\n", fmt_times(res$locpoly)))
+}
+
+rows <- list()
+for (nt in threads) {
+  g <- res[[paste0("grid_", nt)]]
+  fu <- res[[paste0("full_", nt)]]
+  fi <- res[[paste0("fit_", nt)]]
+  cat(sprintf("\n-- localmean, n_threads = %d --\n", nt))
+  cat(sprintf("grid: %-42s: %s\n", grid_label, fmt_times(g)))
+  cat(sprintf("full: %-42s: %s\n", "local_poly() fit + predict(401)", fmt_times(fu)))
+  cat(sprintf("      %-42s: %s\n", "local_poly() fit alone", fmt_times(fi)))
+  if (have_ks) {
+    p_full <- predict(fit_model(nt), grid, n_threads = nt)
+    p_grid <- grid_estimate(nt)
+    span <- diff(range(lp$y))
+    err_full <- max(abs(p_full - lp$y)) / span
+    err_grid <- max(abs(p_grid - lp$y)) / span
+    t_ks <- res$locpoly$median
+    cat(sprintf("max |ours - locpoly| / range(fit): grid %.3g, full %.3g  (target <= 1e-8: %s)\n",
+                err_grid, err_full, if (max(err_full, err_grid) <= 1e-8) "met" else "MISSED"))
+    cat(sprintf("time ratio ours / locpoly: grid %.2fx, full %.2fx  (target <= 0.5x: grid %s, full %s)\n",
+                g$median / t_ks, fu$median / t_ks,
+                if (g$median <= 0.5 * t_ks) "met" else "MISSED",
+                if (fu$median <= 0.5 * t_ks) "met" else "MISSED"))
+    rows[[length(rows) + 1L]] <- data.frame(
+      threads = nt, locpoly_s = t_ks, grid_s = g$median, full_s = fu$median, fit_s = fi$median,
+      ratio_grid = g$median / t_ks, ratio_full = fu$median / t_ks,
+      faults_locpoly = res$locpoly$faults, faults_grid = g$faults, faults_full = fu$faults,
+      rel_err_grid = err_grid, rel_err_full = err_full)
+  }
+}
+if (length(rows)) {
+  cat("\nSummary (seconds and page faults are medians per call):\n")
+  print(do.call(rbind, rows), digits = 3, row.names = FALSE)
+}
