@@ -30,10 +30,9 @@ suppressPackageStartupMessages(library(localmean))
 have_ks <- requireNamespace("KernSmooth", quietly = TRUE)
 if (!have_ks) message("KernSmooth is not installed: only our own timings are reported.")
 
-env_num <- function(name, default) {
-  v <- Sys.getenv(name)
-  if (nzchar(v)) as.numeric(v) else default
-}
+# Shared helpers (env_num, time_it, fmt_times, ...), next to this script.
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])),
+                 "common.R"))
 n <- env_num("BENCH_N", 1e6)
 reps <- env_num("BENCH_REPS", 5)
 threads <- as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
@@ -51,12 +50,6 @@ minor_faults <- function() {
   v <- strsplit(sub("^.*\\) ", "", s), " ")[[1]]
   if (length(v) >= 8) as.numeric(v[8]) else NA_real_  # field 10 of /proc/self/stat
 }
-cpu_jiffies <- function() {
-  v <- tryCatch(as.numeric(strsplit(trimws(sub("^cpu", "", readLines("/proc/stat", n = 1L))),
-                                    " +")[[1]]), error = function(e) rep(NA_real_, 8))
-  c(busy = sum(v[c(1, 2, 3, 6, 7, 8)]), total = sum(v[1:8])) / 100  # USER_HZ = 100
-}
-own_cpu <- function() sum(proc.time()[c("user.self", "sys.self")])
 
 # Runs every function of `fns` once per round, in turn, for `reps` rounds after one warm-up
 # round; a gc() (untimed) before every call. Returns per function the median elapsed seconds,

@@ -21,10 +21,9 @@ suppressPackageStartupMessages(library(localmean))
 args <- commandArgs(trailingOnly = TRUE)
 case <- if (length(args)) args[[1]] else "binned"
 stopifnot(case %in% c("binned", "tree"))
-env_num <- function(name, default) {
-  v <- Sys.getenv(name)
-  if (nzchar(v)) as.numeric(v) else default
-}
+# Shared helpers (env_num, time_it, fmt_times, ...), next to this script.
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])),
+                 "common.R"))
 n <- env_num("BENCH_N", 1e6)
 m <- env_num("BENCH_M", 1e6)
 h <- env_num("BENCH_H", 0.02)

@@ -1,0 +1,54 @@
+# Helpers shared by the benchmark scripts: sizes from the environment, and timing with a check
+# of how busy the rest of the machine was.
+
+env_num <- function(name, default) {
+  v <- Sys.getenv(name)
+  if (nzchar(v)) as.numeric(v) else default
+}
+
+# Median over `reps` runs of the elapsed seconds of f(), after one untimed warm-up run; a gc()
+# precedes every run and is not timed. Wall time from bench::hires_time() when bench is
+# installed (proc.time() resolves only milliseconds).
+# Noise check: `other` is the share of the machine's CPU time (all cores) that OTHER processes
+# used while the runs went on (from /proc/stat minus this process's CPU time), and `cpu` this
+# process's CPU time over the elapsed time of the runs (about 2 when two threads are busy;
+# not shown for runs too short to tell).
+now <- if (requireNamespace("bench", quietly = TRUE)) {
+  function() as.numeric(bench::hires_time())
+} else {
+  function() proc.time()[["elapsed"]]
+}
+cpu_jiffies <- function() {
+  v <- tryCatch(as.numeric(strsplit(trimws(sub("^cpu", "", readLines("/proc/stat", n = 1L))),
+                                    " +")[[1]]), error = function(e) rep(NA_real_, 8))
+  c(busy = sum(v[c(1, 2, 3, 6, 7, 8)]), total = sum(v[1:8])) / 100  # USER_HZ = 100
+}
+own_cpu <- function() sum(proc.time()[c("user.self", "sys.self")])
+time_it <- function(f, reps, warm_up = TRUE) {
+  if (warm_up) f()
+  j0 <- cpu_jiffies()
+  c0 <- own_cpu()
+  el <- cpu <- numeric(reps)
+  for (i in seq_len(reps)) {
+    invisible(gc(verbose = FALSE))
+    p0 <- own_cpu()
+    t0 <- now()
+    f()
+    el[i] <- now() - t0
+    cpu[i] <- own_cpu() - p0
+  }
+  j1 <- cpu_jiffies()
+  window <- j1[["total"]] - j0[["total"]]
+  list(median = stats::median(el), times = el,
+       cpu = if (sum(el) >= 0.3) sum(cpu) / sum(el) else NA_real_,
+       other = if (window > 0) max(0, (j1[["busy"]] - j0[["busy"]]) - (own_cpu() - c0)) / window
+               else NA_real_)
+}
+fmt_times <- function(tt, digits = 4) {
+  f <- paste0("%.", digits, "f")
+  sprintf(paste0(f, " s (runs: %s; cpu/elapsed %s; other processes %s of the machine)"),
+          tt$median, paste(sprintf(f, tt$times), collapse = ", "),
+          if (is.na(tt$cpu)) "n/a" else sprintf("%.2f", tt$cpu),
+          if (is.na(tt$other)) "n/a" else sprintf("%.0f%%", 100 * tt$other))
+}
+
