@@ -34,11 +34,10 @@ test: install core-test
 	Rscript tools/run-tests.R
 
 # The timestamp check needs a time server this machine cannot reach; the PDF manual needs a
-# LaTeX installation (texlive) that the set-up does not install; shared objects are stripped of
-# debugging symbols as on CRAN's binary builds.
+# LaTeX installation (texlive) that the set-up does not install.
 check: test
 	_R_CHECK_SYSTEM_CLOCK_=false _R_CHECK_FUTURE_FILE_TIMESTAMPS_=false \
-	  _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_SHLIB_STRIP_=true \
+	  _R_CHECK_CRAN_INCOMING_REMOTE_=false \
 	  R CMD check --as-cran --no-manual $(TARBALL)
 	Rscript tools/check-log.R $(PKG).Rcheck/00check.log
 

@@ -120,6 +120,7 @@ plot.local_classify <- function(x, n_grid = 150, ...) {
   cls <- suppressWarnings(predict(x, nd))
   cols <- grDevices::hcl.colors(length(x$levels), "Dark 3")
   graphics::image(g1, g2, matrix(as.integer(cls), n_grid), col = grDevices::adjustcolor(cols, 0.3),
+                  useRaster = TRUE,
                   xlab = colnames(x$x)[1L], ylab = colnames(x$x)[2L], ...)
   graphics::points(x$x, col = cols[as.integer(x$y)], pch = 20)
   graphics::legend("topleft", legend = x$levels, col = cols, pch = 20,

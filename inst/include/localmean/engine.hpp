@@ -32,8 +32,10 @@
 // Hot loops get a second, AVX2 + FMA build on x86-64 compilers that support per-function targets.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LOCALMEAN_NO_CLONES)
 #define LOCALMEAN_X86_CLONES 1
+#define LOCALMEAN_PORTABLE_HOT
 #else
 #define LOCALMEAN_X86_CLONES 0
+#define LOCALMEAN_PORTABLE_HOT LOCALMEAN_HOT
 #endif
 
 namespace localmean {
@@ -95,31 +97,20 @@ enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2 };
 // Points per block of the kernel sweep: a fixed length lets the weight loops vectorise.
 constexpr std::size_t kBlock = 8;
 
-// Moments of one query point, and their solution.
+// Moments of one query point (upper triangles of S and S2, and T), with scratch for their
+// solution and for the basis values of one block of points.
 struct Moments {
   std::size_t nb, nv;
   bool want_var;
-  std::vector<double> S, T, S2, phi, chol, inv;
-  std::vector<double> block_phi;  // nb x kBlock basis values of one block of points
+  std::vector<double> S, T, S2, chol, inv;
+  std::vector<double> block_phi;  // nb x kBlock
   Moments(std::size_t nb_, std::size_t nv_, bool want_var_)
       : nb(nb_), nv(nv_), want_var(want_var_), S(nb_ * nb_), T(nb_ * nv_), S2(nb_ * nb_),
-        phi(nb_), chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * kBlock) {}
+        chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * kBlock) {}
   void reset() {
     std::fill(S.begin(), S.end(), 0.0);
     std::fill(T.begin(), T.end(), 0.0);
     std::fill(S2.begin(), S2.end(), 0.0);
-  }
-  // Adds one point with basis values phi, weight W, variance weight k * W and values v[j * stride].
-  void add(double W, double kW, const double* v, std::size_t stride) {
-    for (std::size_t a = 0; a < nb; ++a) {
-      const double wa = W * phi[a];
-      for (std::size_t b = a; b < nb; ++b) S[a * nb + b] += wa * phi[b];
-      for (std::size_t j = 0; j < nv; ++j) T[a * nv + j] += wa * v[j * stride];
-      if (want_var) {
-        const double va = kW * phi[a];
-        for (std::size_t b = a; b < nb; ++b) S2[a * nb + b] += va * phi[b];
-      }
-    }
   }
 };
 
@@ -390,8 +381,10 @@ LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, cons
   if (s < end) sweep_block<K>(data, basis, q, inv_h, cut2, range, s, end - s, mo);
 }
 
+// On x86-64 this is only the fallback for processors without AVX2, so it is not built with -O3
+// (that would double the size of the library for little use).
 template <class K>
-LOCALMEAN_HOT void sweep_portable(const LocalData& data, const Basis& basis, const double* q,
+LOCALMEAN_PORTABLE_HOT void sweep_portable(const LocalData& data, const Basis& basis, const double* q,
                                   double inv_h, double cut2, DistanceRange range,
                                   std::size_t begin, std::size_t end, Moments& mo) {
   sweep_body<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
