@@ -32,10 +32,7 @@ local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", ba
                                    weights = NULL, subset, na.action = stats::na.omit,
                                    method = "auto", n_threads = NULL, verbose = interactive(),
                                    control = local_control(), ...) {
-  mf <- match.call(expand.dots = FALSE)
-  mf <- mf[c(1L, match(c("formula", "data", "subset", "weights", "na.action"), names(mf), 0L))]
-  mf[[1L]] <- quote(stats::model.frame)
-  mf <- eval(mf, parent.frame())
+  mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
   parts <- formula_parts(mf)
   fit <- local_classify.default(parts$x, stats::model.response(mf), kernel = kernel,
                                 bandwidth = bandwidth, weights = stats::model.weights(mf),

@@ -95,10 +95,7 @@ local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gauss
                                bandwidth = "cv", weights = NULL, subset,
                                na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
-  mf <- match.call(expand.dots = FALSE)
-  mf <- mf[c(1L, match(c("formula", "data", "subset", "weights", "na.action"), names(mf), 0L))]
-  mf[[1L]] <- quote(stats::model.frame)
-  mf <- eval(mf, parent.frame())
+  mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
   parts <- formula_parts(mf)
   fit <- local_poly.default(parts$x, stats::model.response(mf), degree = degree, kernel = kernel,
                             bandwidth = bandwidth, weights = stats::model.weights(mf),
@@ -143,6 +140,14 @@ local_mean.default <- function(x, y, ...) {
   fit$call <- match.call()
   class(fit) <- c("local_mean", class(fit))
   fit
+}
+
+# The model frame of a formula method's call (formula, data, subset, weights, na.action),
+# evaluated in the caller's environment, as lm() does.
+call_model_frame <- function(call, env) {
+  call <- call[c(1L, match(c("formula", "data", "subset", "weights", "na.action"), names(call), 0L))]
+  call[[1L]] <- quote(stats::model.frame)
+  eval(call, env)
 }
 
 # Predictors of a model frame as a numeric matrix; interactions and factors are refused.
