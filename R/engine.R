@@ -176,7 +176,8 @@ engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, 
     radius <- pmax(radius, .Machine$double.xmin)
   }
   grid_range <- grid_range %||% matrix(numeric(0), 2L)
-  res <- cpp_local_fit(x, scale, values, prior %||% numeric(0), queries, radius, spec$kernel,
+  res <- cpp_local_fit(x, scale, values, prior %||% numeric(0), numeric(0), queries, radius,
+                       spec$kernel,
                        spec$degree, want_var, spec$method, spec$cutoff, spec$gridsize,
                        grid_range[1L, ], grid_range[2L, ], n_threads, verbose)
   # Queries without a usable window are NA (the engine leaves NaN there).

@@ -12,8 +12,8 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cpp_local_fit
-List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values, NumericVector prior, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -21,6 +21,7 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type point_scale(point_scaleSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type radius(radiusSEXP);
     Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
@@ -33,7 +34,44 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericVector >::type grid_hi(grid_hiSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_shift_points
+List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior, NumericMatrix points, std::string kernel, std::string method, double cutoff, int max_iter, double tol, int ndim, bool keep_path, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_shift_points(SEXP xSEXP, SEXP scaleSEXP, SEXP priorSEXP, SEXP pointsSEXP, SEXP kernelSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP ndimSEXP, SEXP keep_pathSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type points(pointsSEXP);
+    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
+    Rcpp::traits::input_parameter< std::string >::type method(methodSEXP);
+    Rcpp::traits::input_parameter< double >::type cutoff(cutoffSEXP);
+    Rcpp::traits::input_parameter< int >::type max_iter(max_iterSEXP);
+    Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
+    Rcpp::traits::input_parameter< int >::type ndim(ndimSEXP);
+    Rcpp::traits::input_parameter< bool >::type keep_path(keep_pathSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_shift_points(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_nearest_index
+IntegerVector cpp_nearest_index(NumericMatrix x, NumericVector scale, NumericMatrix queries, int n_threads);
+RcppExport SEXP _localmean_cpp_nearest_index(SEXP xSEXP, SEXP scaleSEXP, SEXP queriesSEXP, SEXP n_threadsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_nearest_index(x, scale, queries, n_threads));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -111,7 +149,9 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
-    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 16},
+    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 17},
+    {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 13},
+    {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},
     {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 6},
     {"_localmean_cpp_kernel_table", (DL_FUNC) &_localmean_cpp_kernel_table, 0},
     {"_localmean_cpp_kernel_value", (DL_FUNC) &_localmean_cpp_kernel_value, 2},

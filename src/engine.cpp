@@ -2,6 +2,7 @@
 #include "r_policies.h"
 
 #include <localmean/binning.hpp>
+#include <localmean/modes.hpp>
 
 using namespace Rcpp;
 
@@ -46,11 +47,13 @@ std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
 }  // namespace
 
 // Local polynomial fits at `queries` (m x d) from data `x` (n x d), in coordinates divided by
-// `scale`; `radius` (length m) multiplies the scales per query (nn bandwidths). The binned
+// `scale`; `radius` (length m) multiplies the scales per query (nn bandwidths) and
+// `point_scale` (length n) per data point (sample-point bandwidths; not binned). The binned
 // strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
 // [[Rcpp::export]]
 List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values,
-                   NumericVector prior, NumericMatrix queries, NumericVector radius,
+                   NumericVector prior, NumericVector point_scale, NumericMatrix queries,
+                   NumericVector radius,
                    std::string kernel, int degree, bool want_var, std::string method,
                    double cutoff, IntegerVector gridsize, NumericVector grid_lo,
                    NumericVector grid_hi, int n_threads, bool verbose) {
@@ -87,13 +90,86 @@ List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values,
                                    res.output(want_var));
   } else {
     set.use_tree = method == "tree";
-    const localmean::LocalData data(xs.data(), n, d, values.begin(), nv, w);
+    const localmean::LocalData data(xs.data(), n, d, values.begin(), nv, w,
+                                    point_scale.size() ? point_scale.begin() : nullptr);
     done = localmean::local_fit(data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
                                 set, res.output(want_var), pfor, monitor.callback());
   }
   monitor.finish();
   if (!done) stop("the computation was stopped");
   return res.as_list();
+}
+
+// Moves `points` (m x d) by iterated local means of the data `x` (n x d) in coordinates divided
+// by `scale`: mean shift (ndim < 0) or the principal-component shift onto ndim-dimensional
+// ridges. Returns the final points, the weight sums there, iterations, status and paths.
+// [[Rcpp::export]]
+List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
+                      NumericMatrix points, std::string kernel, std::string method, double cutoff,
+                      int max_iter, double tol, int ndim, bool keep_path, int n_threads,
+                      bool verbose) {
+  const std::size_t n = x.nrow(), d = x.ncol(), m = points.nrow();
+  const std::vector<double> xs = scaled(x, scale);
+  std::vector<double> ps = scaled(points, scale);
+  const std::vector<double> values = localmean::shift_values(xs.data(), n, d, ndim >= 0);
+  const localmean::LocalData data(xs.data(), n, d, values.data(), values.size() / n,
+                                  prior.size() ? prior.begin() : nullptr);
+  localmean::EngineSettings set;
+  set.kernel = kernel_type(kernel);
+  set.use_tree = method == "tree";
+  set.cutoff = cutoff;
+  localmean::ShiftSettings shift;
+  shift.max_iter = max_iter;
+  shift.tol = tol;
+  shift.ndim = ndim;
+  shift.keep_path = keep_path;
+  NumericVector wsum(m);
+  IntegerVector iterations(m), status(m);
+  std::vector<std::vector<double>> paths(keep_path ? m : 0);
+  localmean::ShiftOutput out;
+  out.wsum = wsum.begin();
+  out.iterations = iterations.begin();
+  out.status = status.begin();
+  out.paths = &paths;
+  localmean_r::Monitor monitor(verbose, static_cast<double>(m), "shifting points");
+  const bool done = localmean::shift_points(data, ps.data(), m, set, shift, out,
+                                            localmean_r::parallel_for(n_threads),
+                                            monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  NumericMatrix final_points(m, d);
+  for (std::size_t j = 0; j < d; ++j)
+    for (std::size_t i = 0; i < m; ++i) final_points[j * m + i] = ps[j * m + i] * scale[j];
+  List path_list(keep_path ? m : 0);
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const std::size_t steps = paths[i].size() / d;
+    NumericMatrix p(steps, d);
+    for (std::size_t s = 0; s < steps; ++s)
+      for (std::size_t j = 0; j < d; ++j) p[j * steps + s] = paths[i][s * d + j] * scale[j];
+    path_list[i] = p;
+  }
+  return List::create(_["points"] = final_points, _["wsum"] = wsum,
+                      _["iterations"] = iterations, _["status"] = status, _["paths"] = path_list);
+}
+
+// Index (1-based) of the data point nearest to every query, in coordinates divided by `scale`.
+// [[Rcpp::export]]
+IntegerVector cpp_nearest_index(NumericMatrix x, NumericVector scale, NumericMatrix queries,
+                                int n_threads) {
+  const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
+  const localmean::KdTree tree(xs.data(), x.nrow(), x.ncol());
+  const std::size_t m = queries.nrow(), d = x.ncol();
+  std::vector<std::size_t> index(m);
+  localmean_r::parallel_for(n_threads)(0, m, [&](std::size_t begin, std::size_t end) {
+    std::vector<double> q(d);
+    for (std::size_t i = begin; i < end; ++i) {
+      for (std::size_t j = 0; j < d; ++j) q[j] = qs[j * m + i];
+      tree.kth_distance(q.data(), 1, &index[i]);
+    }
+  });
+  IntegerVector out(m);
+  for (std::size_t i = 0; i < m; ++i) out[i] = static_cast<int>(index[i]) + 1;
+  return out;
 }
 
 // Distance from every query to its k-th nearest data point, in coordinates divided by `scale`.

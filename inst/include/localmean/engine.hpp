@@ -198,16 +198,29 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
 
 // The data side of the engine: points in scaled coordinates, kept in kd-tree order together with
 // their values and prior weights, so that every strategy sweeps contiguous memory.
+// Optional per-point scales s_i (sample-point bandwidths, as in adaptive density estimation)
+// stretch the kernel of point i: its weight is k(|x_i - q| / (h_q s_i)).
 class LocalData {
 public:
   LocalData(const double* x, std::size_t n, std::size_t d, const double* values, std::size_t nv,
-            const double* prior)
-      : tree_(x, n, d), nv_(nv), values_(n * nv), prior_(prior ? n : 0) {
+            const double* prior, const double* point_scale = nullptr)
+      : tree_(x, n, d), nv_(nv), values_(n * nv), prior_(prior ? n : 0),
+        inv_scale2_(point_scale ? n : 0) {
     const std::vector<std::size_t>& ord = tree_.order();
     for (std::size_t j = 0; j < nv; ++j)
       for (std::size_t i = 0; i < n; ++i) values_[j * n + i] = values[j * n + ord[i]];
     for (std::size_t i = 0; i < prior_.size(); ++i) prior_[i] = prior[ord[i]];
+    for (std::size_t i = 0; i < inv_scale2_.size(); ++i) {
+      const double s = point_scale[ord[i]];
+      inv_scale2_[i] = 1.0 / (s * s);
+      min_scale_ = std::min(min_scale_, s);
+      max_scale_ = std::max(max_scale_, s);
+    }
   }
+  // 1 / s_i^2 in tree order, or null without point scales; the extreme scales bound the reach.
+  const double* inv_scale2() const { return inv_scale2_.empty() ? nullptr : inv_scale2_.data(); }
+  double min_scale() const { return inv_scale2_.empty() ? 1.0 : min_scale_; }
+  double max_scale() const { return inv_scale2_.empty() ? 1.0 : max_scale_; }
   const KdTree& tree() const { return tree_; }
   std::size_t n() const { return tree_.size(); }
   std::size_t d() const { return tree_.dim(); }
@@ -218,7 +231,8 @@ public:
 private:
   KdTree tree_;
   std::size_t nv_;
-  std::vector<double> values_, prior_;
+  std::vector<double> values_, prior_, inv_scale2_;
+  double min_scale_ = kInf, max_scale_ = 0.0;
 };
 
 // Runs fn(begin, end) over [0, total) in chunks on the caller's parallel-for; between chunks the
@@ -306,6 +320,8 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
       r2[k] += t * t;
     }
   }
+  if (const double* inv_s2 = data.inv_scale2())
+    for (std::size_t k = 0; k < len; ++k) r2[k] *= inv_s2[s + k];
   // shape() is accurate up to fast_limit; farther points (possible without a cut-off, or with
   // the tree's cut-off counted from a distant nearest point) need the slower wide().
   const double limit = K::fast_limit();
@@ -416,6 +432,40 @@ void sweep(const LocalData& data, const Basis& basis, const double* q, double in
 
 }  // namespace detail
 
+// How far the sweep of one query reaches: the cut-off in scales (infinite: every point) and
+// whether it counts from the nearest data point (see local_fit).
+struct Reach {
+  double cutoff;
+  bool from_nearest;
+  explicit Reach(const EngineSettings& set)
+      : cutoff(set.use_tree || set.cutoff > 0.0 ? effective_cutoff(set) : kInf),
+        from_nearest(set.use_tree && std::isfinite(cutoff) && set.cutoff <= 0.0 &&
+                     !kernel_info(set.kernel).compact) {}
+};
+
+// Accumulates the moments of query q (scaled coordinates) with scale h, after mo.reset().
+template <class K>
+void accumulate_query(const LocalData& data, const Basis& basis, const double* q, double h,
+                      const Reach& how, Moments& mo) {
+  // Point scales widen the ball to the largest and bound the scaled distances of a leaf.
+  double reach = how.cutoff;
+  if (how.from_nearest) reach += data.tree().kth_distance(q, 1) / (h * data.min_scale());
+  const double near_scale = 1.0 / (h * h * data.max_scale() * data.max_scale());
+  const double far_scale = 1.0 / (h * h * data.min_scale() * data.min_scale());
+  const double limit = K::fast_limit();
+  const double cut2 = reach * reach;
+  data.tree().visit_ball(q, reach * h * data.max_scale(),
+                         [&](std::size_t b, std::size_t e, double near2, double far2) {
+    // Which kernel evaluation the leaf needs: see sweep_block.
+    const detail::DistanceRange range =
+        far2 * far_scale <= std::min(limit, cut2) ? detail::kInside
+        : far2 * far_scale <= limit               ? detail::kNearOnly
+        : near2 * near_scale > limit              ? detail::kFarOnly
+                                                  : detail::kMixed;
+    detail::sweep<K>(data, basis, q, 1.0 / h, cut2, range, b, e, mo);
+  }, std::isfinite(reach) ? 0 : 1024);
+}
+
 // Local moments and their solution at m queries (m x d column-major, scaled coordinates) with
 // per-query scales radius[q] (null: 1). Returns false if the monitor stopped it.
 inline bool local_fit(const LocalData& data, const double* queries, std::size_t m,
@@ -426,9 +476,7 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   // The exact strategy truncates only at a cut-off the user asked for. The tree strategy's
   // default cut-off for unbounded kernels counts from the nearest data point, so that no weight
   // it drops exceeds exp(-32) of the largest, however far the query lies from the data.
-  const double cutoff = set.use_tree || set.cutoff > 0.0 ? effective_cutoff(set) : kInf;
-  const bool from_nearest = set.use_tree && std::isfinite(cutoff) && set.cutoff <= 0.0 &&
-                            !kernel_info(set.kernel).compact;
+  const Reach how(set);
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
@@ -436,24 +484,8 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
       std::vector<double> q(d);
       for (std::size_t i = begin; i < end; ++i) {
         for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
-        const double h = radius ? radius[i] : 1.0;
         mo.reset();
-        // Exact: every leaf, untruncated; tree: the leaves within reach of the query.
-        double reach = cutoff;
-        if (from_nearest) reach += data.tree().kth_distance(q.data(), 1) / h;
-        const double inv_h2 = 1.0 / (h * h);
-        data.tree().visit_ball(q.data(), reach * h,
-                               [&](std::size_t b, std::size_t e, double near2, double far2) {
-          // Which kernel evaluation the leaf needs: see sweep_block.
-          const double limit = K::fast_limit();
-          const double cut2 = reach * reach;
-          const detail::DistanceRange range =
-              far2 * inv_h2 <= std::min(limit, cut2) ? detail::kInside
-              : far2 * inv_h2 <= limit               ? detail::kNearOnly
-              : near2 * inv_h2 > limit               ? detail::kFarOnly
-                                                     : detail::kMixed;
-          detail::sweep<K>(data, basis, q.data(), 1.0 / h, cut2, range, b, e, mo);
-        }, std::isfinite(reach) ? 0 : 1024);
+        accumulate_query<K>(data, basis, q.data(), radius ? radius[i] : 1.0, how, mo);
         solve_moments(mo, i, m, out);
       }
       return 0;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <numeric>
 #include <queue>
+#include <utility>
 #include <vector>
 
 namespace localmean {
@@ -85,15 +86,16 @@ public:
     }
   }
 
-  // Distance from q to its k-th nearest point (k >= 1; points at distance 0 count).
-  double kth_distance(const double* q, std::size_t k) const {
-    std::priority_queue<double> best;  // the k smallest squared distances so far
+  // Distance from q to its k-th nearest point (k >= 1; points at distance 0 count); `index`
+  // receives that point's original index (ties go to the lower index).
+  double kth_distance(const double* q, std::size_t k, std::size_t* index = nullptr) const {
+    std::priority_queue<std::pair<double, std::size_t>> best;  // the k nearest so far
     std::pair<double, int> stack[kMaxDepth];
     int depth = 0;
     stack[depth++] = {0.0, 0};
     while (depth > 0) {
       const auto top = stack[--depth];
-      if (best.size() == k && top.first > best.top()) continue;
+      if (best.size() == k && top.first > best.top().first) continue;
       const Node& nd = nodes_[top.second];
       if (nd.left < 0) {
         for (std::size_t i = nd.begin; i < nd.end; ++i) {
@@ -102,11 +104,12 @@ public:
             const double t = points_[j * n_ + i] - q[j];
             s += t * t;
           }
+          const std::pair<double, std::size_t> cand(s, order_[i]);
           if (best.size() < k) {
-            best.push(s);
-          } else if (s < best.top()) {
+            best.push(cand);
+          } else if (cand < best.top()) {
             best.pop();
-            best.push(s);
+            best.push(cand);
           }
         }
         continue;
@@ -121,7 +124,8 @@ public:
         stack[depth++] = {dr, nd.right};
       }
     }
-    return std::sqrt(best.top());
+    if (index) *index = best.top().second;
+    return std::sqrt(best.top().first);
   }
 
 private:

@@ -1,0 +1,312 @@
+# Kernel density estimation: the denominator of the local mean, sum_i K(x*, x_i) w_i, computed by
+# the same engine (no values, degree 0), normalised to integrate to one.
+
+#' Kernel density estimation
+#'
+#' `kde()` estimates a density in any dimension with any kernel of the
+#' registry: on a grid (binned and convolved when there are at most two
+#' variables, as `stats::density()` and `KernSmooth::bkde2D()` do) and
+#' exactly at any point through `predict()`. In the localization method the
+#' density estimate is the denominator of every local mean.
+#'
+#' **Bandwidths** follow the package convention (see [kernels()]): a number
+#' or a vector with one scale per variable, so that the kernel is radial in
+#' \eqn{(x - x_i)/h}; or a symmetric positive definite matrix `H` playing the
+#' role of a covariance (`H = diag(h^2)` is the same as the vector `h`; for
+#' the Gaussian kernel it is `ks::kde()`'s `H`); or `nn(k)` for sample-point
+#' adaptive bandwidths, where \eqn{h_i} is the distance from \eqn{x_i} to its
+#' k-th nearest other data point (after dividing the columns by their
+#' standard deviations when `nn(k, scale = TRUE)`), so that
+#' \eqn{\hat f(x) = \sum_i w_i K((x - x_i)/h_i)/h_i^d}; or a selector (see
+#' [kde_bandwidth()]).
+#'
+#' **Grid.** The default grid has 512 points in one dimension and 51 x 51 in
+#' two, extending three kernel standard deviations beyond the data (clipped
+#' to `bounds`); more dimensions have no grid unless `gridsize` asks for one.
+#' With `method = "auto"`, fixed bandwidths on large data (n >= 10000) are
+#' binned when the grid resolves the bandwidth; otherwise every grid point is
+#' computed exactly.
+#'
+#' **Bounds.** `bounds` declares data on a half-line or an interval, per
+#' variable (a vector `c(lower, upper)` in 1-D, a 2-row matrix with one column
+#' per variable in general; `-Inf`/`Inf` for open ends). The estimate uses
+#' reflection: the data mirrored at every finite bound are added, and the
+#' density is zero outside the bounds, so that it still integrates to one.
+#'
+#' @param x A numeric vector, matrix or data frame (one column per variable),
+#'   or for the formula method a one-sided formula such as `~ a + b`.
+#' @param data A data frame for the formula method.
+#' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
+#'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
+#'   [kde_bandwidth()]).
+#' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
+#'   density in more than one dimension; a full matrix `H` needs a kernel
+#'   other than the Cauchy too.
+#' @param weights Optional non-negative case weights (normalised to sum 1).
+#' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
+#'   none beyond); 0 skips the grid.
+#' @param bounds Bounds of the support, see Details.
+#' @param method "auto", "binned", "exact" (every pair, never truncated) or
+#'   "tree" (kd-tree with the kernel's cut-off, see [kernels()]).
+#' @param n_threads Number of threads, see [n_threads()].
+#' @param verbose Show a progress bar for long computations.
+#' @param subset,na.action For the formula method, as in [stats::lm()].
+#' @param ... Unused.
+#' @return An object of class `kde`: `x` (the data), `weights`, `kernel`,
+#'   `bandwidth` (a list with its `type`, "scale", "matrix" or "nn", and
+#'   values), `bandwidth_method`, `bounds`, `grid` (a list of grid axes) and
+#'   `estimate` (the density on the grid: a vector in 1-D, an array
+#'   otherwise), `method` and `call`.
+#' @family density
+#' @export
+#' @examples
+#' fit <- kde(faithful$eruptions)
+#' fit
+#' plot(fit)
+#' predict(fit, c(2, 4.5))
+#' fit2 <- kde(~ eruptions + waiting, faithful, bandwidth = "plugin")
+#' plot(fit2)
+kde <- function(x, ...) UseMethod("kde")
+
+#' @rdname kde
+#' @export
+kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit) {
+  call <- match.call(expand.dots = FALSE)
+  names(call)[names(call) == "x"] <- "formula"
+  if (length(x) != 2L) abort("{.arg x} must be a one-sided formula such as {.code ~ a + b}.")
+  mf <- call_model_frame(call, parent.frame())
+  fit <- kde.default(formula_parts(mf)$x, weights = stats::model.weights(mf), ...)
+  fit$call <- match.call()
+  fit$terms <- attr(mf, "terms")
+  fit
+}
+
+#' @rdname kde
+#' @export
+kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NULL,
+                        gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
+                        verbose = interactive(), ...) {
+  x <- check_predictors(x)
+  kernel <- check_kernel(kernel)
+  weights <- check_weights(weights, nrow(x))
+  bounds <- check_bounds(bounds, x)
+  method <- check_choice(method, c("auto", "binned", "exact", "tree"))
+  n_threads <- n_threads(n_threads)
+  verbose <- check_flag(verbose)
+  if (kernel == "cauchy" && ncol(x) > 1L) {
+    abort("The {.val cauchy} kernel has no density in more than one dimension; choose another
+           {.arg kernel}.")
+  }
+  prior <- (weights %||% rep(1, nrow(x))) / sum(weights %||% nrow(x))
+  chosen <- resolve_kde_bandwidth(bandwidth, x, kernel, prior, n_threads)
+  fit <- structure(list(x = x, weights = prior, kernel = kernel, bandwidth = chosen$bandwidth,
+                        bandwidth_method = chosen$method, bounds = bounds, call = match.call()),
+                   class = "kde")
+  fit$grid <- kde_grid(fit, gridsize)
+  grid_method <- kde_method(method, fit, fit$grid)
+  fit$method <- grid_method
+  fit$estimate <- if (length(fit$grid)) kde_on_grid(fit, grid_method, n_threads, verbose)
+  fit
+}
+
+# Bounds as a 2 x d matrix (row 1 lower, row 2 upper) that contains the data, or NULL.
+check_bounds <- function(bounds, x, call = rlang::caller_env()) {
+  if (is.null(bounds)) return(NULL)
+  d <- ncol(x)
+  if (is.numeric(bounds) && is.null(dim(bounds)) && length(bounds) == 2L && d == 1L) {
+    bounds <- matrix(bounds, 2L)
+  }
+  if (!is.numeric(bounds) || !is.matrix(bounds) || !identical(dim(bounds), c(2L, d)) ||
+      anyNA(bounds) || any(bounds[1L, ] >= bounds[2L, ])) {
+    abort("{.arg bounds} must be {.code c(lower, upper)} in 1-D or a 2-row matrix with one
+           column per variable, lower below upper.", call = call)
+  }
+  range <- column_ranges(x)
+  if (any(range[1L, ] < bounds[1L, ]) || any(range[2L, ] > bounds[2L, ])) {
+    abort("Some data lie outside {.arg bounds}.", call = call)
+  }
+  colnames(bounds) <- colnames(x)
+  bounds
+}
+
+# A bandwidth specification: list(type = "scale", h) / ("matrix", H) / ("nn", k, scale, point).
+resolve_kde_bandwidth <- function(bandwidth, x, kernel, prior, n_threads,
+                                  call = rlang::caller_env()) {
+  d <- ncol(x)
+  if (is.character(bandwidth)) {
+    method <- check_choice(bandwidth, kde_selectors, arg = "bandwidth", call = call)
+    bw <- kde_bandwidth(x, method, kernel = kernel, weights = prior, n_threads = n_threads)
+    return(list(bandwidth = as_kde_bandwidth(bw, d, call), method = method))
+  }
+  if (inherits(bandwidth, "nn_bandwidth")) {
+    if (bandwidth$k >= nrow(x)) {
+      abort("{.arg bandwidth}: {.code nn(k)} needs k below the number of points ({nrow(x)}).",
+            call = call)
+    }
+    scale <- if (bandwidth$scale) apply(x, 2L, stats::sd) else rep(1, d)
+    if (any(!(scale > 0))) scale[!(scale > 0)] <- 1
+    point <- cpp_knn_radius(x, scale, x, bandwidth$k + 1L, n_threads, FALSE)
+    if (any(point <= 0)) {
+      abort(c("{.arg bandwidth}: the {bandwidth$k}-th neighbour distance is zero for some
+               points (repeated values).", i = "Use a larger {.code k}."), call = call)
+    }
+    return(list(bandwidth = list(type = "nn", k = bandwidth$k, scale = scale, point = point),
+                method = "nn"))
+  }
+  list(bandwidth = as_kde_bandwidth(bandwidth, d, call), method = "user")
+}
+
+# A numeric bandwidth (number, per-variable vector or matrix) as a specification.
+as_kde_bandwidth <- function(bw, d, call) {
+  if (is.list(bw)) return(bw)
+  if (is.numeric(bw) && is.matrix(bw)) {
+    if (!identical(dim(bw), c(d, d)) || any(!is.finite(bw)) || !isSymmetric(unname(bw))) {
+      abort("A bandwidth matrix must be a finite symmetric {d} x {d} matrix.", call = call)
+    }
+    root <- tryCatch(chol(bw), error = function(e) NULL)
+    if (is.null(root) || min(diag(root)) <= 1e-8 * max(diag(root))) {
+      abort("The bandwidth matrix is singular or not positive definite.", call = call)
+    }
+    return(list(type = "matrix", H = unname(bw), root = t(root)))
+  }
+  if (!is.numeric(bw) || !length(bw) %in% c(1L, d) || any(!is.finite(bw)) || any(bw <= 0)) {
+    abort("{.arg bandwidth} must be positive: one number, one per variable ({d}), a matrix,
+           {.code nn(k)} or a selector name.", call = call)
+  }
+  list(type = "scale", h = rep_len(as.double(bw), d))
+}
+
+# The data, queries and constants the engine sees for a bandwidth: a full matrix H = A A' turns
+# into unit scales on A^-1 x; reflection at the bounds adds mirrored copies of the data.
+kde_frame <- function(fit) {
+  x <- fit$x
+  prior <- fit$weights
+  point <- if (fit$bandwidth$type == "nn") fit$bandwidth$point
+  if (!is.null(fit$bounds)) {
+    for (j in seq_len(ncol(x))) {
+      for (edge in fit$bounds[, j][is.finite(fit$bounds[, j])]) {
+        mirror <- x
+        mirror[, j] <- 2 * edge - x[, j]
+        x <- rbind(x, mirror)
+        prior <- c(prior, prior)
+        point <- if (!is.null(point)) c(point, point)
+      }
+    }
+  }
+  bw <- fit$bandwidth
+  d <- ncol(x)
+  constant <- cpp_radial_constant(fit$kernel, d)
+  switch(bw$type,
+    scale = list(x = x, prior = prior, scale = bw$h, point = numeric(0),
+                 norm = constant / prod(bw$h), to_engine = identity),
+    matrix = {
+      to_engine <- function(q) t(forwardsolve(bw$root, t(q)))
+      list(x = to_engine(x), prior = prior, scale = rep(1, d), point = numeric(0),
+           norm = constant / prod(diag(bw$root)), to_engine = to_engine)
+    },
+    nn = list(x = x, prior = prior / point^d, scale = bw$scale, point = point,
+              norm = constant / prod(bw$scale), to_engine = identity)
+  )
+}
+
+# Density at the rows of `queries` (original units) by the exact or kd-tree strategy.
+kde_at <- function(fit, queries, method = "tree", n_threads = 1L, verbose = FALSE) {
+  if (fit$kernel == "cauchy") method <- "exact"
+  fr <- kde_frame(fit)
+  q <- fr$to_engine(queries)
+  res <- cpp_local_fit(fr$x, fr$scale, numeric(0), fr$prior, fr$point, q, numeric(0),
+                       fit$kernel, 0L, FALSE, method, 0, integer(0), numeric(0), numeric(0),
+                       n_threads, verbose)
+  dens <- fr$norm * res$wsum
+  outside_bounds(fit, queries, dens)
+}
+
+outside_bounds <- function(fit, points, dens) {
+  if (is.null(fit$bounds)) return(dens)
+  out <- rep(FALSE, nrow(points))
+  for (j in seq_len(ncol(points))) {
+    out <- out | points[, j] < fit$bounds[1L, j] | points[, j] > fit$bounds[2L, j]
+  }
+  dens[out] <- 0
+  dens
+}
+
+# Grid axes: `gridsize` points per variable spanning the data plus three kernel standard
+# deviations (or the kernel's support), clipped to the bounds.
+kde_grid <- function(fit, gridsize) {
+  d <- ncol(fit$x)
+  if (is.null(gridsize)) gridsize <- c(512L, 51L, 0L)[min(d, 3L)]
+  if (!is.numeric(gridsize) || !length(gridsize) %in% c(1L, d) || any(!is.finite(gridsize)) ||
+      any(gridsize != round(gridsize)) || any(gridsize < 0) || any(gridsize %in% 1:2)) {
+    abort("{.arg gridsize} must be 0 (no grid) or whole numbers of at least 3.",
+          call = rlang::caller_env())
+  }
+  gridsize <- rep_len(as.integer(gridsize), d)
+  if (any(gridsize == 0L)) return(NULL)
+  reg <- kernels()[kernels()$kernel == fit$kernel, ]
+  reach <- min(reg$cutoff, if (is.finite(reg$mu2)) 3 * sqrt(reg$mu2) else 3)
+  range <- column_ranges(fit$x)
+  half <- reach * kde_spread(fit$bandwidth)
+  axes <- lapply(seq_len(d), function(j) {
+    lo <- range[1L, j] - half[j]
+    hi <- range[2L, j] + half[j]
+    if (!is.null(fit$bounds)) {
+      lo <- max(lo, fit$bounds[1L, j])
+      hi <- min(hi, fit$bounds[2L, j])
+    }
+    seq(lo, hi, length.out = gridsize[j])
+  })
+  stats::setNames(axes, colnames(fit$x))
+}
+
+# Per-variable scale of the kernel: h, sqrt(diag(H)), or the largest sample-point bandwidth.
+kde_spread <- function(bw) {
+  switch(bw$type, scale = bw$h, matrix = sqrt(diag(bw$H)), nn = max(bw$point) * bw$scale)
+}
+
+# Binning pays for fixed scales in at most two variables on large data, when the grid step is at
+# most half a bandwidth (the rule the regression family uses too).
+kde_method <- function(method, fit, grid, call = rlang::caller_env()) {
+  binnable <- fit$bandwidth$type == "scale" && ncol(fit$x) <= 2L && fit$kernel != "cauchy"
+  if (method == "binned" && !binnable) {
+    abort("{.code method = \"binned\"} needs at most 2 variables, a fixed bandwidth (number or
+           vector) and a kernel other than the Cauchy.", call = call)
+  }
+  if (method != "auto") return(if (method == "tree" && fit$kernel == "cauchy") "exact" else method)
+  if (fit$kernel == "cauchy") return("exact")
+  if (!binnable || length(grid) == 0L || nrow(fit$x) < 10000L) return("tree")
+  step <- vapply(grid, function(g) g[2L] - g[1L], 1)
+  if (all(fit$bandwidth$h >= 2 * step)) "binned" else "tree"
+}
+
+# The density on the grid (a vector in 1-D, an array otherwise).
+kde_on_grid <- function(fit, method, n_threads, verbose) {
+  points <- as.matrix(expand.grid(fit$grid, KEEP.OUT.ATTRS = FALSE))
+  dens <- if (method == "binned") {
+    kde_binned(fit, points, n_threads, verbose)
+  } else {
+    kde_at(fit, points, method, n_threads, verbose)
+  }
+  if (length(fit$grid) == 1L) dens else array(dens, lengths(fit$grid))
+}
+
+# Linear binning on the grid extended by whole steps to hold every (mirrored) point, so that the
+# grid points are nodes of the binning grid and need no interpolation.
+kde_binned <- function(fit, points, n_threads, verbose) {
+  fr <- kde_frame(fit)
+  range <- column_ranges(fr$x)
+  lo <- hi <- size <- numeric(length(fit$grid))
+  for (j in seq_along(fit$grid)) {
+    g <- fit$grid[[j]]
+    step <- g[2L] - g[1L]
+    below <- max(0, ceiling((g[1L] - range[1L, j]) / step - 1e-9))
+    above <- max(0, ceiling((range[2L, j] - g[length(g)]) / step - 1e-9))
+    lo[j] <- g[1L] - below * step
+    hi[j] <- g[length(g)] + above * step
+    size[j] <- length(g) + below + above
+  }
+  res <- cpp_local_fit(fr$x, fr$scale, numeric(0), fr$prior, numeric(0), points, numeric(0),
+                       fit$kernel, 0L, FALSE, "binned", 0, as.integer(size), lo, hi, n_threads,
+                       verbose)
+  outside_bounds(fit, points, fr$norm * res$wsum)
+}
