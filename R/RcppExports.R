@@ -9,6 +9,10 @@ cpp_shift_points <- function(x, scale, prior, points, kernel, method, cutoff, ma
     .Call(`_localmean_cpp_shift_points`, x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose)
 }
 
+cpp_merge_modes <- function(modes, tol) {
+    .Call(`_localmean_cpp_merge_modes`, modes, tol)
+}
+
 cpp_nearest_index <- function(x, scale, queries, n_threads) {
     .Call(`_localmean_cpp_nearest_index`, x, scale, queries, n_threads)
 }

@@ -310,3 +310,242 @@ kde_binned <- function(fit, points, n_threads, verbose) {
                        verbose)
   outside_bounds(fit, points, fr$norm * res$wsum)
 }
+
+#' Methods for kernel density estimates
+#'
+#' `predict()` evaluates the density exactly (no binning) at new points;
+#' `logLik()` is \eqn{\sum_i w_i n \log \hat f(x_i)} at the data (not
+#' cross-validated); `as.data.frame()` gives the grid and the estimate;
+#' `simulate()` draws a smoothed bootstrap sample: data points drawn with
+#' their weights plus kernel noise scaled by the bandwidth (mirrored back at
+#' the bounds).
+#'
+#' In two dimensions `plot()` shades the highest-density regions holding
+#' `probs` of the probability mass, their levels being the quantiles of the
+#' estimate at the data points (Hyndman, 1996).
+#'
+#' @param object,x A `kde` object.
+#' @param newdata Points: a vector (1-D), or a matrix or data frame with the
+#'   variables of the fit as columns (matched by name when named).
+#' @param method "tree" (kd-tree with the kernel's cut-off) or "exact".
+#' @param probs Probability masses of the highest-density regions.
+#' @param rug Draw the data as a rug (1-D) or points (2-D).
+#' @param nsim Number of points to draw.
+#' @param seed As in [stats::simulate()].
+#' @param row.names,optional Unused, for compatibility.
+#' @inheritParams kde
+#' @param ... Unused, or passed to the plotting functions.
+#' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
+#'   matrix of draws; `summary()`: an object of class `summary.kde`.
+#' @name kde-methods
+#' @family density
+#' @examples
+#' fit <- kde(faithful$waiting)
+#' summary(fit)
+#' predict(fit, c(55, 80))
+#' hist(simulate(fit, 1000, seed = 1), breaks = 30)
+#' fit2 <- kde(faithful)
+#' plot(fit2)
+NULL
+
+#' @rdname kde-methods
+#' @export
+predict.kde <- function(object, newdata, method = "tree", n_threads = NULL, verbose = FALSE,
+                        ...) {
+  if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
+  points <- kde_points(object, newdata)
+  method <- check_choice(method, c("tree", "exact"))
+  kde_at(object, points, method, n_threads(n_threads), check_flag(verbose))
+}
+
+# New points as a matrix with the fit's columns.
+kde_points <- function(object, newdata, call = rlang::caller_env()) {
+  vars <- colnames(object$x)
+  if (is.data.frame(newdata) || is.matrix(newdata)) {
+    if (!is.null(colnames(newdata)) && all(vars %in% colnames(newdata))) {
+      newdata <- newdata[, vars, drop = FALSE]
+    }
+  } else if (is.numeric(newdata) && length(vars) > 1L) {
+    if (length(newdata) != length(vars)) {
+      abort("{.arg newdata} must have {length(vars)} columns ({.field {vars}}).", call = call)
+    }
+    newdata <- matrix(newdata, nrow = 1L)
+  }
+  points <- check_predictors(newdata, arg = "newdata", call = call)
+  if (ncol(points) != length(vars)) {
+    abort("{.arg newdata} must have {length(vars)} column{?s} ({.field {vars}}).", call = call)
+  }
+  colnames(points) <- vars
+  points
+}
+
+#' @rdname kde-methods
+#' @export
+print.kde <- function(x, ...) {
+  d <- ncol(x$x)
+  cat("Kernel density estimate: n = ", nrow(x$x), ", ", d, " variable", if (d > 1L) "s",
+      ", ", x$kernel, " kernel\n", sep = "")
+  cat("Bandwidth (", x$bandwidth_method, "): ", format_kde_bandwidth(x$bandwidth), "\n", sep = "")
+  if (!is.null(x$bounds)) {
+    cat("Bounds:", paste0(colnames(x$x), " [", x$bounds[1L, ], ", ", x$bounds[2L, ], "]",
+                          collapse = ", "), "\n")
+  }
+  if (length(x$grid)) {
+    cat("Grid: ", paste(lengths(x$grid), collapse = " x "), " points (", x$method, ")\n",
+        sep = "")
+  }
+  invisible(x)
+}
+
+format_kde_bandwidth <- function(bw) {
+  fmt <- function(v) paste(format(signif(v, 4)), collapse = ", ")
+  switch(bw$type,
+    scale = fmt(bw$h),
+    matrix = paste0("H = [", paste(apply(signif(bw$H, 4), 1L, paste, collapse = " "),
+                                   collapse = "; "), "]"),
+    nn = paste0("nn(", bw$k, "): sample-point scales from ", fmt(min(bw$point)), " to ",
+                fmt(max(bw$point)), " (times ", fmt(bw$scale), ")")
+  )
+}
+
+#' @rdname kde-methods
+#' @export
+summary.kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
+  out <- list(fit = object, levels = hdr_levels(object, probs))
+  if (length(object$grid)) {
+    steps <- vapply(object$grid, function(g) g[2L] - g[1L], 1)
+    est <- object$estimate
+    # Trapezoid weights on the grid.
+    w <- Reduce(outer, lapply(object$grid, function(g) c(0.5, rep(1, length(g) - 2L), 0.5)))
+    out$integral <- sum(w * est) * prod(steps)
+    best <- arrayInd(which.max(est), .dim = lengths(object$grid))
+    out$mode <- mapply(function(g, i) g[i], object$grid, best)
+    if (length(object$grid) == 1L) out$local_maxima <- grid_maxima(object$grid[[1L]], est)
+  }
+  class(out) <- "summary.kde"
+  out
+}
+
+# Density levels whose superlevel sets hold `probs` of the mass: quantiles of the density at the
+# data (weighted).
+hdr_levels <- function(object, probs) {
+  dens <- kde_at(object, object$x)
+  ord <- order(dens)
+  cw <- cumsum(object$weights[ord])
+  levels <- vapply(probs, function(p) dens[ord][which(cw >= 1 - p - 1e-12)[1L]], 1)
+  stats::setNames(levels, paste0(100 * probs, "%"))
+}
+
+grid_maxima <- function(g, est) {
+  inner <- which(diff(sign(diff(est))) < 0) + 1L
+  g[inner[order(est[inner], decreasing = TRUE)]]
+}
+
+#' @export
+print.summary.kde <- function(x, ...) {
+  print(x$fit)
+  if (!is.null(x$integral)) cat("Integral over the grid:", format(x$integral, digits = 6), "\n")
+  if (!is.null(x$local_maxima)) {
+    cat("Modes on the grid:", format(signif(x$local_maxima, 4)), "\n")
+  } else if (!is.null(x$mode)) {
+    cat("Highest grid point:", format(signif(x$mode, 4)), "\n")
+  }
+  cat("Highest-density region levels:\n")
+  print(signif(x$levels, 4))
+  invisible(x)
+}
+
+#' @rdname kde-methods
+#' @export
+plot.kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+  d <- ncol(x$x)
+  if (d > 2L || length(x$grid) == 0L) {
+    abort("{.fn plot} needs a grid in one or two dimensions; fit with {.arg gridsize}.")
+  }
+  vars <- colnames(x$x)
+  if (d == 1L) {
+    graphics::plot(x$grid[[1L]], x$estimate, type = "l", xlab = vars, ylab = "density",
+                   main = paste("Kernel density,", x$kernel), ...)
+    if (rug) graphics::rug(x$x[sample_rows(nrow(x$x), 2000L), 1L])
+    return(invisible(x))
+  }
+  levels <- sort(hdr_levels(x, probs))
+  breaks <- c(levels, max(x$estimate, levels) * (1 + 1e-9))
+  cols <- grDevices::hcl.colors(length(levels), "YlOrRd", rev = TRUE)
+  graphics::plot(range(x$grid[[1L]]), range(x$grid[[2L]]), type = "n", xlab = vars[1L],
+                 ylab = vars[2L], main = paste("Highest-density regions,", x$kernel), ...)
+  graphics::.filled.contour(x$grid[[1L]], x$grid[[2L]], x$estimate, breaks, cols)
+  if (rug) {
+    keep <- sample_rows(nrow(x$x), 5000L)
+    graphics::points(x$x[keep, 1L], x$x[keep, 2L], pch = ".", col = "grey30")
+  }
+  graphics::contour(x$grid[[1L]], x$grid[[2L]], x$estimate, levels = levels,
+                    labels = names(levels), add = TRUE, col = "grey20")
+  invisible(x)
+}
+
+# At most `max` row indices, evenly spread (plots of large data).
+sample_rows <- function(n, max) if (n <= max) seq_len(n) else round(seq(1, n, length.out = max))
+
+#' @rdname kde-methods
+#' @export
+logLik.kde <- function(object, ...) {
+  n <- nrow(object$x)
+  dens <- kde_at(object, object$x)
+  structure(sum(n * object$weights * log(dens)), df = NA_real_, nobs = n, class = "logLik")
+}
+
+#' @rdname kde-methods
+#' @export
+nobs.kde <- function(object, ...) nrow(object$x)
+
+#' @rdname kde-methods
+#' @export
+as.data.frame.kde <- function(x, row.names = NULL, optional = FALSE, ...) {
+  if (length(x$grid) == 0L) abort("The fit has no grid; refit with {.arg gridsize}.")
+  out <- expand.grid(x$grid, KEEP.OUT.ATTRS = FALSE)
+  out$density <- as.vector(x$estimate)
+  out
+}
+
+#' @rdname kde-methods
+#' @export
+simulate.kde <- function(object, nsim = 1, seed = NULL, ...) {
+  nsim <- check_count(nsim)
+  if (!is.null(seed)) set.seed(seed)
+  x <- object$x
+  d <- ncol(x)
+  rows <- sample.int(nrow(x), nsim, replace = TRUE, prob = object$weights)
+  noise <- kernel_draws(nsim, object$kernel, d)
+  bw <- object$bandwidth
+  noise <- switch(bw$type,
+    scale = sweep(noise, 2L, bw$h, `*`),
+    matrix = noise %*% t(bw$root),
+    nn = sweep(noise * bw$point[rows], 2L, bw$scale, `*`)
+  )
+  draws <- x[rows, , drop = FALSE] + noise
+  if (!is.null(object$bounds)) {
+    for (j in seq_len(d)) {
+      lo <- object$bounds[1L, j]
+      hi <- object$bounds[2L, j]
+      v <- draws[, j]
+      v <- ifelse(v < lo, 2 * lo - v, v)
+      draws[, j] <- ifelse(v > hi, 2 * hi - v, v)
+    }
+  }
+  if (d == 1L) drop(draws) else draws
+}
+
+# n draws from the standard radial kernel in d dimensions: a uniform direction times a radius
+# with density proportional to r^(d-1) k(r), by inversion of its tabulated distribution.
+kernel_draws <- function(n, kernel, d) {
+  if (kernel == "gaussian") return(matrix(stats::rnorm(n * d), n))
+  if (kernel == "cauchy") return(matrix(stats::rcauchy(n), n))
+  reg <- kernels()[kernels()$kernel == kernel, ]
+  r <- seq(0, if (reg$compact) 1 else 40, length.out = 8193L)
+  dens <- r^(d - 1) * kernel_value(r, kernel)
+  cdf <- c(0, cumsum((dens[-1L] + dens[-length(dens)]) / 2))
+  radius <- stats::approx(cdf / cdf[length(cdf)], r, stats::runif(n), ties = "ordered")$y
+  dir <- matrix(stats::rnorm(n * d), n)
+  dir / sqrt(rowSums(dir^2)) * radius
+}

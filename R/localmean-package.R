@@ -20,6 +20,6 @@
 #' @importFrom RcppParallel RcppParallelLibs
 #' @importFrom rlang caller_env caller_arg
 #' @importFrom cli cli_abort cli_warn cli_progress_bar
-#' @importFrom stats predict fitted residuals nobs formula logLik model.frame
+#' @importFrom stats predict fitted residuals nobs formula logLik model.frame simulate
 #'   model.response na.omit sd quantile terms delete.response
 "_PACKAGE"

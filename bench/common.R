@@ -52,3 +52,53 @@ fmt_times <- function(tt, digits = 4) {
           if (is.na(tt$other)) "n/a" else sprintf("%.0f%%", 100 * tt$other))
 }
 
+
+# Minor page faults of this process so far (memory touched for the first time; costly on the VM
+# used here, see the README).
+minor_faults <- function() {
+  s <- tryCatch(readLines("/proc/self/stat"), error = function(e) "")
+  v <- strsplit(sub("^.*\\) ", "", s), " ")[[1]]
+  if (length(v) >= 8) as.numeric(v[8]) else NA_real_  # field 10 of /proc/self/stat
+}
+
+# Interleaved timing (as in bench-binned.R): every function of `fns` runs once per round, in
+# turn, for `reps` rounds after one untimed warm-up round; an untimed gc() precedes every call,
+# so that peers and ours see the same allocator state. Per function: median elapsed seconds, all
+# runs, median minor page faults per call, CPU time over elapsed time, and `other` (share of the
+# machine's CPU used by other processes during all the rounds).
+time_rounds <- function(fns, reps) {
+  for (f in fns) f()
+  j0 <- cpu_jiffies()
+  c0 <- own_cpu()
+  el <- cpu <- pf <- matrix(NA_real_, reps, length(fns), dimnames = list(NULL, names(fns)))
+  for (i in seq_len(reps)) {
+    for (k in names(fns)) {
+      invisible(gc(verbose = FALSE))
+      p0 <- own_cpu()
+      f0 <- minor_faults()
+      t0 <- now()
+      fns[[k]]()
+      el[i, k] <- now() - t0
+      pf[i, k] <- minor_faults() - f0
+      cpu[i, k] <- own_cpu() - p0
+    }
+  }
+  j1 <- cpu_jiffies()
+  window <- j1[["total"]] - j0[["total"]]
+  other <- if (window > 0) max(0, (j1[["busy"]] - j0[["busy"]]) - (own_cpu() - c0)) / window else NA
+  lapply(stats::setNames(names(fns), names(fns)), function(k) {
+    list(median = stats::median(el[, k]), times = el[, k], faults = stats::median(pf[, k]),
+         cpu = if (sum(el[, k]) >= 0.3) sum(cpu[, k]) / sum(el[, k]) else NA_real_, other = other)
+  })
+}
+fmt_rounds <- function(tt) {
+  sprintf("%.4f s (runs: %s; %.0f minor page faults = %.1f MB first touched; cpu/elapsed %s)",
+          tt$median, paste(sprintf("%.4f", tt$times), collapse = ", "), tt$faults,
+          tt$faults * 4096 / 2^20, if (is.na(tt$cpu)) "n/a" else sprintf("%.2f", tt$cpu))
+}
+session_header <- function() {
+  cat(sprintf("R %s, localmean %s, %d cores, load average at start: %s\n",
+              getRversion(), utils::packageVersion("localmean"), parallel::detectCores(),
+              tryCatch(paste(readLines("/proc/loadavg", warn = FALSE), collapse = " "),
+                       error = function(e) "unknown")))
+}

@@ -61,6 +61,18 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_merge_modes
+IntegerVector cpp_merge_modes(NumericMatrix modes, double tol);
+RcppExport SEXP _localmean_cpp_merge_modes(SEXP modesSEXP, SEXP tolSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type modes(modesSEXP);
+    Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_merge_modes(modes, tol));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_nearest_index
 IntegerVector cpp_nearest_index(NumericMatrix x, NumericVector scale, NumericMatrix queries, int n_threads);
 RcppExport SEXP _localmean_cpp_nearest_index(SEXP xSEXP, SEXP scaleSEXP, SEXP queriesSEXP, SEXP n_threadsSEXP) {
@@ -151,6 +163,7 @@ END_RCPP
 static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 17},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 13},
+    {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},
     {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 6},
     {"_localmean_cpp_kernel_table", (DL_FUNC) &_localmean_cpp_kernel_table, 0},

@@ -152,6 +152,29 @@ List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
                       _["iterations"] = iterations, _["status"] = status, _["paths"] = path_list);
 }
 
+// Greedy grouping of modes (rows of `modes`, already in visiting order): a mode joins the first
+// group whose representative lies within `tol`, else starts a new group. Returns 1-based groups.
+// [[Rcpp::export]]
+IntegerVector cpp_merge_modes(NumericMatrix modes, double tol) {
+  const std::size_t m = modes.nrow(), d = modes.ncol();
+  std::vector<std::size_t> reps;
+  IntegerVector group(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    std::size_t g = 0;
+    for (; g < reps.size(); ++g) {
+      double s = 0.0;
+      for (std::size_t j = 0; j < d && s <= tol * tol; ++j) {
+        const double t = modes[j * m + i] - modes[j * m + reps[g]];
+        s += t * t;
+      }
+      if (s <= tol * tol) break;
+    }
+    if (g == reps.size()) reps.push_back(i);
+    group[i] = static_cast<int>(g) + 1;
+  }
+  return group;
+}
+
 // Index (1-based) of the data point nearest to every query, in coordinates divided by `scale`.
 // [[Rcpp::export]]
 IntegerVector cpp_nearest_index(NumericMatrix x, NumericVector scale, NumericMatrix queries,

@@ -1,0 +1,500 @@
+# Mode seeking by local means: mean shift (points climb to modes of the kernel density), the
+# blurring self-local mean, MedoidShift (moves restricted to data points) and the principal-
+# component shift (moves restricted to density ridges). All are clients of the engine.
+
+#' Mean shift clustering
+#'
+#' Every point climbs to a mode of the kernel density estimate by repeated
+#' local means, \eqn{x \leftarrow m(x) = \sum_i K_h(x, x_i) w_i x_i / \sum_i
+#' K_h(x, x_i) w_i}, the localization method's self-local mean. The step
+#' \eqn{m(x) - x} is proportional to the gradient of the log density (the
+#' score: for the Gaussian kernel \eqn{m(x) - x = h^2 \nabla \log \hat
+#' f(x)}), so each point performs gradient ascent with an adaptive step.
+#' Points whose modes lie within `merge_tol` bandwidths share a cluster.
+#'
+#' With `blurring = TRUE` the data move too (Cheng's blurring mean shift): each
+#' step replaces all points by their local means among the current points, as
+#' [self_local_mean()] does, until no point moves more than `tol`.
+#'
+#' **Bandwidth.** "auto" is a bandwidth for estimating the density gradient
+#' (see [kde_bandwidth()]'s `gradient` notes): per variable, chosen for the
+#' Gaussian scale and converted to `kernel`. Give a number or one scale per
+#' variable otherwise. Distances, `tol` and `merge_tol` are measured in
+#' bandwidths, i.e. after dividing every variable by its scale.
+#'
+#' **Merging.** Modes are visited in decreasing density; a mode within
+#' `merge_tol` of the mode of an earlier cluster joins that cluster, otherwise
+#' it starts a new one, so every cluster is represented by its highest mode.
+#' Clusters are numbered by decreasing size.
+#'
+#' @param x A numeric vector, matrix or data frame (one column per variable).
+#' @param bandwidth "auto", a number, or one scale per variable.
+#' @param kernel A kernel name, see [kernels()].
+#' @param max_iter Maximum number of steps per point (0: no move, every
+#'   point is its own mode and only merging groups them).
+#' @param tol A point stops when its step is shorter than `tol` bandwidths.
+#' @param blurring Move the data with the points (blurring mean shift).
+#' @param merge_tol Modes closer than this (in bandwidths) are merged.
+#' @param keep_path Keep every point's path (a list of matrices).
+#' @param weights Optional non-negative case weights.
+#' @param method "auto", "tree" (kd-tree with the kernel's cut-off) or
+#'   "exact" (every point, untruncated).
+#' @inheritParams kde
+#' @param ... Unused.
+#' @return An object of class `mode_clusters`: `cluster` (integer labels),
+#'   `modes` (one row per cluster), `mode_density` (the kernel density
+#'   estimate at the modes), `size`, `point_modes` (where every point
+#'   stopped), `iterations`, `converged`, `paths` (with `keep_path = TRUE`),
+#'   `x`, `bandwidth`, `kernel`, `algorithm` and `call`.
+#' @family modes
+#' @export
+#' @examples
+#' set.seed(1)
+#' x <- rbind(matrix(rnorm(200, sd = 0.3), ncol = 2),
+#'            matrix(rnorm(200, mean = 2, sd = 0.3), ncol = 2))
+#' fit <- mean_shift(x, bandwidth = 0.4, keep_path = TRUE)
+#' fit
+#' plot(fit, paths = TRUE)
+#' predict(fit, rbind(c(0, 0), c(2, 2)))
+mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 500, tol = 1e-8,
+                       blurring = FALSE, merge_tol = 0.1, keep_path = FALSE, weights = NULL,
+                       method = "auto", n_threads = NULL, verbose = interactive(), ...) {
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose)
+  merge_tol <- check_positive(merge_tol)
+  keep_path <- check_flag(keep_path)
+  blurring <- check_flag(blurring)
+  run <- if (blurring) blurring_shift else climb
+  res <- run(setup$x, setup, setup$x, max_iter = setup$max_iter, tol = setup$tol,
+             ndim = -1L, keep_path = keep_path)
+  groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
+  fit <- new_mode_clusters(setup, groups, res, "mean_shift", match.call())
+  fit$merge_tol <- merge_tol
+  fit$blurring <- blurring
+  fit
+}
+
+#' Self-local mean (blurring mean shift)
+#'
+#' `self_local_mean()` applies the self-local mean transform
+#' \eqn{x_j \leftarrow \sum_i K_h(x_j, x_i) w_i x_i / \sum_i K_h(x_j, x_i) w_i}
+#' `steps` times, each step to the current points: the data contract towards
+#' their modes (one step is a denoising of the data by the localization
+#' method; many steps are the blurring mean shift).
+#'
+#' @inheritParams mean_shift
+#' @param steps Number of steps (0 returns the data).
+#' @return The transformed points, with the shape of `x` (a vector or a
+#'   matrix).
+#' @family modes
+#' @export
+#' @examples
+#' set.seed(1)
+#' x <- c(rnorm(100), rnorm(100, 5))
+#' y <- self_local_mean(x, steps = 5, bandwidth = 0.5)
+#' plot(x, y)
+self_local_mean <- function(x, steps = 1, bandwidth = "auto", kernel = "gaussian",
+                            weights = NULL, method = "auto", n_threads = NULL,
+                            verbose = interactive(), ...) {
+  was_vector <- is.numeric(x) && is.null(dim(x))
+  steps <- check_count(steps, min = 0)
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, steps, 0, n_threads, verbose)
+  res <- blurring_shift(setup$x, setup, setup$x, max_iter = steps, tol = 0, ndim = -1L,
+                        keep_path = FALSE)
+  if (was_vector) drop(res$points) else res$points
+}
+
+# Checked inputs shared by the shift methods.
+shift_setup <- function(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads,
+                        verbose, call = rlang::caller_env()) {
+  x <- check_predictors(x, call = call)
+  kernel <- check_kernel(kernel, call = call)
+  weights <- check_weights(weights, nrow(x), call = call)
+  method <- check_choice(method, c("auto", "tree", "exact"), call = call)
+  if (method == "auto" || kernel == "cauchy") method <- if (kernel == "cauchy") "exact" else "tree"
+  h <- shift_bandwidth(bandwidth, x, kernel, weights, call)
+  list(x = x, kernel = kernel, weights = weights,
+       prior = if (!is.null(weights)) weights / sum(weights) else numeric(0), method = method,
+       h = h, bandwidth_method = if (is.character(bandwidth)) bandwidth else "user",
+       max_iter = check_count(max_iter, min = 0, arg = "max_iter", call = call),
+       tol = check_positive(tol, zero = TRUE, arg = "tol", call = call),
+       n_threads = n_threads(n_threads), verbose = check_flag(verbose, arg = "verbose", call = call))
+}
+
+shift_bandwidth <- function(bandwidth, x, kernel, weights, call) {
+  d <- ncol(x)
+  if (is.character(bandwidth)) {
+    check_choice(bandwidth, "auto", arg = "bandwidth", call = call)
+    if (nrow(x) < 2L) abort("{.arg x} needs at least 2 points for {.code bandwidth = \"auto\"}.",
+                            call = call)
+    h <- bw_gradient(x, weights) * kernel_scale_factor(kernel)
+    if (any(!(h > 0))) {
+      abort(c("{.code bandwidth = \"auto\"} gives a zero bandwidth: a variable has no spread.",
+              i = "Give {.arg bandwidth} as a number."), call = call)
+    }
+    return(h)
+  }
+  if (!is.numeric(bandwidth) || is.matrix(bandwidth) || !length(bandwidth) %in% c(1L, d) ||
+      any(!is.finite(bandwidth)) || any(bandwidth <= 0)) {
+    abort("{.arg bandwidth} must be {.val auto}, a positive number or one per variable ({d}).",
+          call = call)
+  }
+  rep_len(as.double(bandwidth), d)
+}
+
+check_positive <- function(x, zero = FALSE, arg = rlang::caller_arg(x),
+                           call = rlang::caller_env()) {
+  force(arg)
+  if (!is.numeric(x) || length(x) != 1L || !is.finite(x) || x < 0 || (!zero && x == 0)) {
+    abort("{.arg {arg}} must be a {if (zero) 'non-negative' else 'positive'} number.",
+          call = call)
+  }
+  as.double(x)
+}
+
+# Moves `points` on the fixed data `data` (non-blurring): the C++ loop climbs each point.
+climb <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
+  res <- cpp_shift_points(data, setup$h, setup$prior, points, setup$kernel, setup$method, 0,
+                          max_iter, tol, ndim, keep_path, setup$n_threads, setup$verbose)
+  res$density <- res$wsum * shift_norm(setup, nrow(data))
+  res$converged <- res$iterations < max_iter | max_iter == 0L
+  res
+}
+
+# Kernel density from the engine's weight sums: c_d / prod(h), over n without weights.
+shift_norm <- function(setup, n) {
+  cpp_radial_constant(setup$kernel, length(setup$h)) / prod(setup$h) /
+    if (length(setup$prior)) 1 else n
+}
+
+# Blurring: every step moves all points to their local means among the current points.
+blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
+  paths <- if (keep_path) list(points)
+  iter <- 0L
+  moving <- TRUE
+  while (iter < max_iter && moving) {
+    step <- cpp_shift_points(points, setup$h, setup$prior, points, setup$kernel, setup$method, 0,
+                             1L, 0, ndim, FALSE, setup$n_threads, FALSE)
+    change <- sqrt(rowSums(sweep(step$points - points, 2L, setup$h, `/`)^2))
+    points <- step$points
+    iter <- iter + 1L
+    if (keep_path) paths[[iter + 1L]] <- points
+    moving <- max(change) >= tol
+  }
+  density <- cpp_local_fit(points, setup$h, numeric(0), setup$prior, numeric(0), points,
+                           numeric(0), setup$kernel, 0L, FALSE, setup$method, 0, integer(0),
+                           numeric(0), numeric(0), setup$n_threads, FALSE)$wsum
+  n <- nrow(points)
+  list(points = points, density = density * shift_norm(setup, n),
+       iterations = rep(iter, n), converged = rep(!moving || max_iter == 0L, n),
+       paths = if (keep_path) lapply(seq_len(n), function(i) {
+         do.call(rbind, lapply(paths, function(p) p[i, ]))
+       }))
+}
+
+# Groups points by their modes: visited by decreasing density, a mode within `tol` bandwidths of
+# an earlier group's representative joins it. Groups are numbered by decreasing size.
+merge_modes <- function(modes, density, h, tol) {
+  scaled <- sweep(modes, 2L, h, `/`)
+  ord <- order(-density, seq_along(density))
+  group <- cpp_merge_modes(scaled[ord, , drop = FALSE], tol)
+  cluster <- integer(length(density))
+  cluster[ord] <- group
+  reps <- ord[!duplicated(group)]  # the highest mode of every group, in group order
+  size <- tabulate(cluster, length(reps))
+  relabel <- order(-size, seq_along(size))
+  cluster <- match(cluster, relabel)
+  list(cluster = cluster, representative = reps[relabel], size = size[relabel])
+}
+
+new_mode_clusters <- function(setup, groups, res, algorithm, call) {
+  reps <- groups$representative
+  modes <- res$points[reps, , drop = FALSE]
+  rownames(modes) <- NULL
+  structure(list(cluster = groups$cluster, modes = modes, mode_density = res$density[reps],
+                 size = groups$size, point_modes = res$points, iterations = res$iterations,
+                 converged = res$converged, paths = res$paths, x = setup$x,
+                 weights = setup$weights, bandwidth = setup$h,
+                 bandwidth_method = setup$bandwidth_method, kernel = setup$kernel,
+                 method = setup$method, max_iter = setup$max_iter, tol = setup$tol,
+                 algorithm = algorithm, call = call),
+            class = "mode_clusters")
+}
+
+#' MedoidShift clustering
+#'
+#' MedoidShift (Sheikh, Khan and Kanade, 2007) restricts mean shift to the
+#' data: each point \eqn{x_i} moves to the data point minimising the
+#' kernel-weighted sum of squared distances \eqn{\sum_k K_h(x_i, x_k) w_k
+#' \|x_k - x_j\|^2}. Expanding the square shows that this is the data point
+#' nearest to the local mean \eqn{m(x_i)}, so one engine pass and one
+#' nearest-neighbour search give every move. Following the moves gives a
+#' forest whose roots (points that stay) are the modes; every tree is a
+#' cluster, and no centre lies outside the data. With `max_iter > 1` the
+#' method is iterated on the roots, each weighted by the points it holds,
+#' until no root moves (Sheikh et al.'s reapplication to the modes).
+#'
+#' @inheritParams mean_shift
+#' @param max_iter Most rounds of MedoidShift (1: a single pass over the data;
+#'   by default the roots are shifted again until none moves).
+#' @return An object of class `mode_clusters` (see [mean_shift()]); `parent`
+#'   holds every point's move (its index in the data) in the first round.
+#' @family modes
+#' @export
+#' @examples
+#' set.seed(2)
+#' x <- rbind(matrix(rnorm(100, sd = 0.3), ncol = 2),
+#'            matrix(rnorm(100, mean = 2, sd = 0.3), ncol = 2))
+#' fit <- medoid_shift(x, bandwidth = 0.5)
+#' plot(fit, paths = TRUE)
+medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 100,
+                         merge_tol = 0, weights = NULL, method = "auto", n_threads = NULL,
+                         verbose = interactive(), ...) {
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, 0, n_threads, verbose)
+  if (setup$max_iter < 1L) abort("{.arg max_iter} must be at least 1.")
+  n <- nrow(setup$x)
+  parent <- medoid_moves(setup$x, setup, setup$weights %||% rep(1, n))
+  root <- forest_roots(parent)
+  w <- setup$weights %||% rep(1, n)
+  for (round in seq_len(setup$max_iter - 1L)) {
+    tops <- sort(unique(root))
+    mass <- as.vector(tapply(w, factor(root, tops), sum))
+    up <- tops[medoid_moves(setup$x[tops, , drop = FALSE], setup, mass)]
+    if (all(up == tops)) break
+    moves <- seq_len(n)
+    moves[tops] <- up
+    root <- forest_roots(moves)[root]
+  }
+  res <- list(points = setup$x[root, , drop = FALSE], iterations = rep(1L, n),
+              converged = rep(TRUE, n))
+  res$density <- kde_values_at(setup, setup$x[root, , drop = FALSE])
+  groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
+  fit <- new_mode_clusters(setup, groups, res, "medoid_shift", match.call())
+  fit$parent <- parent
+  fit$root <- root
+  fit$paths <- NULL
+  fit
+}
+
+# The move of every point of `data` (weighted by `mass`): the data point nearest its local mean.
+medoid_moves <- function(data, setup, mass) {
+  step <- cpp_shift_points(data, setup$h, mass / sum(mass), data, setup$kernel, setup$method, 0,
+                           1L, 0, -1L, FALSE, setup$n_threads, setup$verbose)
+  cpp_nearest_index(data, setup$h, step$points, setup$n_threads)
+}
+
+# Roots of the forest parent[i] (a root is its own parent), by pointer jumping. A cycle (possible
+# only through exact ties) is cut at its smallest index.
+forest_roots <- function(parent) {
+  jumps <- ceiling(log2(length(parent) + 1)) + 1L
+  repeat {
+    root <- parent
+    for (i in seq_len(jumps)) root <- root[root]
+    stuck <- which(parent[root] != root)
+    if (!length(stuck)) return(root)
+    for (i in stuck) {
+      orbit <- i
+      while (!parent[orbit[length(orbit)]] %in% orbit) orbit <- c(orbit, parent[orbit[length(orbit)]])
+      cycle <- orbit[match(parent[orbit[length(orbit)]], orbit):length(orbit)]
+      parent[min(cycle)] <- min(cycle)
+    }
+  }
+}
+
+# The kernel density of the fit's data at `points`.
+kde_values_at <- function(setup, points) {
+  res <- cpp_local_fit(setup$x, setup$h, numeric(0), setup$prior, numeric(0), points, numeric(0),
+                       setup$kernel, 0L, FALSE, setup$method, 0, integer(0), numeric(0),
+                       numeric(0), setup$n_threads, FALSE)
+  res$wsum * shift_norm(setup, nrow(setup$x))
+}
+
+#' Principal-component shift (density ridges)
+#'
+#' `pc_shift()` is the subspace-constrained mean shift (Ozertem and Erdogmus,
+#' 2011): every point moves by its mean-shift step projected onto the
+#' directions of least local variance, the \eqn{d - } `ndim` eigenvectors of
+#' the kernel-weighted covariance of the data around it with the smallest
+#' eigenvalues (for the Gaussian kernel these are the directions of most
+#' negative curvature of the log density). Points converge to
+#' `ndim`-dimensional density ridges: principal curves for `ndim = 1`.
+#' `ndim = 0` is mean shift. The local covariance is computed in bandwidth
+#' units (each variable divided by its scale).
+#'
+#' @inheritParams mean_shift
+#' @param ndim Dimension of the ridge, from 0 to d - 1.
+#' @return An object of class `pc_shift`: `points` (the projected points),
+#'   `x`, `ndim`, `iterations`, `converged`, `paths`, `bandwidth`, `kernel`
+#'   and `call`.
+#' @family modes
+#' @export
+#' @examples
+#' set.seed(3)
+#' t <- runif(400, 0, pi)
+#' x <- cbind(cos(t), sin(t)) + matrix(rnorm(800, sd = 0.1), ncol = 2)
+#' fit <- pc_shift(x, ndim = 1, bandwidth = 0.15)
+#' plot(fit)
+pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_iter = 500,
+                     tol = 1e-8, keep_path = FALSE, weights = NULL, method = "auto",
+                     n_threads = NULL, verbose = interactive(), ...) {
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose)
+  d <- ncol(setup$x)
+  ndim <- check_count(ndim, min = 0)
+  if (ndim >= d) abort("{.arg ndim} must be below the number of variables ({d}).")
+  res <- climb(setup$x, setup, setup$x, setup$max_iter, setup$tol, ndim, check_flag(keep_path))
+  colnames(res$points) <- colnames(setup$x)
+  structure(list(points = res$points, x = setup$x, ndim = ndim, iterations = res$iterations,
+                 converged = res$converged, paths = if (keep_path) res$paths,
+                 bandwidth = setup$h, bandwidth_method = setup$bandwidth_method,
+                 kernel = setup$kernel, call = match.call()),
+            class = "pc_shift")
+}
+
+#' Methods for mode clusterings
+#'
+#' `predict()` assigns new points to clusters the way the fit assigned the
+#' data: for mean shift a new point climbs on the training data and joins the
+#' cluster with the nearest mode (NA if it stops farther than `merge_tol`
+#' bandwidths from every mode); for MedoidShift it moves to the data point
+#' nearest its local mean and takes that point's cluster.
+#'
+#' `plot()` draws the points coloured by cluster and the modes (crosses), with
+#' `paths = TRUE` also the paths kept by `keep_path = TRUE` (mean shift) or
+#' the moves (MedoidShift). More than two variables give a pairs plot; one
+#' variable a strip chart.
+#'
+#' @param object,x A `mode_clusters` or `pc_shift` object.
+#' @param newdata New points (a vector, matrix or data frame with the fit's
+#'   variables).
+#' @param paths Draw the paths or moves.
+#' @inheritParams kde
+#' @param ... Passed to the plotting functions or unused.
+#' @return `predict()`: integer cluster labels; `summary()`: an object of
+#'   class `summary.mode_clusters`.
+#' @name mode_clusters
+#' @family modes
+NULL
+
+#' @rdname mode_clusters
+#' @export
+print.mode_clusters <- function(x, ...) {
+  label <- c(mean_shift = if (isTRUE(x$blurring)) "Blurring mean shift" else "Mean shift",
+             medoid_shift = "MedoidShift")[[x$algorithm]]
+  cat(label, ": ", length(x$size), " cluster", if (length(x$size) != 1L) "s", " from ",
+      nrow(x$x), " points, ", x$kernel, " kernel\n", sep = "")
+  cat("Bandwidth (", x$bandwidth_method, "): ", paste(format(signif(x$bandwidth, 4)),
+                                                      collapse = ", "), "\n", sep = "")
+  cat("Cluster sizes:", utils::head(x$size, 20L), if (length(x$size) > 20L) "...", "\n")
+  if (x$algorithm == "mean_shift" && any(!x$converged)) {
+    cat(sum(!x$converged), "points did not converge in", x$max_iter, "steps\n")
+  }
+  invisible(x)
+}
+
+#' @rdname mode_clusters
+#' @export
+summary.mode_clusters <- function(object, ...) {
+  modes <- data.frame(cluster = seq_along(object$size), size = object$size, object$modes,
+                      density = object$mode_density, check.names = FALSE)
+  structure(list(fit = object, modes = modes, iterations = summary(object$iterations)),
+            class = "summary.mode_clusters")
+}
+
+#' @export
+print.summary.mode_clusters <- function(x, ...) {
+  print(x$fit)
+  cat("\nModes:\n")
+  print(utils::head(x$modes, 20L), row.names = FALSE, digits = 4)
+  if (x$fit$algorithm == "mean_shift") {
+    cat("\nSteps per point:\n")
+    print(x$iterations)
+  }
+  invisible(x)
+}
+
+#' @rdname mode_clusters
+#' @export
+predict.mode_clusters <- function(object, newdata, n_threads = NULL, ...) {
+  points <- kde_points(object, newdata)
+  setup <- list(h = object$bandwidth, kernel = object$kernel, method = object$method,
+                prior = if (is.null(object$weights)) numeric(0) else object$weights /
+                  sum(object$weights), n_threads = n_threads(n_threads), verbose = FALSE)
+  if (object$algorithm == "medoid_shift") {
+    step <- cpp_shift_points(object$x, setup$h, setup$prior, points, setup$kernel, setup$method,
+                             0, 1L, 0, -1L, FALSE, setup$n_threads, FALSE)
+    nearest <- cpp_nearest_index(object$x, setup$h, step$points, setup$n_threads)
+    return(object$cluster[nearest])
+  }
+  res <- climb(object$x, setup, points, object$max_iter, object$tol, -1L, FALSE)
+  nearest <- cpp_nearest_index(object$modes, object$bandwidth, res$points, setup$n_threads)
+  dist <- sqrt(rowSums(sweep(res$points - object$modes[nearest, , drop = FALSE], 2L,
+                             object$bandwidth, `/`)^2))
+  ifelse(dist <= object$merge_tol, nearest, NA_integer_)
+}
+
+#' @rdname mode_clusters
+#' @export
+plot.mode_clusters <- function(x, paths = FALSE, ...) {
+  cols <- cluster_colours(length(x$size))
+  point_col <- grDevices::adjustcolor(cols[x$cluster], 0.6)
+  d <- ncol(x$x)
+  if (d > 2L) {
+    graphics::pairs(rbind(x$x, x$modes), col = c(point_col, rep("black", nrow(x$modes))),
+                    pch = c(rep(20, nrow(x$x)), rep(4, nrow(x$modes))), ...)
+    return(invisible(x))
+  }
+  xy <- if (d == 2L) x$x else cbind(x$x, stats::runif(nrow(x$x), -1, 1))
+  modes <- if (d == 2L) x$modes else cbind(x$modes, 0)
+  graphics::plot(xy, col = point_col, pch = 20, xlab = colnames(x$x)[1L],
+                 ylab = if (d == 2L) colnames(x$x)[2L] else "", yaxt = if (d == 1L) "n",
+                 main = paste0(if (x$algorithm == "mean_shift") "Mean shift" else "MedoidShift",
+                               ": ", length(x$size), " clusters"), ...)
+  if (paths && d == 2L) draw_paths(x, cols)
+  graphics::points(modes, pch = 4, cex = 2, lwd = 3)
+  invisible(x)
+}
+
+draw_paths <- function(x, cols) {
+  if (x$algorithm == "medoid_shift") {
+    moved <- which(x$parent != seq_along(x$parent))
+    graphics::arrows(x$x[moved, 1L], x$x[moved, 2L], x$x[x$parent[moved], 1L],
+                     x$x[x$parent[moved], 2L], length = 0.05, col = cols[x$cluster[moved]])
+    return(invisible())
+  }
+  if (is.null(x$paths)) abort("The fit kept no paths; refit with {.code keep_path = TRUE}.")
+  for (i in sample_rows(length(x$paths), 500L)) {
+    graphics::lines(x$paths[[i]], col = cols[x$cluster[i]], lwd = 0.7)
+  }
+}
+
+cluster_colours <- function(k) {
+  base <- grDevices::hcl.colors(min(k, 12L), "Dark 3")
+  rep_len(base, k)
+}
+
+#' @rdname mode_clusters
+#' @export
+print.pc_shift <- function(x, ...) {
+  cat("Principal-component shift onto ", x$ndim, "-dimensional ridges: ", nrow(x$x),
+      " points, ", x$kernel, " kernel\n", sep = "")
+  cat("Bandwidth (", x$bandwidth_method, "): ", paste(format(signif(x$bandwidth, 4)),
+                                                      collapse = ", "), "\n", sep = "")
+  cat("Converged:", sum(x$converged), "of", nrow(x$x), "points; median steps",
+      stats::median(x$iterations), "\n")
+  invisible(x)
+}
+
+#' @rdname mode_clusters
+#' @export
+plot.pc_shift <- function(x, paths = FALSE, ...) {
+  if (ncol(x$x) != 2L) {
+    graphics::pairs(rbind(x$x, x$points), col = rep(c("grey60", "firebrick"), each = nrow(x$x)),
+                    pch = 20, ...)
+    return(invisible(x))
+  }
+  graphics::plot(x$x, col = "grey60", pch = 20, main = "Principal-component shift", ...)
+  if (paths && !is.null(x$paths)) {
+    for (i in sample_rows(length(x$paths), 500L)) graphics::lines(x$paths[[i]], col = "grey40")
+  }
+  graphics::points(x$points, col = "firebrick", pch = 20, cex = 0.8)
+  invisible(x)
+}
