@@ -21,8 +21,9 @@
 #' [kde_bandwidth()]).
 #'
 #' **Grid.** The default grid has 512 points in one dimension and 51 x 51 in
-#' two, extending three kernel standard deviations beyond the data (clipped
-#' to `bounds`); more dimensions have no grid unless `gridsize` asks for one.
+#' two, extending beyond the data by three bandwidths for the Gaussian and
+#' Cauchy kernels, the support of compact kernels and eight bandwidths for
+#' the Laplace (clipped to `bounds`); more dimensions have no grid unless `gridsize` asks for one.
 #' With `method = "auto"`, fixed bandwidths on large data (n >= 10000) are
 #' binned when the grid resolves the bandwidth; otherwise every grid point is
 #' computed exactly.
@@ -52,7 +53,8 @@
 #' @param verbose Show a progress bar for long computations.
 #' @param subset,na.action For the formula method, as in [stats::lm()].
 #' @param ... Unused.
-#' @return An object of class `kde`: `x` (the data), `weights`, `kernel`,
+#' @return An object of class `local_kde` (not `kde`, so that it does not
+#'   clash with the ks package's class): `x` (the data), `weights`, `kernel`,
 #'   `bandwidth` (a list with its `type`, "scale", "matrix" or "nn", and
 #'   values), `bandwidth_method`, `bounds`, `grid` (a list of grid axes) and
 #'   `estimate` (the density on the grid: a vector in 1-D, an array
@@ -101,7 +103,7 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
   chosen <- resolve_kde_bandwidth(bandwidth, x, kernel, prior, n_threads)
   fit <- structure(list(x = x, weights = prior, kernel = kernel, bandwidth = chosen$bandwidth,
                         bandwidth_method = chosen$method, bounds = bounds, call = match.call()),
-                   class = "kde")
+                   class = "local_kde")
   fit$grid <- kde_grid(fit, gridsize)
   grid_method <- kde_method(method, fit, fit$grid)
   fit$method <- grid_method
@@ -231,8 +233,8 @@ outside_bounds <- function(fit, points, dens) {
   dens
 }
 
-# Grid axes: `gridsize` points per variable spanning the data plus three kernel standard
-# deviations (or the kernel's support), clipped to the bounds.
+# Grid axes: `gridsize` points per variable spanning the data and the kernel's reach, clipped to
+# the bounds.
 kde_grid <- function(fit, gridsize) {
   d <- ncol(fit$x)
   if (is.null(gridsize)) gridsize <- c(512L, 51L, 0L)[min(d, 3L)]
@@ -243,8 +245,7 @@ kde_grid <- function(fit, gridsize) {
   }
   gridsize <- rep_len(as.integer(gridsize), d)
   if (any(gridsize == 0L)) return(NULL)
-  reg <- kernels()[kernels()$kernel == fit$kernel, ]
-  reach <- min(reg$cutoff, if (is.finite(reg$mu2)) 3 * sqrt(reg$mu2) else 3)
+  reach <- kde_grid_reach(fit$kernel)
   range <- column_ranges(fit$x)
   half <- reach * kde_spread(fit$bandwidth)
   axes <- lapply(seq_len(d), function(j) {
@@ -257,6 +258,15 @@ kde_grid <- function(fit, gridsize) {
     seq(lo, hi, length.out = gridsize[j])
   })
   stats::setNames(axes, colnames(fit$x))
+}
+
+# How far (in scales) the grid extends beyond the data: three standard deviations for the
+# Gaussian (as stats::density), the support of compact kernels, 8 for the Laplace (tail mass
+# 2e-4), 3 for the Cauchy.
+kde_grid_reach <- function(kernel) {
+  reg <- kernels()[kernels()$kernel == kernel, ]
+  if (reg$compact) return(reg$cutoff)
+  switch(kernel, laplace = 8, 3)
 }
 
 # Per-variable scale of the kernel: h, sqrt(diag(H)), or the largest sample-point bandwidth.
@@ -324,7 +334,7 @@ kde_binned <- function(fit, points, n_threads, verbose) {
 #' `probs` of the probability mass, their levels being the quantiles of the
 #' estimate at the data points (Hyndman, 1996).
 #'
-#' @param object,x A `kde` object.
+#' @param object,x A `local_kde` object made by [kde()].
 #' @param newdata Points: a vector (1-D), or a matrix or data frame with the
 #'   variables of the fit as columns (matched by name when named).
 #' @param method "tree" (kd-tree with the kernel's cut-off) or "exact".
@@ -336,7 +346,7 @@ kde_binned <- function(fit, points, n_threads, verbose) {
 #' @inheritParams kde
 #' @param ... Unused, or passed to the plotting functions.
 #' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
-#'   matrix of draws; `summary()`: an object of class `summary.kde`.
+#'   matrix of draws; `summary()`: an object of class `summary.local_kde`.
 #' @name kde-methods
 #' @family density
 #' @examples
@@ -350,8 +360,8 @@ NULL
 
 #' @rdname kde-methods
 #' @export
-predict.kde <- function(object, newdata, method = "tree", n_threads = NULL, verbose = FALSE,
-                        ...) {
+predict.local_kde <- function(object, newdata, method = "tree", n_threads = NULL,
+                              verbose = FALSE, ...) {
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
   points <- kde_points(object, newdata)
   method <- check_choice(method, c("tree", "exact"))
@@ -381,7 +391,7 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
 
 #' @rdname kde-methods
 #' @export
-print.kde <- function(x, ...) {
+print.local_kde <- function(x, ...) {
   d <- ncol(x$x)
   cat("Kernel density estimate: n = ", nrow(x$x), ", ", d, " variable", if (d > 1L) "s",
       ", ", x$kernel, " kernel\n", sep = "")
@@ -410,7 +420,7 @@ format_kde_bandwidth <- function(bw) {
 
 #' @rdname kde-methods
 #' @export
-summary.kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
+summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
   out <- list(fit = object, levels = hdr_levels(object, probs))
   if (length(object$grid)) {
     steps <- vapply(object$grid, function(g) g[2L] - g[1L], 1)
@@ -422,7 +432,7 @@ summary.kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
     out$mode <- mapply(function(g, i) g[i], object$grid, best)
     if (length(object$grid) == 1L) out$local_maxima <- grid_maxima(object$grid[[1L]], est)
   }
-  class(out) <- "summary.kde"
+  class(out) <- "summary.local_kde"
   out
 }
 
@@ -442,7 +452,7 @@ grid_maxima <- function(g, est) {
 }
 
 #' @export
-print.summary.kde <- function(x, ...) {
+print.summary.local_kde <- function(x, ...) {
   print(x$fit)
   if (!is.null(x$integral)) cat("Integral over the grid:", format(x$integral, digits = 6), "\n")
   if (!is.null(x$local_maxima)) {
@@ -457,7 +467,7 @@ print.summary.kde <- function(x, ...) {
 
 #' @rdname kde-methods
 #' @export
-plot.kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
   d <- ncol(x$x)
   if (d > 2L || length(x$grid) == 0L) {
     abort("{.fn plot} needs a grid in one or two dimensions; fit with {.arg gridsize}.")
@@ -489,7 +499,7 @@ sample_rows <- function(n, max) if (n <= max) seq_len(n) else round(seq(1, n, le
 
 #' @rdname kde-methods
 #' @export
-logLik.kde <- function(object, ...) {
+logLik.local_kde <- function(object, ...) {
   n <- nrow(object$x)
   dens <- kde_at(object, object$x)
   structure(sum(n * object$weights * log(dens)), df = NA_real_, nobs = n, class = "logLik")
@@ -497,11 +507,11 @@ logLik.kde <- function(object, ...) {
 
 #' @rdname kde-methods
 #' @export
-nobs.kde <- function(object, ...) nrow(object$x)
+nobs.local_kde <- function(object, ...) nrow(object$x)
 
 #' @rdname kde-methods
 #' @export
-as.data.frame.kde <- function(x, row.names = NULL, optional = FALSE, ...) {
+as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) {
   if (length(x$grid) == 0L) abort("The fit has no grid; refit with {.arg gridsize}.")
   out <- expand.grid(x$grid, KEEP.OUT.ATTRS = FALSE)
   out$density <- as.vector(x$estimate)
@@ -510,7 +520,7 @@ as.data.frame.kde <- function(x, row.names = NULL, optional = FALSE, ...) {
 
 #' @rdname kde-methods
 #' @export
-simulate.kde <- function(object, nsim = 1, seed = NULL, ...) {
+simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
   nsim <- check_count(nsim)
   if (!is.null(seed)) set.seed(seed)
   x <- object$x

@@ -157,6 +157,7 @@ climb <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
                           max_iter, tol, ndim, keep_path, setup$n_threads, setup$verbose)
   res$density <- res$wsum * shift_norm(setup, nrow(data))
   res$converged <- res$iterations < max_iter | max_iter == 0L
+  if (!keep_path) res$paths <- NULL
   res
 }
 

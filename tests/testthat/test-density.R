@@ -1,0 +1,173 @@
+# kde(): exact values against brute force, grids against stats::density() and ks::kde(),
+# normalisation, reflection, adaptive bandwidths, methods and bad input.
+
+set.seed(42)
+x1 <- c(rnorm(150), rnorm(100, 3, 0.5))
+x2 <- cbind(a = rnorm(120), b = rnorm(120, sd = 2))
+x3 <- matrix(rnorm(180), ncol = 3)
+trapezoid <- function(g, f) sum(diff(g) * (f[-1L] + f[-length(f)]) / 2)
+
+test_that("exact densities equal brute force for every kernel in 1 to 3 dimensions", {
+  q1 <- c(-2, 0.3, 2.9, 6)
+  for (kernel in kernel_names_ref) {
+    fit <- kde(x1, bandwidth = 0.4, kernel = kernel, gridsize = 0)
+    ref <- kde_ref(x1, q1, kernel, h = 0.4)
+    expect_equal(predict(fit, q1, method = "exact"), ref, tolerance = 1e-10, info = kernel)
+    expect_equal(predict(fit, q1), ref, tolerance = 1e-10, info = kernel)
+    if (kernel == "cauchy") next
+    fit2 <- kde(x2, bandwidth = c(0.5, 1.2), kernel = kernel, gridsize = 0)
+    q2 <- rbind(c(0, 0), c(1, -2), c(3, 3))
+    expect_equal(predict(fit2, q2), kde_ref(x2, q2, kernel, h = c(0.5, 1.2)),
+                 tolerance = 1e-10, info = kernel)
+    fit3 <- kde(x3, bandwidth = 0.7, kernel = kernel)
+    expect_equal(predict(fit3, x3[1:3, ]), kde_ref(x3, x3[1:3, ], kernel, h = rep(0.7, 3)),
+                 tolerance = 1e-10, info = kernel)
+  }
+})
+
+test_that("weights, bandwidth matrices and sample-point bandwidths match brute force", {
+  w <- runif(nrow(x2))
+  q <- rbind(c(0, 0), c(-1, 2))
+  fit <- kde(x2, bandwidth = 0.6, weights = w, gridsize = 0)
+  expect_equal(predict(fit, q), kde_ref(x2, q, "gaussian", h = c(0.6, 0.6), weights = w),
+               tolerance = 1e-10)
+  H <- matrix(c(0.3, 0.2, 0.2, 0.9), 2)
+  for (kernel in c("gaussian", "epanechnikov")) {
+    fit <- kde(x2, bandwidth = H, kernel = kernel)
+    expect_equal(predict(fit, q), kde_ref(x2, q, kernel, H = H), tolerance = 1e-10)
+  }
+  expect_equal(predict(kde(x2, bandwidth = diag(c(0.5, 1.2)^2), gridsize = 0), q),
+               predict(kde(x2, bandwidth = c(0.5, 1.2), gridsize = 0), q), tolerance = 1e-12)
+  fit <- kde(x2, bandwidth = nn(10), kernel = "biweight", gridsize = 0)
+  scale <- apply(x2, 2, sd)
+  point <- apply(sweep(x2, 2, scale, `/`), 1, function(p) {
+    sort(sqrt(colSums((t(sweep(x2, 2, scale, `/`)) - p)^2)))[11]
+  })
+  expect_equal(fit$bandwidth$point, point, tolerance = 1e-12)
+  expect_equal(predict(fit, q), kde_ref(x2, q, "biweight", point = point, scale = scale),
+               tolerance = 1e-10)
+})
+
+test_that("grid estimates agree with stats::density() and ks::kde()", {
+  fit <- kde(x1, bandwidth = 0.3)
+  g <- fit$grid[[1]]
+  expect_length(g, 512)
+  # density() bins on a grid 1024 times finer, whose every 1024th point is ours.
+  ref <- stats::density(x1, bw = 0.3, n = 511 * 1024 + 1, from = g[1], to = g[512])
+  ours <- seq(1, length(ref$x), by = 1024)
+  expect_equal(ref$x[ours], g, tolerance = 1e-12)
+  expect_lt(max(abs(ref$y[ours] - fit$estimate)) / max(fit$estimate), 1e-6)
+  expect_equal(fit$estimate, kde_ref(x1, g, "gaussian", h = 0.3), tolerance = 1e-10)
+  skip_if_not_installed("ks")
+  H <- matrix(c(0.3, 0.1, 0.1, 0.8), 2)
+  q <- x2[1:10, ]
+  ks_fit <- ks::kde(x2, H = H, eval.points = q, binned = FALSE)
+  expect_equal(predict(kde(x2, bandwidth = H), q), ks_fit$estimate, tolerance = 1e-10)
+  q3 <- x3[1:5, ]
+  ks3 <- ks::kde(x3, H = diag(0.4, 3), eval.points = q3, binned = FALSE)
+  expect_equal(predict(kde(x3, bandwidth = sqrt(0.4)), q3), ks3$estimate, tolerance = 1e-10)
+})
+
+test_that("binned grids are accurate and do not depend on the thread count", {
+  big <- c(rnorm(2e4), rnorm(1e4, 4))
+  fit1 <- kde(big, bandwidth = 0.25, n_threads = 1)
+  fit2 <- kde(big, bandwidth = 0.25, n_threads = 2)
+  expect_equal(fit1$method, "binned")
+  expect_identical(fit1$estimate, fit2$estimate)
+  idx <- seq(1, 512, by = 37)
+  exact <- kde_ref(big, fit1$grid[[1]][idx], "gaussian", h = 0.25)
+  expect_lt(max(abs(fit1$estimate[idx] - exact)) / max(exact), 1e-3)
+  big2 <- cbind(rnorm(2e4), rnorm(2e4))
+  f2 <- kde(big2, bandwidth = c(0.5, 0.4), gridsize = 151, n_threads = 2)
+  expect_equal(f2$method, "binned")
+  expect_identical(f2$estimate,
+                   kde(big2, bandwidth = c(0.5, 0.4), gridsize = 151, n_threads = 1)$estimate)
+  idx <- c(5000, 11400, 15000)
+  pts <- as.matrix(expand.grid(f2$grid))[idx, ]
+  expect_lt(max(abs(as.vector(f2$estimate)[idx] - predict(f2, pts))) / max(f2$estimate), 1e-3)
+  expect_identical(predict(f2, pts, n_threads = 1), predict(f2, pts, n_threads = 2))
+})
+
+test_that("densities integrate to one", {
+  for (kernel in c("gaussian", "epanechnikov", "laplace", "cosine")) {
+    fit <- kde(x1, bandwidth = 0.3, kernel = kernel, gridsize = 4001)
+    expect_equal(trapezoid(fit$grid[[1]], fit$estimate), 1, tolerance = 1e-4, info = kernel)
+  }
+  fit <- kde(x2, bandwidth = c(0.5, 1), gridsize = 201)
+  expect_equal(summary(fit)$integral, 1, tolerance = 1e-4)
+  fit <- kde(x2, bandwidth = nn(15), gridsize = 201)
+  expect_equal(summary(fit)$integral, 1, tolerance = 2e-3)
+})
+
+test_that("reflection at bounds matches mirrored data and keeps the mass inside", {
+  e <- rexp(300)
+  fit <- kde(e, bandwidth = 0.2, bounds = c(0, Inf), gridsize = 4001)
+  expect_equal(fit$grid[[1]][1], 0)
+  expect_equal(trapezoid(fit$grid[[1]], fit$estimate), 1, tolerance = 1e-4)
+  q <- c(0, 0.1, 1)
+  ref <- 2 * kde_ref(c(e, -e), q, "gaussian", h = 0.2)
+  expect_equal(predict(fit, q), ref, tolerance = 1e-10)
+  expect_equal(predict(fit, -0.5), 0)
+  u <- runif(400)
+  fit <- kde(u, bandwidth = 0.05, kernel = "epanechnikov", bounds = c(0, 1), gridsize = 2001)
+  expect_equal(trapezoid(fit$grid[[1]], fit$estimate), 1, tolerance = 1e-4)
+  expect_true(all(simulate(fit, 500, seed = 1) >= 0 & simulate(fit, 500, seed = 1) <= 1))
+})
+
+test_that("the rule of thumb is Silverman's in 1-D and Scott's beyond", {
+  expect_equal(kde(x1)$bandwidth$h, stats::bw.nrd0(x1))
+  ratio <- kernels()$canonical[2] / kernels()$canonical[1]
+  expect_equal(kde(x1, kernel = "epanechnikov")$bandwidth$h, stats::bw.nrd0(x1) * ratio)
+})
+
+test_that("methods: formula, print, summary, logLik, as.data.frame, simulate, plot", {
+  fit <- kde(~ waiting, faithful)
+  expect_equal(fit$estimate, kde(faithful$waiting)$estimate)
+  expect_output(print(fit), "Kernel density estimate: n = 272")
+  expect_output(print(summary(fit)), "Modes on the grid")
+  ll <- logLik(fit)
+  expect_equal(as.numeric(ll), sum(log(predict(fit, faithful$waiting))))
+  expect_equal(nobs(fit), 272)
+  df <- as.data.frame(fit)
+  expect_named(df, c("waiting", "density"))
+  expect_equal(nrow(df), 512)
+  s <- simulate(fit, 4000, seed = 3)
+  expect_identical(s, simulate(fit, 4000, seed = 3))
+  h <- fit$bandwidth$h
+  expect_equal(var(s), var(faithful$waiting) * 271 / 272 + h^2, tolerance = 0.06)
+  fit2 <- kde(~ eruptions + waiting, faithful)
+  expect_equal(unname(dim(fit2$estimate)), c(51, 51))
+  expect_equal(predict(fit2, data.frame(waiting = 70, eruptions = 3)),
+               predict(fit2, c(3, 70)))
+  expect_equal(ncol(simulate(fit2, 10, seed = 1)), 2)
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_silent(plot(fit))
+  expect_silent(plot(fit2))
+  expect_error(plot(kde(x3)), class = "localmean_error")
+})
+
+test_that("bad input gives classed errors naming the argument", {
+  expect_error(kde(1), "at least 2 points", class = "localmean_error")
+  expect_error(kde(rep(2, 10)), "no spread", class = "localmean_error")
+  expect_error(kde(cbind(1:10, 1)), "no spread", class = "localmean_error")
+  expect_equal(predict(kde(rep(2, 10), bandwidth = 1), 2), dnorm(0))
+  expect_error(kde(x2, bandwidth = matrix(c(1, 1, 1, 1), 2)), "singular",
+               class = "localmean_error")
+  expect_error(kde(x2, bandwidth = matrix(1, 3, 3)), "2 x 2", class = "localmean_error")
+  expect_error(kde(x2, bandwidth = -1), "bandwidth", class = "localmean_error")
+  expect_error(kde(x2, bandwidth = "cv"), "bandwidth", class = "localmean_error")
+  expect_error(kde(x2, kernel = "cauchy"), "cauchy", class = "localmean_error")
+  expect_error(kde(x1, bounds = c(0, Inf)), "outside", class = "localmean_error")
+  expect_error(kde(x1, bounds = c(1, 0)), "bounds", class = "localmean_error")
+  expect_error(kde(x1, gridsize = 2), "gridsize", class = "localmean_error")
+  expect_error(kde(c(1, NA, 3)), "non-finite", class = "localmean_error")
+  expect_error(kde(x1, weights = -x1), "weights", class = "localmean_error")
+  expect_error(kde(x2, bandwidth = nn(200)), "nn", class = "localmean_error")
+  expect_error(kde(c(1, 1, 1, 2), bandwidth = nn(1)), "zero", class = "localmean_error")
+  expect_error(kde(x2, method = "binned", bandwidth = nn(5)), "binned",
+               class = "localmean_error")
+  fit <- kde(x2, bandwidth = 1)
+  expect_error(predict(fit), "newdata", class = "localmean_error")
+  expect_error(predict(fit, matrix(1, 2, 3)), "2 columns", class = "localmean_error")
+})

@@ -1,0 +1,165 @@
+# Mode seeking: mean shift, blurring / self-local mean, MedoidShift and the principal-component
+# shift against plain-R iterations, recovery of separated clusters, thread invariance, errors.
+
+set.seed(7)
+centres <- rbind(c(0, 0), c(4, 0), c(2, 4))
+truth <- rep(1:3, c(60, 50, 40))
+blobs <- centres[truth, ] + matrix(rnorm(300, sd = 0.4), ncol = 2)
+same_partition <- function(a, b) {
+  all(table(a, b) %in% c(0, as.vector(table(a))))  && length(unique(a)) == length(unique(b))
+}
+
+test_that("mean shift modes equal a plain-R iteration", {
+  for (kernel in c("gaussian", "epanechnikov", "biweight")) {
+    fit <- mean_shift(blobs, bandwidth = 0.9, kernel = kernel, tol = 1e-12, verbose = FALSE)
+    for (i in c(1, 70, 150)) {
+      ref <- mean_shift_ref(blobs[i, ], blobs, c(0.9, 0.9), kernel, tol = 1e-12)
+      expect_equal(fit$point_modes[i, ], ref, tolerance = 1e-10, info = kernel)
+    }
+  }
+  w <- runif(nrow(blobs))
+  fit <- mean_shift(blobs, bandwidth = c(0.8, 1), weights = w, tol = 1e-12, verbose = FALSE)
+  ref <- mean_shift_ref(blobs[5, ], blobs, c(0.8, 1), weights = w, tol = 1e-12)
+  expect_equal(fit$point_modes[5, ], ref, tolerance = 1e-10)
+  dens <- kde_ref(blobs, fit$modes, "gaussian", h = c(0.8, 1), weights = w)
+  expect_equal(fit$mode_density, dens, tolerance = 1e-8)
+})
+
+test_that("separated mixtures are recovered exactly by every method", {
+  ms <- mean_shift(blobs, bandwidth = 0.8, verbose = FALSE)
+  expect_true(same_partition(ms$cluster, truth))
+  expect_equal(ms$size, c(60, 50, 40))
+  expect_true(all(ms$converged))
+  expect_lt(max(abs(ms$modes - centres)), 0.25)
+  blur <- mean_shift(blobs, bandwidth = 0.8, blurring = TRUE, verbose = FALSE)
+  expect_true(same_partition(blur$cluster, truth))
+  med <- medoid_shift(blobs, bandwidth = 0.8, verbose = FALSE)
+  expect_true(same_partition(med$cluster, truth))
+  # MedoidShift centres are data points.
+  expect_true(all(apply(med$modes, 1, function(m) any(colSums(abs(t(blobs) - m)) == 0))))
+  uni <- mean_shift(blobs, bandwidth = 1.5, kernel = "uniform", verbose = FALSE)
+  expect_true(same_partition(uni$cluster, truth))
+})
+
+test_that("predict assigns the training points to their own clusters", {
+  ms <- mean_shift(blobs, bandwidth = 0.8, verbose = FALSE)
+  expect_equal(predict(ms, blobs), ms$cluster)
+  expect_equal(predict(ms, rbind(c(0.1, 0), c(2, 3.9))), ms$cluster[c(1, 150)])
+  med <- medoid_shift(blobs, bandwidth = 0.8, verbose = FALSE)
+  expect_equal(predict(med, centres), med$cluster[c(1, 61, 111)])
+  far <- mean_shift(blobs, bandwidth = 0.8, kernel = "epanechnikov", verbose = FALSE)
+  expect_true(is.na(predict(far, c(50, 50))))
+})
+
+test_that("MedoidShift moves to the minimiser of the weighted squared distances", {
+  fit <- medoid_shift(blobs, bandwidth = 0.7, max_iter = 1, verbose = FALSE)
+  h <- 0.7
+  for (i in c(3, 80, 140)) {
+    k <- exp(-rowSums(sweep(blobs, 2, blobs[i, ])^2) / (2 * h^2))
+    cost <- apply(blobs, 1, function(p) sum(k * rowSums(sweep(blobs, 2, p)^2)))
+    expect_equal(fit$parent[i], which.min(cost))
+  }
+  roots <- fit$root
+  expect_true(all(fit$parent[roots] == roots))
+})
+
+test_that("the self-local mean is one local mean per step", {
+  x <- blobs[, 1]
+  one <- self_local_mean(x, steps = 1, bandwidth = 0.5, verbose = FALSE)
+  ref <- vapply(x, function(p) {
+    w <- exp(-(x - p)^2 / (2 * 0.25))
+    sum(w * x) / sum(w)
+  }, 1)
+  expect_equal(one, ref, tolerance = 1e-12)
+  two <- self_local_mean(x, steps = 2, bandwidth = 0.5, verbose = FALSE)
+  expect_equal(two, self_local_mean(one, steps = 1, bandwidth = 0.5, verbose = FALSE))
+  expect_equal(self_local_mean(blobs, steps = 0, bandwidth = 1, verbose = FALSE), blobs,
+               ignore_attr = TRUE)
+})
+
+test_that("the principal-component shift settles on the ridge", {
+  set.seed(3)
+  t <- runif(300, 0, pi)
+  arc <- cbind(cos(t), sin(t)) + matrix(rnorm(600, sd = 0.05), ncol = 2)
+  fit <- pc_shift(arc, ndim = 1, bandwidth = 0.12, verbose = FALSE)
+  r <- sqrt(rowSums(fit$points^2))
+  inner <- t > 0.3 & t < pi - 0.3
+  expect_lt(max(abs(r[inner] - 1)), 0.03)
+  expect_true(all(fit$converged))
+  # A plain-R subspace-constrained step for one point, iterated.
+  p <- arc[10, ]
+  for (it in 1:500) {
+    w <- exp(-rowSums(sweep(arc, 2, p)^2) / (2 * 0.12^2))
+    m <- colSums(w * arc) / sum(w)
+    cv <- crossprod(sqrt(w / sum(w)) * sweep(arc, 2, m)) / 0.12^2
+    v <- eigen(cv, symmetric = TRUE)$vectors[, 2]
+    nxt <- p + v * sum(v * (m - p))
+    done <- sqrt(sum((nxt - p)^2)) / 0.12 < 1e-8
+    p <- nxt
+    if (done) break
+  }
+  expect_equal(fit$points[10, ], p, tolerance = 1e-6, ignore_attr = TRUE)
+  ms <- pc_shift(blobs, ndim = 0, bandwidth = 0.8, tol = 1e-12, verbose = FALSE)
+  expect_equal(ms$points, mean_shift(blobs, bandwidth = 0.8, tol = 1e-12, verbose = FALSE)$point_modes,
+               tolerance = 1e-10, ignore_attr = TRUE)
+})
+
+test_that("results do not depend on the thread count", {
+  a <- mean_shift(blobs, bandwidth = 0.6, n_threads = 1, verbose = FALSE)
+  b <- mean_shift(blobs, bandwidth = 0.6, n_threads = 2, verbose = FALSE)
+  expect_identical(a$point_modes, b$point_modes)
+  expect_identical(medoid_shift(blobs, bandwidth = 0.6, n_threads = 1, verbose = FALSE)$cluster,
+                   medoid_shift(blobs, bandwidth = 0.6, n_threads = 2, verbose = FALSE)$cluster)
+  expect_identical(pc_shift(blobs, bandwidth = 0.6, n_threads = 1, verbose = FALSE)$points,
+                   pc_shift(blobs, bandwidth = 0.6, n_threads = 2, verbose = FALSE)$points)
+})
+
+test_that("edge cases give documented results", {
+  none <- mean_shift(blobs, bandwidth = 0.8, max_iter = 0, verbose = FALSE)
+  expect_equal(none$point_modes, blobs, ignore_attr = TRUE)
+  expect_true(all(none$iterations == 0))
+  same <- mean_shift(matrix(1, 5, 2), bandwidth = 1, verbose = FALSE)
+  expect_equal(same$size, 5)
+  single <- mean_shift(c(3), bandwidth = 1, verbose = FALSE)
+  expect_equal(single$modes[1, 1], 3)
+  paths <- mean_shift(blobs, bandwidth = 0.8, keep_path = TRUE, verbose = FALSE)$paths
+  expect_length(paths, nrow(blobs))
+  expect_equal(paths[[1]][1, ], blobs[1, ])
+})
+
+test_that("methods print, summarise and plot", {
+  ms <- mean_shift(blobs, bandwidth = 0.8, keep_path = TRUE, verbose = FALSE)
+  expect_output(print(ms), "Mean shift: 3 clusters from 150 points")
+  expect_output(print(summary(ms)), "Modes:")
+  med <- medoid_shift(blobs, bandwidth = 0.8, verbose = FALSE)
+  expect_output(print(med), "MedoidShift: 3 clusters")
+  pc <- pc_shift(blobs, bandwidth = 0.8, verbose = FALSE)
+  expect_output(print(pc), "1-dimensional ridges")
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_silent(plot(ms, paths = TRUE))
+  expect_silent(plot(med, paths = TRUE))
+  expect_silent(plot(pc))
+  expect_silent(plot(mean_shift(cbind(blobs, 1), bandwidth = 0.8, verbose = FALSE)))
+  expect_error(plot(mean_shift(blobs, bandwidth = 0.8, verbose = FALSE), paths = TRUE),
+               "keep_path", class = "localmean_error")
+})
+
+test_that("bad input gives classed errors naming the argument", {
+  expect_error(mean_shift(blobs, bandwidth = -1), "bandwidth", class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = "cv"), "bandwidth", class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = c(1, 2, 3)), "bandwidth", class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = 1, max_iter = -1), "max_iter",
+               class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = 1, tol = NA), "tol", class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = 1, merge_tol = 0), "merge_tol",
+               class = "localmean_error")
+  expect_error(mean_shift(3, bandwidth = "auto"), "at least 2", class = "localmean_error")
+  expect_error(mean_shift(cbind(1:5, 2)), "spread", class = "localmean_error")
+  expect_error(pc_shift(blobs, ndim = 2, bandwidth = 1), "ndim", class = "localmean_error")
+  expect_error(medoid_shift(blobs, bandwidth = 1, max_iter = 0), "max_iter",
+               class = "localmean_error")
+  expect_error(self_local_mean(blobs, steps = -1), "steps", class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = 1, kernel = "box"), "kernel",
+               class = "localmean_error")
+})
