@@ -2,6 +2,7 @@
 // results from a serial and a std::thread parallel-for. Run by `make core-test`.
 #include <localmean/binning.hpp>
 #include <localmean/engine.hpp>
+#include <localmean/modes.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -86,6 +87,71 @@ int main() {
   });
   expect(std::all_of(visits.begin(), visits.end(), [](int v) { return v == 1; }),
          "run_chunked covers every item once");
+
+  // Sample-point scales: the weight sum with point i stretched by s_i, against a direct sum.
+  std::vector<double> point_scale(n);
+  for (auto& v : point_scale) v = 0.2 + unif(rng);
+  const LocalData stretched(x.data(), n, d, y.data(), 1, nullptr, point_scale.data());
+  for (bool tree : {false, true}) {
+    EngineSettings set;
+    set.kernel = KernelType::biweight;
+    set.use_tree = tree;
+    std::vector<double> coef(m), wsum(m);
+    EngineOutput out;
+    out.coef = coef.data();
+    out.wsum = wsum.data();
+    local_fit(stretched, q.data(), m, nullptr, set, out);
+    double worst = 0.0;
+    for (std::size_t k = 0; k < m; ++k) {
+      double sw = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double r = std::hypot(x[i] - q[k], x[n + i] - q[m + k]) / point_scale[i];
+        sw += r <= 1.0 ? (1 - r * r) * (1 - r * r) : 0.0;
+      }
+      worst = std::max(worst, std::fabs(sw - wsum[k]));
+    }
+    expect(worst < 1e-10, "point scales stretch every point's kernel");
+  }
+
+  // Jacobi eigen-decomposition: A v = lambda v.
+  std::vector<double> a = {4, 1, 0.5, 1, 3, 0.2, 0.5, 0.2, 1}, a0 = a, values, vectors;
+  symmetric_eigen(a, 3, values, vectors);
+  double resid = 0.0;
+  for (std::size_t k = 0; k < 3; ++k)
+    for (std::size_t i = 0; i < 3; ++i) {
+      double av = 0.0;
+      for (std::size_t j = 0; j < 3; ++j) av += a0[i * 3 + j] * vectors[j * 3 + k];
+      resid = std::max(resid, std::fabs(av - values[k] * vectors[i * 3 + k]));
+    }
+  expect(resid < 1e-12, "symmetric_eigen solves A v = lambda v");
+
+  // Mean shift: a point started anywhere ends at a fixed point of the local mean, identically
+  // with one or two threads.
+  const std::vector<double> coords = shift_values(x.data(), n, d, false);
+  const LocalData cloud(x.data(), n, d, coords.data(), d, nullptr);
+  EngineSettings gauss;
+  gauss.kernel = KernelType::gaussian;
+  ShiftSettings shift;
+  shift.tol = 1e-10;
+  std::vector<double> p1(q), p2(q);
+  std::vector<int> iters(m);
+  ShiftOutput sout;
+  sout.iterations = iters.data();
+  shift_points(cloud, p1.data(), m, gauss, shift, sout);
+  shift_points(cloud, p2.data(), m, gauss, shift, sout, two_threads);
+  expect(p1 == p2, "serial and threaded mean shift are identical");
+  double moved = 0.0;
+  for (std::size_t k = 0; k < m; ++k) {
+    double sw = 0.0, sx = 0.0, sy = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double w = std::exp(-0.5 * (std::pow(x[i] - p1[k], 2) + std::pow(x[n + i] - p1[m + k], 2)));
+      sw += w;
+      sx += w * x[i];
+      sy += w * x[n + i];
+    }
+    moved = std::max(moved, std::hypot(sx / sw - p1[k], sy / sw - p1[m + k]));
+  }
+  expect(moved < 1e-8, "mean shift stops at a fixed point of the local mean");
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
