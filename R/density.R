@@ -100,7 +100,7 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
            {.arg kernel}.")
   }
   prior <- (weights %||% rep(1, nrow(x))) / sum(weights %||% nrow(x))
-  chosen <- resolve_kde_bandwidth(bandwidth, x, kernel, prior, n_threads)
+  chosen <- resolve_kde_bandwidth(bandwidth, x, kernel, weights, n_threads)
   fit <- structure(list(x = x, weights = prior, kernel = kernel, bandwidth = chosen$bandwidth,
                         bandwidth_method = chosen$method, bounds = bounds, call = match.call()),
                    class = "local_kde")
@@ -132,12 +132,12 @@ check_bounds <- function(bounds, x, call = rlang::caller_env()) {
 }
 
 # A bandwidth specification: list(type = "scale", h) / ("matrix", H) / ("nn", k, scale, point).
-resolve_kde_bandwidth <- function(bandwidth, x, kernel, prior, n_threads,
+resolve_kde_bandwidth <- function(bandwidth, x, kernel, weights, n_threads,
                                   call = rlang::caller_env()) {
   d <- ncol(x)
   if (is.character(bandwidth)) {
     method <- check_choice(bandwidth, kde_selectors, arg = "bandwidth", call = call)
-    bw <- kde_bandwidth(x, method, kernel = kernel, weights = prior, n_threads = n_threads)
+    bw <- kde_bandwidth(x, method, kernel = kernel, weights = weights, n_threads = n_threads)
     return(list(bandwidth = as_kde_bandwidth(bw, d, call), method = method))
   }
   if (inherits(bandwidth, "nn_bandwidth")) {
@@ -330,9 +330,10 @@ kde_binned <- function(fit, points, n_threads, verbose) {
 #' their weights plus kernel noise scaled by the bandwidth (mirrored back at
 #' the bounds).
 #'
-#' In two dimensions `plot()` shades the highest-density regions holding
-#' `probs` of the probability mass, their levels being the quantiles of the
-#' estimate at the data points (Hyndman, 1996).
+#' In two dimensions `plot()` shades highest-density regions: their levels
+#' are the quantiles of the estimate at the data points (Hyndman, 1996), so
+#' that each region holds about `probs` of the data (not exactly of the
+#' estimate's own mass, which smoothing spreads wider).
 #'
 #' @param object,x A `local_kde` object made by [kde()].
 #' @param newdata Points: a vector (1-D), or a matrix or data frame with the
@@ -446,9 +447,13 @@ hdr_levels <- function(object, probs) {
   stats::setNames(levels, paste0(100 * probs, "%"))
 }
 
+# Grid points higher than their neighbours (an end point counts when it tops its one neighbour,
+# as at a bound), highest first.
 grid_maxima <- function(g, est) {
-  inner <- which(diff(sign(diff(est))) < 0) + 1L
-  g[inner[order(est[inner], decreasing = TRUE)]]
+  up <- c(TRUE, diff(est) > 0)
+  down <- c(-diff(est) > 0, TRUE)
+  top <- which(up & down & est > 0)
+  g[top[order(est[top], decreasing = TRUE)]]
 }
 
 #' @export
@@ -474,16 +479,16 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
   }
   vars <- colnames(x$x)
   if (d == 1L) {
-    graphics::plot(x$grid[[1L]], x$estimate, type = "l", xlab = vars, ylab = "density",
-                   main = paste("Kernel density,", x$kernel), ...)
+    plot_with_defaults(x$grid[[1L]], x$estimate, type = "l", xlab = vars, ylab = "density",
+                       main = paste("Kernel density,", x$kernel), ...)
     if (rug) graphics::rug(x$x[sample_rows(nrow(x$x), 2000L), 1L])
     return(invisible(x))
   }
   levels <- sort(hdr_levels(x, probs))
   breaks <- c(levels, max(x$estimate, levels) * (1 + 1e-9))
   cols <- grDevices::hcl.colors(length(levels), "YlOrRd", rev = TRUE)
-  graphics::plot(range(x$grid[[1L]]), range(x$grid[[2L]]), type = "n", xlab = vars[1L],
-                 ylab = vars[2L], main = paste("Highest-density regions,", x$kernel), ...)
+  plot_with_defaults(range(x$grid[[1L]]), range(x$grid[[2L]]), type = "n", xlab = vars[1L],
+                     ylab = vars[2L], main = paste("Highest-density regions,", x$kernel), ...)
   graphics::.filled.contour(x$grid[[1L]], x$grid[[2L]], x$estimate, breaks, cols)
   if (rug) {
     keep <- sample_rows(nrow(x$x), 5000L)
@@ -492,6 +497,14 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
   graphics::contour(x$grid[[1L]], x$grid[[2L]], x$estimate, levels = levels,
                     labels = names(levels), add = TRUE, col = "grey20")
   invisible(x)
+}
+
+# graphics::plot() with our labels as defaults that the caller's `...` may override.
+plot_with_defaults <- function(x, y, ...) {
+  args <- list(...)
+  named <- names(args) %||% rep("", length(args))
+  keep <- named == "" | !duplicated(named, fromLast = TRUE)
+  do.call(graphics::plot, c(list(x, y), args[keep]))
 }
 
 # At most `max` row indices, evenly spread (plots of large data).
@@ -543,7 +556,8 @@ simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
       draws[, j] <- ifelse(v > hi, 2 * hi - v, v)
     }
   }
-  if (d == 1L) drop(draws) else draws
+  draws <- unname(draws)
+  if (d == 1L) drop(draws) else `colnames<-`(draws, colnames(x))
 }
 
 # n draws from the standard radial kernel in d dimensions: a uniform direction times a radius

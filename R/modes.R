@@ -14,7 +14,10 @@
 #'
 #' With `blurring = TRUE` the data move too (Cheng's blurring mean shift): each
 #' step replaces all points by their local means among the current points, as
-#' [self_local_mean()] does, until no point moves more than `tol`.
+#' [self_local_mean()] does. Clusters collapse within a few steps and then
+#' drift slowly towards each other, so the iteration stops as soon as every
+#' point lies within `merge_tol / 100` bandwidths of its cluster (points
+#' grouped as below), or no point moves more than `tol`.
 #'
 #' **Bandwidth.** "auto" is a bandwidth for estimating the density gradient
 #' (see [kde_bandwidth()]'s `gradient` notes): per variable, chosen for the
@@ -63,9 +66,12 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
   merge_tol <- check_positive(merge_tol)
   keep_path <- check_flag(keep_path)
   blurring <- check_flag(blurring)
-  run <- if (blurring) blurring_shift else climb
-  res <- run(setup$x, setup, setup$x, max_iter = setup$max_iter, tol = setup$tol,
-             ndim = -1L, keep_path = keep_path)
+  res <- if (blurring) {
+    blurring_shift(setup$x, setup, setup$x, setup$max_iter, setup$tol, -1L, keep_path,
+                   collapse_tol = merge_tol)
+  } else {
+    climb(setup$x, setup, setup$x, setup$max_iter, setup$tol, -1L, keep_path)
+  }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
   fit <- new_mode_clusters(setup, groups, res, "mean_shift", match.call())
   fit$merge_tol <- merge_tol
@@ -167,8 +173,10 @@ shift_norm <- function(setup, n) {
     if (length(setup$prior)) 1 else n
 }
 
-# Blurring: every step moves all points to their local means among the current points.
-blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
+# Blurring: every step moves all points to their local means among the current points. With a
+# `collapse_tol`, it also stops once the points have collapsed into clusters (see mean_shift()).
+blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path,
+                           collapse_tol = NULL) {
   paths <- if (keep_path) list(points)
   iter <- 0L
   moving <- TRUE
@@ -179,7 +187,8 @@ blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path) 
     points <- step$points
     iter <- iter + 1L
     if (keep_path) paths[[iter + 1L]] <- points
-    moving <- max(change) >= tol
+    moving <- max(change) >= tol &&
+      (is.null(collapse_tol) || !collapsed(points, setup$h, collapse_tol))
   }
   density <- cpp_local_fit(points, setup$h, numeric(0), setup$prior, numeric(0), points,
                            numeric(0), setup$kernel, 0L, FALSE, setup$method, 0, integer(0),
@@ -190,6 +199,15 @@ blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path) 
        paths = if (keep_path) lapply(seq_len(n), function(i) {
          do.call(rbind, lapply(paths, function(p) p[i, ]))
        }))
+}
+
+# Whether every point lies within tol / 100 of the first point of its group (points grouped
+# greedily within tol, in bandwidths).
+collapsed <- function(points, h, tol) {
+  scaled <- sweep(points, 2L, h, `/`)
+  group <- cpp_merge_modes(scaled, tol)
+  first <- scaled[match(group, group), , drop = FALSE]
+  max(rowSums((scaled - first)^2)) < (tol / 100)^2
 }
 
 # Groups points by their modes: visited by decreasing density, a mode within `tol` bandwidths of
@@ -209,8 +227,8 @@ merge_modes <- function(modes, density, h, tol) {
 
 new_mode_clusters <- function(setup, groups, res, algorithm, call) {
   reps <- groups$representative
+  dimnames(res$points) <- list(NULL, colnames(setup$x))
   modes <- res$points[reps, , drop = FALSE]
-  rownames(modes) <- NULL
   structure(list(cluster = groups$cluster, modes = modes, mode_density = res$density[reps],
                  size = groups$size, point_modes = res$points, iterations = res$iterations,
                  converged = res$converged, paths = res$paths, x = setup$x,
@@ -445,10 +463,11 @@ plot.mode_clusters <- function(x, paths = FALSE, ...) {
   }
   xy <- if (d == 2L) x$x else cbind(x$x, stats::runif(nrow(x$x), -1, 1))
   modes <- if (d == 2L) x$modes else cbind(x$modes, 0)
-  graphics::plot(xy, col = point_col, pch = 20, xlab = colnames(x$x)[1L],
-                 ylab = if (d == 2L) colnames(x$x)[2L] else "", yaxt = if (d == 1L) "n",
-                 main = paste0(if (x$algorithm == "mean_shift") "Mean shift" else "MedoidShift",
-                               ": ", length(x$size), " clusters"), ...)
+  k <- length(x$size)
+  plot_with_defaults(xy, NULL, col = point_col, pch = 20, xlab = colnames(x$x)[1L],
+                     ylab = if (d == 2L) colnames(x$x)[2L] else "", yaxt = if (d == 1L) "n",
+                     main = paste0(if (x$algorithm == "mean_shift") "Mean shift" else
+                                     "MedoidShift", ": ", k, " cluster", if (k != 1L) "s"), ...)
   if (paths && d == 2L) draw_paths(x, cols)
   graphics::points(modes, pch = 4, cex = 2, lwd = 3)
   invisible(x)
@@ -492,7 +511,7 @@ plot.pc_shift <- function(x, paths = FALSE, ...) {
                     pch = 20, ...)
     return(invisible(x))
   }
-  graphics::plot(x$x, col = "grey60", pch = 20, main = "Principal-component shift", ...)
+  plot_with_defaults(x$x, NULL, col = "grey60", pch = 20, main = "Principal-component shift", ...)
   if (paths && !is.null(x$paths)) {
     for (i in sample_rows(length(x$paths), 500L)) graphics::lines(x$paths[[i]], col = "grey40")
   }

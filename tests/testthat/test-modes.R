@@ -14,13 +14,13 @@ test_that("mean shift modes equal a plain-R iteration", {
     fit <- mean_shift(blobs, bandwidth = 0.9, kernel = kernel, tol = 1e-12, verbose = FALSE)
     for (i in c(1, 70, 150)) {
       ref <- mean_shift_ref(blobs[i, ], blobs, c(0.9, 0.9), kernel, tol = 1e-12)
-      expect_equal(fit$point_modes[i, ], ref, tolerance = 1e-10, info = kernel)
+      expect_equal(fit$point_modes[i, ], ref, tolerance = 1e-10, info = kernel, ignore_attr = TRUE)
     }
   }
   w <- runif(nrow(blobs))
   fit <- mean_shift(blobs, bandwidth = c(0.8, 1), weights = w, tol = 1e-12, verbose = FALSE)
   ref <- mean_shift_ref(blobs[5, ], blobs, c(0.8, 1), weights = w, tol = 1e-12)
-  expect_equal(fit$point_modes[5, ], ref, tolerance = 1e-10)
+  expect_equal(fit$point_modes[5, ], ref, tolerance = 1e-10, ignore_attr = TRUE)
   dens <- kde_ref(blobs, fit$modes, "gaussian", h = c(0.8, 1), weights = w)
   expect_equal(fit$mode_density, dens, tolerance = 1e-8)
 })
@@ -121,7 +121,7 @@ test_that("edge cases give documented results", {
   same <- mean_shift(matrix(1, 5, 2), bandwidth = 1, verbose = FALSE)
   expect_equal(same$size, 5)
   single <- mean_shift(c(3), bandwidth = 1, verbose = FALSE)
-  expect_equal(single$modes[1, 1], 3)
+  expect_equal(single$modes[1, 1], c(x = 3))
   paths <- mean_shift(blobs, bandwidth = 0.8, keep_path = TRUE, verbose = FALSE)$paths
   expect_length(paths, nrow(blobs))
   expect_equal(paths[[1]][1, ], blobs[1, ])
