@@ -38,7 +38,13 @@
 #' @param tol A point stops when its step is shorter than `tol` bandwidths.
 #' @param blurring Move the data with the points (blurring mean shift).
 #' @param merge_tol Modes closer than this (in bandwidths) are merged.
-#' @param keep_path Keep every point's path (a list of matrices).
+#' @param seeds `NULL` (every data point climbs), "bin" (one seed per cell of
+#'   a grid with cells one bandwidth wide holding at least `min_bin_freq`
+#'   points, at the mean of its points, as scikit-learn's `bin_seeding`), or a
+#'   matrix of starting points. With seeds only the seeds climb and every data
+#'   point joins the cluster of its nearest mode: much faster on large data.
+#' @param min_bin_freq Fewest points of a cell that gets a seed.
+#' @param keep_path Keep every point's (or seed's) path (a list of matrices).
 #' @param weights Optional non-negative case weights.
 #' @param method "auto", "tree" (kd-tree with the kernel's cut-off) or
 #'   "exact" (every point, untruncated).
@@ -47,7 +53,8 @@
 #' @return An object of class `mode_clusters`: `cluster` (integer labels),
 #'   `modes` (one row per cluster), `mode_density` (the kernel density
 #'   estimate at the modes), `size`, `point_modes` (where every point
-#'   stopped), `iterations`, `converged`, `paths` (with `keep_path = TRUE`),
+#'   stopped; with seeds, its cluster's mode), `iterations` and `converged`
+#'   (per point, or per seed), `seeds`, `paths` (with `keep_path = TRUE`),
 #'   `x`, `bandwidth`, `kernel`, `algorithm` and `call`.
 #' @family modes
 #' @export
@@ -60,23 +67,65 @@
 #' plot(fit, paths = TRUE)
 #' predict(fit, rbind(c(0, 0), c(2, 2)))
 mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 500, tol = 1e-8,
-                       blurring = FALSE, merge_tol = 0.1, keep_path = FALSE, weights = NULL,
-                       method = "auto", n_threads = NULL, verbose = interactive(), ...) {
+                       blurring = FALSE, merge_tol = 0.1, seeds = NULL, min_bin_freq = 1,
+                       keep_path = FALSE, weights = NULL, method = "auto", n_threads = NULL,
+                       verbose = interactive(), ...) {
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose)
   merge_tol <- check_positive(merge_tol)
   keep_path <- check_flag(keep_path)
   blurring <- check_flag(blurring)
+  start <- shift_seeds(seeds, setup, min_bin_freq)
+  if (blurring && !is.null(start)) abort("{.arg seeds} cannot be used with {.code blurring = TRUE}.")
   res <- if (blurring) {
     blurring_shift(setup$x, setup, setup$x, setup$max_iter, setup$tol, -1L, keep_path,
                    collapse_tol = merge_tol)
   } else {
-    climb(setup$x, setup, setup$x, setup$max_iter, setup$tol, -1L, keep_path)
+    climb(setup$x, setup, start %||% setup$x, setup$max_iter, setup$tol, -1L, keep_path)
   }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
+  if (!is.null(start)) groups <- assign_to_modes(groups, res$points, setup)
   fit <- new_mode_clusters(setup, groups, res, "mean_shift", match.call())
+  if (!is.null(start)) {
+    fit$seeds <- start
+    fit$seed_cluster <- cpp_nearest_index(fit$modes, setup$h, res$points, setup$n_threads)
+    fit$point_modes <- fit$modes[fit$cluster, , drop = FALSE]
+  }
   fit$merge_tol <- merge_tol
   fit$blurring <- blurring
   fit
+}
+
+# Starting points: NULL (every data point), "bin" (the mean of the points in every cell of a grid
+# with one-bandwidth cells holding at least min_bin_freq points) or a matrix.
+shift_seeds <- function(seeds, setup, min_bin_freq, call = rlang::caller_env()) {
+  if (is.null(seeds)) return(NULL)
+  x <- setup$x
+  if (is.character(seeds)) {
+    check_choice(seeds, "bin", arg = "seeds", call = call)
+    min_bin_freq <- check_count(min_bin_freq, arg = "min_bin_freq", call = call)
+    cell <- interaction(as.data.frame(floor(sweep(x, 2L, setup$h, `/`))), drop = TRUE)
+    count <- tabulate(cell, nlevels(cell))
+    means <- rowsum(x, cell, reorder = TRUE) / count
+    keep <- count >= min_bin_freq
+    if (!any(keep)) abort("No grid cell holds {.arg min_bin_freq} points.", call = call)
+    return(unname(means[keep, , drop = FALSE]))
+  }
+  seeds <- check_predictors(seeds, arg = "seeds", call = call)
+  if (ncol(seeds) != ncol(x)) {
+    abort("{.arg seeds} must have {ncol(x)} column{?s}, like {.arg x}.", call = call)
+  }
+  seeds
+}
+
+# With seeds, every data point joins the cluster of its nearest mode (in bandwidths); clusters
+# that receive no point are dropped and the rest renumbered by decreasing size.
+assign_to_modes <- function(groups, points, setup) {
+  modes <- points[groups$representative, , drop = FALSE]
+  nearest <- cpp_nearest_index(modes, setup$h, setup$x, setup$n_threads)
+  size <- tabulate(nearest, nrow(modes))
+  relabel <- order(-size, seq_along(size))[seq_len(sum(size > 0))]
+  list(cluster = match(nearest, relabel), representative = groups$representative[relabel],
+       size = size[relabel])
 }
 
 #' Self-local mean (blurring mean shift)
@@ -481,8 +530,9 @@ draw_paths <- function(x, cols) {
     return(invisible())
   }
   if (is.null(x$paths)) abort("The fit kept no paths; refit with {.code keep_path = TRUE}.")
+  path_cluster <- x$seed_cluster %||% x$cluster
   for (i in sample_rows(length(x$paths), 500L)) {
-    graphics::lines(x$paths[[i]], col = cols[x$cluster[i]], lwd = 0.7)
+    graphics::lines(x$paths[[i]], col = cols[path_cluster[i]], lwd = 0.7)
   }
 }
 

@@ -41,6 +41,27 @@ test_that("separated mixtures are recovered exactly by every method", {
   expect_true(same_partition(uni$cluster, truth))
 })
 
+test_that("seeds climb alone and the points join the nearest mode", {
+  full <- mean_shift(blobs, bandwidth = 0.8, verbose = FALSE)
+  binned <- mean_shift(blobs, bandwidth = 0.8, seeds = "bin", keep_path = TRUE, verbose = FALSE)
+  expect_true(same_partition(binned$cluster, truth))
+  expect_lt(max(abs(binned$modes - full$modes)), 1e-6)
+  expect_length(binned$iterations, nrow(binned$seeds))
+  cells <- unique(floor(blobs / 0.8))
+  expect_equal(nrow(binned$seeds), nrow(cells))
+  given <- mean_shift(blobs, bandwidth = 0.8, seeds = centres, verbose = FALSE)
+  expect_true(same_partition(given$cluster, truth))
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_silent(plot(binned, paths = TRUE))
+  expect_error(mean_shift(blobs, bandwidth = 1, seeds = "grid"), "seeds",
+               class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = 1, seeds = matrix(0, 2, 3)), "seeds",
+               class = "localmean_error")
+  expect_error(mean_shift(blobs, bandwidth = 1, seeds = "bin", min_bin_freq = 1e4),
+               "min_bin_freq", class = "localmean_error")
+})
+
 test_that("predict assigns the training points to their own clusters", {
   ms <- mean_shift(blobs, bandwidth = 0.8, verbose = FALSE)
   expect_equal(predict(ms, blobs), ms$cluster)
