@@ -33,8 +33,8 @@ cpp_radial_constant <- function(kernel, d) {
     .Call(`_localmean_cpp_radial_constant`, kernel, d)
 }
 
-cpp_column_ranges <- function(x) {
-    .Call(`_localmean_cpp_column_ranges`, x)
+cpp_column_ranges <- function(points) {
+    .Call(`_localmean_cpp_column_ranges`, points)
 }
 
 cpp_all_finite <- function(x) {

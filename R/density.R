@@ -54,7 +54,9 @@
 #' @param subset,na.action For the formula method, as in [stats::lm()].
 #' @param ... Unused.
 #' @return An object of class `local_kde` (not `kde`, so that it does not
-#'   clash with the ks package's class): `x` (the data), `weights`, `kernel`,
+#'   clash with the ks package's class): `x` (the data, a vector when given as
+#'   one), `n`, `d`, `vars` (variable names), `range`, `weights` (normalised,
+#'   `NULL` without case weights), `kernel`,
 #'   `bandwidth` (a list with its `type`, "scale", "matrix" or "nn", and
 #'   values), `bandwidth_method`, `bounds`, `grid` (a list of grid axes) and
 #'   `estimate` (the density on the grid: a vector in 1-D, an array
@@ -88,22 +90,23 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
 kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NULL,
                         gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
                         verbose = interactive(), ...) {
-  x <- check_predictors(x)
+  data <- check_kde_data(x)
   kernel <- check_kernel(kernel)
-  weights <- check_weights(weights, nrow(x))
-  bounds <- check_bounds(bounds, x)
+  weights <- check_weights(weights, data$n)
+  bounds <- check_bounds(bounds, data)
   method <- check_choice(method, c("auto", "binned", "exact", "tree"))
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
-  if (kernel == "cauchy" && ncol(x) > 1L) {
+  if (kernel == "cauchy" && data$d > 1L) {
     abort("The {.val cauchy} kernel has no density in more than one dimension; choose another
            {.arg kernel}.")
   }
-  prior <- (weights %||% rep(1, nrow(x))) / sum(weights %||% nrow(x))
-  chosen <- resolve_kde_bandwidth(bandwidth, x, kernel, weights, n_threads)
-  fit <- structure(list(x = x, weights = prior, kernel = kernel, bandwidth = chosen$bandwidth,
-                        bandwidth_method = chosen$method, bounds = bounds, call = match.call()),
+  fit <- structure(c(data, list(weights = if (!is.null(weights)) weights / sum(weights),
+                                kernel = kernel, bounds = bounds, call = match.call())),
                    class = "local_kde")
+  chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads)
+  fit$bandwidth <- chosen$bandwidth
+  fit$bandwidth_method <- chosen$method
   fit$grid <- kde_grid(fit, gridsize)
   grid_method <- kde_method(method, fit, fit$grid)
   fit$method <- grid_method
@@ -111,10 +114,30 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
   fit
 }
 
+# The data with their size, names and ranges. A plain numeric vector is kept as it is: copying
+# large data costs more than estimating on a grid (see bench/README.md).
+check_kde_data <- function(x, call = rlang::caller_env()) {
+  if (is.double(x) && is.null(dim(x)) && !is.object(x) && length(x) > 0L) {
+    ranges <- cpp_column_ranges(x)
+    if (!ranges$finite) abort("{.arg x} has missing or non-finite values.", call = call)
+    return(list(x = x, n = length(x), d = 1L, vars = "x", range = ranges$range))
+  }
+  x <- check_predictors(x, call = call)
+  list(x = x, n = nrow(x), d = ncol(x), vars = colnames(x), range = column_ranges(x))
+}
+
+# The data as a matrix with named columns.
+kde_data <- function(fit) {
+  if (is.null(dim(fit$x))) matrix(fit$x, ncol = 1L, dimnames = list(NULL, fit$vars)) else fit$x
+}
+
+# Normalised weights (equal without case weights).
+kde_weights <- function(fit) fit$weights %||% rep(1 / fit$n, fit$n)
+
 # Bounds as a 2 x d matrix (row 1 lower, row 2 upper) that contains the data, or NULL.
-check_bounds <- function(bounds, x, call = rlang::caller_env()) {
+check_bounds <- function(bounds, data, call = rlang::caller_env()) {
   if (is.null(bounds)) return(NULL)
-  d <- ncol(x)
+  d <- data$d
   if (is.numeric(bounds) && is.null(dim(bounds)) && length(bounds) == 2L && d == 1L) {
     bounds <- matrix(bounds, 2L)
   }
@@ -123,24 +146,25 @@ check_bounds <- function(bounds, x, call = rlang::caller_env()) {
     abort("{.arg bounds} must be {.code c(lower, upper)} in 1-D or a 2-row matrix with one
            column per variable, lower below upper.", call = call)
   }
-  range <- column_ranges(x)
-  if (any(range[1L, ] < bounds[1L, ]) || any(range[2L, ] > bounds[2L, ])) {
+  if (any(data$range[1L, ] < bounds[1L, ]) || any(data$range[2L, ] > bounds[2L, ])) {
     abort("Some data lie outside {.arg bounds}.", call = call)
   }
-  colnames(bounds) <- colnames(x)
+  colnames(bounds) <- data$vars
   bounds
 }
 
 # A bandwidth specification: list(type = "scale", h) / ("matrix", H) / ("nn", k, scale, point).
-resolve_kde_bandwidth <- function(bandwidth, x, kernel, weights, n_threads,
+resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads,
                                   call = rlang::caller_env()) {
-  d <- ncol(x)
+  d <- fit$d
   if (is.character(bandwidth)) {
     method <- check_choice(bandwidth, kde_selectors, arg = "bandwidth", call = call)
-    bw <- kde_bandwidth(x, method, kernel = kernel, weights = weights, n_threads = n_threads)
+    bw <- kde_bandwidth(kde_data(fit), method, kernel = fit$kernel, weights = weights,
+                        n_threads = n_threads)
     return(list(bandwidth = as_kde_bandwidth(bw, d, call), method = method))
   }
   if (inherits(bandwidth, "nn_bandwidth")) {
+    x <- kde_data(fit)
     if (bandwidth$k >= nrow(x)) {
       abort("{.arg bandwidth}: {.code nn(k)} needs k below the number of points ({nrow(x)}).",
             call = call)
@@ -184,6 +208,10 @@ kde_frame <- function(fit) {
   x <- fit$x
   prior <- fit$weights
   point <- if (fit$bandwidth$type == "nn") fit$bandwidth$point
+  if (!is.null(fit$bounds) || fit$bandwidth$type != "scale") {
+    x <- kde_data(fit)
+    prior <- kde_weights(fit)
+  }
   if (!is.null(fit$bounds)) {
     for (j in seq_len(ncol(x))) {
       for (edge in fit$bounds[, j][is.finite(fit$bounds[, j])]) {
@@ -196,11 +224,13 @@ kde_frame <- function(fit) {
     }
   }
   bw <- fit$bandwidth
-  d <- ncol(x)
+  d <- fit$d
   constant <- cpp_radial_constant(fit$kernel, d)
   switch(bw$type,
-    scale = list(x = x, prior = prior, scale = bw$h, point = numeric(0),
-                 norm = constant / prod(bw$h), to_engine = identity),
+    # Equal weights are left to the normalising constant: no weight vector.
+    scale = list(x = x, prior = prior %||% numeric(0), scale = bw$h, point = numeric(0),
+                 norm = constant / prod(bw$h) / if (is.null(prior)) fit$n else 1,
+                 to_engine = identity),
     matrix = {
       to_engine <- function(q) t(forwardsolve(bw$root, t(q)))
       list(x = to_engine(x), prior = prior, scale = rep(1, d), point = numeric(0),
@@ -236,7 +266,7 @@ outside_bounds <- function(fit, points, dens) {
 # Grid axes: `gridsize` points per variable spanning the data and the kernel's reach, clipped to
 # the bounds.
 kde_grid <- function(fit, gridsize) {
-  d <- ncol(fit$x)
+  d <- fit$d
   if (is.null(gridsize)) gridsize <- c(512L, 51L, 0L)[min(d, 3L)]
   if (!is.numeric(gridsize) || !length(gridsize) %in% c(1L, d) || any(!is.finite(gridsize)) ||
       any(gridsize != round(gridsize)) || any(gridsize < 0) || any(gridsize %in% 1:2)) {
@@ -246,7 +276,7 @@ kde_grid <- function(fit, gridsize) {
   gridsize <- rep_len(as.integer(gridsize), d)
   if (any(gridsize == 0L)) return(NULL)
   reach <- kde_grid_reach(fit$kernel)
-  range <- column_ranges(fit$x)
+  range <- fit$range
   half <- reach * kde_spread(fit$bandwidth)
   axes <- lapply(seq_len(d), function(j) {
     lo <- range[1L, j] - half[j]
@@ -257,7 +287,7 @@ kde_grid <- function(fit, gridsize) {
     }
     seq(lo, hi, length.out = gridsize[j])
   })
-  stats::setNames(axes, colnames(fit$x))
+  stats::setNames(axes, fit$vars)
 }
 
 # How far (in scales) the grid extends beyond the data: three standard deviations for the
@@ -277,14 +307,14 @@ kde_spread <- function(bw) {
 # Binning pays for fixed scales in at most two variables on large data, when the grid step is at
 # most half a bandwidth (the rule the regression family uses too).
 kde_method <- function(method, fit, grid, call = rlang::caller_env()) {
-  binnable <- fit$bandwidth$type == "scale" && ncol(fit$x) <= 2L && fit$kernel != "cauchy"
+  binnable <- fit$bandwidth$type == "scale" && fit$d <= 2L && fit$kernel != "cauchy"
   if (method == "binned" && !binnable) {
     abort("{.code method = \"binned\"} needs at most 2 variables, a fixed bandwidth (number or
            vector) and a kernel other than the Cauchy.", call = call)
   }
   if (method != "auto") return(if (method == "tree" && fit$kernel == "cauchy") "exact" else method)
   if (fit$kernel == "cauchy") return("exact")
-  if (!binnable || length(grid) == 0L || nrow(fit$x) < 10000L) return("tree")
+  if (!binnable || length(grid) == 0L || fit$n < 10000L) return("tree")
   step <- vapply(grid, function(g) g[2L] - g[1L], 1)
   if (all(fit$bandwidth$h >= 2 * step)) "binned" else "tree"
 }
@@ -304,7 +334,7 @@ kde_on_grid <- function(fit, method, n_threads, verbose) {
 # grid points are nodes of the binning grid and need no interpolation.
 kde_binned <- function(fit, points, n_threads, verbose) {
   fr <- kde_frame(fit)
-  range <- column_ranges(fr$x)
+  range <- if (is.null(fit$bounds)) fit$range else column_ranges(fr$x)
   lo <- hi <- size <- numeric(length(fit$grid))
   for (j in seq_along(fit$grid)) {
     g <- fit$grid[[j]]
@@ -371,7 +401,7 @@ predict.local_kde <- function(object, newdata, method = "tree", n_threads = NULL
 
 # New points as a matrix with the fit's columns.
 kde_points <- function(object, newdata, call = rlang::caller_env()) {
-  vars <- colnames(object$x)
+  vars <- object$vars %||% colnames(object$x)
   if (is.data.frame(newdata) || is.matrix(newdata)) {
     if (!is.null(colnames(newdata)) && all(vars %in% colnames(newdata))) {
       newdata <- newdata[, vars, drop = FALSE]
@@ -393,12 +423,12 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
 #' @rdname kde-methods
 #' @export
 print.local_kde <- function(x, ...) {
-  d <- ncol(x$x)
-  cat("Kernel density estimate: n = ", nrow(x$x), ", ", d, " variable", if (d > 1L) "s",
+  d <- x$d
+  cat("Kernel density estimate: n = ", x$n, ", ", d, " variable", if (d > 1L) "s",
       ", ", x$kernel, " kernel\n", sep = "")
   cat("Bandwidth (", x$bandwidth_method, "): ", format_kde_bandwidth(x$bandwidth), "\n", sep = "")
   if (!is.null(x$bounds)) {
-    cat("Bounds:", paste0(colnames(x$x), " [", x$bounds[1L, ], ", ", x$bounds[2L, ], "]",
+    cat("Bounds:", paste0(x$vars, " [", x$bounds[1L, ], ", ", x$bounds[2L, ], "]",
                           collapse = ", "), "\n")
   }
   if (length(x$grid)) {
@@ -440,9 +470,9 @@ summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
 # Density levels whose superlevel sets hold `probs` of the mass: quantiles of the density at the
 # data (weighted).
 hdr_levels <- function(object, probs) {
-  dens <- kde_at(object, object$x)
+  dens <- kde_at(object, kde_data(object))
   ord <- order(dens)
-  cw <- cumsum(object$weights[ord])
+  cw <- cumsum(kde_weights(object)[ord])
   levels <- vapply(probs, function(p) dens[ord][which(cw >= 1 - p - 1e-12)[1L]], 1)
   stats::setNames(levels, paste0(100 * probs, "%"))
 }
@@ -473,15 +503,16 @@ print.summary.local_kde <- function(x, ...) {
 #' @rdname kde-methods
 #' @export
 plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
-  d <- ncol(x$x)
+  d <- x$d
   if (d > 2L || length(x$grid) == 0L) {
     abort("{.fn plot} needs a grid in one or two dimensions; fit with {.arg gridsize}.")
   }
-  vars <- colnames(x$x)
+  vars <- x$vars
+  points <- kde_data(x)
   if (d == 1L) {
     plot_with_defaults(x$grid[[1L]], x$estimate, type = "l", xlab = vars, ylab = "density",
                        main = paste("Kernel density,", x$kernel), ...)
-    if (rug) graphics::rug(x$x[sample_rows(nrow(x$x), 2000L), 1L])
+    if (rug) graphics::rug(points[sample_rows(x$n, 2000L), 1L])
     return(invisible(x))
   }
   levels <- sort(hdr_levels(x, probs))
@@ -491,8 +522,8 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
                      ylab = vars[2L], main = paste("Highest-density regions,", x$kernel), ...)
   graphics::.filled.contour(x$grid[[1L]], x$grid[[2L]], x$estimate, breaks, cols)
   if (rug) {
-    keep <- sample_rows(nrow(x$x), 5000L)
-    graphics::points(x$x[keep, 1L], x$x[keep, 2L], pch = ".", col = "grey30")
+    keep <- sample_rows(x$n, 5000L)
+    graphics::points(points[keep, 1L], points[keep, 2L], pch = ".", col = "grey30")
   }
   graphics::contour(x$grid[[1L]], x$grid[[2L]], x$estimate, levels = levels,
                     labels = names(levels), add = TRUE, col = "grey20")
@@ -513,14 +544,15 @@ sample_rows <- function(n, max) if (n <= max) seq_len(n) else round(seq(1, n, le
 #' @rdname kde-methods
 #' @export
 logLik.local_kde <- function(object, ...) {
-  n <- nrow(object$x)
-  dens <- kde_at(object, object$x)
-  structure(sum(n * object$weights * log(dens)), df = NA_real_, nobs = n, class = "logLik")
+  n <- object$n
+  dens <- kde_at(object, kde_data(object))
+  structure(sum(n * kde_weights(object) * log(dens)), df = NA_real_, nobs = n,
+            class = "logLik")
 }
 
 #' @rdname kde-methods
 #' @export
-nobs.local_kde <- function(object, ...) nrow(object$x)
+nobs.local_kde <- function(object, ...) object$n
 
 #' @rdname kde-methods
 #' @export
@@ -536,9 +568,9 @@ as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) 
 simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
   nsim <- check_count(nsim)
   if (!is.null(seed)) set.seed(seed)
-  x <- object$x
-  d <- ncol(x)
-  rows <- sample.int(nrow(x), nsim, replace = TRUE, prob = object$weights)
+  x <- kde_data(object)
+  d <- object$d
+  rows <- sample.int(object$n, nsim, replace = TRUE, prob = object$weights)
   noise <- kernel_draws(nsim, object$kernel, d)
   bw <- object$bandwidth
   noise <- switch(bw$type,

@@ -12,12 +12,12 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cpp_local_fit
-List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
+List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
@@ -138,13 +138,13 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_column_ranges
-List cpp_column_ranges(NumericMatrix x);
-RcppExport SEXP _localmean_cpp_column_ranges(SEXP xSEXP) {
+List cpp_column_ranges(SEXP points);
+RcppExport SEXP _localmean_cpp_column_ranges(SEXP pointsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_column_ranges(x));
+    Rcpp::traits::input_parameter< SEXP >::type points(pointsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_column_ranges(points));
     return rcpp_result_gen;
 END_RCPP
 }

@@ -35,13 +35,28 @@ struct FitArrays {
   }
 };
 
+// Points given as a numeric matrix (n x d) or, for one variable, a plain vector: no copy.
+struct Points {
+  NumericVector values;
+  std::size_t n, d;
+  explicit Points(SEXP x) : values(x) {
+    SEXP dim = Rf_getAttrib(x, R_DimSymbol);
+    n = Rf_isNull(dim) ? values.size() : INTEGER(dim)[0];
+    d = Rf_isNull(dim) ? 1 : INTEGER(dim)[1];
+  }
+  const double* data() const { return values.begin(); }
+};
+
 // Points divided by per-variable scales (the engine works in scaled coordinates).
-std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
-  const std::size_t n = x.nrow(), d = x.ncol();
+std::vector<double> scaled(const Points& x, const NumericVector& scale) {
+  const std::size_t n = x.n, d = x.d;
   std::vector<double> out(n * d);
   for (std::size_t j = 0; j < d; ++j)
-    for (std::size_t i = 0; i < n; ++i) out[j * n + i] = x[j * n + i] / scale[j];
+    for (std::size_t i = 0; i < n; ++i) out[j * n + i] = x.data()[j * n + i] / scale[j];
   return out;
+}
+std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
+  return scaled(Points(x), scale);
 }
 
 }  // namespace
@@ -51,15 +66,16 @@ std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
 // `point_scale` (length n) per data point (sample-point bandwidths; not binned). The binned
 // strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
 // [[Rcpp::export]]
-List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values,
+List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
                    NumericVector prior, NumericVector point_scale, NumericMatrix queries,
                    NumericVector radius,
                    std::string kernel, int degree, bool want_var, std::string method,
                    double cutoff, IntegerVector gridsize, NumericVector grid_lo,
                    NumericVector grid_hi, int n_threads, bool verbose) {
-  // `values`: n x nv, a matrix or (nv = 1) a plain vector.
-  const std::size_t n = x.nrow(), d = x.ncol(), m = queries.nrow(), nv = values.size() / n;
-  const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
+  // `x`: an n x d matrix or a vector (d = 1); `values`: n x nv, a matrix or (nv = 1) a vector.
+  const Points pts(x);
+  const std::size_t n = pts.n, d = pts.d, m = queries.nrow(), nv = values.size() / n;
+  const std::vector<double> qs = scaled(queries, scale);
   localmean::EngineSettings set;
   set.kernel = kernel_type(kernel);
   set.degree = degree;
@@ -79,8 +95,11 @@ List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values,
       hi[j] = grid_hi[j] / scale[j];
     }
     const localmean::Grid grid = localmean::make_grid(d, lo.data(), hi.data(), size.data());
+    // Binning is the same in original units: no scaled copy of the data.
+    const localmean::Grid raw = localmean::make_grid(d, grid_lo.begin(), grid_hi.begin(),
+                                                     size.data());
     std::vector<double> counts, sums;
-    localmean::linear_bin(grid, xs.data(), n, values.begin(), nv, w, counts, sums, pfor);
+    localmean::linear_bin(raw, pts.data(), n, values.begin(), nv, w, counts, sums, pfor);
     FitArrays nodes(grid.nodes(), nb, nv, want_var);
     done = localmean::binned_fit_nodes(grid, counts, sums, nv, set,
                                        localmean::effective_cutoff(set), nodes.output(want_var),
@@ -90,6 +109,7 @@ List cpp_local_fit(NumericMatrix x, NumericVector scale, NumericVector values,
                                    res.output(want_var));
   } else {
     set.use_tree = method == "tree";
+    const std::vector<double> xs = scaled(pts, scale);
     const localmean::LocalData data(xs.data(), n, d, values.begin(), nv, w,
                                     point_scale.size() ? point_scale.begin() : nullptr);
     done = localmean::local_fit(data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
@@ -249,8 +269,10 @@ double cpp_radial_constant(std::string kernel, int d) {
 
 // Column ranges (2 x d) and whether every entry is finite, in one pass.
 // [[Rcpp::export]]
-List cpp_column_ranges(NumericMatrix x) {
-  const std::size_t n = x.nrow(), d = x.ncol();
+List cpp_column_ranges(SEXP points) {
+  const Points pts(points);
+  const std::size_t n = pts.n, d = pts.d;
+  const double* x = pts.data();
   NumericMatrix range(2, d);
   LogicalVector finite(d);
   for (std::size_t j = 0; j < d; ++j) {

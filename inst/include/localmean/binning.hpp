@@ -51,6 +51,63 @@ inline bool grid_position(const Grid& g, std::size_t j, double x, std::size_t* n
   return true;
 }
 
+namespace detail {
+
+// Bins points [begin, end) into cnt (G nodes) and sum (nv x G); D is the grid's dimension.
+template <std::size_t D>
+void bin_points(const Grid& g, const double* x, std::size_t n, std::size_t begin,
+                std::size_t end, const double* values, std::size_t nv, const double* prior,
+                double* cnt, double* sum) {
+  const std::size_t G = g.nodes();
+  double inv[D], last[D];
+  for (std::size_t j = 0; j < D; ++j) {
+    inv[j] = 1.0 / g.step[j];
+    last[j] = static_cast<double>(g.size[j] - 1);
+  }
+  for (std::size_t i = begin; i < end; ++i) {
+    std::size_t node[D];
+    double frac[D];
+    bool inside = true;
+    for (std::size_t j = 0; j < D && inside; ++j) {
+      double pos = (x[j * n + i] - g.lo[j]) * inv[j];
+      if (pos > last[j] && pos <= last[j] * (1.0 + 1e-12)) pos = last[j];  // top edge, rounding
+      inside = pos >= 0.0 && pos <= last[j];
+      std::size_t k = inside ? static_cast<std::size_t>(pos) : 0;
+      if (k + 1 > g.size[j] - 1) k = g.size[j] - 2;
+      node[j] = k;
+      frac[j] = pos - static_cast<double>(k);
+    }
+    if (!inside) continue;
+    const double w = prior ? prior[i] : 1.0;
+    std::size_t at[2 * D];
+    double share[2 * D];
+    if (D == 1) {
+      at[0] = node[0];
+      at[1] = node[0] + 1;
+      share[0] = (1.0 - frac[0]) * w;
+      share[1] = frac[0] * w;
+    } else {
+      const std::size_t row = node[D - 1] * g.size[0] + node[0];
+      const double f1 = frac[D - 1];
+      at[0] = row;
+      at[1] = row + 1;
+      at[2] = row + g.size[0];
+      at[3] = row + g.size[0] + 1;
+      share[0] = (1.0 - frac[0]) * (1.0 - f1) * w;
+      share[1] = frac[0] * (1.0 - f1) * w;
+      share[2] = (1.0 - frac[0]) * f1 * w;
+      share[3] = frac[0] * f1 * w;
+    }
+    for (std::size_t c = 0; c < 2 * D; ++c) cnt[at[c]] += share[c];
+    for (std::size_t v = 0; v < nv; ++v) {
+      const double y = values[v * n + i];
+      for (std::size_t c = 0; c < 2 * D; ++c) sum[v * G + at[c]] += share[c] * y;
+    }
+  }
+}
+
+}  // namespace detail
+
 // Linear binning of weights (prior, or 1) and of weighted values. Points off the grid are dropped.
 // Fixed chunks of points fill their own grids, summed in chunk order: the result does not depend
 // on the number of threads.
@@ -58,32 +115,17 @@ inline void linear_bin(const Grid& g, const double* x, std::size_t n, const doub
                        std::size_t nv, const double* prior, std::vector<double>& counts,
                        std::vector<double>& sums, const ParallelFor& parallel_for) {
   const std::size_t G = g.nodes();
-  const std::size_t chunk = std::max<std::size_t>(std::size_t(1) << 16, n / 32 + 1);
+  const std::size_t chunk = std::max<std::size_t>(std::size_t(1) << 17, n / 16 + 1);
   const std::size_t nchunks = (n + chunk - 1) / chunk;
   std::vector<double> part(nchunks * G * (1 + nv), 0.0);
   auto fn = [&](std::size_t begin, std::size_t end) {
     for (std::size_t c = begin; c < end; ++c) {
       double* cnt = &part[c * G * (1 + nv)];
-      double* sum = cnt + G;
       const std::size_t stop = std::min(n, (c + 1) * chunk);
-      for (std::size_t i = c * chunk; i < stop; ++i) {
-        std::size_t node[2] = {0, 0};
-        double frac[2] = {0.0, 0.0};
-        bool inside = true;
-        for (std::size_t j = 0; j < g.d; ++j)
-          inside = inside && grid_position(g, j, x[j * n + i], &node[j], &frac[j]);
-        if (!inside) continue;
-        const double w = prior ? prior[i] : 1.0;
-        const std::size_t corners = g.d == 1 ? 2 : 4;
-        for (std::size_t corner = 0; corner < corners; ++corner) {
-          const std::size_t a = corner & 1, b = corner >> 1;
-          const double share = (a ? frac[0] : 1.0 - frac[0]) *
-                               (g.d == 1 ? 1.0 : (b ? frac[1] : 1.0 - frac[1]));
-          const std::size_t k = (node[0] + a) + (g.d == 1 ? 0 : (node[1] + b) * g.size[0]);
-          cnt[k] += share * w;
-          for (std::size_t v = 0; v < nv; ++v) sum[v * G + k] += share * w * values[v * n + i];
-        }
-      }
+      if (g.d == 1)
+        detail::bin_points<1>(g, x, n, c * chunk, stop, values, nv, prior, cnt, cnt + G);
+      else
+        detail::bin_points<2>(g, x, n, c * chunk, stop, values, nv, prior, cnt, cnt + G);
     }
   };
   parallel_for(0, nchunks, fn);
