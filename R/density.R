@@ -122,13 +122,24 @@ check_kde_data <- function(x, call = rlang::caller_env()) {
     if (!ranges$finite) abort("{.arg x} has missing or non-finite values.", call = call)
     return(list(x = x, n = length(x), d = 1L, vars = "x", range = ranges$range))
   }
+  if (is.double(x) && is.matrix(x) && !is.object(x) && all(dim(x) > 0L)) {
+    ranges <- cpp_column_ranges(x)
+    vars <- colnames(x) %||% paste0("x", seq_len(ncol(x)))
+    if (!all(ranges$finite)) {
+      abort("{.arg x} has missing or non-finite values in column{?s}
+             {.field {vars[!ranges$finite]}}.", call = call)
+    }
+    return(list(x = x, n = nrow(x), d = ncol(x), vars = vars, range = ranges$range))
+  }
   x <- check_predictors(x, call = call)
   list(x = x, n = nrow(x), d = ncol(x), vars = colnames(x), range = column_ranges(x))
 }
 
 # The data as a matrix with named columns.
 kde_data <- function(fit) {
-  if (is.null(dim(fit$x))) matrix(fit$x, ncol = 1L, dimnames = list(NULL, fit$vars)) else fit$x
+  if (is.null(dim(fit$x))) return(matrix(fit$x, ncol = 1L, dimnames = list(NULL, fit$vars)))
+  if (!identical(colnames(fit$x), fit$vars)) colnames(fit$x) <- fit$vars
+  fit$x
 }
 
 # Normalised weights (equal without case weights).
@@ -294,7 +305,7 @@ kde_grid <- function(fit, gridsize) {
 # Gaussian (as stats::density), the support of compact kernels, 8 for the Laplace (tail mass
 # 2e-4), 3 for the Cauchy.
 kde_grid_reach <- function(kernel) {
-  reg <- kernels()[kernels()$kernel == kernel, ]
+  reg <- kernel_row(kernel)
   if (reg$compact) return(reg$cutoff)
   switch(kernel, laplace = 8, 3)
 }
@@ -597,7 +608,7 @@ simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
 kernel_draws <- function(n, kernel, d) {
   if (kernel == "gaussian") return(matrix(stats::rnorm(n * d), n))
   if (kernel == "cauchy") return(matrix(stats::rcauchy(n), n))
-  reg <- kernels()[kernels()$kernel == kernel, ]
+  reg <- kernel_row(kernel)
   r <- seq(0, if (reg$compact) 1 else 40, length.out = 8193L)
   dens <- r^(d - 1) * kernel_value(r, kernel)
   cdf <- c(0, cumsum((dens[-1L] + dens[-length(dens)]) / 2))

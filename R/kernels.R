@@ -48,6 +48,13 @@ kernel_value <- function(u, kernel = "gaussian") {
   cpp_kernel_value(kernel, as.double(u))
 }
 
+# The registry's row for one kernel, from a table built once per session.
+kernel_row <- function(kernel) {
+  if (is.null(registry$table)) registry$table <- kernels()
+  registry$table[registry$table$kernel == kernel, ]
+}
+registry <- new.env(parent = emptyenv())
+
 kernel_names <- c("gaussian", "epanechnikov", "uniform", "triangular", "biweight",
                   "triweight", "tricube", "cosine", "laplace", "cauchy")
 
@@ -59,6 +66,5 @@ check_kernel <- function(kernel, arg = rlang::caller_arg(kernel), call = rlang::
 # canonical bandwidths; the Cauchy (no second moment) matches the Gaussian's interquartile range.
 kernel_scale_factor <- function(kernel) {
   if (kernel == "cauchy") return(stats::qnorm(0.75))
-  tab <- kernels()
-  tab$canonical[tab$kernel == kernel] / tab$canonical[tab$kernel == "gaussian"]
+  kernel_row(kernel)$canonical / kernel_row("gaussian")$canonical
 }

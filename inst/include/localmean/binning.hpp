@@ -138,6 +138,77 @@ inline void linear_bin(const Grid& g, const double* x, std::size_t n, const doub
   }
 }
 
+namespace detail {
+
+// One-dimensional Gaussian weights exp(-(k step)^2 / 2) for k = -reach..reach.
+inline std::vector<double> gaussian_line(long reach, double step) {
+  std::vector<double> w(2 * reach + 1);
+  for (long k = -reach; k <= reach; ++k) {
+    const double u = k * step;
+    w[k + reach] = Gaussian::exact(u * u);
+  }
+  return w;
+}
+
+// Local means at the nodes of a 2-D grid for the Gaussian kernel, whose weights factor into a
+// row and a column weight: two passes of 1-D convolutions instead of one 2-D window per node.
+// The window is the square of half-width `cutoff` (its corners hold weights below exp(-32) of
+// the peak for the default cut-off).
+inline bool separable_local_means(const Grid& g, const std::vector<double>& counts,
+                                  const std::vector<double>& sums, std::size_t nv,
+                                  double cutoff, const EngineOutput& out,
+                                  const ParallelFor& parallel_for, const Monitor& monitor) {
+  const long size0 = static_cast<long>(g.size[0]), size1 = static_cast<long>(g.size[1]);
+  const std::size_t G = g.nodes();
+  long reach[2];
+  for (int j = 0; j < 2; ++j)
+    reach[j] = std::min<long>(static_cast<long>(std::floor(cutoff / g.step[j] + 1e-9)),
+                              static_cast<long>(g.size[j]) - 1);
+  const std::vector<double> w0 = gaussian_line(reach[0], g.step[0]);
+  const std::vector<double> w1 = gaussian_line(reach[1], g.step[1]);
+  // Arrays to smooth: the counts, then every value sum; rows pass into `rows`, columns into `done`.
+  const std::size_t arrays = 1 + nv;
+  auto source = [&](std::size_t k) { return k == 0 ? counts.data() : sums.data() + (k - 1) * G; };
+  std::vector<double> rows(arrays * G), done(arrays * G);
+  const std::size_t lines = static_cast<std::size_t>(size1) * arrays;
+  parallel_for(0, lines, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t r = begin; r < end; ++r) {
+      const std::size_t k = r / size1, i1 = r % size1;
+      const double* in = source(k) + i1 * size0;
+      double* o = &rows[k * G + i1 * size0];
+      for (long i0 = 0; i0 < size0; ++i0) {
+        const long lo = std::max(-reach[0], -i0), hi = std::min(reach[0], size0 - 1 - i0);
+        double acc = 0.0;
+        for (long a = lo; a <= hi; ++a) acc += in[i0 + a] * w0[a + reach[0]];
+        o[i0] = acc;
+      }
+    }
+  });
+  parallel_for(0, lines, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t r = begin; r < end; ++r) {
+      const std::size_t k = r / size1;
+      const long i1 = static_cast<long>(r % size1);
+      const long lo = std::max(-reach[1], -i1), hi = std::min(reach[1], size1 - 1 - i1);
+      double* o = &done[k * G + i1 * size0];
+      std::fill(o, o + size0, 0.0);
+      for (long b = lo; b <= hi; ++b) {
+        const double wb = w1[b + reach[1]];
+        const double* in = &rows[k * G + (i1 + b) * size0];
+        for (long i0 = 0; i0 < size0; ++i0) o[i0] += wb * in[i0];
+      }
+    }
+  });
+  Moments mo(1, nv, false);
+  for (std::size_t node = 0; node < G; ++node) {
+    mo.S[0] = done[node];
+    for (std::size_t v = 0; v < nv; ++v) mo.T[v] = done[(1 + v) * G + node];
+    solve_moments(mo, node, G, out);
+  }
+  return !monitor || monitor(G, G);
+}
+
+}  // namespace detail
+
 // Local fits at the grid nodes from binned data, written to `out` with m = g.nodes(). The local
 // moments are discrete convolutions of the bin counts and sums with the kernel window times the
 // monomials u^e (|e| <= 2 degree): one dot product along each row of the window.
@@ -147,6 +218,8 @@ inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
                              const ParallelFor& parallel_for, const Monitor& monitor) {
   const std::size_t G = g.nodes();
   const int d = static_cast<int>(g.d);
+  if (d == 2 && set.degree == 0 && !set.want_var && set.kernel == KernelType::gaussian)
+    return detail::separable_local_means(g, counts, sums, nv, cutoff, out, parallel_for, monitor);
   const Basis basis(d, set.degree), moments(d, 2 * set.degree);
   const std::size_t nb = basis.size(), nm = moments.size();
   // pair[a * nb + b]: the moment of basis terms a and b, u^(e_a + e_b).
