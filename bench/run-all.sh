@@ -10,7 +10,13 @@ echo
 echo "################ bench-binned.R (malloc keeps freed memory: no first-touch page faults)"
 MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=4294967295 Rscript "$dir/bench-binned.R"
 echo
-for f in bench-exact.R bench-cv.R; do
+echo "################ bench-kde.R (default malloc)"
+Rscript "$dir/bench-kde.R"
+echo
+echo "################ bench-kde.R (malloc keeps freed memory: no first-touch page faults)"
+MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=4294967295 Rscript "$dir/bench-kde.R"
+echo
+for f in bench-exact.R bench-cv.R bench-kde-exact.R; do
   echo "################ $f"
   Rscript "$dir/$f"
   echo
