@@ -253,13 +253,13 @@ kde_frame <- function(fit) {
 }
 
 # Density at the rows of `queries` (original units) by the exact or kd-tree strategy.
-kde_at <- function(fit, queries, method = "tree", n_threads = 1L, verbose = FALSE) {
+kde_at <- function(fit, queries, method = "tree", n_threads = 1L, verbose = FALSE, rtol = 0) {
   if (fit$kernel == "cauchy") method <- "exact"
   fr <- kde_frame(fit)
   q <- fr$to_engine(queries)
   res <- cpp_local_fit(fr$x, fr$scale, numeric(0), fr$prior, fr$point, q, numeric(0),
                        fit$kernel, 0L, FALSE, method, 0, integer(0), numeric(0), numeric(0),
-                       n_threads, verbose)
+                       n_threads, verbose, rtol)
   dens <- fr$norm * res$wsum
   outside_bounds(fit, queries, dens)
 }
@@ -380,6 +380,12 @@ kde_binned <- function(fit, points, n_threads, verbose) {
 #' @param newdata Points: a vector (1-D), or a matrix or data frame with the
 #'   variables of the fit as columns (matched by name when named).
 #' @param method "tree" (kd-tree with the kernel's cut-off) or "exact".
+#' @param rtol Relative error allowed at every point (0: exact). With
+#'   `rtol > 0` whole kd-tree nodes whose kernel values vary little are
+#'   summed from the bounds of their distances (single-tree kernel summation,
+#'   Gray and Moore 2003, as scikit-learn's `KernelDensity(rtol =)`); the
+#'   error is guaranteed to stay below `rtol` times the density. Not for
+#'   `nn(k)` bandwidths.
 #' @param probs Probability masses of the highest-density regions.
 #' @param rug Draw the data as a rug (1-D) or points (2-D).
 #' @param nsim Number of points to draw.
@@ -402,12 +408,17 @@ NULL
 
 #' @rdname kde-methods
 #' @export
-predict.local_kde <- function(object, newdata, method = "tree", n_threads = NULL,
+predict.local_kde <- function(object, newdata, method = "tree", rtol = 0, n_threads = NULL,
                               verbose = FALSE, ...) {
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
   points <- kde_points(object, newdata)
   method <- check_choice(method, c("tree", "exact"))
-  kde_at(object, points, method, n_threads(n_threads), check_flag(verbose))
+  rtol <- check_positive(rtol, zero = TRUE)
+  if (rtol >= 1) abort("{.arg rtol} must be below 1.")
+  if (rtol > 0 && object$bandwidth$type == "nn") {
+    abort("{.arg rtol} needs a fixed bandwidth (a number, vector or matrix), not {.code nn(k)}.")
+  }
+  kde_at(object, points, method, n_threads(n_threads), check_flag(verbose), rtol)
 }
 
 # New points as a matrix with the fit's columns.

@@ -2,7 +2,9 @@
 # bandwidth matrix H = ks::Hns(X) (normal scale, chosen once, untimed).
 #   ours:    fit <- kde(X, bandwidth = H, gridsize = 0); localmean:::kde_at(fit, Q, method, nt)
 #            with method "tree" (kd-tree, Gaussian cut at 8 sd: weights below exp(-32) dropped)
-#            and "exact" (every pair), n_threads 1 and 2. The timed call includes kde().
+#            and "exact" (every pair), and "tree" with rtol = 1e-6 (predict(fit, Q, rtol =):
+#            node-level approximation with a guaranteed relative error, as sklearn's rtol),
+#            n_threads 1 and 2. The timed call includes kde().
 #   sklearn: sklearn.neighbors.KernelDensity(kernel = "gaussian", algorithm = "kd_tree",
 #            bandwidth = 1, rtol, atol = 0).fit(Z).score_samples(QZ), timed inside Python with
 #            time.perf_counter() around fit + score_samples only (single-threaded). sklearn takes
@@ -69,12 +71,16 @@ rel_err <- function(f, idx = seq_along(f)) max(abs(f - ref[idx]) / ref[idx])
 
 # ----------------------------------------------------------------------------------- ours
 ours <- list()
-for (method in c("tree", "exact")) {
+variants <- list(tree = list("tree", 0), exact = list("exact", 0),
+                 rtol1e6 = list("tree", 1e-6))
+for (method in names(variants)) {
+  v <- variants[[method]]
   for (nt in threads) {
     tt <- time_it(function() {
-      kde_at(kde(X, bandwidth = H, gridsize = 0, verbose = FALSE), Q, method, n_threads = nt)
+      kde_at(kde(X, bandwidth = H, gridsize = 0, verbose = FALSE), Q, v[[1]], n_threads = nt,
+             rtol = v[[2]])
     }, reps)
-    err <- rel_err(kde_at(fit, Q, method, n_threads = nt))
+    err <- rel_err(kde_at(fit, Q, v[[1]], n_threads = nt, rtol = v[[2]]))
     key <- paste0(method, "_", nt)
     ours[[key]] <- list(time = tt$median, err = err)
     cat(sprintf("ours %-5s n_threads = %d: %s; rel. error vs exact %.2e; %.2f ns per pair\n",

@@ -12,8 +12,8 @@ Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
 // cpp_local_fit
-List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol);
+RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -34,7 +34,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericVector >::type grid_hi(grid_hiSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose));
+    Rcpp::traits::input_parameter< double >::type rtol(rtolSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -161,7 +162,7 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
-    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 17},
+    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 18},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 13},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},

@@ -71,8 +71,9 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
                    NumericVector radius,
                    std::string kernel, int degree, bool want_var, std::string method,
                    double cutoff, IntegerVector gridsize, NumericVector grid_lo,
-                   NumericVector grid_hi, int n_threads, bool verbose) {
+                   NumericVector grid_hi, int n_threads, bool verbose, double rtol = 0.0) {
   // `x`: an n x d matrix or a vector (d = 1); `values`: n x nv, a matrix or (nv = 1) a vector.
+  // rtol > 0: weight sums (nv = 0) within that relative error, by node-level approximation.
   const Points pts(x);
   const std::size_t n = pts.n, d = pts.d, m = queries.nrow(), nv = values.size() / n;
   const std::vector<double> qs = scaled(queries, scale);
@@ -81,6 +82,7 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
   set.degree = degree;
   set.want_var = want_var;
   set.cutoff = cutoff;
+  set.rtol = rtol;
   const std::size_t nb = localmean::Basis(static_cast<int>(d), degree).size();
   FitArrays res(m, nb, nv, want_var);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");

@@ -171,3 +171,24 @@ test_that("bad input gives classed errors naming the argument", {
   expect_error(predict(fit), "newdata", class = "localmean_error")
   expect_error(predict(fit, matrix(1, 2, 3)), "2 columns", class = "localmean_error")
 })
+
+test_that("rtol approximations stay within their relative error", {
+  set.seed(5)
+  X <- matrix(rnorm(6000), ncol = 3)
+  Q <- matrix(rnorm(300), ncol = 3)
+  H <- diag(c(0.1, 0.2, 0.15))
+  fit <- kde(X, bandwidth = H)
+  exact <- predict(fit, Q, method = "exact")
+  for (rtol in c(1e-3, 1e-6)) {
+    approx <- predict(fit, Q, rtol = rtol)
+    expect_lt(max(abs(approx - exact) / exact), rtol)
+  }
+  expect_gt(max(abs(predict(fit, Q, rtol = 1e-3) - exact) / exact), 1e-9)  # it approximates
+  expect_identical(predict(fit, Q, rtol = 1e-4, n_threads = 1),
+                   predict(fit, Q, rtol = 1e-4, n_threads = 2))
+  f1 <- kde(X[, 1], bandwidth = 0.05, kernel = "epanechnikov")
+  expect_lt(max(abs(predict(f1, Q[, 1], rtol = 1e-4) / predict(f1, Q[, 1]) - 1)), 1e-4)
+  expect_error(predict(fit, Q, rtol = -1), "rtol", class = "localmean_error")
+  expect_error(predict(kde(X, bandwidth = nn(5)), Q, rtol = 1e-3), "rtol",
+               class = "localmean_error")
+})

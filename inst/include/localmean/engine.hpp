@@ -210,6 +210,10 @@ public:
     for (std::size_t j = 0; j < nv; ++j)
       for (std::size_t i = 0; i < n; ++i) values_[j * n + i] = values[j * n + ord[i]];
     for (std::size_t i = 0; i < prior_.size(); ++i) prior_[i] = prior[ord[i]];
+    // Prefix sums of the weights in tree order: the weight of any node in O(1).
+    weight_prefix_.assign(n + 1, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      weight_prefix_[i + 1] = weight_prefix_[i] + (prior ? prior_[i] : 1.0);
     for (std::size_t i = 0; i < inv_scale2_.size(); ++i) {
       const double s = point_scale[ord[i]];
       inv_scale2_[i] = 1.0 / (s * s);
@@ -220,6 +224,10 @@ public:
   // 1 / s_i^2 in tree order, or null without point scales; the extreme scales bound the reach.
   const double* inv_scale2() const { return inv_scale2_.empty() ? nullptr : inv_scale2_.data(); }
   double min_scale() const { return inv_scale2_.empty() ? 1.0 : min_scale_; }
+  // Sum of the prior weights at tree positions [begin, end).
+  double weight(std::size_t begin, std::size_t end) const {
+    return weight_prefix_[end] - weight_prefix_[begin];
+  }
   double max_scale() const { return inv_scale2_.empty() ? 1.0 : max_scale_; }
   const KdTree& tree() const { return tree_; }
   std::size_t n() const { return tree_.size(); }
@@ -231,7 +239,7 @@ public:
 private:
   KdTree tree_;
   std::size_t nv_;
-  std::vector<double> values_, prior_, inv_scale2_;
+  std::vector<double> values_, prior_, inv_scale2_, weight_prefix_;
   double min_scale_ = kInf, max_scale_ = 0.0;
 };
 
@@ -278,6 +286,7 @@ struct EngineSettings {
   bool want_var = false;
   bool use_tree = true;  // prune with the tree; otherwise sweep every point
   double cutoff = 0.0;   // truncation radius in scales; 0: the kernel's own cut-off
+  double rtol = 0.0;     // weight sums only: relative error allowed (0: exact), see density_sum
 };
 
 // The truncation radius that applies: the user's, else the registry's (infinite for the Cauchy).
@@ -466,6 +475,39 @@ void accumulate_query(const LocalData& data, const Basis& basis, const double* q
   }, std::isfinite(reach) ? 0 : 1024);
 }
 
+// The weight sum of query q alone (a kernel density up to its constant) with a relative error of
+// at most rtol, as single-tree kernel summation (Gray and Moore, 2003): a node whose kernel values
+// lie in [kmin, kmax] counts as its weight times (kmin + kmax) / 2, an error of at most its weight
+// times (kmax - kmin) / 2, when the errors so far stay within rtol times a lower bound of the
+// sum (what the visited nodes are known to hold) times the share of the weight visited. Exact
+// leaves leave their share of the budget to later nodes. The nearest nodes come first, so that
+// the bound grows quickly.
+template <class K>
+void density_sum(const LocalData& data, const Basis& basis, const double* q, double h,
+                 double rtol, Moments& mo) {
+  const double inv_h2 = 1.0 / (h * h), total = data.weight(0, data.n());
+  double lower = 0.0, spent = 0.0, visited = 0.0;
+  data.tree().visit_nearest_first(q,
+      [&](std::size_t b, std::size_t e, double near2, double far2) {
+        const double kmax = K::exact(near2 * inv_h2), kmin = K::exact(far2 * inv_h2);
+        const double w = data.weight(b, e), error = 0.5 * w * (kmax - kmin);
+        if (spent + error > rtol * (lower + w * kmin) * (visited + w) / total) return false;
+        mo.S[0] += 0.5 * w * (kmax + kmin);
+        lower += w * kmin;
+        spent += error;
+        visited += w;
+        return true;
+      },
+      [&](std::size_t b, std::size_t e, double, double far2) {
+        visited += data.weight(b, e);
+        const double before = mo.S[0];
+        const detail::DistanceRange range =
+            far2 * inv_h2 <= K::fast_limit() ? detail::kInside : detail::kMixed;
+        detail::sweep<K>(data, basis, q, 1.0 / h, kInf, range, b, e, mo);
+        lower += mo.S[0] - before;
+      });
+}
+
 // Local moments and their solution at m queries (m x d column-major, scaled coordinates) with
 // per-query scales radius[q] (null: 1). Returns false if the monitor stopped it.
 inline bool local_fit(const LocalData& data, const double* queries, std::size_t m,
@@ -477,6 +519,9 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   // default cut-off for unbounded kernels counts from the nearest data point, so that no weight
   // it drops exceeds exp(-32) of the largest, however far the query lies from the data.
   const Reach how(set);
+  // Approximate sums serve densities only: weight sums, no values, no point scales.
+  const bool approximate = set.rtol > 0.0 && set.degree == 0 && data.nv() == 0 &&
+                           !set.want_var && !data.inv_scale2();
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
@@ -485,7 +530,10 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
       for (std::size_t i = begin; i < end; ++i) {
         for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
         mo.reset();
-        accumulate_query<K>(data, basis, q.data(), radius ? radius[i] : 1.0, how, mo);
+        if (approximate)
+          density_sum<K>(data, basis, q.data(), radius ? radius[i] : 1.0, set.rtol, mo);
+        else
+          accumulate_query<K>(data, basis, q.data(), radius ? radius[i] : 1.0, how, mo);
         solve_moments(mo, i, m, out);
       }
       return 0;

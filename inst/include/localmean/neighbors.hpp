@@ -86,6 +86,35 @@ public:
     }
   }
 
+  // Depth-first from the root, the nearer child first. node(begin, end, near2, far2) is asked
+  // about every node and returns true when it has accounted for the node's points itself; the
+  // other leaves reached go to leaf(begin, end, near2, far2).
+  template <class N, class L>
+  void visit_nearest_first(const double* q, N&& node, L&& leaf) const {
+    if (n_ == 0) return;
+    std::pair<double, int> stack[kMaxDepth];
+    int depth = 0;
+    stack[depth++] = {box_distance2(0, q), 0};
+    while (depth > 0) {
+      const auto top = stack[--depth];
+      const Node& nd = nodes_[top.second];
+      const double far2 = box_far_distance2(top.second, q);
+      if (node(nd.begin, nd.end, top.first, far2)) continue;
+      if (nd.left < 0) {
+        leaf(nd.begin, nd.end, top.first, far2);
+        continue;
+      }
+      const double dl = box_distance2(nd.left, q), dr = box_distance2(nd.right, q);
+      if (dl <= dr) {
+        stack[depth++] = {dr, nd.right};
+        stack[depth++] = {dl, nd.left};
+      } else {
+        stack[depth++] = {dl, nd.left};
+        stack[depth++] = {dr, nd.right};
+      }
+    }
+  }
+
   // Distance from q to its k-th nearest point (k >= 1; points at distance 0 count); `index`
   // receives that point's original index (ties go to the lower index).
   double kth_distance(const double* q, std::size_t k, std::size_t* index = nullptr) const {
