@@ -36,6 +36,8 @@
 #' @param max_iter Maximum number of steps per point (0: no move, every
 #'   point is its own mode and only merging groups them).
 #' @param tol A point stops when its step is shorter than `tol` bandwidths.
+#'   Gaussian mean shift converges only linearly, slowly along ridges; for
+#'   clustering alone `tol = 1e-4` is usually as good and much faster.
 #' @param blurring Move the data with the points (blurring mean shift).
 #' @param merge_tol Modes closer than this (in bandwidths) are merged.
 #' @param seeds `NULL` (every data point climbs), "bin" (one seed per cell of
