@@ -30,7 +30,7 @@ suppressPackageStartupMessages(library(localmean))
 have_ks <- requireNamespace("KernSmooth", quietly = TRUE)
 if (!have_ks) message("KernSmooth is not installed: only our own timings are reported.")
 
-# Shared helpers (env_num, time_it, fmt_times, ...), next to this script.
+# Shared helpers (env_num, time_rounds, fmt_rounds, session_header, ...), next to this script.
 source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])),
                  "common.R"))
 n <- env_num("BENCH_N", 1e6)
@@ -39,61 +39,11 @@ threads <- as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
 h <- 0.02
 gridsize <- 401L
 
-# Wall time from bench::hires_time() when bench is installed (proc.time() resolves only ms).
-now <- if (requireNamespace("bench", quietly = TRUE)) {
-  function() as.numeric(bench::hires_time())
-} else {
-  function() proc.time()[["elapsed"]]
-}
-minor_faults <- function() {
-  s <- tryCatch(readLines("/proc/self/stat"), error = function(e) "")
-  v <- strsplit(sub("^.*\\) ", "", s), " ")[[1]]
-  if (length(v) >= 8) as.numeric(v[8]) else NA_real_  # field 10 of /proc/self/stat
-}
-
-# Runs every function of `fns` once per round, in turn, for `reps` rounds after one warm-up
-# round; a gc() (untimed) before every call. Returns per function the median elapsed seconds,
-# all runs, the median minor page faults per call, and this process's CPU time over elapsed
-# time. `other`: the share of the machine's CPU time used by OTHER processes meanwhile.
-time_rounds <- function(fns, reps) {
-  for (f in fns) f()
-  j0 <- cpu_jiffies()
-  c0 <- own_cpu()
-  el <- cpu <- pf <- matrix(NA_real_, reps, length(fns), dimnames = list(NULL, names(fns)))
-  for (i in seq_len(reps)) {
-    for (k in names(fns)) {
-      invisible(gc(verbose = FALSE))
-      p0 <- own_cpu()
-      f0 <- minor_faults()
-      t0 <- now()
-      fns[[k]]()
-      el[i, k] <- now() - t0
-      pf[i, k] <- minor_faults() - f0
-      cpu[i, k] <- own_cpu() - p0
-    }
-  }
-  j1 <- cpu_jiffies()
-  window <- j1[["total"]] - j0[["total"]]
-  other <- if (window > 0) max(0, (j1[["busy"]] - j0[["busy"]]) - (own_cpu() - c0)) / window else NA
-  lapply(stats::setNames(names(fns), names(fns)), function(k) {
-    list(median = stats::median(el[, k]), times = el[, k], faults = stats::median(pf[, k]),
-         cpu = if (sum(el[, k]) >= 0.3) sum(cpu[, k]) / sum(el[, k]) else NA_real_, other = other)
-  })
-}
-fmt_times <- function(tt) {
-  sprintf("%.4f s (runs: %s; %.0f minor page faults = %.0f MB first touched; cpu/elapsed %s)",
-          tt$median, paste(sprintf("%.4f", tt$times), collapse = ", "), tt$faults,
-          tt$faults * 4096 / 2^20, if (is.na(tt$cpu)) "n/a" else sprintf("%.2f", tt$cpu))
-}
-
 malloc_env <- c(MALLOC_MMAP_THRESHOLD_ = Sys.getenv("MALLOC_MMAP_THRESHOLD_"),
                 MALLOC_TRIM_THRESHOLD_ = Sys.getenv("MALLOC_TRIM_THRESHOLD_"))
 cat("== bench-binned: local linear, binned, n =", format(n, big.mark = ","), ", gridsize", gridsize,
     ", h =", h, "==\n")
-cat(sprintf("R %s, localmean %s, %d cores, load average at start: %s\n",
-            getRversion(), utils::packageVersion("localmean"), parallel::detectCores(),
-            tryCatch(paste(readLines("/proc/loadavg", warn = FALSE), collapse = " "),
-                     error = function(e) "unknown")))
+session_header()
 cat("malloc settings:", if (any(nzchar(malloc_env))) {
   paste(names(malloc_env), malloc_env, sep = "=", collapse = " ")
 } else "default", "\n")
@@ -147,7 +97,7 @@ res <- time_rounds(fns, reps)
 cat(sprintf("(other processes used %.0f%% of the machine during the timings)\n",
             100 * res[[1]]$other))
 if (have_ks) {
-  cat(sprintf("KernSmooth::locpoly (grid only, 1 thread)      : %s\n", fmt_times(res$locpoly)))
+  cat(sprintf("KernSmooth::locpoly (grid only, 1 thread)      : %s\n", fmt_rounds(res$locpoly)))
 }
 
 rows <- list()
@@ -156,9 +106,9 @@ for (nt in threads) {
   fu <- res[[paste0("full_", nt)]]
   fi <- res[[paste0("fit_", nt)]]
   cat(sprintf("\n-- localmean, n_threads = %d --\n", nt))
-  cat(sprintf("grid: %-42s: %s\n", grid_label, fmt_times(g)))
-  cat(sprintf("full: %-42s: %s\n", "local_poly() fit + predict(401)", fmt_times(fu)))
-  cat(sprintf("      %-42s: %s\n", "local_poly() fit alone", fmt_times(fi)))
+  cat(sprintf("grid: %-42s: %s\n", grid_label, fmt_rounds(g)))
+  cat(sprintf("full: %-42s: %s\n", "local_poly() fit + predict(401)", fmt_rounds(fu)))
+  cat(sprintf("      %-42s: %s\n", "local_poly() fit alone", fmt_rounds(fi)))
   if (have_ks) {
     p_full <- predict(fit_model(nt), grid, n_threads = nt)
     p_grid <- grid_estimate(nt)

@@ -119,40 +119,25 @@ public:
   // receives that point's original index (ties go to the lower index).
   double kth_distance(const double* q, std::size_t k, std::size_t* index = nullptr) const {
     std::priority_queue<std::pair<double, std::size_t>> best;  // the k nearest so far
-    std::pair<double, int> stack[kMaxDepth];
-    int depth = 0;
-    stack[depth++] = {0.0, 0};
-    while (depth > 0) {
-      const auto top = stack[--depth];
-      if (best.size() == k && top.first > best.top().first) continue;
-      const Node& nd = nodes_[top.second];
-      if (nd.left < 0) {
-        for (std::size_t i = nd.begin; i < nd.end; ++i) {
-          double s = 0.0;
-          for (std::size_t j = 0; j < d_; ++j) {
-            const double t = points_[j * n_ + i] - q[j];
-            s += t * t;
-          }
-          const std::pair<double, std::size_t> cand(s, order_[i]);
-          if (best.size() < k) {
-            best.push(cand);
-          } else if (cand < best.top()) {
-            best.pop();
-            best.push(cand);
-          }
+    auto beyond = [&](double near2) { return best.size() == k && near2 > best.top().first; };
+    visit_nearest_first(q, [&](std::size_t, std::size_t, double near2, double) {
+      return beyond(near2);
+    }, [&](std::size_t begin, std::size_t end, double, double) {
+      for (std::size_t i = begin; i < end; ++i) {
+        double s = 0.0;
+        for (std::size_t j = 0; j < d_; ++j) {
+          const double t = points_[j * n_ + i] - q[j];
+          s += t * t;
         }
-        continue;
+        const std::pair<double, std::size_t> cand(s, order_[i]);
+        if (best.size() < k) {
+          best.push(cand);
+        } else if (cand < best.top()) {
+          best.pop();
+          best.push(cand);
+        }
       }
-      // Visit the nearer child first: push it last.
-      const double dl = box_distance2(nd.left, q), dr = box_distance2(nd.right, q);
-      if (dl <= dr) {
-        stack[depth++] = {dr, nd.right};
-        stack[depth++] = {dl, nd.left};
-      } else {
-        stack[depth++] = {dl, nd.left};
-        stack[depth++] = {dr, nd.right};
-      }
-    }
+    });
     if (index) *index = best.top().second;
     return std::sqrt(best.top().first);
   }
