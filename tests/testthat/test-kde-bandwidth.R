@@ -64,8 +64,9 @@ test_that("the 1-D direct plug-in agrees with ks::hpi()", {
 })
 
 test_that("the multivariate plug-in follows ks::Hpi.diag()", {
-  # Same functionals, AMISE and two stages as ks; the SAMSE pilot bandwidths are ours
-  # (Duong & Hazelton 2003 as we derive them) and move the result by a few percent.
+  # Same functionals, AMISE, two stages and SAMSE pilot formula as ks in 2-D; ks 1.14 feeds its
+  # second pilot other order-6 values than the formula's, which leaves a 2-4% gap. For d > 2
+  # ks defaults to its "dscalar" pilot (not implemented here): 5-9% apart.
   set.seed(8)
   x3 <- cbind(bw_data_2d(300, seed = 9), c = rnorm(300, 0, 2))
   # sqrt(diag(ks::Hpi.diag(x3, binned = FALSE, pilot = "samse"))) with ks 1.14 (8 s, so stored)
@@ -75,7 +76,7 @@ test_that("the multivariate plug-in follows ks::Hpi.diag()", {
   x2 <- bw_data_2d(400)
   h <- kde_bandwidth(x2, "plugin")
   expect_named(h, c("a", "b"))
-  expect_equal(unname(h), sqrt(diag(ks::Hpi.diag(x2, binned = FALSE))), tolerance = 0.08)
+  expect_equal(unname(h), sqrt(diag(ks::Hpi.diag(x2, binned = FALSE))), tolerance = 0.04)
 })
 
 test_that("the multivariate plug-in's pieces match brute force", {

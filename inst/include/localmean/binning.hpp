@@ -53,55 +53,55 @@ inline bool grid_position(const Grid& g, std::size_t j, double x, std::size_t* n
 
 namespace detail {
 
-// Bins points [begin, end) into cnt (G nodes) and sum (nv x G); D is the grid's dimension.
-template <std::size_t D>
+// The cell of a grid coordinate `pos` (in steps from the first node): lower node k and the
+// weight f of the upper one. False off the grid (a point on the top edge, up to rounding, is in).
+LOCALMEAN_INLINE bool grid_cell(double pos, double last, std::size_t* k, double* f) {
+  if (!(pos >= 0.0 && pos <= last)) {
+    if (!(pos > last && pos <= last * (1.0 + 1e-12))) return false;
+    pos = last;
+  }
+  std::size_t cell = static_cast<std::size_t>(pos);
+  if (pos >= last) cell = static_cast<std::size_t>(last) - 1;
+  *k = cell;
+  *f = pos - static_cast<double>(cell);
+  return true;
+}
+
+// Adds `share` of point i (its weight and its values) to node k.
+LOCALMEAN_INLINE void bin_add(std::size_t k, double share, std::size_t i, std::size_t n,
+                              const double* values, std::size_t nv, std::size_t G, double* cnt,
+                              double* sum) {
+  cnt[k] += share;
+  for (std::size_t v = 0; v < nv; ++v) sum[v * G + k] += share * values[v * n + i];
+}
+
+// Bins points [begin, end) into cnt (G nodes) and sum (nv x G) on a grid of D = 1 or 2
+// dimensions. D and Counts (unit weights, no values: a density) are compile-time constants, so
+// that the common loops carry no unused work.
+template <std::size_t D, bool Counts>
 void bin_points(const Grid& g, const double* x, std::size_t n, std::size_t begin,
                 std::size_t end, const double* values, std::size_t nv, const double* prior,
                 double* cnt, double* sum) {
-  const std::size_t G = g.nodes();
-  double inv[D], last[D];
-  for (std::size_t j = 0; j < D; ++j) {
-    inv[j] = 1.0 / g.step[j];
-    last[j] = static_cast<double>(g.size[j] - 1);
+  if (Counts) {
+    values = nullptr;
+    nv = 0;
+    prior = nullptr;
   }
+  const std::size_t G = g.nodes(), s0 = g.size[0];
+  const double inv0 = 1.0 / g.step[0], last0 = static_cast<double>(s0 - 1);
+  const double inv1 = 1.0 / g.step[1], last1 = static_cast<double>(g.size[1] - 1);
   for (std::size_t i = begin; i < end; ++i) {
-    std::size_t node[D];
-    double frac[D];
-    bool inside = true;
-    for (std::size_t j = 0; j < D && inside; ++j) {
-      double pos = (x[j * n + i] - g.lo[j]) * inv[j];
-      if (pos > last[j] && pos <= last[j] * (1.0 + 1e-12)) pos = last[j];  // top edge, rounding
-      inside = pos >= 0.0 && pos <= last[j];
-      std::size_t k = inside ? static_cast<std::size_t>(pos) : 0;
-      if (k + 1 > g.size[j] - 1) k = g.size[j] - 2;
-      node[j] = k;
-      frac[j] = pos - static_cast<double>(k);
-    }
-    if (!inside) continue;
+    std::size_t k0, k1 = 0;
+    double f0, f1 = 0.0;
+    if (!grid_cell((x[i] - g.lo[0]) * inv0, last0, &k0, &f0)) continue;
+    if (D == 2 && !grid_cell((x[n + i] - g.lo[1]) * inv1, last1, &k1, &f1)) continue;
     const double w = prior ? prior[i] : 1.0;
-    std::size_t at[2 * D];
-    double share[2 * D];
-    if (D == 1) {
-      at[0] = node[0];
-      at[1] = node[0] + 1;
-      share[0] = (1.0 - frac[0]) * w;
-      share[1] = frac[0] * w;
-    } else {
-      const std::size_t row = node[D - 1] * g.size[0] + node[0];
-      const double f1 = frac[D - 1];
-      at[0] = row;
-      at[1] = row + 1;
-      at[2] = row + g.size[0];
-      at[3] = row + g.size[0] + 1;
-      share[0] = (1.0 - frac[0]) * (1.0 - f1) * w;
-      share[1] = frac[0] * (1.0 - f1) * w;
-      share[2] = (1.0 - frac[0]) * f1 * w;
-      share[3] = frac[0] * f1 * w;
-    }
-    for (std::size_t c = 0; c < 2 * D; ++c) cnt[at[c]] += share[c];
-    for (std::size_t v = 0; v < nv; ++v) {
-      const double y = values[v * n + i];
-      for (std::size_t c = 0; c < 2 * D; ++c) sum[v * G + at[c]] += share[c] * y;
+    const std::size_t k = k1 * s0 + k0;
+    bin_add(k, (1.0 - f0) * (1.0 - f1) * w, i, n, values, nv, G, cnt, sum);
+    bin_add(k + 1, f0 * (1.0 - f1) * w, i, n, values, nv, G, cnt, sum);
+    if (D == 2) {
+      bin_add(k + s0, (1.0 - f0) * f1 * w, i, n, values, nv, G, cnt, sum);
+      bin_add(k + s0 + 1, f0 * f1 * w, i, n, values, nv, G, cnt, sum);
     }
   }
 }
@@ -122,10 +122,14 @@ inline void linear_bin(const Grid& g, const double* x, std::size_t n, const doub
     for (std::size_t c = begin; c < end; ++c) {
       double* cnt = &part[c * G * (1 + nv)];
       const std::size_t stop = std::min(n, (c + 1) * chunk);
-      if (g.d == 1)
-        detail::bin_points<1>(g, x, n, c * chunk, stop, values, nv, prior, cnt, cnt + G);
-      else
-        detail::bin_points<2>(g, x, n, c * chunk, stop, values, nv, prior, cnt, cnt + G);
+      const std::size_t b = c * chunk;
+      if (nv == 0 && !prior) {
+        if (g.d == 1) detail::bin_points<1, true>(g, x, n, b, stop, values, nv, prior, cnt, cnt + G);
+        else detail::bin_points<2, true>(g, x, n, b, stop, values, nv, prior, cnt, cnt + G);
+      } else {
+        if (g.d == 1) detail::bin_points<1, false>(g, x, n, b, stop, values, nv, prior, cnt, cnt + G);
+        else detail::bin_points<2, false>(g, x, n, b, stop, values, nv, prior, cnt, cnt + G);
+      }
     }
   };
   parallel_for(0, nchunks, fn);
