@@ -479,25 +479,28 @@ void accumulate_query(const LocalData& data, const Basis& basis, const double* q
 // at most rtol, as single-tree kernel summation (Gray and Moore, 2003): a node whose kernel values
 // lie in [kmin, kmax] counts as its weight times (kmin + kmax) / 2, an error of at most its weight
 // times (kmax - kmin) / 2, when the errors so far stay within rtol times a lower bound of the
-// sum (what the visited nodes are known to hold). That bound only grows, so the final error is
-// within rtol times the sum. The nearest nodes come first: the bound is close to the sum before
-// the far nodes, which carry most of the weight but little of the sum, are reached.
+// sum (what the visited nodes are known to hold) times the share of the weight visited. That
+// bound only grows, so the final error is within rtol times the sum; sharing the budget by
+// weight keeps some for the far nodes, which carry most of the weight but little of the sum.
+// Exact leaves leave their share to later nodes. The nearest nodes come first.
 template <class K>
 void density_sum(const LocalData& data, const Basis& basis, const double* q, double h,
                  double rtol, Moments& mo) {
-  const double inv_h2 = 1.0 / (h * h);
-  double lower = 0.0, spent = 0.0;
+  const double inv_h2 = 1.0 / (h * h), total = data.weight(0, data.n());
+  double lower = 0.0, spent = 0.0, visited = 0.0;
   data.tree().visit_nearest_first(q,
       [&](std::size_t b, std::size_t e, double near2, double far2) {
         const double kmax = K::exact(near2 * inv_h2), kmin = K::exact(far2 * inv_h2);
         const double w = data.weight(b, e), error = 0.5 * w * (kmax - kmin);
-        if (spent + error > rtol * (lower + w * kmin)) return false;
+        if (spent + error > rtol * (lower + w * kmin) * (visited + w) / total) return false;
         mo.S[0] += 0.5 * w * (kmax + kmin);
         lower += w * kmin;
         spent += error;
+        visited += w;
         return true;
       },
       [&](std::size_t b, std::size_t e, double, double far2) {
+        visited += data.weight(b, e);
         const double before = mo.S[0];
         const detail::DistanceRange range =
             far2 * inv_h2 <= K::fast_limit() ? detail::kInside : detail::kMixed;
