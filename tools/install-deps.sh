@@ -22,6 +22,17 @@ if [ -n "$need_r$need_sys" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u
   apt-get install -y -qq --no-install-recommends $debs || echo "install-deps: some Debian packages failed; trying CRAN"
 fi
 
+# Fashion-MNIST from Debian, for the tests that compare the shipped subset with the full test set
+# (optional: those tests skip without it).
+if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null 2>&1 &&
+   [ "$(id -u)" = 0 ]; then
+  echo "install-deps: apt-get install dataset-fashion-mnist"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq --no-install-recommends dataset-fashion-mnist ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends dataset-fashion-mnist; }; } ||
+    echo "install-deps: dataset-fashion-mnist not installed (optional)"
+fi
+
 need_r=$(missing_r)
 if [ -n "$need_r" ]; then
   echo "install-deps: install.packages from CRAN: $need_r"
