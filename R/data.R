@@ -147,3 +147,58 @@ fashion_file <- function(path, name, call = rlang::caller_env()) {
 #'   file).
 #' @family data
 "fashion_mnist_subset"
+
+#' Directed word co-occurrence
+#'
+#' Counts how often every word of the vocabulary follows every other within
+#' `window` tokens: the asymmetric similarity that asymmetric MDS
+#' embeds. The text is lower-cased and split into words (letters
+#' and inner apostrophes); all of `text` is one stream, so a window may run
+#' across elements. The vocabulary is the `vocab_size` most frequent words
+#' (ties broken alphabetically); other words still occupy their positions.
+#'
+#' @param text A character vector (for instance the lines of a novel).
+#' @param vocab_size Number of words kept.
+#' @param window How many following tokens count as co-occurring.
+#' @return A list with `counts` (a `vocab_size` x `vocab_size` matrix:
+#'   `counts[i, j]` is how often word j occurs within `window` tokens after
+#'   word i), `prob` (the conditional frequencies P(j | i), rows summing to 1,
+#'   or 0 for a word followed by no vocabulary word), `vocab` and `freq`
+#'   (the words' counts in the text).
+#' @family data
+#' @export
+#' @examples
+#' text <- c("the cat sat on the mat", "the dog sat on the cat")
+#' co <- word_cooccurrence(text, vocab_size = 5, window = 1)
+#' co$counts
+word_cooccurrence <- function(text, vocab_size = 200, window = 2) {
+  if (!is.character(text)) abort("{.arg text} must be a character vector.")
+  vocab_size <- check_count(vocab_size)
+  window <- check_count(window)
+  tokens <- text_tokens(text)
+  if (length(tokens) < 2L) abort("{.arg text} has fewer than two words.")
+  freq <- table(tokens)
+  freq <- freq[order(-freq, names(freq))]
+  vocab <- names(freq)[seq_len(min(vocab_size, length(freq)))]
+  v <- length(vocab)
+  id <- match(tokens, vocab)
+  counts <- numeric(v * v)
+  for (offset in seq_len(min(window, length(id) - 1L))) {
+    from <- id[seq_len(length(id) - offset)]
+    to <- id[-seq_len(offset)]
+    keep <- !is.na(from) & !is.na(to)
+    counts <- counts + tabulate((from[keep] - 1L) * v + to[keep], v * v)
+  }
+  counts <- matrix(counts, v, v, byrow = TRUE, dimnames = list(vocab, vocab))
+  totals <- rowSums(counts)
+  prob <- counts / ifelse(totals > 0, totals, 1)
+  list(counts = counts, prob = prob, vocab = vocab,
+       freq = stats::setNames(as.vector(freq[vocab]), vocab))
+}
+
+# Lower-case words: runs of letters with inner apostrophes.
+text_tokens <- function(text) {
+  words <- unlist(strsplit(tolower(text), "[^[:alpha:]']+"), use.names = FALSE)
+  words <- gsub("^'+|'+$", "", words)
+  words[nzchar(words)]
+}

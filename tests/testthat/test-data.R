@@ -74,3 +74,27 @@ test_that("the shipped subset is balanced and equals the test images", {
   expect_identical(test$x[sub$index, ], sub$x)
   expect_identical(test$label[sub$index], sub$label)
 })
+
+test_that("word_cooccurrence() counts directed pairs within the window", {
+  text <- c("The cat sat on the mat.", "The dog sat on the cat's mat")
+  co <- word_cooccurrence(text, vocab_size = 4, window = 2)
+  tokens <- c("the", "cat", "sat", "on", "the", "mat", "the", "dog", "sat", "on", "the",
+              "cat's", "mat")
+  vocab <- c("the", "mat", "on", "sat")  # by frequency, ties alphabetical
+  expect_equal(co$vocab, vocab)
+  ref <- matrix(0, 4, 4, dimnames = list(vocab, vocab))
+  for (t in seq_along(tokens)) {
+    for (s in t + seq_len(2)) {
+      if (s <= length(tokens) && tokens[t] %in% vocab && tokens[s] %in% vocab) {
+        ref[tokens[t], tokens[s]] <- ref[tokens[t], tokens[s]] + 1
+      }
+    }
+  }
+  expect_equal(co$counts, ref)
+  expect_equal(rowSums(co$prob)[rowSums(ref) > 0], rep(1, sum(rowSums(ref) > 0)),
+               ignore_attr = TRUE)
+  expect_equal(co$freq[["the"]], 4)
+  expect_error(word_cooccurrence(1:3), "character", class = "localmean_error")
+  expect_error(word_cooccurrence("one"), "two words", class = "localmean_error")
+  expect_error(word_cooccurrence(text, window = 0), "window", class = "localmean_error")
+})
