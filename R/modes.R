@@ -241,11 +241,8 @@ blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path,
     moving <- max(change) >= tol &&
       (is.null(collapse_tol) || !collapsed(points, setup$h, collapse_tol))
   }
-  density <- cpp_local_fit(points, setup$h, numeric(0), setup$prior, numeric(0), points,
-                           numeric(0), setup$kernel, 0L, FALSE, setup$method, 0, integer(0),
-                           numeric(0), numeric(0), setup$n_threads, FALSE)$wsum
   n <- nrow(points)
-  list(points = points, density = density * shift_norm(setup, n),
+  list(points = points, density = kde_values_at(setup, points, data = points),
        iterations = rep(iter, n), converged = rep(!moving || max_iter == 0L, n),
        paths = if (keep_path) lapply(seq_len(n), function(i) {
          do.call(rbind, lapply(paths, function(p) p[i, ]))
@@ -370,12 +367,12 @@ forest_roots <- function(parent) {
   }
 }
 
-# The kernel density of the fit's data at `points`.
-kde_values_at <- function(setup, points) {
-  res <- cpp_local_fit(setup$x, setup$h, numeric(0), setup$prior, numeric(0), points, numeric(0),
+# The kernel density of `data` (by default the fit's) at `points`.
+kde_values_at <- function(setup, points, data = setup$x) {
+  res <- cpp_local_fit(data, setup$h, numeric(0), setup$prior, numeric(0), points, numeric(0),
                        setup$kernel, 0L, FALSE, setup$method, 0, integer(0), numeric(0),
                        numeric(0), setup$n_threads, FALSE)
-  res$wsum * shift_norm(setup, nrow(setup$x))
+  res$wsum * shift_norm(setup, nrow(data))
 }
 
 #' Principal-component shift (density ridges)
