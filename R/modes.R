@@ -198,16 +198,6 @@ shift_bandwidth <- function(bandwidth, x, kernel, weights, call) {
   rep_len(as.double(bandwidth), d)
 }
 
-check_positive <- function(x, zero = FALSE, arg = rlang::caller_arg(x),
-                           call = rlang::caller_env()) {
-  force(arg)
-  if (!is.numeric(x) || length(x) != 1L || !is.finite(x) || x < 0 || (!zero && x == 0)) {
-    abort("{.arg {arg}} must be a {if (zero) 'non-negative' else 'positive'} number.",
-          call = call)
-  }
-  as.double(x)
-}
-
 # Moves `points` on the fixed data `data` (non-blurring): the C++ loop climbs each point.
 climb <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
   res <- cpp_shift_points(data, setup$h, setup$prior, points, setup$kernel, setup$method, 0,

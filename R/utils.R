@@ -24,6 +24,16 @@ check_count <- function(x, arg = rlang::caller_arg(x), min = 1, call = rlang::ca
   as.integer(x)
 }
 
+check_positive <- function(x, zero = FALSE, arg = rlang::caller_arg(x),
+                           call = rlang::caller_env()) {
+  force(arg)
+  if (!is.numeric(x) || length(x) != 1L || !is.finite(x) || x < 0 || (!zero && x == 0)) {
+    abort("{.arg {arg}} must be a {if (zero) 'non-negative' else 'positive'} number.",
+          call = call)
+  }
+  as.double(x)
+}
+
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   force(arg)
   if (!is.character(x) || length(x) != 1L || !x %in% choices) {
