@@ -35,7 +35,7 @@ source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE)
                  "common.R"))
 n <- env_num("BENCH_N", 1e6)
 reps <- env_num("BENCH_REPS", 5)
-threads <- as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
+threads <- env_threads()
 h <- 0.02
 gridsize <- 401L
 

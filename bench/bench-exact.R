@@ -23,7 +23,7 @@ source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE)
 n <- env_num("BENCH_N", 1e5)
 m <- env_num("BENCH_M", 1e4)
 reps <- env_num("BENCH_REPS", 3)
-threads <- as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
+threads <- env_threads()
 h <- 0.1
 
 

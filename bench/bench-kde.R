@@ -26,7 +26,7 @@ source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE)
 n <- env_num("BENCH_N", 1e6)
 reps <- env_num("BENCH_REPS", 5)
 n_sub <- env_num("BENCH_KDE_SUB", 400)
-threads <- as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
+threads <- env_threads()
 kde_at <- localmean:::kde_at
 
 cat("== bench-kde: KDE on a grid, Gaussian, n =", format(n, big.mark = ","),

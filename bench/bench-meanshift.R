@@ -22,7 +22,7 @@ source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE)
 n <- env_num("BENCH_N", 2e4)
 n_exact <- env_num("BENCH_N_EXACT", 5e3)
 reps <- env_num("BENCH_REPS", 3)
-threads <- as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
+threads <- env_threads()
 python <- Sys.getenv("BENCH_PYTHON", "/usr/bin/python3")
 h <- 1.5
 

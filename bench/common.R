@@ -6,6 +6,9 @@ env_num <- function(name, default) {
   if (nzchar(v)) as.numeric(v) else default
 }
 
+# Thread counts to time, from BENCH_THREADS ("1,2" by default).
+env_threads <- function() as.integer(strsplit(Sys.getenv("BENCH_THREADS", "1,2"), ",")[[1]])
+
 # Median over `reps` runs of the elapsed seconds of f(), after one untimed warm-up run; a gc()
 # precedes every run and is not timed. Wall time from bench::hires_time() when bench is
 # installed (proc.time() resolves only milliseconds).
