@@ -11,6 +11,118 @@ Rcpp::Rostream<true>&  Rcpp::Rcout = Rcpp::Rcpp_cout_get();
 Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
+// cpp_knn_graph
+List cpp_knn_graph(NumericMatrix x, NumericMatrix queries, int k, bool self, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_knn_graph(SEXP xSEXP, SEXP queriesSEXP, SEXP kSEXP, SEXP selfSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
+    Rcpp::traits::input_parameter< int >::type k(kSEXP);
+    Rcpp::traits::input_parameter< bool >::type self(selfSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_knn_graph(x, queries, k, self, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_principal_axes
+List cpp_principal_axes(NumericMatrix x, int ndim, int n_threads);
+RcppExport SEXP _localmean_cpp_principal_axes(SEXP xSEXP, SEXP ndimSEXP, SEXP n_threadsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type ndim(ndimSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_principal_axes(x, ndim, n_threads));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_lle
+List cpp_lle(NumericMatrix x, int k, int ndim, double reg, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_lle(SEXP xSEXP, SEXP kSEXP, SEXP ndimSEXP, SEXP regSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< int >::type k(kSEXP);
+    Rcpp::traits::input_parameter< int >::type ndim(ndimSEXP);
+    Rcpp::traits::input_parameter< double >::type reg(regSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_lle(x, k, ndim, reg, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_lle_transform
+NumericMatrix cpp_lle_transform(NumericMatrix x, NumericMatrix layout, NumericMatrix newdata, int k, double reg, int n_threads);
+RcppExport SEXP _localmean_cpp_lle_transform(SEXP xSEXP, SEXP layoutSEXP, SEXP newdataSEXP, SEXP kSEXP, SEXP regSEXP, SEXP n_threadsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type layout(layoutSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type newdata(newdataSEXP);
+    Rcpp::traits::input_parameter< int >::type k(kSEXP);
+    Rcpp::traits::input_parameter< double >::type reg(regSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_lle_transform(x, layout, newdata, k, reg, n_threads));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_trimap_triplets
+List cpp_trimap_triplets(NumericMatrix x, IntegerMatrix index, NumericMatrix dist, int n_inliers, int n_outliers, int n_random, double weight_temp, double seed, int n_threads);
+RcppExport SEXP _localmean_cpp_trimap_triplets(SEXP xSEXP, SEXP indexSEXP, SEXP distSEXP, SEXP n_inliersSEXP, SEXP n_outliersSEXP, SEXP n_randomSEXP, SEXP weight_tempSEXP, SEXP seedSEXP, SEXP n_threadsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< IntegerMatrix >::type index(indexSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type dist(distSEXP);
+    Rcpp::traits::input_parameter< int >::type n_inliers(n_inliersSEXP);
+    Rcpp::traits::input_parameter< int >::type n_outliers(n_outliersSEXP);
+    Rcpp::traits::input_parameter< int >::type n_random(n_randomSEXP);
+    Rcpp::traits::input_parameter< double >::type weight_temp(weight_tempSEXP);
+    Rcpp::traits::input_parameter< double >::type seed(seedSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_trimap_triplets(x, index, dist, n_inliers, n_outliers, n_random, weight_temp, seed, n_threads));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_optimise_triplets
+List cpp_optimise_triplets(NumericMatrix init, IntegerMatrix triplets, NumericVector weights, std::string loss, double lr, int n_iters, double l2, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_optimise_triplets(SEXP initSEXP, SEXP tripletsSEXP, SEXP weightsSEXP, SEXP lossSEXP, SEXP lrSEXP, SEXP n_itersSEXP, SEXP l2SEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type init(initSEXP);
+    Rcpp::traits::input_parameter< IntegerMatrix >::type triplets(tripletsSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type weights(weightsSEXP);
+    Rcpp::traits::input_parameter< std::string >::type loss(lossSEXP);
+    Rcpp::traits::input_parameter< double >::type lr(lrSEXP);
+    Rcpp::traits::input_parameter< int >::type n_iters(n_itersSEXP);
+    Rcpp::traits::input_parameter< double >::type l2(l2SEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_optimise_triplets(init, triplets, weights, loss, lr, n_iters, l2, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_principal_scores
+NumericMatrix cpp_principal_scores(NumericMatrix x, NumericVector center, NumericMatrix rotation);
+RcppExport SEXP _localmean_cpp_principal_scores(SEXP xSEXP, SEXP centerSEXP, SEXP rotationSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type center(centerSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type rotation(rotationSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_principal_scores(x, center, rotation));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_local_fit
 List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol);
 RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP) {
@@ -162,6 +274,13 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
+    {"_localmean_cpp_knn_graph", (DL_FUNC) &_localmean_cpp_knn_graph, 6},
+    {"_localmean_cpp_principal_axes", (DL_FUNC) &_localmean_cpp_principal_axes, 3},
+    {"_localmean_cpp_lle", (DL_FUNC) &_localmean_cpp_lle, 6},
+    {"_localmean_cpp_lle_transform", (DL_FUNC) &_localmean_cpp_lle_transform, 6},
+    {"_localmean_cpp_trimap_triplets", (DL_FUNC) &_localmean_cpp_trimap_triplets, 9},
+    {"_localmean_cpp_optimise_triplets", (DL_FUNC) &_localmean_cpp_optimise_triplets, 9},
+    {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 3},
     {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 18},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 13},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},

@@ -196,3 +196,42 @@ mean_shift_ref <- function(p, x, h, kernel = "gaussian", tol = 1e-8, max_iter = 
   }
   p
 }
+
+# k nearest neighbours of every row of x (itself excluded), by sorting all distances; ties to
+# the lower index.
+knn_ref <- function(x, k) {
+  d <- as.matrix(stats::dist(x))
+  diag(d) <- Inf
+  t(apply(d, 1L, function(r) order(r)[seq_len(k)]))
+}
+
+# LLE by its definition: reconstruction weights from regularised local Gram solves, then the
+# bottom eigenvectors of (I - W)'(I - W) by a dense eigen-decomposition.
+lle_ref <- function(x, k, ndim, reg) {
+  n <- nrow(x)
+  nb <- knn_ref(x, k)
+  w <- matrix(0, n, n)
+  for (i in seq_len(n)) {
+    z <- sweep(x[nb[i, ], , drop = FALSE], 2L, x[i, ])
+    gram <- z %*% t(z)
+    gram <- gram + diag(reg * sum(diag(gram)), k)
+    wi <- solve(gram, rep(1, k))
+    w[i, nb[i, ]] <- wi / sum(wi)
+  }
+  m <- t(diag(n) - w) %*% (diag(n) - w)
+  e <- eigen(m, symmetric = TRUE)
+  e$vectors[, n - seq_len(ndim), drop = FALSE]
+}
+
+# Share of the variance of `target` explained by linear maps of `layout` (1: same subspace).
+subspace_fit <- function(layout, target) {
+  fit <- stats::lm.fit(cbind(1, layout), target)
+  1 - sum(fit$residuals^2) / sum(scale(target, scale = FALSE)^2)
+}
+
+swiss_roll <- function(n, seed = 1) {
+  set.seed(seed)
+  t <- 1.5 * pi * (1 + 2 * stats::runif(n))
+  h <- 21 * stats::runif(n)
+  cbind(t * cos(t), h, t * sin(t))
+}

@@ -115,9 +115,9 @@ public:
     }
   }
 
-  // Distance from q to its k-th nearest point (k >= 1; points at distance 0 count); `index`
-  // receives that point's original index (ties go to the lower index).
-  double kth_distance(const double* q, std::size_t k, std::size_t* index = nullptr) const {
+  // The k nearest points to q (k >= 1; points at distance 0 count) as (squared distance,
+  // original index) pairs, nearest first; ties go to the lower index.
+  std::vector<std::pair<double, std::size_t>> nearest(const double* q, std::size_t k) const {
     std::priority_queue<std::pair<double, std::size_t>> best;  // the k nearest so far
     auto beyond = [&](double near2) { return best.size() == k && near2 > best.top().first; };
     visit_nearest_first(q, [&](std::size_t, std::size_t, double near2, double) {
@@ -138,8 +138,16 @@ public:
         }
       }
     });
-    if (index) *index = best.top().second;
-    return std::sqrt(best.top().first);
+    std::vector<std::pair<double, std::size_t>> out(best.size());
+    for (std::size_t r = out.size(); r-- > 0; best.pop()) out[r] = best.top();
+    return out;
+  }
+
+  // Distance from q to its k-th nearest point; `index` receives that point's original index.
+  double kth_distance(const double* q, std::size_t k, std::size_t* index = nullptr) const {
+    const auto best = nearest(q, k);
+    if (index) *index = best.back().second;
+    return std::sqrt(best.back().first);
   }
 
 private:

@@ -1,0 +1,629 @@
+// Embeddings: k-nearest-neighbour graphs, principal components, locally linear embedding (every
+// point a local mean of its neighbours with least-squares weights) and the triplet optimiser
+// shared by TriMap and ordinal embedding (hyperkernels on triplets). Needs Eigen and Spectra.
+#pragma once
+
+#include <Eigen/Dense>
+#include <Eigen/Sparse>
+#include <Spectra/SymEigsShiftSolver.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "engine.hpp"
+
+namespace localmean {
+
+// ---------------------------------------------------------------------------------------------
+// k-nearest-neighbour graph
+
+// Dimensions up to this use the kd-tree; above it, blocked brute force.
+constexpr std::size_t kTreeMaxDim = 8;
+
+// Row-major n x k neighbour indices (0-based) and distances, nearest first, ties by index.
+struct KnnGraph {
+  std::size_t n = 0, k = 0;
+  std::vector<int> index;
+  std::vector<double> dist;
+};
+
+namespace detail {
+
+inline double squared_distance(const double* x, std::size_t n, std::size_t d, std::size_t a,
+                               const double* q, std::size_t m, std::size_t b) {
+  double s = 0.0;
+  for (std::size_t j = 0; j < d; ++j) {
+    const double t = x[j * n + a] - q[j * m + b];
+    s += t * t;
+  }
+  return s;
+}
+
+// Keeps the k smallest (value, index) pairs seen, sorted; insertion is rare once it is full.
+class TopK {
+public:
+  explicit TopK(std::size_t k) : k_(k) { items_.reserve(k + 1); }
+  void clear() { items_.clear(); }
+  float bound() const {
+    return items_.size() < k_ ? std::numeric_limits<float>::infinity() : items_.back().first;
+  }
+  void push(float value, int index) {
+    const std::pair<float, int> item(value, index);
+    items_.insert(std::upper_bound(items_.begin(), items_.end(), item), item);
+    if (items_.size() > k_) items_.pop_back();
+  }
+  const std::vector<std::pair<float, int>>& items() const { return items_; }
+
+private:
+  std::size_t k_;
+  std::vector<std::pair<float, int>> items_;
+};
+
+constexpr std::size_t kPanel = 8, kGroup = 4, kDataPanels = 32;
+typedef float Float8 __attribute__((vector_size(32)));
+
+// Inner products of a group of 4 queries ([d][4]) with `panels` panels of 8 points ([d][8]
+// each, at most kDataPanels): out[r][c] for query r and point c, rows of kDataPanels * 8. Four vector
+// accumulators stay in registers; on AVX2 every step is one load, four broadcasts, four FMAs.
+LOCALMEAN_INLINE void group_dots_body(const float* group, const float* packed, std::size_t panels,
+                                      std::size_t d, float* out) {
+  constexpr std::size_t stride = kDataPanels * kPanel;
+  for (std::size_t p = 0; p < panels; ++p) {
+    const float* panel = packed + p * d * kPanel;
+    Float8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    for (std::size_t j = 0; j < d; ++j) {
+      Float8 v;
+      std::memcpy(&v, panel + j * kPanel, sizeof v);
+      const float* q = group + j * kGroup;
+      a0 += q[0] * v;
+      a1 += q[1] * v;
+      a2 += q[2] * v;
+      a3 += q[3] * v;
+    }
+    std::memcpy(out + p * kPanel, &a0, sizeof a0);
+    std::memcpy(out + stride + p * kPanel, &a1, sizeof a1);
+    std::memcpy(out + 2 * stride + p * kPanel, &a2, sizeof a2);
+    std::memcpy(out + 3 * stride + p * kPanel, &a3, sizeof a3);
+  }
+}
+
+LOCALMEAN_PORTABLE_HOT inline void group_dots_portable(const float* group, const float* packed,
+                                                       std::size_t panels, std::size_t d,
+                                                       float* out) {
+  group_dots_body(group, packed, panels, d, out);
+}
+
+#if LOCALMEAN_X86_CLONES
+__attribute__((target("avx2,fma"))) LOCALMEAN_HOT inline void
+group_dots_avx2(const float* group, const float* packed, std::size_t panels, std::size_t d,
+                float* out) {
+  group_dots_body(group, packed, panels, d, out);
+}
+#endif
+
+inline void group_dots(const float* group, const float* packed, std::size_t panels,
+                       std::size_t d, float* out) {
+#if LOCALMEAN_X86_CLONES
+  if (cpu_has_avx2()) return group_dots_avx2(group, packed, panels, d, out);
+#endif
+  group_dots_portable(group, packed, panels, d, out);
+}
+
+}  // namespace detail
+
+// The k nearest data points of every query: queries (m x d) and data (n x d) column-major; when
+// `self` is true the queries are the data and each point is left out of its own list. The
+// brute-force path ranks candidates in single precision (|q|^2 + |x|^2 - 2 q.x, blocked for
+// registers and cache) and reports exact double-precision distances of the k it keeps. Every query is
+// processed on its own, in blocks fixed by its position, so results do not depend on threads.
+inline bool knn_graph(const double* x, std::size_t n, std::size_t d, const double* queries,
+                      std::size_t m, std::size_t k, bool self, KnnGraph& out,
+                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+  out.n = m;
+  out.k = k;
+  out.index.assign(m * k, 0);
+  out.dist.assign(m * k, 0.0);
+  const std::size_t want = k + (self ? 1 : 0);
+  // Writes query i's list from candidates sorted by distance, dropping the query itself.
+  auto store = [&](std::size_t i, const std::vector<std::pair<double, std::size_t>>& best) {
+    std::size_t r = 0;
+    for (const auto& c : best) {
+      if (r == k) break;
+      if (self && c.second == i) continue;
+      out.index[i * k + r] = static_cast<int>(c.second);
+      out.dist[i * k + r] = std::sqrt(c.first);
+      ++r;
+    }
+  };
+  if (d <= kTreeMaxDim) {
+    const KdTree tree(x, n, d);
+    auto fn = [&](std::size_t begin, std::size_t end) {
+      std::vector<double> q(d);
+      for (std::size_t i = begin; i < end; ++i) {
+        for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
+        auto best = tree.nearest(q.data(), want);
+        // The query itself may tie with duplicates: make sure it is among the candidates.
+        if (self && std::none_of(best.begin(), best.end(),
+                                 [i](const std::pair<double, std::size_t>& c) {
+                                   return c.second == i;
+                                 }))
+          best.back() = {0.0, i};
+        store(i, best);
+      }
+    };
+    return run_chunked(m, chunk_size(64.0 * want * d, 2e7), parallel_for, monitor, fn);
+  }
+  // Brute force in centred single precision: points packed in panels of 8 ([d][8] floats),
+  // queries in groups of 4 ([d][4]); padding points lie infinitely far away.
+  using detail::kGroup;
+  using detail::kPanel;
+  std::vector<double> centre(d, 0.0);
+  for (std::size_t j = 0; j < d; ++j) {
+    for (std::size_t i = 0; i < n; ++i) centre[j] += x[j * n + i];
+    centre[j] /= static_cast<double>(n);
+  }
+  const std::size_t panels = (n + kPanel - 1) / kPanel;
+  std::vector<float> packed(panels * d * kPanel, 0.0f);
+  std::vector<float> norm(panels * kPanel, std::numeric_limits<float>::infinity());
+  for (std::size_t i = 0; i < n; ++i) {
+    float s = 0.0f;
+    for (std::size_t j = 0; j < d; ++j) {
+      const float v = static_cast<float>(x[j * n + i] - centre[j]);
+      packed[(i / kPanel) * d * kPanel + j * kPanel + i % kPanel] = v;
+      s += v * v;
+    }
+    norm[i] = s;
+  }
+  using detail::kDataPanels;
+  constexpr std::size_t kQueryBlock = 128;
+  // A few spare candidates absorb single-precision rank swaps at the k-th place.
+  const std::size_t keep = std::min(n, want + 4);
+  const std::size_t blocks = (m + kQueryBlock - 1) / kQueryBlock;
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    std::vector<float> group(d * kGroup), dots(kGroup * kDataPanels * kPanel);
+    std::vector<detail::TopK> top(kQueryBlock, detail::TopK(keep));
+    std::vector<float> qnorm(kQueryBlock);
+    std::vector<std::pair<double, std::size_t>> best;
+    for (std::size_t b = begin; b < end; ++b) {
+      const std::size_t q0 = b * kQueryBlock, qn = std::min(kQueryBlock, m - q0);
+      for (auto& t : top) t.clear();
+      for (std::size_t g0 = 0; g0 < qn; g0 += kGroup) {
+        // Absent queries of a last, partial group repeat its first one and are ignored.
+        for (std::size_t r = 0; r < kGroup; ++r) {
+          const std::size_t i = q0 + std::min(g0 + r, qn - 1);
+          float s = 0.0f;
+          for (std::size_t j = 0; j < d; ++j) {
+            const float v = static_cast<float>(queries[j * m + i] - centre[j]);
+            group[j * kGroup + r] = v;
+            s += v * v;
+          }
+          if (g0 + r < qn) qnorm[g0 + r] = s;
+        }
+        const std::size_t rows = std::min(kGroup, qn - g0);
+        for (std::size_t p0 = 0; p0 < panels; p0 += kDataPanels) {
+          const std::size_t pn = std::min(kDataPanels, panels - p0);
+          detail::group_dots(group.data(), &packed[p0 * d * kPanel], pn, d, dots.data());
+          const float* xn = &norm[p0 * kPanel];
+          for (std::size_t r = 0; r < rows; ++r) {
+            detail::TopK& t = top[g0 + r];
+            float bound = t.bound();
+            const float* dr = &dots[r * kDataPanels * kPanel];
+            for (std::size_t c = 0; c < pn * kPanel; ++c) {
+              const float d2 = qnorm[g0 + r] + xn[c] - 2.0f * dr[c];
+              if (d2 < bound) {
+                t.push(d2, static_cast<int>(p0 * kPanel + c));
+                bound = t.bound();
+              }
+            }
+          }
+        }
+      }
+      for (std::size_t r = 0; r < qn; ++r) {
+        best.clear();
+        for (const auto& c : top[r].items())
+          best.emplace_back(detail::squared_distance(x, n, d, c.second, queries, m, q0 + r),
+                            static_cast<std::size_t>(c.second));
+        std::sort(best.begin(), best.end());
+        store(q0 + r, best);
+      }
+    }
+  };
+  // Progress is reported in queries, not blocks.
+  const Monitor in_queries = [&](std::size_t done, std::size_t) {
+    return !monitor || monitor(std::min(m, done * kQueryBlock), m);
+  };
+  const std::size_t per_block = kQueryBlock * n * d;
+  return run_chunked(blocks, std::max<std::size_t>(1, 200000000 / std::max<std::size_t>(per_block, 1)),
+                     parallel_for, in_queries, fn);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Principal components
+
+// The leading `ndim` principal axes of x (n x d, column-major): the centre (d), the axes
+// (d x ndim, column-major) and the variances along them. The covariance is formed column block
+// by column block, each block on its own, so the result does not depend on threads.
+struct Principal {
+  std::vector<double> centre, axes, variance;
+};
+
+inline Principal principal_axes(const double* x, std::size_t n, std::size_t d, std::size_t ndim,
+                                const ParallelFor& parallel_for = serial_for) {
+  Principal out;
+  out.centre.assign(d, 0.0);
+  for (std::size_t j = 0; j < d; ++j) {
+    for (std::size_t i = 0; i < n; ++i) out.centre[j] += x[j * n + i];
+    out.centre[j] /= static_cast<double>(n);
+  }
+  Eigen::MatrixXf xc(n, d);
+  for (std::size_t j = 0; j < d; ++j)
+    for (std::size_t i = 0; i < n; ++i) xc(i, j) = static_cast<float>(x[j * n + i] - out.centre[j]);
+  Eigen::MatrixXd cov(d, d);
+  constexpr std::size_t kCols = 32;
+  parallel_for(0, (d + kCols - 1) / kCols, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t b = begin; b < end; ++b) {
+      const std::size_t c0 = b * kCols, cn = std::min(kCols, d - c0);
+      const Eigen::MatrixXf part = xc.transpose() * xc.middleCols(c0, cn);
+      cov.middleCols(c0, cn) = part.cast<double>() / static_cast<double>(std::max<std::size_t>(n - 1, 1));
+    }
+  });
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(cov);
+  out.axes.resize(d * ndim);
+  out.variance.resize(ndim);
+  for (std::size_t a = 0; a < ndim; ++a) {
+    const Eigen::Index col = static_cast<Eigen::Index>(d - 1 - a);  // eigenvalues ascend
+    out.variance[a] = std::max(0.0, eig.eigenvalues()[col]);
+    // Sign convention: the largest loading of each axis is positive.
+    Eigen::Index arg;
+    eig.eigenvectors().col(col).cwiseAbs().maxCoeff(&arg);
+    const double sign = eig.eigenvectors()(arg, col) < 0 ? -1.0 : 1.0;
+    for (std::size_t j = 0; j < d; ++j) out.axes[a * d + j] = sign * eig.eigenvectors()(j, col);
+  }
+  return out;
+}
+
+// Scores (m x ndim, column-major) of points x (m x d) on the principal axes.
+inline std::vector<double> principal_scores(const Principal& pc, const double* x, std::size_t m,
+                                            std::size_t d) {
+  const std::size_t ndim = pc.variance.size();
+  Eigen::MatrixXd xc(m, d);
+  for (std::size_t j = 0; j < d; ++j)
+    for (std::size_t i = 0; i < m; ++i) xc(i, j) = x[j * m + i] - pc.centre[j];
+  const Eigen::Map<const Eigen::MatrixXd> axes(pc.axes.data(), d, ndim);
+  std::vector<double> out(m * ndim);
+  Eigen::Map<Eigen::MatrixXd>(out.data(), m, ndim) = xc * axes;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locally linear embedding
+
+// Reconstruction weights of every query from its k neighbours in the data (row-major m x k,
+// rows summing to 1): w minimises |q - sum_j w_j x_j|^2 subject to sum w = 1, through the local
+// Gram matrix C = Z Z' (Z: neighbours minus q) regularised by reg * trace(C), or by reg alone
+// when C vanishes (all neighbours on q), which keeps duplicated points solvable.
+inline void lle_weights(const double* x, std::size_t n, std::size_t d, const double* queries,
+                        std::size_t m, const KnnGraph& graph, double reg, double* weights,
+                        const ParallelFor& parallel_for = serial_for) {
+  const std::size_t k = graph.k;
+  parallel_for(0, m, [&](std::size_t begin, std::size_t end) {
+    Eigen::MatrixXd z(k, d), gram(k, k);
+    const Eigen::VectorXd ones = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(k));
+    for (std::size_t i = begin; i < end; ++i) {
+      for (std::size_t r = 0; r < k; ++r) {
+        const std::size_t nb = static_cast<std::size_t>(graph.index[i * k + r]);
+        for (std::size_t j = 0; j < d; ++j) z(r, j) = x[j * n + nb] - queries[j * m + i];
+      }
+      gram.noalias() = z * z.transpose();
+      const double trace = gram.trace();
+      gram.diagonal().array() += trace > 0.0 ? reg * trace : reg;
+      Eigen::VectorXd w = gram.ldlt().solve(ones);
+      w /= w.sum();
+      for (std::size_t r = 0; r < k; ++r) weights[i * k + r] = w[r];
+    }
+  });
+}
+
+// (M - sigma I)^{-1} v for Spectra's shift-and-invert mode, by a sparse Cholesky factorisation.
+class SparseShiftSolve {
+public:
+  explicit SparseShiftSolve(const Eigen::SparseMatrix<double>& mat) : mat_(mat) {}
+  Eigen::Index rows() const { return mat_.rows(); }
+  Eigen::Index cols() const { return mat_.cols(); }
+  void set_shift(double sigma) {
+    Eigen::SparseMatrix<double> identity(mat_.rows(), mat_.cols());
+    identity.setIdentity();
+    solver_.compute(mat_ - sigma * identity);
+    ok_ = solver_.info() == Eigen::Success;
+  }
+  bool ok() const { return ok_; }
+  void perform_op(const double* in, double* out) const {
+    const Eigen::Map<const Eigen::VectorXd> v(in, mat_.rows());
+    Eigen::Map<Eigen::VectorXd>(out, mat_.rows()) = solver_.solve(v);
+  }
+
+private:
+  const Eigen::SparseMatrix<double>& mat_;
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver_;
+  bool ok_ = false;
+};
+
+struct LleResult {
+  std::vector<double> layout;      // n x ndim, column-major
+  std::vector<double> eigenvalues;  // ndim + 1, the first belongs to the constant vector
+  bool converged = false;
+};
+
+// The bottom eigenvectors of M = (I - W)'(I - W) for the reconstruction weights W of the data on
+// their own neighbours: the constant vector is dropped, the next ndim are the layout. Solved by
+// Lanczos iterations in shift-and-invert mode (Spectra) about a small negative shift, where
+// M - sigma I is positive definite.
+inline LleResult lle_layout(const KnnGraph& graph, const double* weights, std::size_t ndim) {
+  const std::size_t n = graph.n, k = graph.k;
+  std::vector<Eigen::Triplet<double>> entries;
+  entries.reserve(n * (k + 1));
+  for (std::size_t i = 0; i < n; ++i) {
+    entries.emplace_back(static_cast<int>(i), static_cast<int>(i), 1.0);
+    for (std::size_t r = 0; r < k; ++r)
+      entries.emplace_back(static_cast<int>(i), graph.index[i * k + r], -weights[i * k + r]);
+  }
+  Eigen::SparseMatrix<double> residual(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n));
+  residual.setFromTriplets(entries.begin(), entries.end());
+  const Eigen::SparseMatrix<double> mat = Eigen::SparseMatrix<double>(residual.transpose()) * residual;
+  const double scale = mat.diagonal().mean();
+  LleResult out;
+  const Eigen::Index nev = static_cast<Eigen::Index>(ndim + 1);
+  const Eigen::Index ncv = std::min<Eigen::Index>(static_cast<Eigen::Index>(n),
+                                                  std::max<Eigen::Index>(2 * nev + 1, 20));
+  for (double shift = 1e-10; shift <= 1e-4 && !out.converged; shift *= 100.0) {
+    SparseShiftSolve op(mat);
+    Spectra::SymEigsShiftSolver<double, Spectra::LARGEST_MAGN, SparseShiftSolve> eigs(
+        &op, nev, ncv, -shift * scale);
+    if (!op.ok()) continue;
+    eigs.init();
+    eigs.compute(1000, 1e-10, Spectra::SMALLEST_ALGE);
+    if (eigs.info() != Spectra::SUCCESSFUL) continue;
+    const Eigen::VectorXd values = eigs.eigenvalues();
+    const Eigen::MatrixXd vectors = eigs.eigenvectors();
+    out.eigenvalues.assign(values.data(), values.data() + values.size());
+    out.layout.resize(n * ndim);
+    for (std::size_t a = 0; a < ndim; ++a) {
+      // Sign convention: the largest coordinate of each axis is positive.
+      Eigen::Index arg;
+      vectors.col(a + 1).cwiseAbs().maxCoeff(&arg);
+      const double sign = vectors(arg, a + 1) < 0 ? -1.0 : 1.0;
+      for (std::size_t i = 0; i < n; ++i) out.layout[a * n + i] = sign * vectors(i, a + 1);
+    }
+    out.converged = true;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Triplets: TriMap's sampling and the optimiser shared with ordinal embedding
+
+// SplitMix64: a small generator seeded per anchor point, so that sampling does not depend on how
+// the points are spread over threads.
+class SplitMix {
+public:
+  SplitMix(std::uint64_t seed, std::uint64_t stream) : state_(seed ^ (stream * 0x9E3779B97F4A7C15ULL)) {
+    next();
+  }
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+
+private:
+  std::uint64_t state_;
+};
+
+struct TripletSet {
+  std::vector<int> triplets;  // 3 x T, column-major: (anchor, closer, farther)
+  std::vector<double> weights;
+  std::size_t size() const { return weights.size(); }
+};
+
+struct TrimapSettings {
+  std::size_t n_inliers = 12, n_outliers = 4, n_random = 3;
+  double weight_temp = 0.5;
+  std::uint64_t seed = 1;
+};
+
+// TriMap's triplets (Amid and Warmuth 2019) from the data x (n x d) and its neighbour graph:
+// scales sigma_i (mean distance to the 4th-6th neighbours), similarities on the scaled squared
+// distances d2_ij / (sigma_i sigma_j), the n_inliers most similar neighbours of every anchor, each
+// with n_outliers uniform non-neighbours, and n_random uniform pairs per anchor; log-weights
+// sd2_ik - sd2_ij (random ones times 0.1) with every triplet ordered so that the weight is
+// positive, shifted to start at 0 and passed through the tempered log with temperature t.
+inline TripletSet trimap_triplets(const double* x, std::size_t n, std::size_t d,
+                                  const KnnGraph& graph, const TrimapSettings& set,
+                                  const ParallelFor& parallel_for = serial_for) {
+  const std::size_t ke = graph.k, m = set.n_inliers, o = set.n_outliers, r = set.n_random;
+  std::vector<double> sig(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t lo = std::min<std::size_t>(2, ke - 1), hi = std::min<std::size_t>(5, ke);
+    double s = 0.0;
+    for (std::size_t c = lo; c < hi; ++c) s += graph.dist[i * ke + c];
+    sig[i] = std::max(s / static_cast<double>(hi - lo), 1e-10);
+  }
+  auto scaled_d2 = [&](std::size_t a, std::size_t b) {
+    return detail::squared_distance(x, n, d, a, x, n, b) / (sig[a] * sig[b]);
+  };
+  const std::size_t per_anchor = m * o + r;
+  TripletSet out;
+  out.triplets.resize(3 * n * per_anchor);
+  out.weights.resize(n * per_anchor);
+  parallel_for(0, n, [&](std::size_t begin, std::size_t end) {
+    std::vector<std::pair<double, int>> ranked(ke);
+    std::vector<int> rejects, picked;
+    for (std::size_t i = begin; i < end; ++i) {
+      for (std::size_t c = 0; c < ke; ++c) {
+        const double dist = graph.dist[i * ke + c];
+        const int nb = graph.index[i * ke + c];
+        ranked[c] = {dist * dist / (sig[i] * sig[nb]), nb};
+      }
+      std::sort(ranked.begin(), ranked.end());
+      rejects.assign(1, static_cast<int>(i));
+      for (std::size_t c = 0; c < m; ++c) rejects.push_back(ranked[c].second);
+      std::sort(rejects.begin(), rejects.end());
+      SplitMix rng(set.seed, i);
+      auto put = [&](std::size_t t, int a, int b, double w) {
+        const bool flip = w < 0;
+        out.triplets[3 * t] = static_cast<int>(i);
+        out.triplets[3 * t + 1] = flip ? b : a;
+        out.triplets[3 * t + 2] = flip ? a : b;
+        out.weights[t] = std::abs(w);
+      };
+      std::size_t t = i * per_anchor;
+      for (std::size_t c = 0; c < m; ++c) {
+        picked.clear();
+        while (picked.size() < o) {
+          const int cand = static_cast<int>(rng.below(n));
+          if (std::binary_search(rejects.begin(), rejects.end(), cand) ||
+              std::find(picked.begin(), picked.end(), cand) != picked.end())
+            continue;
+          picked.push_back(cand);
+          put(t++, ranked[c].second, cand, scaled_d2(i, cand) - ranked[c].first);
+        }
+      }
+      for (std::size_t c = 0; c < r; ++c) {
+        std::size_t a, b;
+        do a = rng.below(n); while (a == i);
+        do b = rng.below(n); while (b == i || b == a);
+        put(t++, static_cast<int>(a), static_cast<int>(b), 0.1 * (scaled_d2(i, b) - scaled_d2(i, a)));
+      }
+    }
+  });
+  const double lowest = *std::min_element(out.weights.begin(), out.weights.end());
+  const double t = set.weight_temp;
+  for (double& w : out.weights) {
+    const double v = 1.0 + w - lowest;
+    w = std::abs(t - 1.0) < 1e-5 ? std::log(v) : (std::pow(v, 1.0 - t) - 1.0) / (1.0 - t);
+  }
+  return out;
+}
+
+enum class TripletLoss {
+  trimap,  // w * s_ik / (s_ij + s_ik), Student-t similarities s = 1 / (1 + |y_a - y_b|^2)
+  tste     // -w * log(s_ij / (s_ij + s_ik)) (t-STE with one degree of freedom)
+};
+
+struct TripletSettings {
+  TripletLoss loss = TripletLoss::trimap;
+  double lr = 0.1;       // step size (TriMap scales it by n / T before the call)
+  std::size_t n_iters = 400;
+  double l2 = 0.0;       // penalty l2 * |Y|^2 on the layout
+  std::size_t switch_iter = 250;  // momentum 0.5 before, 0.8 after
+};
+
+struct TripletTrace {
+  std::vector<double> loss;  // mean weighted loss at every iteration
+  double violated = 0.0;     // share of triplets with the farther point nearer, at the end
+};
+
+namespace detail {
+
+// Gradient of the summed triplet loss at y (n x ndim, column-major) over triplets [begin, end),
+// added into grad; returns the summed loss and counts the violated triplets.
+inline double triplet_gradient(const std::vector<double>& y, std::size_t n, std::size_t ndim,
+                               const int* tri, const double* w, std::size_t begin,
+                               std::size_t end, TripletLoss loss, double* grad,
+                               std::size_t* violated) {
+  double total = 0.0;
+  double yij[8], yik[8];
+  for (std::size_t t = begin; t < end; ++t) {
+    const std::size_t i = tri[3 * t], j = tri[3 * t + 1], k = tri[3 * t + 2];
+    double a = 1.0, b = 1.0;  // 1 + squared distances to the closer and the farther point
+    for (std::size_t c = 0; c < ndim; ++c) {
+      yij[c] = y[c * n + i] - y[c * n + j];
+      yik[c] = y[c * n + i] - y[c * n + k];
+      a += yij[c] * yij[c];
+      b += yik[c] * yik[c];
+    }
+    if (a > b) ++*violated;
+    double gs, go;  // d loss / d y_ij and d loss / d y_ik, per unit vector
+    if (loss == TripletLoss::trimap) {
+      total += w[t] * a / (a + b);
+      const double f = 2.0 * w[t] / ((a + b) * (a + b));
+      gs = f * b;
+      go = -f * a;
+    } else {
+      total += w[t] * (std::log(a + b) - std::log(b));
+      gs = 2.0 * w[t] / (a + b);
+      go = 2.0 * w[t] * (1.0 / (a + b) - 1.0 / b);
+    }
+    for (std::size_t c = 0; c < ndim; ++c) {
+      grad[c * n + i] += gs * yij[c] + go * yik[c];
+      grad[c * n + j] -= gs * yij[c];
+      grad[c * n + k] -= go * yik[c];
+    }
+  }
+  return total;
+}
+
+}  // namespace detail
+
+// Full-batch delta-bar-delta descent with momentum (TriMap's optimiser): the gradient at
+// y + gamma * v, per-coordinate gains that grow by 0.2 while the direction holds and shrink by
+// 0.8 when it turns (at least 0.01), v <- gamma v - lr * gain * grad. The triplets are cut into a
+// fixed number of slices, each with its own gradient buffer, summed in slice order: the result
+// does not depend on the number of threads. y: n x ndim, column-major, updated in place.
+inline bool optimise_triplets(double* y, std::size_t n, std::size_t ndim, const int* tri,
+                              const double* w, std::size_t n_triplets, const TripletSettings& set,
+                              TripletTrace& trace, const ParallelFor& parallel_for = serial_for,
+                              const Monitor& monitor = {}) {
+  constexpr std::size_t kSlices = 8;
+  const std::size_t size = n * ndim;
+  std::vector<double> vel(size, 0.0), gain(size, 1.0), ahead(size), grad(size);
+  std::vector<double> buffers(kSlices * size);
+  std::vector<double> slice_loss(kSlices);
+  std::vector<std::size_t> slice_violated(kSlices);
+  trace.loss.assign(set.n_iters, 0.0);
+  const double mean_weight = 1.0 / std::max<std::size_t>(n_triplets, 1);
+  auto sign = [](double v) { return (v > 0.0) - (v < 0.0); };
+  for (std::size_t it = 0; it < set.n_iters; ++it) {
+    const double gamma = it > set.switch_iter ? 0.8 : 0.5;
+    for (std::size_t e = 0; e < size; ++e) ahead[e] = y[e] + gamma * vel[e];
+    parallel_for(0, kSlices, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t s = begin; s < end; ++s) {
+        double* buf = &buffers[s * size];
+        std::fill(buf, buf + size, 0.0);
+        slice_violated[s] = 0;
+        slice_loss[s] = detail::triplet_gradient(ahead, n, ndim, tri, w, n_triplets * s / kSlices,
+                                                 n_triplets * (s + 1) / kSlices, set.loss, buf,
+                                                 &slice_violated[s]);
+      }
+    });
+    double loss = 0.0;
+    std::size_t violated = 0;
+    for (std::size_t s = 0; s < kSlices; ++s) {
+      loss += slice_loss[s];
+      violated += slice_violated[s];
+    }
+    parallel_for(0, size, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t e = begin; e < end; ++e) {
+        double g = 2.0 * set.l2 * ahead[e];
+        for (std::size_t s = 0; s < kSlices; ++s) g += buffers[s * size + e];
+        gain[e] = sign(vel[e]) != sign(g) ? gain[e] + 0.2 : std::max(gain[e] * 0.8, 0.01);
+        vel[e] = gamma * vel[e] - set.lr * gain[e] * g;
+        y[e] += vel[e];
+      }
+    });
+    for (std::size_t e = 0; e < size; ++e) loss += set.l2 * ahead[e] * ahead[e];
+    trace.loss[it] = loss * mean_weight;
+    trace.violated = static_cast<double>(violated) * mean_weight;
+    if (monitor && !monitor(it + 1, set.n_iters)) return false;
+  }
+  return true;
+}
+
+}  // namespace localmean
