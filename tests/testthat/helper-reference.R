@@ -200,7 +200,7 @@ mean_shift_ref <- function(p, x, h, kernel = "gaussian", tol = 1e-8, max_iter = 
 # k nearest neighbours of every row of x (itself excluded), by sorting all distances; ties to
 # the lower index.
 knn_ref <- function(x, k) {
-  d <- as.matrix(stats::dist(x))
+  d <- unname(as.matrix(stats::dist(x)))
   diag(d) <- Inf
   t(apply(d, 1L, function(r) order(r)[seq_len(k)]))
 }

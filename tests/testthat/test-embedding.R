@@ -67,7 +67,7 @@ test_that("the neighbour graph equals a sort of all distances, tree and brute fo
     x <- matrix(rnorm(400 * d), ncol = d)
     g <- cpp_knn_graph(x, x, 7L, TRUE, 2L, FALSE)
     expect_identical(g$index, knn_ref(x, 7))
-    dref <- as.matrix(dist(x))
+    dref <- unname(as.matrix(dist(x)))
     expect_equal(g$distance, t(sapply(1:400, function(i) dref[i, knn_ref(x, 7)[i, ]])),
                  tolerance = 1e-12)
     expect_identical(cpp_knn_graph(x, x, 7L, TRUE, 1L, FALSE), g)
@@ -202,8 +202,9 @@ test_that("ordinal_embed() satisfies noise-free triplets", {
   # Held-out triplets of the same points are mostly right too.
   expect_gt(satisfied(fit$layout, planted_triplets(truth, 2000)), 0.9)
   set.seed(6)
-  expect_identical(ordinal_embed(tri, n_threads = 1, verbose = FALSE)$layout,
-                   ordinal_embed(tri, n_threads = 2, verbose = FALSE)$layout)
+  one <- ordinal_embed(tri, n_threads = 1, verbose = FALSE)$layout
+  set.seed(6)
+  expect_identical(ordinal_embed(tri, n_threads = 2, verbose = FALSE)$layout, one)
 })
 
 test_that("ordinal_embed() refuses bad triplets", {
