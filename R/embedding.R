@@ -429,7 +429,7 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #' @examples
 #' co <- word_cooccurrence(rep(c("the cat sat on the mat", "a dog ate the bone"), 20),
 #'                         vocab_size = 10)
-#' fit <- asym_mds(co$conditional)
+#' fit <- asym_mds(co$prob)
 #' plot(fit)
 asym_mds <- function(s, ndim = 2, weights = NULL, max_iter = 1000, tol = 1e-10) {
   p <- check_similarity(s)
@@ -586,11 +586,9 @@ plot.local_embedding <- function(x, labels = NULL, main = embedding_names[[x$met
                      bty = "n")
     return(invisible(NULL))
   }
-  if (is.null(col)) {
-    groups <- if (is.null(labels)) factor(rep(1L, nrow(layout))) else as.factor(labels)
-    palette <- grDevices::hcl.colors(max(nlevels(groups), 2L), "Dark 3")
-    col <- grDevices::adjustcolor(palette[as.integer(groups)], alpha.f = 0.7)
-  }
+  groups <- if (is.null(labels)) factor(rep(1L, nrow(layout))) else as.factor(labels)
+  palette <- grDevices::hcl.colors(max(nlevels(groups), 2L), "Dark 3")
+  if (is.null(col)) col <- grDevices::adjustcolor(palette[as.integer(groups)], alpha.f = 0.7)
   cex <- if (nrow(layout) > 5000L) 0.2 else if (nrow(layout) > 1000L) 0.4 else 0.8
   graphics::plot(layout[, 1], if (ncol(layout) > 1L) layout[, 2] else rep(0, nrow(layout)),
                  col = col, pch = pch, cex = cex, main = main, xlab = "dim1",
