@@ -517,10 +517,10 @@ check_ndim <- function(ndim, d, max = Inf, call = rlang::caller_env()) {
 #' (see each function). `predict()` places new points where the method
 #' defines it: LLE by the reconstruction weights of the new point from its
 #' `k` nearest training points applied to their layout coordinates; TriMap by
-#' the local mean of the layout coordinates of the new point's training
-#' neighbours (Gaussian kernel with the distance to the `n_inliers`-th
-#' neighbour as bandwidth, in TriMap's preprocessed space), a transform that
-#' TriMap's own implementation lacks.
+#' the local mean of the layout coordinates of the new point's `n_inliers`
+#' nearest training points (tricube kernel reaching to the next neighbour,
+#' in TriMap's preprocessed space), a transform that TriMap's own
+#' implementation lacks.
 #'
 #' @param x,object A `local_embedding` object.
 #' @param labels Optional labels, one per point, to colour the points by.
@@ -632,8 +632,10 @@ predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
                       object$parameters$reg, threads)
   } else {
     z <- trimap_transform(object$preprocessing, newdata)
-    spec <- new_spec(object$data, "gaussian", 0L, NULL,
-                     list(k = object$parameters$n_inliers, scale = rep(1, ncol(z))),
+    # A compact kernel: in 100 dimensions a Gaussian as wide as the k-th neighbour's distance
+    # would spread its weight over hundreds of points and pull new points to the centre.
+    spec <- new_spec(object$data, "tricube", 0L, NULL,
+                     list(k = object$parameters$n_inliers + 1L, scale = rep(1, ncol(z))),
                      "exact", local_control())
     fit <- engine_fit(object$data, object$layout, NULL, z, spec, n_threads = threads)
     matrix(fit$coef, nrow(z))
