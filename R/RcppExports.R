@@ -29,6 +29,10 @@ cpp_principal_scores <- function(x, center, rotation) {
     .Call(`_localmean_cpp_principal_scores`, x, center, rotation)
 }
 
+cpp_rank_agreement <- function(x, y, rows, k, n_threads, verbose) {
+    .Call(`_localmean_cpp_rank_agreement`, x, y, rows, k, n_threads, verbose)
+}
+
 cpp_local_fit <- function(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol = 0.0) {
     .Call(`_localmean_cpp_local_fit`, x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol)
 }

@@ -22,15 +22,17 @@
 #'   neighbour vote in the layout (ties go to the class of the nearest
 #'   neighbour among the tied classes).
 #'
-#' The neighbour measures need every point's ranking of all others; with
-#' more than `max_points` points they are averaged over `max_points` evenly
-#' spaced points (their neighbours still drawn from all the data).
+#' The neighbour measures need every point's ranking of all others (exact
+#' distances, computed in C++ in parallel); with more than `max_points`
+#' points they are averaged over `max_points` evenly spaced points (their
+#' neighbours still drawn from all the data).
 #'
 #' @param x The data: a numeric matrix or data frame, one row per point.
 #' @param layout The embedding: a numeric matrix with the same rows.
 #' @param labels Optional class labels (a vector with one entry per point).
 #' @param k Number of neighbours.
 #' @param max_points Most points whose neighbourhoods are compared.
+#' @inheritParams lle
 #' @return A named numeric vector of the measures.
 #' @family embedding
 #' @export
@@ -38,7 +40,8 @@
 #' x <- as.matrix(iris[, 1:4])
 #' pca <- prcomp(x)$x[, 1:2]
 #' embedding_quality(x, pca, labels = iris$Species)
-embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 5000) {
+embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 5000,
+                              n_threads = NULL, verbose = interactive()) {
   x <- check_predictors(x)
   layout <- check_predictors(layout, arg = "layout")
   n <- nrow(x)
@@ -51,47 +54,14 @@ embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 500
     abort("{.arg labels} must have one entry per point ({n}).")
   }
   rows <- if (n <= max_points) seq_len(n) else round(seq(1, n, length.out = check_count(max_points)))
-  ranks <- neighbour_ranks(x, layout, rows, k)
+  ranks <- cpp_rank_agreement(x, layout, rows, k, n_threads(n_threads), check_flag(verbose))
   norm <- 2 / (length(rows) * k * (2 * n - 3 * k - 1))
-  out <- c(trustworthiness = 1 - norm * sum(pmax(ranks$x_rank_of_layout_nn - k, 0)),
-           continuity = 1 - norm * sum(pmax(ranks$layout_rank_of_x_nn - k, 0)),
+  out <- c(trustworthiness = 1 - norm * sum(ranks$data_excess),
+           continuity = 1 - norm * sum(ranks$layout_excess),
            neighbour_preservation = mean(ranks$shared) / k,
            global_score = global_score(x, layout))
   if (!is.null(labels)) out["knn_accuracy"] <- knn_vote_accuracy(ranks$layout_nn, labels, rows)
   out
-}
-
-# For every point of `rows`: the data's ranks of its k nearest neighbours in the layout, the
-# layout's ranks of its k nearest in the data, how many of those neighbours they share, and its
-# k nearest in the layout (rows of a matrix). Processed in blocks of rows.
-neighbour_ranks <- function(x, layout, rows, k) {
-  blocks <- split(rows, ceiling(seq_along(rows) / 256))
-  parts <- lapply(blocks, function(b) {
-    rank_x <- distance_ranks(x, b)
-    rank_y <- distance_ranks(layout, b)
-    nn_x <- rank_x <= k
-    nn_y <- rank_y <= k
-    list(x_rank_of_layout_nn = rank_x[nn_y], layout_rank_of_x_nn = rank_y[nn_x],
-         shared = rowSums(nn_x & nn_y),
-         layout_nn = t(apply(rank_y, 1L, function(r) order(r)[seq_len(k)])))
-  })
-  list(x_rank_of_layout_nn = unlist(lapply(parts, `[[`, 1L)),
-       layout_rank_of_x_nn = unlist(lapply(parts, `[[`, 2L)),
-       shared = unlist(lapply(parts, `[[`, 3L)),
-       layout_nn = do.call(rbind, lapply(parts, `[[`, 4L)))
-}
-
-# Ranks (1 = nearest) of all points by distance from each point of `b`; the point itself gets
-# rank n (it is nobody's neighbour). Ties are ranked by index.
-distance_ranks <- function(x, b) {
-  sq <- rowSums(x^2)
-  d2 <- outer(sq[b], sq, `+`) - 2 * tcrossprod(x[b, , drop = FALSE], x)
-  d2[cbind(seq_along(b), b)] <- Inf
-  t(apply(d2, 1L, function(r) {
-    out <- integer(length(r))
-    out[order(r)] <- seq_along(r)
-    out
-  }))
 }
 
 # TriMap's global score: the linear reconstruction error of the layout against PCA's.

@@ -123,6 +123,22 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_rank_agreement
+List cpp_rank_agreement(NumericMatrix x, NumericMatrix y, IntegerVector rows, int k, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_rank_agreement(SEXP xSEXP, SEXP ySEXP, SEXP rowsSEXP, SEXP kSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type y(ySEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type rows(rowsSEXP);
+    Rcpp::traits::input_parameter< int >::type k(kSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_rank_agreement(x, y, rows, k, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_local_fit
 List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol);
 RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP) {
@@ -281,6 +297,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_trimap_triplets", (DL_FUNC) &_localmean_cpp_trimap_triplets, 9},
     {"_localmean_cpp_optimise_triplets", (DL_FUNC) &_localmean_cpp_optimise_triplets, 9},
     {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 3},
+    {"_localmean_cpp_rank_agreement", (DL_FUNC) &_localmean_cpp_rank_agreement, 6},
     {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 18},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 13},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},

@@ -158,3 +158,24 @@ NumericMatrix cpp_principal_scores(NumericMatrix x, NumericVector center, Numeri
   std::copy(s.begin(), s.end(), out.begin());
   return out;
 }
+
+// Neighbourhood agreement of layout y with data x at the 1-based `rows` (see rank_agreement()).
+// [[Rcpp::export]]
+List cpp_rank_agreement(NumericMatrix x, NumericMatrix y, IntegerVector rows, int k,
+                        int n_threads, bool verbose) {
+  std::vector<int> at(rows.begin(), rows.end());
+  for (int& r : at) --r;
+  localmean::RankAgreement res;
+  localmean_r::Monitor monitor(verbose, at.size(), "neighbour ranks");
+  const bool done = localmean::rank_agreement(
+      x.begin(), x.ncol(), y.begin(), y.ncol(), x.nrow(), at, static_cast<std::size_t>(k), res,
+      localmean_r::parallel_for(n_threads), monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  IntegerMatrix nn(at.size(), k);
+  for (std::size_t r = 0; r < at.size(); ++r)
+    for (int c = 0; c < k; ++c) nn[c * at.size() + r] = res.layout_nn[r * k + c] + 1;
+  return List::create(_["data_excess"] = wrap(res.data_excess),
+                      _["layout_excess"] = wrap(res.layout_excess),
+                      _["shared"] = wrap(res.shared), _["layout_nn"] = nn);
+}

@@ -49,6 +49,8 @@ test_that("embedding_quality() equals the plain-R definitions", {
   expect_equal(unname(perfect[c("trustworthiness", "continuity", "neighbour_preservation")]),
                c(1, 1, 1))
   expect_equal(embedding_quality(x, pca)[["global_score"]], 1, tolerance = 1e-12)
+  expect_identical(embedding_quality(x, y, iris$Species, max_points = 60, n_threads = 1),
+                   embedding_quality(x, y, iris$Species, max_points = 60, n_threads = 2))
 })
 
 test_that("embedding_quality() refuses bad input", {

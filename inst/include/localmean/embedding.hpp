@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -240,6 +241,150 @@ inline bool knn_graph(const double* x, std::size_t n, std::size_t d, const doubl
   const std::size_t per_block = kQueryBlock * n * d;
   return run_chunked(blocks, std::max<std::size_t>(1, 200000000 / std::max<std::size_t>(per_block, 1)),
                      parallel_for, in_queries, fn);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Neighbourhood agreement between data and layout (the quality measures of an embedding)
+
+// For every point i of `rows`, against all n points (i itself excluded, ties ranked by index):
+// the excess ranks sum max(rank - k, 0) in the data of its k layout neighbours (trustworthiness)
+// and in the layout of its k data neighbours (continuity), how many of the two neighbour lists
+// agree, and its k layout neighbours, nearest first (row-major). Exact distances.
+struct RankAgreement {
+  std::vector<double> data_excess, layout_excess;
+  std::vector<int> shared, layout_nn;
+};
+
+namespace detail {
+
+constexpr std::size_t kRankBlock = 8;
+typedef double Double4 __attribute__((vector_size(32)));
+
+// Squared distances from kRankBlock points of x (n x d, column-major; their coordinates in
+// `centres`, [d][8]) to all points, out[l][b] (n x 8). Tiles of 256 points keep the
+// accumulators in L1; each coordinate of a point is loaded once for the whole block.
+LOCALMEAN_INLINE void block_distances_body(const double* x, std::size_t n, std::size_t d,
+                                           const double* centres, double* out) {
+  constexpr std::size_t kTile = 256;
+  std::fill(out, out + n * kRankBlock, 0.0);
+  for (std::size_t l0 = 0; l0 < n; l0 += kTile) {
+    const std::size_t l1 = std::min(n, l0 + kTile);
+    for (std::size_t j = 0; j < d; ++j) {
+      const double* col = x + j * n;
+      Double4 c0, c1;
+      std::memcpy(&c0, centres + j * kRankBlock, sizeof c0);
+      std::memcpy(&c1, centres + j * kRankBlock + 4, sizeof c1);
+      for (std::size_t l = l0; l < l1; ++l) {
+        double* o = out + l * kRankBlock;
+        Double4 a0, a1;
+        std::memcpy(&a0, o, sizeof a0);
+        std::memcpy(&a1, o + 4, sizeof a1);
+        const Double4 t0 = col[l] - c0, t1 = col[l] - c1;
+        a0 += t0 * t0;
+        a1 += t1 * t1;
+        std::memcpy(o, &a0, sizeof a0);
+        std::memcpy(o + 4, &a1, sizeof a1);
+      }
+    }
+  }
+}
+
+LOCALMEAN_PORTABLE_HOT inline void block_distances_portable(const double* x, std::size_t n,
+                                                            std::size_t d, const double* centres,
+                                                            double* out) {
+  block_distances_body(x, n, d, centres, out);
+}
+
+#if LOCALMEAN_X86_CLONES
+__attribute__((target("avx2,fma"))) LOCALMEAN_HOT inline void
+block_distances_avx2(const double* x, std::size_t n, std::size_t d, const double* centres,
+                     double* out) {
+  block_distances_body(x, n, d, centres, out);
+}
+#endif
+
+// Squared distances from the points ids[0..8) to all points, out[l][b].
+inline void block_distances(const double* x, std::size_t n, std::size_t d, const int* ids,
+                            std::vector<double>& centres, std::vector<double>& out) {
+  for (std::size_t j = 0; j < d; ++j)
+    for (std::size_t b = 0; b < kRankBlock; ++b) centres[j * kRankBlock + b] = x[j * n + ids[b]];
+#if LOCALMEAN_X86_CLONES
+  if (cpu_has_avx2()) return block_distances_avx2(x, n, d, centres.data(), out.data());
+#endif
+  block_distances_portable(x, n, d, centres.data(), out.data());
+}
+
+// Column b of a block of distances, with the point itself at +inf (nobody's neighbour).
+inline void distances_of(const std::vector<double>& block, std::size_t b, std::size_t self,
+                         std::vector<double>& out) {
+  for (std::size_t l = 0; l < out.size(); ++l) out[l] = block[l * kRankBlock + b];
+  out[self] = std::numeric_limits<double>::infinity();
+}
+
+// The k nearest by (distance, index), nearest first.
+inline void nearest_by_rank(const std::vector<double>& d2, std::size_t k, std::vector<int>& order,
+                            std::vector<int>& out) {
+  auto before = [&d2](int a, int b) { return d2[a] < d2[b] || (d2[a] == d2[b] && a < b); };
+  std::iota(order.begin(), order.end(), 0);
+  std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), before);
+  out.assign(order.begin(), order.begin() + k);
+  std::sort(out.begin(), out.end(), before);
+}
+
+// Sum over `points` outside `own` of (their rank by d2) - k; ranks start at 1.
+inline double excess_rank(const std::vector<double>& d2, const std::vector<int>& points,
+                          const std::vector<int>& own, std::size_t k) {
+  double excess = 0.0;
+  for (int j : points) {
+    if (std::find(own.begin(), own.end(), j) != own.end()) continue;
+    std::size_t rank = 1;
+    for (std::size_t l = 0; l < d2.size(); ++l)
+      rank += d2[l] < d2[j] || (d2[l] == d2[j] && static_cast<int>(l) < j);
+    excess += static_cast<double>(rank - k);
+  }
+  return excess;
+}
+
+}  // namespace detail
+
+inline bool rank_agreement(const double* x, std::size_t d, const double* y, std::size_t p,
+                           std::size_t n, const std::vector<int>& rows, std::size_t k,
+                           RankAgreement& out, const ParallelFor& parallel_for = serial_for,
+                           const Monitor& monitor = {}) {
+  const std::size_t m = rows.size();
+  out.data_excess.assign(m, 0.0);
+  out.layout_excess.assign(m, 0.0);
+  out.shared.assign(m, 0);
+  out.layout_nn.assign(m * k, 0);
+  // Blocks of 8 rows; a last, partial block repeats its last row and ignores the copies.
+  const std::size_t blocks = (m + detail::kRankBlock - 1) / detail::kRankBlock;
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    using detail::kRankBlock;
+    std::vector<double> bx(n * kRankBlock), by(n * kRankBlock), cx(d * kRankBlock),
+        cy(p * kRankBlock), dx(n), dy(n);
+    std::vector<int> order(n), nx, ny, ids(kRankBlock);
+    for (std::size_t blk = begin; blk < end; ++blk) {
+      const std::size_t r0 = blk * kRankBlock, rn = std::min(kRankBlock, m - r0);
+      for (std::size_t b = 0; b < kRankBlock; ++b) ids[b] = rows[r0 + std::min(b, rn - 1)];
+      detail::block_distances(x, n, d, ids.data(), cx, bx);
+      detail::block_distances(y, n, p, ids.data(), cy, by);
+      for (std::size_t b = 0; b < rn; ++b) {
+        const std::size_t r = r0 + b;
+        detail::distances_of(bx, b, ids[b], dx);
+        detail::distances_of(by, b, ids[b], dy);
+        detail::nearest_by_rank(dx, k, order, nx);
+        detail::nearest_by_rank(dy, k, order, ny);
+        out.data_excess[r] = detail::excess_rank(dx, ny, nx, k);
+        out.layout_excess[r] = detail::excess_rank(dy, nx, ny, k);
+        for (int j : ny) out.shared[r] += std::find(nx.begin(), nx.end(), j) != nx.end();
+        std::copy(ny.begin(), ny.end(), out.layout_nn.begin() + r * k);
+      }
+    }
+  };
+  const Monitor in_rows = [&](std::size_t done, std::size_t) {
+    return !monitor || monitor(std::min(m, done * detail::kRankBlock), m);
+  };
+  return run_chunked(blocks, chunk_size(n * (d + p)), parallel_for, in_rows, fn);
 }
 
 // ---------------------------------------------------------------------------------------------
