@@ -342,6 +342,7 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   keep <- names(counts)[seq_len(min(length(counts), vocab_size - 1L))]
   vocab <- c(setdiff(keep, unk_token), unk_token)
   n_vocab <- length(vocab)
+  if (dim > 512L) abort("{.arg dim} must be at most 512.")
   if (dim >= n_vocab) {
     abort(c("{.arg dim} ({dim}) is too large for the vocabulary of {n_vocab} tokens.",
             i = "Use a {.arg dim} below the vocabulary size."))

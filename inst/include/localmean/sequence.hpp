@@ -365,44 +365,44 @@ struct QkvWork {
   std::vector<double> a1, h1, z, u, q2, k2, v2, a2, h2, logits, dh, du, dq2, dk2, dv2, tmp;
 };
 
-inline double dot(const double* a, const double* b, std::size_t n) {
+LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
   double s = 0.0;
   for (std::size_t j = 0; j < n; ++j) s += a[j] * b[j];
   return s;
 }
 
 // y (r) = M (r x c, row-major) x (c), or += when add.
-inline void matvec(const double* m, const double* x, std::size_t r, std::size_t c, double* y,
+LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c, double* y,
                    bool add = false) {
   for (std::size_t i = 0; i < r; ++i) y[i] = (add ? y[i] : 0.0) + dot(m + i * c, x, c);
 }
 // y (c) += M' x (x of length r).
-inline void matvec_t_add(const double* m, const double* x, std::size_t r, std::size_t c,
+LOCALMEAN_INLINE void matvec_t_add(const double* m, const double* x, std::size_t r, std::size_t c,
                          double* y) {
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < c; ++j) y[j] += m[i * c + j] * x[i];
 }
 // G (r x c) += x y'.
-inline void outer_add(double* g, const double* x, const double* y, std::size_t r, std::size_t c) {
+LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r, std::size_t c) {
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < c; ++j) g[i * c + j] += x[i] * y[j];
 }
 
 // Causal local mean over the lags of one query: weights a (length n, lag order s = t, t-1, ...)
 // from scores, returned in a; h = sum a_s v_s.
-inline void softmax_in_place(double* a, std::size_t n) {
-  double mx = a[0];
-  for (std::size_t j = 1; j < n; ++j) mx = std::max(mx, a[j]);
-  double sum = 0.0;
-  for (std::size_t j = 0; j < n; ++j) sum += (a[j] = std::exp(a[j] - mx));
-  for (std::size_t j = 0; j < n; ++j) a[j] /= sum;
+LOCALMEAN_INLINE void softmax_in_place(double* a, std::size_t n) {
+  const double mx = max_of(a, n);
+  for (std::size_t j = 0; j < n; ++j) a[j] = exp_nonpositive(a[j] - mx);
+  const double inv = 1.0 / sum_of(a, n);
+  for (std::size_t j = 0; j < n; ++j) a[j] *= inv;
 }
 
 // Loss (summed) of the targets t in [a, b): token t + 1 predicted from tokens <= t. With grad
 // not null, adds the gradient of the summed loss. With probs not null (predict), writes the
 // probabilities at the last target instead (no loss). tok: 0-based token ids.
-inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, std::size_t a,
-                          std::size_t b, double* grad, QkvWork& ws, double* probs = nullptr) {
+LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const int* tok,
+                                         std::size_t a, std::size_t b, double* grad, QkvWork& ws,
+                                         double* probs) {
   const std::size_t D = sh.dim, W = sh.window, V = sh.vocab, H = sh.hidden;
   const bool two = sh.layers > 1;
   const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(D));
@@ -461,16 +461,28 @@ inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, 
   }
 
   // Output layer, in groups of targets that share each row of Wo while it is in cache.
-  constexpr std::size_t kGroup = 16;
+  constexpr std::size_t kGroup = 48;
   double loss = 0.0;
   ws.logits.resize(kGroup * V);
   if (grad) ws.dh.assign(nt * D, 0.0);
   for (std::size_t g0 = 0; g0 < nt; g0 += kGroup) {
     const std::size_t ng = std::min(kGroup, nt - g0);
+    // The group's representations transposed (zero-padded): the inner loop runs over the
+    // targets, which vectorises while each logit still sums over coordinates in order.
+    ws.tmp.resize(kGroup * D);
+    double* hT = ws.tmp.data();
+    for (std::size_t c = 0; c < D; ++c)
+      for (std::size_t i = 0; i < kGroup; ++i)
+        hT[c * kGroup + i] = i < ng ? hout[(g0 + i) * D + c] : 0.0;
     for (std::size_t r = 0; r < V; ++r) {
       const double* wr = th + sh.wo + r * D;
-      for (std::size_t i = 0; i < ng; ++i)
-        ws.logits[i * V + r] = dot(wr, hout + (g0 + i) * D, D) + th[sh.bo + r];
+      double l[kGroup];
+      for (std::size_t i = 0; i < kGroup; ++i) l[i] = 0.0;
+      for (std::size_t c = 0; c < D; ++c) {
+        const double w = wr[c];
+        for (std::size_t i = 0; i < kGroup; ++i) l[i] += w * hT[c * kGroup + i];
+      }
+      for (std::size_t i = 0; i < ng; ++i) ws.logits[i * V + r] = l[i] + th[sh.bo + r];
     }
     for (std::size_t i = 0; i < ng; ++i) {
       double* l = &ws.logits[i * V];
@@ -588,6 +600,28 @@ inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, 
     }
   }
   return loss;
+}
+
+LOCALMEAN_PORTABLE_HOT double qkv_segment_portable(const QkvShape& sh, const double* th,
+                                                   const int* tok, std::size_t a, std::size_t b,
+                                                   double* grad, QkvWork& ws, double* probs) {
+  return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
+}
+
+#if LOCALMEAN_X86_CLONES
+__attribute__((target("avx2,fma"))) LOCALMEAN_HOT double qkv_segment_avx2(
+    const QkvShape& sh, const double* th, const int* tok, std::size_t a, std::size_t b,
+    double* grad, QkvWork& ws, double* probs) {
+  return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
+}
+#endif
+
+inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, std::size_t a,
+                          std::size_t b, double* grad, QkvWork& ws, double* probs = nullptr) {
+#if LOCALMEAN_X86_CLONES
+  if (cpu_has_avx2()) return qkv_segment_avx2(sh, th, tok, a, b, grad, ws, probs);
+#endif
+  return qkv_segment_portable(sh, th, tok, a, b, grad, ws, probs);
 }
 
 }  // namespace detail
