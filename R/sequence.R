@@ -278,7 +278,7 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #'
 #' @param tokens A character vector of tokens in text order, e.g. from
 #'   [tokenize_words()] (at least 2).
-#' @param dim Embedding dimension (smaller than the vocabulary).
+#' @param dim Embedding dimension (at most 512, smaller than the vocabulary).
 #' @param window Causal window: the number of tokens (the current one
 #'   included) each prediction sees.
 #' @param layers 1 or 2 local-mean layers.

@@ -110,15 +110,16 @@ constexpr std::size_t kKeyBlock = 64;
 struct SoftmaxContent {
   std::size_t dk;
   double inv_h;
-  LOCALMEAN_INLINE void block(const double* q, const double* kT, std::size_t len,
-                              double* score) const {
-    for (std::size_t j = 0; j < len; ++j) score[j] = 0.0;
-    for (std::size_t c = 0; c < dk; ++c) {
-      const double qc = q[c];
-      const double* kc = kT + c * kKeyBlock;
-      for (std::size_t j = 0; j < len; ++j) score[j] += qc * kc[j];
+  LOCALMEAN_INLINE void block(const double* q, const double* kT, double* score) const {
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
+      double r[16] = {};
+      for (std::size_t c = 0; c < dk; ++c) {
+        const double qc = q[c];
+        const double* kc = kT + c * kKeyBlock + j0;
+        for (std::size_t u = 0; u < 16; ++u) r[u] += qc * kc[u];
+      }
+      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = r[u] * inv_h;
     }
-    for (std::size_t j = 0; j < len; ++j) score[j] *= inv_h;
   }
   double single(const double* q, const double* k) const {
     double s = 0.0;
@@ -130,18 +131,19 @@ struct SoftmaxContent {
 template <class K> struct DistanceContent {
   std::size_t dk;
   double inv_h2;
-  LOCALMEAN_INLINE void block(const double* q, const double* kT, std::size_t len,
-                              double* score) const {
-    for (std::size_t j = 0; j < len; ++j) score[j] = 0.0;
-    for (std::size_t c = 0; c < dk; ++c) {
-      const double qc = q[c];
-      const double* kc = kT + c * kKeyBlock;
-      for (std::size_t j = 0; j < len; ++j) {
-        const double diff = qc - kc[j];
-        score[j] += diff * diff;
+  LOCALMEAN_INLINE void block(const double* q, const double* kT, double* score) const {
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
+      double r[16] = {};
+      for (std::size_t c = 0; c < dk; ++c) {
+        const double qc = q[c];
+        const double* kc = kT + c * kKeyBlock + j0;
+        for (std::size_t u = 0; u < 16; ++u) {
+          const double diff = qc - kc[u];
+          r[u] += diff * diff;
+        }
       }
+      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = log_shape<K>(r[u] * inv_h2);
     }
-    for (std::size_t j = 0; j < len; ++j) score[j] = log_shape<K>(score[j] * inv_h2);
   }
   double single(const double* q, const double* k) const {
     double r2 = 0.0;
@@ -194,7 +196,8 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, const double* k, std::
   std::size_t lo[kQueryTile], hi[kQueryTile];
   double run_max[kQueryTile], run_sum[kQueryTile];
   acc.assign(nt * dv, 0.0);
-  kT.resize(dk * kKeyBlock);
+  // Keys outside the block's range keep stale (finite) coordinates; their scores are masked.
+  if (kT.size() != dk * kKeyBlock) kT.assign(dk * kKeyBlock, 0.0);
   double score[kKeyBlock];
   std::size_t first = nk, last = 0;
   for (std::size_t i = 0; i < nt; ++i) {
@@ -214,13 +217,14 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, const double* k, std::
     for (std::size_t i = 0; i < nt; ++i) {
       const std::size_t a = std::max(b0, lo[i]), e = std::min(b1 - 1, hi[i]);
       if (a > e) continue;
-      const std::size_t t = t0 + i, len = e - a + 1;
-      content.block(q + t * dk, kT.data() + (a - b0), len, score);
+      const std::size_t t = t0 + i, ja = a - b0, je = e - b0 + 1;
+      content.block(q + t * dk, kT.data(), score);
       if (decay)
-        for (std::size_t j = 0; j < len; ++j)
-          score[j] -= (static_cast<double>(t) - static_cast<double>(a + j)) * inv_tau;
-      // Fixed-length loops vectorise; the padding weighs exp(-inf) = 0 and adds nothing.
-      for (std::size_t j = len; j < kKeyBlock; ++j) score[j] = kLogZero;
+        for (std::size_t j = 0; j < kKeyBlock; ++j)
+          score[j] -= (static_cast<double>(t) - static_cast<double>(b0 + j)) * inv_tau;
+      // Keys outside [a, e] weigh exp(kLogZero) = 0 and add nothing.
+      for (std::size_t j = 0; j < ja; ++j) score[j] = kLogZero;
+      for (std::size_t j = je; j < kKeyBlock; ++j) score[j] = kLogZero;
       const double block_max = max_of(score, kKeyBlock);
       if (block_max < 0.5 * kLogZero) continue;  // every weight zero (compact kernels)
       double* at = &acc[i * dv];
@@ -233,9 +237,10 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, const double* k, std::
       const double m = run_max[i];
       for (std::size_t j = 0; j < kKeyBlock; ++j) score[j] = exp_nonpositive(score[j] - m);
       run_sum[i] += sum_of(score, kKeyBlock);
-      for (std::size_t j = 0; j < len; ++j) {
+      const double* vb = v + b0 * dv;
+      for (std::size_t j = ja; j < je; ++j) {
         const double w = score[j];
-        const double* vs = v + (a + j) * dv;
+        const double* vs = vb + j * dv;
         for (std::size_t c = 0; c < dv; ++c) at[c] += w * vs[c];
       }
     }
