@@ -89,10 +89,14 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
     abort(c("{.arg return_weights} = TRUE needs a {n} x {n} matrix.",
             i = "The weights are returned for at most 5000 steps."))
   }
-  res <- cpp_temporal_local_mean(t(xq), t(xk), t(xv), kernel, bandwidth, time_kernel,
-                                 time_bandwidth, return_weights, n_threads(n_threads),
-                                 check_flag(verbose))
-  out <- t(res$mean)
+  # One transposed copy per distinct matrix: without projections x serves as all three.
+  tx <- if (is.null(q) || is.null(k) || is.null(v)) t(x)
+  tq <- if (is.null(q)) tx else t(xq)
+  tk <- if (is.null(k)) tx else t(xk)
+  tv <- if (is.null(v)) tx else t(xv)
+  res <- cpp_temporal_local_mean(tq, tk, tv, kernel, bandwidth, time_kernel, time_bandwidth,
+                                 return_weights, n_threads(n_threads), check_flag(verbose))
+  out <- res$mean
   colnames(out) <- colnames(xv)
   if (!return_weights) return(out)
   list(output = out, weights = t(res$weights))
@@ -191,7 +195,7 @@ hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
   for (i in seq_len(steps)) {
     res <- cpp_temporal_local_mean(xi, pt, pt, "softmax", 1 / beta, "none", Inf, i == steps,
                                    threads, FALSE)
-    xi <- res$mean
+    xi <- t(res$mean)
   }
   retrieved <- t(xi)
   colnames(retrieved) <- colnames(patterns)

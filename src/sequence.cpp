@@ -23,8 +23,8 @@ localmean::QkvShape shape_from(List shape) {
 
 }  // namespace
 
-// Temporal local mean. qt: dk x nq, kt: dk x nk, vt: dv x nk (columns are positions). Returns
-// the dv x nq means and, with want_weights, the nk x nq weights (column t holds query t's).
+// Temporal local mean. qt: dk x nq, kt: dk x nk, vt: dv x nk (columns are positions); they may
+// be one and the same matrix. Returns the nq x dv means and, with want_weights, the nk x nq weights (column t holds query t's).
 // [[Rcpp::export]]
 List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix vt,
                              std::string kernel, double bandwidth, std::string time_kernel,
@@ -37,7 +37,8 @@ List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix v
   set.time = time_kernel_from(time_kernel);
   set.time_bandwidth = time_bandwidth;
   const std::size_t nq = qt.ncol(), nk = kt.ncol(), dk = qt.nrow(), dv = vt.nrow();
-  NumericMatrix out(dv, nq);
+  set.out_column_major = true;
+  NumericMatrix out(nq, dv);
   NumericMatrix weights(want_weights ? nk : 0, want_weights ? nq : 0);
   localmean_r::Monitor monitor(verbose, static_cast<double>((nq + 7) / 8), "local means");
   const bool done = localmean::temporal_local_mean(

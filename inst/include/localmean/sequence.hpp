@@ -31,6 +31,7 @@ struct TemporalSettings {
   // causal: keys t - s < time_bandwidth (infinite: all the past); window: |t - s| <= it;
   // exponential: weight exp(-(t - s) / time_bandwidth) on the past.
   double time_bandwidth = kInf;
+  bool out_column_major = false;  // write out as dv x nq row-major (R's nq x dv matrix)
 };
 
 namespace detail {
@@ -186,7 +187,8 @@ LOCALMEAN_INLINE double sum_of(const double* x, std::size_t len) {
 // Every query sees its keys in blocks aligned to multiples of kKeyBlock, in increasing order,
 // whatever the tile: its result does not depend on how queries are tiled or threaded.
 template <class Content>
-LOCALMEAN_INLINE void temporal_tile_body(const double* q, const double* k, std::size_t nk,
+LOCALMEAN_INLINE void temporal_tile_body(const double* q, std::size_t nq, const double* k,
+                                         std::size_t nk,
                                          std::size_t dk, const double* v, std::size_t dv,
                                          const TemporalSettings& set, const Content& content,
                                          std::size_t t0, std::size_t t1, double* out,
@@ -248,7 +250,11 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, const double* k, std::
   for (std::size_t i = 0; i < nt; ++i) {
     const std::size_t t = t0 + i;
     const double inv = run_sum[i] > 0.0 ? 1.0 / run_sum[i] : std::nan("");
-    for (std::size_t c = 0; c < dv; ++c) out[t * dv + c] = acc[i * dv + c] * inv;
+    if (set.out_column_major) {
+      for (std::size_t c = 0; c < dv; ++c) out[c * nq + t] = acc[i * dv + c] * inv;
+    } else {
+      for (std::size_t c = 0; c < dv; ++c) out[t * dv + c] = acc[i * dv + c] * inv;
+    }
     if (!weights) continue;
     // The normalised weights, from the final maximum and sum (row t of an nq x nk matrix).
     double* wt = weights + t * nk;
@@ -263,41 +269,45 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, const double* k, std::
 
 template <class Content>
 LOCALMEAN_PORTABLE_HOT void temporal_tile_portable(
-    const double* q, const double* k, std::size_t nk, std::size_t dk, const double* v,
+    const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
+    const double* v,
     std::size_t dv, const TemporalSettings& set, const Content& content, std::size_t t0,
     std::size_t t1, double* out, double* weights, std::vector<double>& acc,
     std::vector<double>& kT) {
-  temporal_tile_body(q, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+  temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
 }
 
 #if LOCALMEAN_X86_CLONES
 template <class Content>
 __attribute__((target("avx2,fma"))) LOCALMEAN_HOT void temporal_tile_avx2(
-    const double* q, const double* k, std::size_t nk, std::size_t dk, const double* v,
+    const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
+    const double* v,
     std::size_t dv, const TemporalSettings& set, const Content& content, std::size_t t0,
     std::size_t t1, double* out, double* weights, std::vector<double>& acc,
     std::vector<double>& kT) {
-  temporal_tile_body(q, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+  temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
 }
 #endif
 
 template <class Content>
-void temporal_tile(const double* q, const double* k, std::size_t nk, std::size_t dk,
+void temporal_tile(const double* q, std::size_t nq, const double* k, std::size_t nk,
+                   std::size_t dk,
                    const double* v, std::size_t dv, const TemporalSettings& set,
                    const Content& content, std::size_t t0, std::size_t t1, double* out,
                    double* weights, std::vector<double>& acc, std::vector<double>& kT) {
 #if LOCALMEAN_X86_CLONES
   if (cpu_has_avx2())
-    return temporal_tile_avx2(q, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+    return temporal_tile_avx2(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc,
+                              kT);
 #endif
-  temporal_tile_portable(q, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+  temporal_tile_portable(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
 }
 
 }  // namespace detail
 
 // The temporal local mean of nq queries over nk keys (for causal, window and exponential time
 // kernels query t and key s are positions in one sequence). q: nq x dk, k: nk x dk, v: nk x dv,
-// out: nq x dv, all row-major; weights (nq x nk, row-major) is filled when not null. Returns false
+// out: nq x dv, all row-major (out column-major if set.out_column_major); weights (nq x nk, row-major) is filled when not null. Returns false
 // when the monitor stopped the work.
 inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k, std::size_t nk,
                                 std::size_t dk, const double* v, std::size_t dv,
@@ -311,7 +321,7 @@ inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k
       std::vector<double> acc, kT;
       for (std::size_t tile = b; tile < e; ++tile) {
         const std::size_t t0 = tile * detail::kQueryTile;
-        detail::temporal_tile(q, k, nk, dk, v, dv, set, content, t0,
+        detail::temporal_tile(q, nq, k, nk, dk, v, dv, set, content, t0,
                               std::min(nq, t0 + detail::kQueryTile), out, weights, acc, kT);
       }
     });
