@@ -38,6 +38,16 @@ namespace detail {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+// Four doubles in a GCC vector register (a portable extension; Clang has it too), for loops
+// that keep running sums in registers. Every sum still runs in a fixed order.
+#if defined(__GNUC__)
+typedef double v4d __attribute__((vector_size(32), aligned(8)));
+// Macros rather than functions: passing vector types by value would change the ABI between the
+// portable and the AVX2 builds.
+#define LOCALMEAN_LOAD4(p) (*reinterpret_cast<const v4d*>(p))
+#define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
+#endif
+
 // The log weight of a zero weight: finite, so that arithmetic on it stays branch-free.
 constexpr double kLogZero = -1e300;
 
@@ -239,11 +249,26 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, std::size_t nq, const 
       const double m = run_max[i];
       for (std::size_t j = 0; j < kKeyBlock; ++j) score[j] = exp_nonpositive(score[j] - m);
       run_sum[i] += sum_of(score, kKeyBlock);
+      // at += sum_j w_j v_j, keys in order; 8 coordinates at a time held in registers.
       const double* vb = v + b0 * dv;
+      std::size_t c_vec = 0;
+#if defined(__GNUC__)
+      c_vec = dv / 8 * 8;
+      for (std::size_t c0 = 0; c0 < c_vec; c0 += 8) {
+        v4d a0 = LOCALMEAN_LOAD4(at + c0), a1 = LOCALMEAN_LOAD4(at + c0 + 4);
+        for (std::size_t j = ja; j < je; ++j) {
+          const double w = score[j];
+          a0 += w * LOCALMEAN_LOAD4(vb + j * dv + c0);
+          a1 += w * LOCALMEAN_LOAD4(vb + j * dv + c0 + 4);
+        }
+        LOCALMEAN_STORE4(at + c0, a0);
+        LOCALMEAN_STORE4(at + c0 + 4, a1);
+      }
+#endif
       for (std::size_t j = ja; j < je; ++j) {
         const double w = score[j];
         const double* vs = vb + j * dv;
-        for (std::size_t c = 0; c < dv; ++c) at[c] += w * vs[c];
+        for (std::size_t c = c_vec; c < dv; ++c) at[c] += w * vs[c];
       }
     }
   }
@@ -417,13 +442,6 @@ LOCALMEAN_INLINE void softmax_in_place(double* a, std::size_t n) {
 // dl wo to dh (ng x D). Columns go 4 at a time in GCC vector registers (a portable extension),
 // the running sums kept in registers across targets (for gwo) or across rows of wo (for dh);
 // every sum still runs in a fixed order.
-#if defined(__GNUC__)
-typedef double v4d __attribute__((vector_size(32), aligned(8)));
-// Macros rather than functions: passing vector types by value would change the ABI between the
-// portable and the AVX2 builds.
-#define LOCALMEAN_LOAD4(p) (*reinterpret_cast<const v4d*>(p))
-#define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
-#endif
 
 LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::size_t V,
                                       std::size_t D, const double* h, std::size_t ng,
@@ -476,10 +494,6 @@ LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::s
     gbo[r] += gb;
   }
 }
-#if defined(__GNUC__)
-#undef LOCALMEAN_LOAD4
-#undef LOCALMEAN_STORE4
-#endif
 
 // Loss (summed) of the targets t in [a, b): token t + 1 predicted from tokens <= t. With grad
 // not null, adds the gradient of the summed loss. With probs not null (predict), writes the
