@@ -89,3 +89,7 @@ cpp_qkv_predict <- function(shape, theta, contexts) {
     .Call(`_localmean_cpp_qkv_predict`, shape, theta, contexts)
 }
 
+cpp_qkv_gradient <- function(shape, theta, tokens) {
+    .Call(`_localmean_cpp_qkv_gradient`, shape, theta, tokens)
+}
+

@@ -355,6 +355,19 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_qkv_gradient
+List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector tokens);
+RcppExport SEXP _localmean_cpp_qkv_gradient(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_gradient(shape, theta, tokens));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_knn_graph", (DL_FUNC) &_localmean_cpp_knn_graph, 6},
@@ -379,6 +392,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_loss", (DL_FUNC) &_localmean_cpp_qkv_loss, 4},
     {"_localmean_cpp_qkv_predict", (DL_FUNC) &_localmean_cpp_qkv_predict, 3},
+    {"_localmean_cpp_qkv_gradient", (DL_FUNC) &_localmean_cpp_qkv_gradient, 3},
     {NULL, NULL, 0}
 };
 

@@ -100,3 +100,13 @@ NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts) {
   }
   return probs;
 }
+
+// Summed loss over the tokens (0-based ids) and its gradient with respect to theta (for tests).
+// [[Rcpp::export]]
+List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector tokens) {
+  const localmean::QkvShape sh = shape_from(shape);
+  NumericVector grad(theta.size());
+  const double loss =
+      localmean::qkv_gradient(sh, theta.begin(), tokens.begin(), tokens.size(), grad.begin());
+  return List::create(_["loss"] = loss, _["gradient"] = grad);
+}

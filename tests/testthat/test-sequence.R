@@ -163,6 +163,28 @@ test_that("the C++ model equals its plain-R forward pass, for one and two layers
   }
 })
 
+test_that("the C++ gradient matches finite differences, for one and two layers", {
+  tok <- markov2_tokens(60, 17)
+  for (layers in 1:2) {
+    set.seed(18)
+    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, epochs = 1, n_threads = 1,
+                   verbose = FALSE)
+    ids <- localmean:::token_ids(tok, fit$vocab)
+    th <- fit$theta + stats::rnorm(length(fit$theta), sd = 0.3)
+    g <- localmean:::cpp_qkv_gradient(fit$shape, th, ids)$gradient
+    loss <- function(theta) localmean:::cpp_qkv_gradient(fit$shape, theta, ids)$loss
+    lay <- localmean:::qkv_layout(fit$shape$vocab, 3L, 3L, layers)
+    blocks <- names(lay$size)[lay$size > 0]
+    # Two coordinates of every parameter block.
+    idx <- unlist(lapply(blocks, function(b) lay$start[[b]] + c(1L, lay$size[[b]])))
+    numeric_g <- vapply(idx, function(i) {
+      e <- replace(numeric(length(th)), i, 1e-5)
+      (loss(th + e) - loss(th - e)) / 2e-5
+    }, 1)
+    expect_equal(g[idx], numeric_g, tolerance = 1e-6, label = paste(layers, "layer(s)"))
+  }
+})
+
 test_that("qkv_fit is reproducible and does not depend on the number of threads", {
   tok <- markov2_tokens(2000, 11)
   fits <- lapply(c(1, 2, 1), function(th) {

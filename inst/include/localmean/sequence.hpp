@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "engine.hpp"
@@ -295,9 +296,8 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, std::size_t nq, const 
 template <class Content>
 LOCALMEAN_PORTABLE_HOT void temporal_tile_portable(
     const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
-    const double* v,
-    std::size_t dv, const TemporalSettings& set, const Content& content, std::size_t t0,
-    std::size_t t1, double* out, double* weights, std::vector<double>& acc,
+    const double* v, std::size_t dv, const TemporalSettings& set, const Content& content,
+    std::size_t t0, std::size_t t1, double* out, double* weights, std::vector<double>& acc,
     std::vector<double>& kT) {
   temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
 }
@@ -306,9 +306,8 @@ LOCALMEAN_PORTABLE_HOT void temporal_tile_portable(
 template <class Content>
 __attribute__((target("avx2,fma"))) LOCALMEAN_HOT void temporal_tile_avx2(
     const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
-    const double* v,
-    std::size_t dv, const TemporalSettings& set, const Content& content, std::size_t t0,
-    std::size_t t1, double* out, double* weights, std::vector<double>& acc,
+    const double* v, std::size_t dv, const TemporalSettings& set, const Content& content,
+    std::size_t t0, std::size_t t1, double* out, double* weights, std::vector<double>& acc,
     std::vector<double>& kT) {
   temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
 }
@@ -428,8 +427,7 @@ LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std
     for (std::size_t j = 0; j < c; ++j) g[i * c + j] += x[i] * y[j];
 }
 
-// Causal local mean over the lags of one query: weights a (length n, lag order s = t, t-1, ...)
-// from scores, returned in a; h = sum a_s v_s.
+// Softmax of n scores in place (the weights of one causal local mean, in lag order).
 LOCALMEAN_INLINE void softmax_in_place(double* a, std::size_t n) {
   const double mx = max_of(a, n);
   for (std::size_t j = 0; j < n; ++j) a[j] = exp_nonpositive(a[j] - mx);
@@ -599,7 +597,8 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
   }
   if (!grad) return loss;
 
-  // Back through the attention of one query: given d h, adds d scores' effect via callbacks.
+  // Back through each local mean: with a = softmax(scores) and h = sum_s a_s v_s,
+  // d score_s = a_s (g . v_s - sum_r a_r g . v_r) for the incoming gradient g of h.
   std::vector<double> da(W);
   // Gradient with respect to layer 1's outputs h1 on [p0, b).
   std::vector<double> dh1;
@@ -726,6 +725,14 @@ inline double qkv_loss(const QkvShape& sh, const double* theta, const int* tok, 
   double sum = 0.0;
   for (double v : part) sum += v;
   return sum;
+}
+
+// Summed loss of the targets [0, n - 1) of tok, and its gradient added to grad (size sh.size).
+inline double qkv_gradient(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+                           double* grad) {
+  if (n < 2) return 0.0;
+  detail::QkvWork ws;
+  return detail::qkv_segment(sh, theta, tok, 0, n - 1, grad, ws);
 }
 
 // Next-token probabilities (vocab) after the context tok[0..n).
