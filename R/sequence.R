@@ -114,8 +114,11 @@ check_sequence <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_e
     abort("{.arg {arg}} has {nrow(x)} time step{?s}; at least 2 are needed.", call = call)
   }
   if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
-  if (any(!is.finite(x))) abort("{.arg {arg}} has missing or non-finite values.", call = call)
-  storage.mode(x) <- "double"
+  # No copies of a long sequence: convert only integers, check finiteness in C++.
+  if (!is.double(x)) storage.mode(x) <- "double"
+  if (!cpp_all_finite(x)) {
+    abort("{.arg {arg}} has missing or non-finite values.", call = call)
+  }
   x
 }
 
