@@ -73,3 +73,23 @@ cpp_all_finite <- function(x) {
     .Call(`_localmean_cpp_all_finite`, x)
 }
 
+cpp_temporal_local_mean <- function(qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose) {
+    .Call(`_localmean_cpp_temporal_local_mean`, qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose)
+}
+
+cpp_qkv_train <- function(shape, theta, tokens, valid, order, lr, batch, epochs, n_threads, verbose) {
+    .Call(`_localmean_cpp_qkv_train`, shape, theta, tokens, valid, order, lr, batch, epochs, n_threads, verbose)
+}
+
+cpp_qkv_loss <- function(shape, theta, tokens, n_threads) {
+    .Call(`_localmean_cpp_qkv_loss`, shape, theta, tokens, n_threads)
+}
+
+cpp_qkv_predict <- function(shape, theta, contexts) {
+    .Call(`_localmean_cpp_qkv_predict`, shape, theta, contexts)
+}
+
+cpp_qkv_gradient <- function(shape, theta, tokens) {
+    .Call(`_localmean_cpp_qkv_gradient`, shape, theta, tokens)
+}
+

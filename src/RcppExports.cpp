@@ -288,6 +288,86 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_temporal_local_mean
+List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix vt, std::string kernel, double bandwidth, std::string time_kernel, double time_bandwidth, bool want_weights, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_temporal_local_mean(SEXP qtSEXP, SEXP ktSEXP, SEXP vtSEXP, SEXP kernelSEXP, SEXP bandwidthSEXP, SEXP time_kernelSEXP, SEXP time_bandwidthSEXP, SEXP want_weightsSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type qt(qtSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type kt(ktSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type vt(vtSEXP);
+    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
+    Rcpp::traits::input_parameter< double >::type bandwidth(bandwidthSEXP);
+    Rcpp::traits::input_parameter< std::string >::type time_kernel(time_kernelSEXP);
+    Rcpp::traits::input_parameter< double >::type time_bandwidth(time_bandwidthSEXP);
+    Rcpp::traits::input_parameter< bool >::type want_weights(want_weightsSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_temporal_local_mean(qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_qkv_train
+List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, IntegerVector valid, IntegerVector order, double lr, int batch, int epochs, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_qkv_train(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP validSEXP, SEXP orderSEXP, SEXP lrSEXP, SEXP batchSEXP, SEXP epochsSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type valid(validSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type order(orderSEXP);
+    Rcpp::traits::input_parameter< double >::type lr(lrSEXP);
+    Rcpp::traits::input_parameter< int >::type batch(batchSEXP);
+    Rcpp::traits::input_parameter< int >::type epochs(epochsSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_train(shape, theta, tokens, valid, order, lr, batch, epochs, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_qkv_loss
+double cpp_qkv_loss(List shape, NumericVector theta, IntegerVector tokens, int n_threads);
+RcppExport SEXP _localmean_cpp_qkv_loss(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP n_threadsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_loss(shape, theta, tokens, n_threads));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_qkv_predict
+NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts);
+RcppExport SEXP _localmean_cpp_qkv_predict(SEXP shapeSEXP, SEXP thetaSEXP, SEXP contextsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
+    Rcpp::traits::input_parameter< List >::type contexts(contextsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_predict(shape, theta, contexts));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_qkv_gradient
+List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector tokens);
+RcppExport SEXP _localmean_cpp_qkv_gradient(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_gradient(shape, theta, tokens));
+    return rcpp_result_gen;
+END_RCPP
+}
 
 static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_knn_graph", (DL_FUNC) &_localmean_cpp_knn_graph, 6},
@@ -308,6 +388,11 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
     {"_localmean_cpp_all_finite", (DL_FUNC) &_localmean_cpp_all_finite, 1},
+    {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
+    {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
+    {"_localmean_cpp_qkv_loss", (DL_FUNC) &_localmean_cpp_qkv_loss, 4},
+    {"_localmean_cpp_qkv_predict", (DL_FUNC) &_localmean_cpp_qkv_predict, 3},
+    {"_localmean_cpp_qkv_gradient", (DL_FUNC) &_localmean_cpp_qkv_gradient, 3},
     {NULL, NULL, 0}
 };
 

@@ -3,6 +3,7 @@
 #include <localmean/binning.hpp>
 #include <localmean/engine.hpp>
 #include <localmean/modes.hpp>
+#include <localmean/sequence.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -152,6 +153,58 @@ int main() {
     moved = std::max(moved, std::hypot(sx / sw - p1[k], sy / sw - p1[m + k]));
   }
   expect(moved < 1e-8, "mean shift stops at a fixed point of the local mean");
+
+  // Temporal local mean: causal attention against a direct two-pass softmax, the same with two
+  // threads; the QKV trainer gives identical parameters with one and two threads.
+  {
+    const std::size_t T = 200, dk = 3, dv = 2;
+    std::vector<double> tq(T * dk), tk(T * dk), tv(T * dv), o1(T * dv), o2(T * dv), w(T * T);
+    for (auto& v : tq) v = unif(rng) * 4 - 2;
+    for (auto& v : tk) v = unif(rng) * 4 - 2;
+    for (auto& v : tv) v = unif(rng);
+    TemporalSettings ts;
+    ts.bandwidth = std::sqrt(3.0);
+    temporal_local_mean(tq.data(), T, tk.data(), T, dk, tv.data(), dv, ts, o1.data(), w.data());
+    temporal_local_mean(tq.data(), T, tk.data(), T, dk, tv.data(), dv, ts, o2.data(), nullptr,
+                        two_threads);
+    expect(o1 == o2, "serial and threaded temporal local means are identical");
+    double worst = 0.0, worst_w = 0.0;
+    for (std::size_t t = 0; t < T; ++t) {
+      std::vector<double> sc(t + 1);
+      double mx = -1e300, sum = 0.0;
+      for (std::size_t s = 0; s <= t; ++s) {
+        sc[s] = (tq[t * 3] * tk[s * 3] + tq[t * 3 + 1] * tk[s * 3 + 1] +
+                 tq[t * 3 + 2] * tk[s * 3 + 2]) / std::sqrt(3.0);
+        mx = std::max(mx, sc[s]);
+      }
+      for (std::size_t s = 0; s <= t; ++s) sum += (sc[s] = std::exp(sc[s] - mx));
+      for (std::size_t c = 0; c < dv; ++c) {
+        double y = 0.0;
+        for (std::size_t s = 0; s <= t; ++s) y += sc[s] / sum * tv[s * dv + c];
+        worst = std::max(worst, std::fabs(y - o1[t * dv + c]));
+      }
+      for (std::size_t s = 0; s < T; ++s)
+        worst_w = std::max(worst_w, std::fabs((s <= t ? sc[s] / sum : 0.0) - w[t * T + s]));
+    }
+    expect(worst < 1e-12, "the temporal local mean equals causal softmax attention");
+    expect(worst_w < 1e-12, "its weights equal the softmax weights");
+
+    const QkvShape shape(6, 3, 3, 2);
+    std::vector<int> tokens(400);
+    for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = (i * 7 + i / 3) % 6;
+    std::vector<double> theta(shape.size);
+    for (auto& v : theta) v = unif(rng) * 0.2 - 0.1;
+    std::vector<double> th1(theta), th2(theta);
+    std::vector<int> order = {2, 0, 1, 3};
+    QkvSettings qs;
+    qs.batch = 100;
+    QkvTrace tr1, tr2;
+    qkv_train(shape, th1.data(), tokens.data(), tokens.size(), nullptr, 0, order.data(), qs, tr1);
+    qkv_train(shape, th2.data(), tokens.data(), tokens.size(), nullptr, 0, order.data(), qs, tr2,
+              two_threads);
+    expect(th1 == th2, "serial and threaded QKV training are identical");
+    expect(tr1.batch_loss.back() < tr1.batch_loss.front(), "QKV training lowers the loss");
+  }
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

@@ -1,0 +1,682 @@
+# Sequences: the temporal local mean (self-attention), modern Hopfield retrieval, and the discrete
+# query-key-value kernel learned from text (qkv_fit) with its methods.
+
+#' Temporal local mean and self-attention
+#'
+#' The temporal self-local mean of a sequence \eqn{x_1, \dots, x_T}:
+#' \deqn{y_t = \sum_s K(q_t, k_s) L(t, s) v_s \big/ \sum_s K(q_t, k_s) L(t, s),}
+#' with queries \eqn{q_t = x_t Q}, keys \eqn{k_s = x_s K} and values
+#' \eqn{v_s = x_s V} (each projection is the identity when not given), a
+#' content kernel \eqn{K} and a time kernel \eqn{L}. With the default
+#' `kernel = "softmax"`, \eqn{K(q, k) = \exp(q \cdot k / h)} with
+#' \eqn{h = \sqrt{d_k}}, and with `time_kernel = "causal"` this is exactly
+#' causal scaled dot-product self-attention,
+#' \eqn{\mathrm{softmax}(QK'/\sqrt{d_k} + M) V} with the mask \eqn{M}.
+#'
+#' Content kernels: `"softmax"` (the exponential dot product, bandwidth
+#' \eqn{h} dividing the dot product) or any distance kernel of the registry
+#' ([kernels()]), \eqn{k(\|q_t - k_s\| / h)} with default \eqn{h = \sqrt{d_k}}.
+#' Time kernels:
+#' - `"causal"`: keys \eqn{s \le t}; with a `time_bandwidth` \eqn{w}, only the
+#'   last ones, \eqn{t - s < w} (a causal window of \eqn{w} steps);
+#' - `"window"`: the two-sided window \eqn{|t - s| \le w}, `time_bandwidth`
+#'   the half-width \eqn{w};
+#' - `"exponential"`: keys \eqn{s \le t} weighted by
+#'   \eqn{\exp(-(t - s)/w)} (a memory that fades);
+#' - `"none"`: every key.
+#'
+#' The sums are streamed in C++ with an online softmax (a running maximum
+#' of the log weights, and sums rescaled when it grows), so memory is
+#' \eqn{O(T d)}: no \eqn{T \times T} matrix is formed unless
+#' `return_weights = TRUE`, which is allowed for \eqn{T \le 5000} only. The
+#' work is split over queries; each query sums its keys in a fixed order, so
+#' the result does not depend on the number of threads. A query whose
+#' weights are all zero (possible with compact kernels) gets `NaN`.
+#'
+#' @param x The sequence: a numeric matrix with one row per time step (a
+#'   vector is one variable), at least 2 rows.
+#' @param kernel `"softmax"` or a distance kernel name from [kernels()].
+#' @param bandwidth The content bandwidth \eqn{h}; default \eqn{\sqrt{d_k}}.
+#' @param time_kernel One of `"causal"`, `"window"`, `"exponential"`,
+#'   `"none"`.
+#' @param time_bandwidth Steps: the causal window length, the half-width of
+#'   `"window"` or the decay scale of `"exponential"` (needed by the last two).
+#' @param q,k,v Optional projection matrices with `ncol(x)` rows: `q` and `k`
+#'   with the same number of columns \eqn{d_k}, `v` with \eqn{d_v} columns.
+#' @param return_weights Also return the \eqn{T \times T} weights.
+#' @inheritParams lle
+#' @param ... Not used.
+#' @return A \eqn{T \times d_v} matrix; with `return_weights = TRUE` a list
+#'   with that matrix as `output` and `weights`, whose row \eqn{t} holds the
+#'   normalised weights of query \eqn{t}.
+#' @family sequences
+#' @export
+#' @examples
+#' set.seed(1)
+#' x <- matrix(rnorm(50 * 4), 50)
+#' y <- temporal_local_mean(x)
+#' # The same as causal scaled dot-product attention:
+#' s <- x %*% t(x) / 2
+#' s[upper.tri(s)] <- -Inf
+#' a <- exp(s - apply(s, 1, max))
+#' max(abs(y - (a / rowSums(a)) %*% x))
+#' # A Gaussian kernel on content, a two-sided window of 5 steps in time:
+#' y2 <- temporal_local_mean(x, kernel = "gaussian", time_kernel = "window",
+#'                           time_bandwidth = 5)
+temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_kernel = "causal",
+                                time_bandwidth = NULL, q = NULL, k = NULL, v = NULL,
+                                return_weights = FALSE, n_threads = NULL,
+                                verbose = interactive(), ...) {
+  rlang::check_dots_empty()
+  x <- check_sequence(x)
+  kernel <- check_choice(kernel, c("softmax", kernel_names))
+  time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
+  check_flag(return_weights)
+  n <- nrow(x)
+  q <- check_projection(q, ncol(x))
+  k <- check_projection(k, ncol(x))
+  v <- check_projection(v, ncol(x))
+  xq <- if (is.null(q)) x else x %*% q
+  xk <- if (is.null(k)) x else x %*% k
+  if (ncol(xq) != ncol(xk)) {
+    abort("{.arg q} and {.arg k} must have the same number of columns ({ncol(xq)} and
+          {ncol(xk)}).")
+  }
+  xv <- if (is.null(v)) x else x %*% v
+  bandwidth <- if (is.null(bandwidth)) sqrt(ncol(xq)) else check_positive(bandwidth)
+  time_bandwidth <- check_time_bandwidth(time_bandwidth, time_kernel)
+  if (return_weights && n > 5000) {
+    abort(c("{.arg return_weights} = TRUE needs a {n} x {n} matrix.",
+            i = "The weights are returned for at most 5000 steps."))
+  }
+  # One transposed copy per distinct matrix: without projections x serves as all three.
+  tx <- if (is.null(q) || is.null(k) || is.null(v)) t(x)
+  tq <- if (is.null(q)) tx else t(xq)
+  tk <- if (is.null(k)) tx else t(xk)
+  tv <- if (is.null(v)) tx else t(xv)
+  res <- cpp_temporal_local_mean(tq, tk, tv, kernel, bandwidth, time_kernel, time_bandwidth,
+                                 return_weights, n_threads(n_threads), check_flag(verbose))
+  out <- res$mean
+  colnames(out) <- colnames(xv)
+  if (!return_weights) return(out)
+  list(output = out, weights = t(res$weights))
+}
+
+# A numeric sequence of at least two steps (rows).
+check_sequence <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  force(arg)
+  if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
+  if (is.data.frame(x)) x <- check_predictors(x, arg = arg, call = call)
+  if (!is.matrix(x) || !is.numeric(x)) {
+    abort("{.arg {arg}} must be a numeric matrix with one row per time step.", call = call)
+  }
+  if (nrow(x) < 2L) {
+    abort("{.arg {arg}} has {nrow(x)} time step{?s}; at least 2 are needed.", call = call)
+  }
+  if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
+  # No copies of a long sequence: convert only integers, check finiteness in C++.
+  if (!is.double(x)) storage.mode(x) <- "double"
+  if (!cpp_all_finite(x)) {
+    abort("{.arg {arg}} has missing or non-finite values.", call = call)
+  }
+  x
+}
+
+check_projection <- function(m, d, arg = rlang::caller_arg(m), call = rlang::caller_env()) {
+  force(arg)
+  if (is.null(m)) return(NULL)
+  if (!is.matrix(m) || !is.numeric(m) || any(!is.finite(m))) {
+    abort("{.arg {arg}} must be a finite numeric matrix.", call = call)
+  }
+  if (nrow(m) != d) {
+    abort("{.arg {arg}} has {nrow(m)} row{?s} but the sequence has {d} column{?s}.", call = call)
+  }
+  if (ncol(m) == 0L) abort("{.arg {arg}} has no columns.", call = call)
+  m
+}
+
+check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
+  if (time_kernel == "none") return(Inf)
+  if (is.null(w)) {
+    if (time_kernel == "causal") return(Inf)
+    abort("{.arg time_bandwidth} is needed by the {.val {time_kernel}} time kernel.",
+          call = call)
+  }
+  if (!is.numeric(w) || length(w) != 1L || is.na(w) || w <= 0) {
+    abort("{.arg time_bandwidth} must be a positive number of steps.", call = call)
+  }
+  if (time_kernel == "window" && !is.finite(w)) {
+    abort("{.arg time_bandwidth} must be finite for the {.val window} time kernel.", call = call)
+  }
+  as.double(w)
+}
+
+#' Modern Hopfield retrieval
+#'
+#' Retrieves stored patterns by iterating the local mean with the
+#' exponential kernel (Ramsauer et al., 2021):
+#' \deqn{\xi \leftarrow \sum_i \exp(\beta\, \xi \cdot x_i)\, x_i \big/
+#'   \sum_i \exp(\beta\, \xi \cdot x_i),}
+#' the update of a modern Hopfield network, which is attention with the
+#' stored patterns as keys and values. Large `beta` retrieves single
+#' patterns; small `beta` gives averages (metastable states).
+#'
+#' @param patterns The stored patterns, one per row (a numeric matrix).
+#' @param query The states to start from: a matrix with the same columns, or
+#'   one vector.
+#' @param beta Inverse temperature (positive).
+#' @param steps Number of updates.
+#' @inheritParams temporal_local_mean
+#' @return A list with `retrieved` (one row per query) and `attention` (the
+#'   weights over the stored patterns of the last update, one row per query).
+#' @family sequences
+#' @export
+#' @examples
+#' set.seed(1)
+#' patterns <- sign(matrix(rnorm(5 * 64), 5))
+#' noisy <- patterns[2, ] * ifelse(runif(64) < 0.2, -1, 1)
+#' res <- hopfield(patterns, noisy, beta = 0.5)
+#' round(res$attention, 3)
+hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
+  if (!is.matrix(patterns) || !is.numeric(patterns) || any(!is.finite(patterns)) ||
+      nrow(patterns) == 0L) {
+    abort("{.arg patterns} must be a finite numeric matrix with one pattern per row.")
+  }
+  if (is.numeric(query) && is.null(dim(query))) query <- matrix(query, nrow = 1L)
+  if (!is.matrix(query) || !is.numeric(query) || any(!is.finite(query))) {
+    abort("{.arg query} must be a finite numeric vector or matrix.")
+  }
+  if (ncol(query) != ncol(patterns)) {
+    abort("{.arg query} has {ncol(query)} column{?s} but {.arg patterns} has {ncol(patterns)}.")
+  }
+  beta <- check_positive(beta)
+  steps <- check_count(steps)
+  storage.mode(patterns) <- storage.mode(query) <- "double"
+  threads <- n_threads(n_threads)
+  xi <- t(query)
+  pt <- t(patterns)
+  for (i in seq_len(steps)) {
+    res <- cpp_temporal_local_mean(xi, pt, pt, "softmax", 1 / beta, "none", Inf, i == steps,
+                                   threads, FALSE)
+    xi <- t(res$mean)
+  }
+  retrieved <- t(xi)
+  colnames(retrieved) <- colnames(patterns)
+  attention <- t(res$weights)
+  colnames(attention) <- rownames(patterns)
+  list(retrieved = retrieved, attention = attention)
+}
+
+#' Split text into words
+#'
+#' Base-R tokenizer: runs of letters (with inner apostrophes, as in
+#' "don't") and, with `punctuation = TRUE`, the marks `. , ; : ! ?` as
+#' tokens of their own.
+#'
+#' @param text A character vector (lines or paragraphs).
+#' @param lower Convert to lower case.
+#' @param punctuation Keep sentence punctuation as tokens.
+#' @return A character vector of tokens, in order.
+#' @family sequences
+#' @export
+#' @examples
+#' tokenize_words("It is a truth universally acknowledged, that a single man...")
+#' tokenize_words("Don't panic!", lower = FALSE, punctuation = TRUE)
+tokenize_words <- function(text, lower = TRUE, punctuation = FALSE) {
+  if (!is.character(text)) abort("{.arg text} must be a character vector.")
+  check_flag(lower)
+  check_flag(punctuation)
+  text <- text[!is.na(text)]
+  text <- gsub("\u2019", "'", text, fixed = TRUE)
+  if (lower) text <- tolower(text)
+  pattern <- if (punctuation) "[[:alpha:]]+('[[:alpha:]]+)*|[.,;:!?]" else
+    "[[:alpha:]]+('[[:alpha:]]+)*"
+  unlist(regmatches(text, gregexpr(pattern, text, perl = TRUE)), use.names = FALSE)
+}
+
+unk_token <- "<unk>"
+
+# Offsets of the parameter blocks in the flat vector; must match QkvShape in sequence.hpp.
+qkv_layout <- function(vocab, dim, window, layers) {
+  hidden <- if (layers > 1L) 2L * dim else 0L
+  two <- layers > 1L
+  sizes <- c(query = vocab * dim, key = vocab * dim, value = vocab * dim, lag = window,
+             output = vocab * dim, output_bias = vocab, w1 = hidden * dim, c1 = hidden,
+             w2 = dim * hidden, c2 = if (two) dim else 0L, query2 = if (two) dim^2 else 0L,
+             key2 = if (two) dim^2 else 0L, value2 = if (two) dim^2 else 0L,
+             lag2 = if (two) window else 0L)
+  ends <- cumsum(sizes)
+  list(start = ends - sizes, size = sizes, total = sum(sizes), hidden = hidden)
+}
+
+# A block of theta as an R matrix: the core's row-major r x c block.
+qkv_block <- function(theta, layout, name, nrow, ncol) {
+  i <- layout$start[[name]] + seq_len(layout$size[[name]])
+  if (is.null(ncol)) return(theta[i])
+  t(matrix(theta[i], ncol, nrow))
+}
+
+#' Learn a discrete query-key-value kernel from text
+#'
+#' Learns a localization kernel on a vocabulary: every word \eqn{w} gets a
+#' query, a key and a value embedding (\eqn{Q_w, K_w, V_w}, `dim` numbers
+#' each), and a learned time kernel \eqn{b} (a log weight per lag), such
+#' that the causal temporal local mean over the last `window` tokens,
+#' \deqn{h_t = \sum_{s} a_{ts} V_{x_s}, \quad a_{ts} \propto
+#'   \exp(Q_{x_t} \cdot K_{x_s} / \sqrt{dim} + b_{t-s}),\quad
+#'   t - s < window,}
+#' predicts the next token through a softmax output layer,
+#' \eqn{p(x_{t+1}) = \mathrm{softmax}(W h_t + c)}. The loss is the mean
+#' cross-entropy, minimised by Adam in C++ on mini-batches of `batch_size`
+#' consecutive targets visited in random order. `layers = 2` is the
+#' hierarchical local model (a one-head Transformer encoder without layer
+#' normalisation): \eqn{u_t = h_t + W_2\,\mathrm{relu}(W_1 h_t + c_1) + c_2}
+#' (a feed-forward map with a residual), then a second causal local mean of
+#' \eqn{u} with projections \eqn{Q_2, K_2, V_2} feeds the output layer.
+#'
+#' The vocabulary is the `vocab_size - 1` most frequent tokens (ties in
+#' order of first appearance) and the explicit unknown token `"<unk>"`,
+#' which every other token (in training, validation and [predict()]) maps
+#' to. Each mini-batch is cut into 4 fixed shards whose gradients are summed
+#' in order, so the fit does not depend on the number of threads; all random
+#' numbers (initial weights, batch order) come from R, so `set.seed()` makes
+#' a fit reproducible. The progress bar and interrupts are handled between
+#' batches on the main thread.
+#'
+#' @param tokens A character vector of tokens in text order, e.g. from
+#'   [tokenize_words()] (at least 2).
+#' @param dim Embedding dimension (at most 512, smaller than the vocabulary).
+#' @param window Causal window: the number of tokens (the current one
+#'   included) each prediction sees.
+#' @param layers 1 or 2 local-mean layers.
+#' @param epochs Passes over the tokens.
+#' @param lr Adam's learning rate.
+#' @param vocab_size Largest vocabulary, `"<unk>"` included.
+#' @param validation Held-out text for the perplexity: a fraction in
+#'   \eqn{[0, 1)} of the tokens (taken from the end) or a character vector
+#'   of tokens.
+#' @param batch_size Targets per mini-batch.
+#' @inheritParams temporal_local_mean
+#' @return An object of class `qkv_model`: a list with `vocab`, `counts`
+#'   (training frequencies), `query`, `key`, `value` and `output` (vocab x
+#'   dim matrices with the words as row names), `output_bias`, `lag_weights`
+#'   (the time kernel's log weights for lags 0, 1, ...), `theta` (all
+#'   parameters), the loss trace (`batch_loss`, `epoch_loss`, `valid_loss`),
+#'   `n_tokens` and the settings.
+#' @family sequences
+#' @seealso [predict.qkv_model()], [attention_weights()], [plot.qkv_model()]
+#' @export
+#' @examples
+#' set.seed(1)
+#' words <- c("the", "cat", "sat", "on", "mat", "dog", "ran")
+#' tokens <- sample(words, 2000, replace = TRUE)
+#' fit <- qkv_fit(tokens, dim = 4, window = 3, epochs = 1, n_threads = 1)
+#' fit
+#' predict(fit, c("the", "cat"), type = "token")
+qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0.01,
+                    vocab_size = 5000, validation = 0, batch_size = 256, n_threads = NULL,
+                    verbose = interactive(), ...) {
+  rlang::check_dots_empty()
+  if (is.factor(tokens)) tokens <- as.character(tokens)
+  if (!is.character(tokens) || anyNA(tokens)) {
+    abort("{.arg tokens} must be a character vector of tokens without NA, e.g. from
+          {.fn tokenize_words}.")
+  }
+  dim <- check_count(dim)
+  window <- check_count(window)
+  layers <- check_count(layers)
+  if (layers > 2L) abort("{.arg layers} must be 1 or 2.")
+  epochs <- check_count(epochs)
+  lr <- check_positive(lr)
+  vocab_size <- check_count(vocab_size, min = 2)
+  batch_size <- check_count(batch_size)
+  if (is.character(validation)) {
+    valid_tokens <- validation
+  } else {
+    if (!is.numeric(validation) || length(validation) != 1L || is.na(validation) ||
+        validation < 0 || validation >= 1) {
+      abort("{.arg validation} must be a fraction in [0, 1) or a character vector of tokens.")
+    }
+    n_valid <- floor(length(tokens) * validation)
+    valid_tokens <- utils::tail(tokens, n_valid)
+    tokens <- utils::head(tokens, length(tokens) - n_valid)
+  }
+  if (length(tokens) < 2L) {
+    abort("{.arg tokens} has {length(tokens)} training token{?s}; at least 2 are needed.")
+  }
+  counts <- table(factor(tokens, levels = unique(tokens)))
+  counts <- counts[order(-counts, seq_along(counts))]
+  keep <- names(counts)[seq_len(min(length(counts), vocab_size - 1L))]
+  vocab <- c(setdiff(keep, unk_token), unk_token)
+  n_vocab <- length(vocab)
+  if (dim > 512L) abort("{.arg dim} must be at most 512.")
+  if (dim >= n_vocab) {
+    abort(c("{.arg dim} ({dim}) is too large for the vocabulary of {n_vocab} tokens.",
+            i = "Use a {.arg dim} below the vocabulary size."))
+  }
+  if (as.double(n_vocab) * dim > 2^26) {
+    abort("{.arg vocab_size} times {.arg dim} is too large ({n_vocab} x {dim}).")
+  }
+  ids <- token_ids(tokens, vocab)
+  valid_ids <- token_ids(valid_tokens, vocab)
+  train_counts <- tabulate(ids + 1L, n_vocab)
+
+  lay <- qkv_layout(n_vocab, dim, window, layers)
+  theta <- qkv_init(lay, n_vocab, dim, train_counts)
+  n_batches <- ceiling((length(ids) - 1) / batch_size)
+  order <- as.integer(replicate(epochs, sample.int(n_batches)) - 1L)
+  shape <- list(vocab = n_vocab, dim = dim, window = window, layers = layers)
+  res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
+                       n_threads(n_threads), check_flag(verbose))
+  qkv_model(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
+            list(lr = lr, epochs = epochs, batch_size = batch_size))
+}
+
+# 0-based ids; tokens outside the vocabulary become "<unk>".
+token_ids <- function(tokens, vocab) {
+  id <- match(tokens, vocab)
+  id[is.na(id)] <- length(vocab)
+  as.integer(id - 1L)
+}
+
+# Initial parameters from R's random numbers: small query and key embeddings (the kernel starts
+# almost flat), the output bias at the log unigram frequencies.
+qkv_init <- function(lay, n_vocab, dim, counts) {
+  theta <- numeric(lay$total)
+  fill <- function(name, sd) {
+    i <- lay$start[[name]] + seq_len(lay$size[[name]])
+    theta[i] <<- stats::rnorm(length(i), sd = sd)
+  }
+  fill("query", 0.1)
+  fill("key", 0.1)
+  fill("value", 1 / sqrt(dim))
+  fill("output", 1 / sqrt(dim))
+  lp <- log((counts + 0.5) / sum(counts + 0.5))
+  theta[lay$start[["output_bias"]] + seq_len(n_vocab)] <- lp - mean(lp)
+  if (lay$hidden > 0L) {
+    fill("w1", 1 / sqrt(dim))
+    fill("w2", 0.5 / sqrt(lay$hidden))
+    fill("query2", 1 / sqrt(dim))
+    fill("key2", 1 / sqrt(dim))
+    fill("value2", 1 / sqrt(dim))
+  }
+  theta
+}
+
+qkv_model <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
+  theta <- res$theta
+  d <- shape$dim
+  emb <- function(name) {
+    m <- qkv_block(theta, lay, name, shape$vocab, d)
+    rownames(m) <- vocab
+    m
+  }
+  structure(list(
+    vocab = vocab, counts = stats::setNames(counts, vocab), query = emb("query"),
+    key = emb("key"), value = emb("value"), output = emb("output"),
+    output_bias = stats::setNames(qkv_block(theta, lay, "output_bias", NULL, NULL), vocab),
+    lag_weights = stats::setNames(qkv_block(theta, lay, "lag", NULL, NULL),
+                                  paste0("lag", seq_len(shape$window) - 1L)),
+    theta = theta, shape = shape, batch_loss = res$batch_loss, epoch_loss = res$epoch_loss,
+    valid_loss = res$valid_loss, n_tokens = n_tokens, n_valid = length(valid_ids),
+    unigram_loss = unigram_loss(counts, valid_ids), settings = settings
+  ), class = "qkv_model")
+}
+
+# Cross-entropy of the held-out tokens under the training frequencies (add-one smoothing): the
+# baseline a model of context has to beat.
+unigram_loss <- function(counts, valid_ids) {
+  if (length(valid_ids) < 2L) return(NA_real_)
+  p <- (counts + 1) / sum(counts + 1)
+  -mean(log(p[valid_ids[-1L] + 1L]))
+}
+
+#' Methods for QKV models
+#'
+#' `print()` and `summary()` describe the fit (`summary()` adds the loss per
+#' epoch and the held-out perplexity against the unigram baseline);
+#' `predict()` gives next-token probabilities or the most likely next token
+#' after a context; `plot()` draws the learned word graph or the loss curve.
+#'
+#' In `predict()`, tokens outside the vocabulary map to `"<unk>"`; a single
+#' string with spaces is split by [tokenize_words()]. The predicted token
+#' (`type = "token"`) is the most probable one other than `"<unk>"`.
+#'
+#' The graph (`type = "graph"`) shows the learned content kernel among the
+#' `top` most frequent words: for query word \eqn{i} and key word \eqn{j},
+#' the weight \eqn{\exp(Q_i \cdot K_j / \sqrt{dim})} normalised over the
+#' `top` keys (the attention word \eqn{i} would pay to \eqn{j} with all of
+#' them in its window). The strongest `2 * top` weights between different
+#' words are drawn as arrows from query to key on a circle, words ordered
+#' by a clustering of their kernel rows, line width by weight.
+#'
+#' @param x,object A `qkv_model`.
+#' @param context Tokens before the word to predict: a character vector, or
+#'   a list of them for several predictions.
+#' @param type For `predict()`: `"prob"` (probabilities) or `"token"`. For
+#'   `plot()`: `"graph"` or `"loss"`.
+#' @param top Number of frequent words in the graph.
+#' @param ... Passed to the plotting functions; not used otherwise.
+#' @return `predict()`: a named probability vector (a matrix with a row per
+#'   context for a list), or the predicted tokens. `plot()`: the graph's
+#'   edges (invisibly) for `"graph"`, the object for `"loss"`.
+#' @name qkv_model-methods
+#' @family sequences
+#' @examples
+#' set.seed(1)
+#' # Each word determines the word two steps later.
+#' nxt <- c(a = "b", b = "c", c = "d", d = "e", e = "a")
+#' tokens <- c("a", "c")
+#' for (i in 3:3000) {
+#'   tokens[i] <- if (runif(1) < 0.8) nxt[[tokens[i - 2]]] else sample(names(nxt), 1)
+#' }
+#' fit <- qkv_fit(tokens, dim = 3, window = 3, epochs = 3, validation = 0.1,
+#'                n_threads = 1)
+#' summary(fit)
+#' predict(fit, c("a", "c"))
+#' plot(fit, top = 5)
+NULL
+
+#' @rdname qkv_model-methods
+#' @export
+print.qkv_model <- function(x, ...) {
+  s <- x$shape
+  cat("QKV local-mean model: ", s$layers, " layer", if (s$layers > 1L) "s", ", vocabulary ",
+      s$vocab, " (with <unk>), dim ", s$dim, ", window ", s$window, "\n", sep = "")
+  cat("Trained on ", x$n_tokens, " tokens, ", length(x$epoch_loss), " epoch",
+      if (length(x$epoch_loss) > 1L) "s", "; training loss ",
+      format(utils::tail(x$epoch_loss, 1), digits = 4), " (perplexity ",
+      format(exp(utils::tail(x$epoch_loss, 1)), digits = 4), ")\n", sep = "")
+  if (length(x$valid_loss)) {
+    cat("Held-out perplexity: ", format(exp(utils::tail(x$valid_loss, 1)), digits = 4),
+        " on ", x$n_valid, " tokens (unigram: ", format(exp(x$unigram_loss), digits = 4), ")\n",
+        sep = "")
+  }
+  invisible(x)
+}
+
+#' @rdname qkv_model-methods
+#' @export
+summary.qkv_model <- function(object, ...) {
+  ep <- seq_along(object$epoch_loss)
+  loss <- data.frame(epoch = ep, train_loss = object$epoch_loss,
+                     train_perplexity = exp(object$epoch_loss))
+  if (length(object$valid_loss)) {
+    loss$valid_loss <- object$valid_loss
+    loss$valid_perplexity <- exp(object$valid_loss)
+  }
+  structure(list(fit = object, loss = loss,
+                 perplexity = if (length(object$valid_loss))
+                   exp(utils::tail(object$valid_loss, 1)) else NA_real_,
+                 unigram_perplexity = exp(object$unigram_loss),
+                 lag_weights = object$lag_weights),
+            class = "summary.qkv_model")
+}
+
+#' @export
+print.summary.qkv_model <- function(x, ...) {
+  print(x$fit)
+  cat("Loss by epoch:\n")
+  print(x$loss, digits = 4, row.names = FALSE)
+  if (!is.na(x$perplexity)) {
+    cat("Held-out perplexity ", format(x$perplexity, digits = 4), " against ",
+        format(x$unigram_perplexity, digits = 4), " for word frequencies alone\n", sep = "")
+  }
+  cat("Time kernel (log weight by lag):", format(round(x$lag_weights, 2)), "\n")
+  invisible(x)
+}
+
+#' @rdname qkv_model-methods
+#' @export
+nobs.qkv_model <- function(object, ...) object$n_tokens
+
+#' @rdname qkv_model-methods
+#' @export
+predict.qkv_model <- function(object, context, type = c("prob", "token"), ...) {
+  type <- match.arg(type)
+  several <- is.list(context)
+  contexts <- if (several) context else list(context)
+  ids <- lapply(seq_along(contexts), function(i) {
+    ctx <- contexts[[i]]
+    if (is.factor(ctx)) ctx <- as.character(ctx)
+    if (!is.character(ctx) || anyNA(ctx) || length(ctx) == 0L) {
+      abort("{.arg context} must hold non-empty character vectors of tokens.")
+    }
+    if (length(ctx) == 1L && grepl("[[:space:]]", ctx)) ctx <- tokenize_words(ctx)
+    token_ids(utils::tail(ctx, object$shape$layers * object$shape$window), object$vocab)
+  })
+  probs <- t(cpp_qkv_predict(object$shape, object$theta, ids))
+  colnames(probs) <- object$vocab
+  if (type == "token") {
+    keep <- object$vocab != unk_token
+    return(object$vocab[keep][apply(probs[, keep, drop = FALSE], 1L, which.max)])
+  }
+  if (several) probs else probs[1L, ]
+}
+
+#' Attention weights of a fitted model
+#'
+#' The weights \eqn{a_{ts}} of a fitted model's causal local mean over a
+#' token sequence: row \eqn{t} holds how much position \eqn{t} draws on each
+#' earlier position \eqn{s} (zero outside the window).
+#'
+#' @param object A fitted model, e.g. from [qkv_fit()].
+#' @param tokens A character vector of tokens (unknown ones map to
+#'   `"<unk>"`).
+#' @param layer Which local mean (1 or, for two-layer models, 2).
+#' @param ... Passed to methods.
+#' @return A square matrix with the tokens as row and column names.
+#' @family sequences
+#' @export
+#' @examples
+#' set.seed(1)
+#' tokens <- sample(c("a", "b", "c", "d"), 500, replace = TRUE)
+#' fit <- qkv_fit(tokens, dim = 2, window = 3, epochs = 1, n_threads = 1)
+#' round(attention_weights(fit, c("a", "b", "c", "a")), 2)
+attention_weights <- function(object, tokens, ...) UseMethod("attention_weights")
+
+#' @rdname attention_weights
+#' @export
+attention_weights.qkv_model <- function(object, tokens, layer = 1, ...) {
+  if (!is.character(tokens) || anyNA(tokens) || length(tokens) == 0L) {
+    abort("{.arg tokens} must be a non-empty character vector.")
+  }
+  layer <- check_count(layer)
+  if (layer > object$shape$layers) {
+    abort("{.arg layer} must be at most {object$shape$layers}.")
+  }
+  fw <- qkv_forward(object, token_ids(tokens, object$vocab))
+  a <- fw$attention[[layer]]
+  dimnames(a) <- list(tokens, tokens)
+  a
+}
+
+# The model's forward pass in plain R (attention weights, and a reference for the C++ core):
+# per layer the T x T attention, and the next-token probabilities at every position.
+qkv_forward <- function(object, ids) {
+  s <- object$shape
+  lay <- qkv_layout(s$vocab, s$dim, s$window, s$layers)
+  th <- object$theta
+  n <- length(ids)
+  lag <- outer(seq_len(n), seq_len(n), "-")
+  local_mean <- function(q, k, v, b) {
+    sc <- q %*% t(k) / sqrt(s$dim)
+    inside <- lag >= 0 & lag < s$window
+    sc[inside] <- sc[inside] + b[lag[inside] + 1L]
+    sc[!inside] <- -Inf
+    a <- exp(sc - apply(sc, 1L, max))
+    a <- a / rowSums(a)
+    list(a = a, h = a %*% v)
+  }
+  emb <- function(name) qkv_block(th, lay, name, s$vocab, s$dim)[ids + 1L, , drop = FALSE]
+  l1 <- local_mean(emb("query"), emb("key"), emb("value"), qkv_block(th, lay, "lag", NULL, NULL))
+  attention <- list(l1$a)
+  h <- l1$h
+  if (s$layers > 1L) {
+    w1 <- qkv_block(th, lay, "w1", lay$hidden, s$dim)
+    w2 <- qkv_block(th, lay, "w2", s$dim, lay$hidden)
+    z <- sweep(h %*% t(w1), 2L, qkv_block(th, lay, "c1", NULL, NULL), "+")
+    u <- h + sweep(pmax(z, 0) %*% t(w2), 2L, qkv_block(th, lay, "c2", NULL, NULL), "+")
+    proj <- function(name) u %*% t(qkv_block(th, lay, name, s$dim, s$dim))
+    l2 <- local_mean(proj("query2"), proj("key2"), proj("value2"),
+                     qkv_block(th, lay, "lag2", NULL, NULL))
+    attention[[2L]] <- l2$a
+    h <- l2$h
+  }
+  logits <- sweep(h %*% t(qkv_block(th, lay, "output", s$vocab, s$dim)), 2L,
+                  qkv_block(th, lay, "output_bias", NULL, NULL), "+")
+  p <- exp(logits - apply(logits, 1L, max))
+  list(attention = attention, probs = p / rowSums(p))
+}
+
+#' @rdname qkv_model-methods
+#' @export
+plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
+  type <- match.arg(type)
+  if (type == "loss") {
+    bl <- x$batch_loss
+    nb <- length(bl) / length(x$epoch_loss)
+    graphics::plot(seq_along(bl) / nb, bl, type = "l", col = "grey70", xlab = "epoch",
+                   ylab = "cross-entropy", main = "Training loss", ...)
+    k <- max(1L, round(nb / 10))
+    graphics::lines(seq_along(bl) / nb, stats::filter(bl, rep(1 / k, k), sides = 1), lwd = 2)
+    if (length(x$valid_loss)) {
+      graphics::points(seq_along(x$valid_loss), x$valid_loss, col = "firebrick", pch = 19)
+      graphics::legend("topright", c("mini-batches", "moving average", "held out"),
+                       col = c("grey70", "black", "firebrick"), lty = c(1, 1, NA),
+                       pch = c(NA, NA, 19), lwd = c(1, 2, NA), bty = "n")
+    }
+    return(invisible(x))
+  }
+  top <- check_count(top, min = 2)
+  words <- setdiff(names(sort(x$counts, decreasing = TRUE)), unk_token)
+  words <- words[seq_len(min(top, length(words)))]
+  sc <- x$query[words, , drop = FALSE] %*% t(x$key[words, , drop = FALSE]) / sqrt(x$shape$dim)
+  kern <- exp(sc - apply(sc, 1L, max))
+  kern <- kern / rowSums(kern)
+  n <- length(words)
+  ord <- if (n > 2L) stats::hclust(stats::dist(kern))$order else seq_len(n)
+  angle <- 2 * pi * (seq_len(n) - 1) / n
+  pos <- matrix(NA_real_, n, 2L)
+  pos[ord, ] <- cbind(cos(angle), sin(angle))
+  off <- kern
+  diag(off) <- 0
+  n_edges <- min(2L * n, n * (n - 1L))
+  strongest <- order(off, decreasing = TRUE)[seq_len(n_edges)]
+  edges <- data.frame(from = words[row(off)[strongest]], to = words[col(off)[strongest]],
+                      weight = off[strongest])
+  graphics::plot(NA, xlim = c(-1.25, 1.25), ylim = c(-1.25, 1.25), asp = 1, axes = FALSE,
+                 xlab = "", ylab = "", main = "Learned word kernel (query -> key)", ...)
+  from <- match(edges$from, words)
+  to <- match(edges$to, words)
+  lwd <- 0.5 + 4 * (edges$weight - min(edges$weight)) /
+    max(1e-12, diff(range(edges$weight)))
+  # Arrows stop short of the labels.
+  shrink <- 0.9
+  graphics::arrows(pos[from, 1] * shrink, pos[from, 2] * shrink, pos[to, 1] * shrink,
+                   pos[to, 2] * shrink, length = 0.06, lwd = lwd,
+                   col = grDevices::adjustcolor("steelblue", 0.6))
+  graphics::text(pos[, 1] * 1.08, pos[, 2] * 1.08, words, cex = 0.75,
+                 srt = 0, xpd = TRUE)
+  invisible(edges)
+}

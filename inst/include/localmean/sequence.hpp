@@ -1,0 +1,854 @@
+// Sequences: the temporal local mean (self-attention is one), and the discrete query-key-value
+// kernel learned from a token sequence (qkv_fit).
+//
+// Temporal local mean: for every query position t,
+//   y_t = sum_s K(q_t, k_s) L(t, s) v_s / sum_s K(q_t, k_s) L(t, s)
+// with a content kernel K (the exponential dot product exp(q.k / h), or a registry kernel of the
+// distance ||q - k|| / h) and a time kernel L (causal, two-sided window, exponential decay,
+// none). It is computed in log space with an online softmax: per query a running maximum, a
+// running weight sum and a running weighted sum of values, rescaled whenever the maximum grows,
+// so memory is O(T d) and no T x T matrix exists unless the caller asks for the weights.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "engine.hpp"
+#include "kernels.hpp"
+
+namespace localmean {
+
+enum class TimeKernel { causal, window, exponential, none };
+
+struct TemporalSettings {
+  bool softmax = true;                       // exp(q.k / bandwidth); else the distance kernel
+  KernelType kernel = KernelType::gaussian;  // distance kernel when !softmax
+  double bandwidth = 1.0;
+  TimeKernel time = TimeKernel::causal;
+  // causal: keys t - s < time_bandwidth (infinite: all the past); window: |t - s| <= it;
+  // exponential: weight exp(-(t - s) / time_bandwidth) on the past.
+  double time_bandwidth = kInf;
+  bool out_column_major = false;  // write out as dv x nq row-major (R's nq x dv matrix)
+};
+
+namespace detail {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Four doubles in a GCC vector register (a portable extension; Clang has it too), for loops
+// that keep running sums in registers. Every sum still runs in a fixed order.
+#if defined(__GNUC__)
+typedef double v4d __attribute__((vector_size(32), aligned(8)));
+// Macros rather than functions: passing vector types by value would change the ABI between the
+// portable and the AVX2 builds.
+#define LOCALMEAN_LOAD4(p) (*reinterpret_cast<const v4d*>(p))
+#define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
+#endif
+
+// The log weight of a zero weight: finite, so that arithmetic on it stays branch-free.
+constexpr double kLogZero = -1e300;
+
+// exp(x) for finite x <= 0 (0 below -745), relative error below 1e-12: the Taylor polynomial of
+// degree 11 at x / 2^12, squared 12 times (as exp_wide_range), written out without branches or
+// inner loops so that loops over it vectorise.
+LOCALMEAN_INLINE double exp_nonpositive(double x) {
+  const double inside = within(-x, 745.0);
+  const double r = x * inside * (1.0 / 4096.0);
+  double p = 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  p *= p, p *= p, p *= p, p *= p, p *= p, p *= p;
+  p *= p, p *= p, p *= p, p *= p, p *= p, p *= p;
+  return inside * p;
+}
+
+// Log of the distance kernel's shape at squared scaled distance r2 (-inf where it is zero).
+template <class K> inline double log_shape(double r2) {
+  const double v = K::exact(r2);
+  return v > 0.0 ? std::log(v) : kLogZero;
+}
+template <> inline double log_shape<Gaussian>(double r2) { return -0.5 * r2; }
+template <> inline double log_shape<Laplace>(double r2) { return -std::sqrt(r2); }
+
+// The keys [lo, hi] that query t may see (nk keys), for the time kernel.
+inline void key_range(const TemporalSettings& set, std::size_t t, std::size_t nk, std::size_t* lo,
+                      std::size_t* hi) {
+  const double w = set.time_bandwidth;
+  switch (set.time) {
+  case TimeKernel::causal:
+    *hi = std::min(t, nk - 1);
+    *lo = std::isfinite(w) && w < static_cast<double>(t + 1)
+              ? t + 1 - static_cast<std::size_t>(std::ceil(w))
+              : 0;
+    break;
+  case TimeKernel::window: {
+    const std::size_t half = static_cast<std::size_t>(std::floor(std::min(w, 1e15)));
+    *lo = t > half ? t - half : 0;
+    *hi = std::min(nk - 1, t + std::min<std::size_t>(half, nk));
+    break;
+  }
+  case TimeKernel::exponential:
+    *lo = 0;
+    *hi = std::min(t, nk - 1);
+    break;
+  case TimeKernel::none:
+    *lo = 0;
+    *hi = nk - 1;
+    break;
+  }
+}
+
+// Queries per tile (they share each block of keys while it is in cache) and keys per block.
+constexpr std::size_t kQueryTile = 16;
+constexpr std::size_t kKeyBlock = 64;
+
+// Content kernels as log weights. block() scores the keys of one block, stored transposed
+// (kT[c * kKeyBlock + j] is coordinate c of key j), so the inner loop runs over keys and
+// vectorises while every score is still summed over coordinates in order; single() gives the
+// same number for one key.
+struct SoftmaxContent {
+  std::size_t dk;
+  double inv_h;
+  LOCALMEAN_INLINE void block(const double* q, const double* kT, double* score) const {
+#if defined(__GNUC__)
+    // 32 keys at a time, their sums held in 8 vector registers.
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 32) {
+      v4d a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+      for (std::size_t c = 0; c < dk; ++c) {
+        const double qc = q[c];
+        const double* kc = kT + c * kKeyBlock + j0;
+        a0 += qc * LOCALMEAN_LOAD4(kc);
+        a1 += qc * LOCALMEAN_LOAD4(kc + 4);
+        a2 += qc * LOCALMEAN_LOAD4(kc + 8);
+        a3 += qc * LOCALMEAN_LOAD4(kc + 12);
+        a4 += qc * LOCALMEAN_LOAD4(kc + 16);
+        a5 += qc * LOCALMEAN_LOAD4(kc + 20);
+        a6 += qc * LOCALMEAN_LOAD4(kc + 24);
+        a7 += qc * LOCALMEAN_LOAD4(kc + 28);
+      }
+      double* sc = score + j0;
+      LOCALMEAN_STORE4(sc, a0 * inv_h);
+      LOCALMEAN_STORE4(sc + 4, a1 * inv_h);
+      LOCALMEAN_STORE4(sc + 8, a2 * inv_h);
+      LOCALMEAN_STORE4(sc + 12, a3 * inv_h);
+      LOCALMEAN_STORE4(sc + 16, a4 * inv_h);
+      LOCALMEAN_STORE4(sc + 20, a5 * inv_h);
+      LOCALMEAN_STORE4(sc + 24, a6 * inv_h);
+      LOCALMEAN_STORE4(sc + 28, a7 * inv_h);
+    }
+#else
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
+      double r[16] = {};
+      for (std::size_t c = 0; c < dk; ++c) {
+        const double qc = q[c];
+        const double* kc = kT + c * kKeyBlock + j0;
+        for (std::size_t u = 0; u < 16; ++u) r[u] += qc * kc[u];
+      }
+      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = r[u] * inv_h;
+    }
+#endif
+  }
+  double single(const double* q, const double* k) const {
+    double s = 0.0;
+    for (std::size_t c = 0; c < dk; ++c) s += q[c] * k[c];
+    return s * inv_h;
+  }
+};
+
+template <class K> struct DistanceContent {
+  std::size_t dk;
+  double inv_h2;
+  LOCALMEAN_INLINE void block(const double* q, const double* kT, double* score) const {
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
+      double r[16] = {};
+      for (std::size_t c = 0; c < dk; ++c) {
+        const double qc = q[c];
+        const double* kc = kT + c * kKeyBlock + j0;
+        for (std::size_t u = 0; u < 16; ++u) {
+          const double diff = qc - kc[u];
+          r[u] += diff * diff;
+        }
+      }
+      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = log_shape<K>(r[u] * inv_h2);
+    }
+  }
+  double single(const double* q, const double* k) const {
+    double r2 = 0.0;
+    for (std::size_t c = 0; c < dk; ++c) {
+      const double diff = q[c] - k[c];
+      r2 += diff * diff;
+    }
+    return log_shape<K>(r2 * inv_h2);
+  }
+};
+
+// Maximum and sum of a block in four interleaved lanes, so that the loops vectorise without
+// reordering rules; the order is fixed, so the sum is the same on every run and thread.
+LOCALMEAN_INLINE double max_of(const double* x, std::size_t len) {
+  double m0 = kNegInf, m1 = kNegInf, m2 = kNegInf, m3 = kNegInf;
+  std::size_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    m0 = m0 > x[j] ? m0 : x[j];
+    m1 = m1 > x[j + 1] ? m1 : x[j + 1];
+    m2 = m2 > x[j + 2] ? m2 : x[j + 2];
+    m3 = m3 > x[j + 3] ? m3 : x[j + 3];
+  }
+  for (; j < len; ++j) m0 = m0 > x[j] ? m0 : x[j];
+  return std::max(std::max(m0, m1), std::max(m2, m3));
+}
+LOCALMEAN_INLINE double sum_of(const double* x, std::size_t len) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  std::size_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    s0 += x[j];
+    s1 += x[j + 1];
+    s2 += x[j + 2];
+    s3 += x[j + 3];
+  }
+  for (; j < len; ++j) s0 += x[j];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// One tile of queries [t0, t1): q (nq x dk), k (nk x dk), v (nk x dv) row-major; out (nq x dv).
+// Every query sees its keys in blocks aligned to multiples of kKeyBlock, in increasing order,
+// whatever the tile: its result does not depend on how queries are tiled or threaded.
+template <class Content>
+LOCALMEAN_INLINE void temporal_tile_body(const double* q, std::size_t nq, const double* k,
+                                         std::size_t nk,
+                                         std::size_t dk, const double* v, std::size_t dv,
+                                         const TemporalSettings& set, const Content& content,
+                                         std::size_t t0, std::size_t t1, double* out,
+                                         double* weights, std::vector<double>& acc,
+                                         std::vector<double>& kT) {
+  const std::size_t nt = t1 - t0;
+  std::size_t lo[kQueryTile], hi[kQueryTile];
+  double run_max[kQueryTile], run_sum[kQueryTile];
+  acc.assign(nt * dv, 0.0);
+  // Keys outside the block's range keep stale (finite) coordinates; their scores are masked.
+  if (kT.size() != dk * kKeyBlock) kT.assign(dk * kKeyBlock, 0.0);
+  double score[kKeyBlock];
+  std::size_t first = nk, last = 0;
+  for (std::size_t i = 0; i < nt; ++i) {
+    key_range(set, t0 + i, nk, &lo[i], &hi[i]);
+    first = std::min(first, lo[i]);
+    last = std::max(last, hi[i]);
+    run_max[i] = kNegInf;
+    run_sum[i] = 0.0;
+  }
+  const bool decay = set.time == TimeKernel::exponential;
+  const double inv_tau = decay ? 1.0 / set.time_bandwidth : 0.0;
+  for (std::size_t b0 = first / kKeyBlock * kKeyBlock; b0 <= last; b0 += kKeyBlock) {
+    const std::size_t b1 = std::min(last + 1, b0 + kKeyBlock);
+    const std::size_t from = std::max(b0, first);
+    for (std::size_t s = from; s < b1; ++s)
+      for (std::size_t c = 0; c < dk; ++c) kT[c * kKeyBlock + (s - b0)] = k[s * dk + c];
+    for (std::size_t i = 0; i < nt; ++i) {
+      const std::size_t a = std::max(b0, lo[i]), e = std::min(b1 - 1, hi[i]);
+      if (a > e) continue;
+      const std::size_t t = t0 + i, ja = a - b0, je = e - b0 + 1;
+      content.block(q + t * dk, kT.data(), score);
+      if (decay)
+        for (std::size_t j = 0; j < kKeyBlock; ++j)
+          score[j] -= (static_cast<double>(t) - static_cast<double>(b0 + j)) * inv_tau;
+      // Keys outside [a, e] weigh exp(kLogZero) = 0 and add nothing.
+      for (std::size_t j = 0; j < ja; ++j) score[j] = kLogZero;
+      for (std::size_t j = je; j < kKeyBlock; ++j) score[j] = kLogZero;
+      const double block_max = max_of(score, kKeyBlock);
+      if (block_max < 0.5 * kLogZero) continue;  // every weight zero (compact kernels)
+      double* at = &acc[i * dv];
+      if (block_max > run_max[i]) {
+        const double rescale = std::exp(run_max[i] - block_max);  // 0 the first time
+        run_sum[i] *= rescale;
+        for (std::size_t c = 0; c < dv; ++c) at[c] *= rescale;
+        run_max[i] = block_max;
+      }
+      const double m = run_max[i];
+      for (std::size_t j = 0; j < kKeyBlock; ++j) score[j] = exp_nonpositive(score[j] - m);
+      run_sum[i] += sum_of(score, kKeyBlock);
+      // at += sum_j w_j v_j, keys in order; 8 coordinates at a time held in registers.
+      const double* vb = v + b0 * dv;
+      std::size_t c_vec = 0;
+#if defined(__GNUC__)
+      c_vec = dv / 8 * 8;
+      for (std::size_t c0 = 0; c0 < c_vec; c0 += 8) {
+        v4d a0 = LOCALMEAN_LOAD4(at + c0), a1 = LOCALMEAN_LOAD4(at + c0 + 4);
+        for (std::size_t j = ja; j < je; ++j) {
+          const double w = score[j];
+          a0 += w * LOCALMEAN_LOAD4(vb + j * dv + c0);
+          a1 += w * LOCALMEAN_LOAD4(vb + j * dv + c0 + 4);
+        }
+        LOCALMEAN_STORE4(at + c0, a0);
+        LOCALMEAN_STORE4(at + c0 + 4, a1);
+      }
+#endif
+      for (std::size_t j = ja; j < je; ++j) {
+        const double w = score[j];
+        const double* vs = vb + j * dv;
+        for (std::size_t c = c_vec; c < dv; ++c) at[c] += w * vs[c];
+      }
+    }
+  }
+  for (std::size_t i = 0; i < nt; ++i) {
+    const std::size_t t = t0 + i;
+    const double inv = run_sum[i] > 0.0 ? 1.0 / run_sum[i] : std::nan("");
+    if (set.out_column_major) {
+      for (std::size_t c = 0; c < dv; ++c) out[c * nq + t] = acc[i * dv + c] * inv;
+    } else {
+      for (std::size_t c = 0; c < dv; ++c) out[t * dv + c] = acc[i * dv + c] * inv;
+    }
+    if (!weights) continue;
+    // The normalised weights, from the final maximum and sum (row t of an nq x nk matrix).
+    double* wt = weights + t * nk;
+    std::fill(wt, wt + nk, 0.0);
+    for (std::size_t s = lo[i]; s <= hi[i]; ++s) {
+      double sc = content.single(q + t * dk, k + s * dk);
+      if (decay) sc -= (static_cast<double>(t) - static_cast<double>(s)) * inv_tau;
+      wt[s] = sc < 0.5 * kLogZero ? 0.0 : std::exp(sc - run_max[i]) * inv;
+    }
+  }
+}
+
+template <class Content>
+LOCALMEAN_PORTABLE_HOT void temporal_tile_portable(
+    const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
+    const double* v, std::size_t dv, const TemporalSettings& set, const Content& content,
+    std::size_t t0, std::size_t t1, double* out, double* weights, std::vector<double>& acc,
+    std::vector<double>& kT) {
+  temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+}
+
+#if LOCALMEAN_X86_CLONES
+template <class Content>
+__attribute__((target("avx2,fma"))) LOCALMEAN_HOT void temporal_tile_avx2(
+    const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
+    const double* v, std::size_t dv, const TemporalSettings& set, const Content& content,
+    std::size_t t0, std::size_t t1, double* out, double* weights, std::vector<double>& acc,
+    std::vector<double>& kT) {
+  temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+}
+#endif
+
+template <class Content>
+void temporal_tile(const double* q, std::size_t nq, const double* k, std::size_t nk,
+                   std::size_t dk,
+                   const double* v, std::size_t dv, const TemporalSettings& set,
+                   const Content& content, std::size_t t0, std::size_t t1, double* out,
+                   double* weights, std::vector<double>& acc, std::vector<double>& kT) {
+#if LOCALMEAN_X86_CLONES
+  if (cpu_has_avx2())
+    return temporal_tile_avx2(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc,
+                              kT);
+#endif
+  temporal_tile_portable(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+}
+
+}  // namespace detail
+
+// The temporal local mean of nq queries over nk keys (for causal, window and exponential time
+// kernels query t and key s are positions in one sequence). q: nq x dk, k: nk x dk, v: nk x dv,
+// out: nq x dv, all row-major (out column-major if set.out_column_major); weights (nq x nk, row-major) is filled when not null. Returns false
+// when the monitor stopped the work.
+inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k, std::size_t nk,
+                                std::size_t dk, const double* v, std::size_t dv,
+                                const TemporalSettings& set, double* out, double* weights,
+                                const ParallelFor& parallel_for = serial_for,
+                                const Monitor& monitor = {}) {
+  if (nq == 0 || nk == 0) return true;
+  const std::size_t tiles = (nq + detail::kQueryTile - 1) / detail::kQueryTile;
+  auto run = [&](const auto& content) {
+    return run_chunked(tiles, 4, parallel_for, monitor, [&](std::size_t b, std::size_t e) {
+      std::vector<double> acc, kT;
+      for (std::size_t tile = b; tile < e; ++tile) {
+        const std::size_t t0 = tile * detail::kQueryTile;
+        detail::temporal_tile(q, nq, k, nk, dk, v, dv, set, content, t0,
+                              std::min(nq, t0 + detail::kQueryTile), out, weights, acc, kT);
+      }
+    });
+  };
+  if (set.softmax) return run(detail::SoftmaxContent{dk, 1.0 / set.bandwidth});
+  const double inv_h2 = 1.0 / (set.bandwidth * set.bandwidth);
+  return with_kernel(set.kernel, [&](auto kern) {
+    return run(detail::DistanceContent<decltype(kern)>{dk, inv_h2});
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The discrete QKV kernel: a causal temporal local mean over the last `window` tokens predicts
+// the next token. Layer 1 on token t:
+//   a_s = softmax_s(Eq[x_t] . Ek[x_s] / sqrt(D) + b1[t - s]),  h_t = sum_s a_s Ev[x_s],
+// s in (t - window, t]; b1 is a learned time kernel (log weight per lag). With two layers,
+//   u_t = h_t + W2 relu(W1 h_t + c1) + c2   (feed-forward map with a residual)
+// and a second local mean of u with projections Wq2, Wk2, Wv2 and lag weights b2. The output
+// layer is a softmax over the vocabulary: p = softmax(Wo h + bo). Trained by Adam on the mean
+// cross-entropy of mini-batches of consecutive targets.
+
+struct QkvShape {
+  std::size_t vocab = 0, dim = 0, window = 1, layers = 1, hidden = 0;
+  // Offsets of the parameter blocks in one flat vector.
+  std::size_t eq, ek, ev, b1, wo, bo, w1, c1, w2, c2, wq2, wk2, wv2, b2, size;
+  QkvShape(std::size_t v, std::size_t d, std::size_t w, std::size_t l)
+      : vocab(v), dim(d), window(w), layers(l), hidden(l > 1 ? 2 * d : 0) {
+    std::size_t o = 0;
+    auto take = [&o](std::size_t n) {
+      const std::size_t at = o;
+      o += n;
+      return at;
+    };
+    eq = take(v * d), ek = take(v * d), ev = take(v * d), b1 = take(w);
+    wo = take(v * d), bo = take(v);
+    w1 = take(hidden * d), c1 = take(hidden), w2 = take(d * hidden), c2 = take(hidden ? d : 0);
+    wq2 = take(layers > 1 ? d * d : 0), wk2 = take(layers > 1 ? d * d : 0);
+    wv2 = take(layers > 1 ? d * d : 0), b2 = take(layers > 1 ? w : 0);
+    size = o;
+  }
+};
+
+struct QkvSettings {
+  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  std::size_t batch = 256, epochs = 1;
+};
+
+struct QkvTrace {
+  std::vector<double> batch_loss, epoch_loss, valid_loss;
+};
+
+namespace detail {
+
+// Scratch space for one shard of targets.
+struct QkvWork {
+  std::vector<double> a1, h1, z, u, q2, k2, v2, a2, h2, logits, dh, du, dq2, dk2, dv2, tmp;
+};
+
+LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
+  double s = 0.0;
+  for (std::size_t j = 0; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+// y (r) = M (r x c, row-major) x (c), or += when add.
+LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c, double* y,
+                   bool add = false) {
+  for (std::size_t i = 0; i < r; ++i) y[i] = (add ? y[i] : 0.0) + dot(m + i * c, x, c);
+}
+// y (c) += M' x (x of length r).
+LOCALMEAN_INLINE void matvec_t_add(const double* m, const double* x, std::size_t r, std::size_t c,
+                         double* y) {
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) y[j] += m[i * c + j] * x[i];
+}
+// G (r x c) += x y'.
+LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r, std::size_t c) {
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) g[i * c + j] += x[i] * y[j];
+}
+
+// Softmax of n scores in place (the weights of one causal local mean, in lag order).
+LOCALMEAN_INLINE void softmax_in_place(double* a, std::size_t n) {
+  const double mx = max_of(a, n);
+  for (std::size_t j = 0; j < n; ++j) a[j] = exp_nonpositive(a[j] - mx);
+  const double inv = 1.0 / sum_of(a, n);
+  for (std::size_t j = 0; j < n; ++j) a[j] *= inv;
+}
+
+// Back through the output layer for ng targets: dl (ng x V) the loss gradient of the logits,
+// h (ng x D) the representations, wo (V x D). Adds dl' h to gwo, the column sums of dl to gbo and
+// dl wo to dh (ng x D), the running sums kept in vector registers across targets (for gwo) or
+// across rows of wo (for dh); every sum still runs in a fixed order.
+LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::size_t V,
+                                      std::size_t D, const double* h, std::size_t ng,
+                                      double* gwo, double* gbo, double* dh) {
+  std::size_t c_vec = 0;
+#if defined(__GNUC__)
+  // Columns 16 at a time (four independent running sums keep the FMA units busy).
+  c_vec = D / 16 * 16;
+  for (std::size_t r = 0; r < V; ++r) {
+    double* gw = gwo + r * D;
+    for (std::size_t c0 = 0; c0 < c_vec; c0 += 16) {
+      v4d a0 = LOCALMEAN_LOAD4(gw + c0), a1 = LOCALMEAN_LOAD4(gw + c0 + 4);
+      v4d a2 = LOCALMEAN_LOAD4(gw + c0 + 8), a3 = LOCALMEAN_LOAD4(gw + c0 + 12);
+      for (std::size_t i = 0; i < ng; ++i) {
+        const double d = dl[i * V + r];
+        const double* hi = h + i * D + c0;
+        a0 += d * LOCALMEAN_LOAD4(hi);
+        a1 += d * LOCALMEAN_LOAD4(hi + 4);
+        a2 += d * LOCALMEAN_LOAD4(hi + 8);
+        a3 += d * LOCALMEAN_LOAD4(hi + 12);
+      }
+      LOCALMEAN_STORE4(gw + c0, a0);
+      LOCALMEAN_STORE4(gw + c0 + 4, a1);
+      LOCALMEAN_STORE4(gw + c0 + 8, a2);
+      LOCALMEAN_STORE4(gw + c0 + 12, a3);
+    }
+  }
+  constexpr std::size_t kRows = 128;  // rows of wo per pass, kept in cache across targets
+  for (std::size_t r0 = 0; r0 < V; r0 += kRows) {
+    const std::size_t r1 = std::min(V, r0 + kRows);
+    for (std::size_t i = 0; i < ng; ++i) {
+      const double* dli = dl + i * V;
+      double* dhi = dh + i * D;
+      for (std::size_t c0 = 0; c0 < c_vec; c0 += 16) {
+        v4d a0 = LOCALMEAN_LOAD4(dhi + c0), a1 = LOCALMEAN_LOAD4(dhi + c0 + 4);
+        v4d a2 = LOCALMEAN_LOAD4(dhi + c0 + 8), a3 = LOCALMEAN_LOAD4(dhi + c0 + 12);
+        for (std::size_t r = r0; r < r1; ++r) {
+          const double d = dli[r];
+          const double* wr = wo + r * D + c0;
+          a0 += d * LOCALMEAN_LOAD4(wr);
+          a1 += d * LOCALMEAN_LOAD4(wr + 4);
+          a2 += d * LOCALMEAN_LOAD4(wr + 8);
+          a3 += d * LOCALMEAN_LOAD4(wr + 12);
+        }
+        LOCALMEAN_STORE4(dhi + c0, a0);
+        LOCALMEAN_STORE4(dhi + c0 + 4, a1);
+        LOCALMEAN_STORE4(dhi + c0 + 8, a2);
+        LOCALMEAN_STORE4(dhi + c0 + 12, a3);
+      }
+    }
+  }
+#endif
+  for (std::size_t r = 0; r < V; ++r) {
+    double gb = 0.0;
+    for (std::size_t i = 0; i < ng; ++i) {
+      const double d = dl[i * V + r];
+      gb += d;
+      for (std::size_t c = c_vec; c < D; ++c) {
+        gwo[r * D + c] += d * h[i * D + c];
+        dh[i * D + c] += d * wo[r * D + c];
+      }
+    }
+    gbo[r] += gb;
+  }
+}
+
+// Loss (summed) of the targets t in [a, b): token t + 1 predicted from tokens <= t. With grad
+// not null, adds the gradient of the summed loss. With probs not null (predict), writes the
+// probabilities at the last target instead (no loss). tok: 0-based token ids.
+LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const int* tok,
+                                         std::size_t a, std::size_t b, double* grad, QkvWork& ws,
+                                         double* probs) {
+  const std::size_t D = sh.dim, W = sh.window, V = sh.vocab, H = sh.hidden;
+  const bool two = sh.layers > 1;
+  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(D));
+  // Layer 1 runs on [p0, b): with two layers the second needs the window before a.
+  const std::size_t p0 = two ? (a + 1 > W ? a + 1 - W : 0) : a, np = b - p0, nt = b - a;
+  auto lags = [W](std::size_t t) { return std::min(W, t + 1); };
+  ws.a1.assign(np * W, 0.0);
+  ws.h1.assign(np * D, 0.0);
+  for (std::size_t p = p0; p < b; ++p) {
+    const double* qt = th + sh.eq + tok[p] * D;
+    double* at = &ws.a1[(p - p0) * W];
+    const std::size_t n = lags(p);
+    for (std::size_t j = 0; j < n; ++j)
+      at[j] = dot(qt, th + sh.ek + tok[p - j] * D, D) * inv_sqrt + th[sh.b1 + j];
+    softmax_in_place(at, n);
+    double* ht = &ws.h1[(p - p0) * D];
+    for (std::size_t j = 0; j < n; ++j) {
+      const double* vs = th + sh.ev + tok[p - j] * D;
+      for (std::size_t c = 0; c < D; ++c) ht[c] += at[j] * vs[c];
+    }
+  }
+  const double* hout = &ws.h1[(a - p0) * D];  // the representation fed to the output layer
+  if (two) {
+    ws.z.assign(np * H, 0.0);
+    ws.u.assign(np * D, 0.0);
+    ws.q2.assign(np * D, 0.0);
+    ws.k2.assign(np * D, 0.0);
+    ws.v2.assign(np * D, 0.0);
+    for (std::size_t i = 0; i < np; ++i) {
+      double* z = &ws.z[i * H];
+      double* u = &ws.u[i * D];
+      matvec(th + sh.w1, &ws.h1[i * D], H, D, z);
+      for (std::size_t c = 0; c < H; ++c) z[c] += th[sh.c1 + c];
+      ws.tmp.assign(H, 0.0);
+      for (std::size_t c = 0; c < H; ++c) ws.tmp[c] = std::max(0.0, z[c]);
+      matvec(th + sh.w2, ws.tmp.data(), D, H, u);
+      for (std::size_t c = 0; c < D; ++c) u[c] += th[sh.c2 + c] + ws.h1[i * D + c];
+      matvec(th + sh.wq2, u, D, D, &ws.q2[i * D]);
+      matvec(th + sh.wk2, u, D, D, &ws.k2[i * D]);
+      matvec(th + sh.wv2, u, D, D, &ws.v2[i * D]);
+    }
+    ws.a2.assign(nt * W, 0.0);
+    ws.h2.assign(nt * D, 0.0);
+    for (std::size_t t = a; t < b; ++t) {
+      double* at = &ws.a2[(t - a) * W];
+      const std::size_t n = lags(t);
+      for (std::size_t j = 0; j < n; ++j)
+        at[j] = dot(&ws.q2[(t - p0) * D], &ws.k2[(t - j - p0) * D], D) * inv_sqrt +
+                th[sh.b2 + j];
+      softmax_in_place(at, n);
+      double* ht = &ws.h2[(t - a) * D];
+      for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t c = 0; c < D; ++c) ht[c] += at[j] * ws.v2[(t - j - p0) * D + c];
+    }
+    hout = ws.h2.data();
+  }
+
+  // Output layer, in groups of targets that share each row of Wo while it is in cache.
+  constexpr std::size_t kGroup = 48;
+  double loss = 0.0;
+  ws.logits.resize(kGroup * V);
+  if (grad) ws.dh.assign(nt * D, 0.0);
+  for (std::size_t g0 = 0; g0 < nt; g0 += kGroup) {
+    const std::size_t ng = std::min(kGroup, nt - g0);
+    // The group's representations transposed (zero-padded): the inner loop runs over the
+    // targets, which vectorises while each logit still sums over coordinates in order.
+    ws.tmp.resize(kGroup * D);
+    double* hT = ws.tmp.data();
+    for (std::size_t c = 0; c < D; ++c)
+      for (std::size_t i = 0; i < kGroup; ++i)
+        hT[c * kGroup + i] = i < ng ? hout[(g0 + i) * D + c] : 0.0;
+    for (std::size_t r = 0; r < V; ++r) {
+      const double* wr = th + sh.wo + r * D;
+      double l[kGroup];
+      for (std::size_t i = 0; i < kGroup; ++i) l[i] = 0.0;
+      for (std::size_t c = 0; c < D; ++c) {
+        const double w = wr[c];
+        for (std::size_t i = 0; i < kGroup; ++i) l[i] += w * hT[c * kGroup + i];
+      }
+      for (std::size_t i = 0; i < ng; ++i) ws.logits[i * V + r] = l[i] + th[sh.bo + r];
+    }
+    for (std::size_t i = 0; i < ng; ++i) {
+      double* l = &ws.logits[i * V];
+      softmax_in_place(l, V);
+      if (probs) {
+        if (g0 + i == nt - 1) std::copy(l, l + V, probs);
+        continue;
+      }
+      const int y = tok[a + g0 + i + 1];
+      loss -= std::log(std::max(l[y], 1e-300));
+      l[y] -= 1.0;  // now d loss / d logits
+    }
+    if (!grad) continue;
+    output_backward(th + sh.wo, ws.logits.data(), V, D, hout + g0 * D, ng,
+                    grad + sh.wo, grad + sh.bo, &ws.dh[g0 * D]);
+  }
+  if (!grad) return loss;
+
+  // Back through each local mean: with a = softmax(scores) and h = sum_s a_s v_s,
+  // d score_s = a_s (g . v_s - sum_r a_r g . v_r) for the incoming gradient g of h.
+  std::vector<double> da(W);
+  // Gradient with respect to layer 1's outputs h1 on [p0, b).
+  std::vector<double> dh1;
+  if (two) {
+    dh1.assign(np * D, 0.0);
+    ws.du.assign(np * D, 0.0);
+    ws.dq2.assign(np * D, 0.0);
+    ws.dk2.assign(np * D, 0.0);
+    ws.dv2.assign(np * D, 0.0);
+    for (std::size_t t = a; t < b; ++t) {
+      const double* g = &ws.dh[(t - a) * D];
+      const double* at = &ws.a2[(t - a) * W];
+      const std::size_t n = lags(t);
+      double mean = 0.0;
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t s = t - j - p0;
+        da[j] = dot(g, &ws.v2[s * D], D);
+        mean += at[j] * da[j];
+        for (std::size_t c = 0; c < D; ++c) ws.dv2[s * D + c] += at[j] * g[c];
+      }
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t s = t - j - p0;
+        const double ds = at[j] * (da[j] - mean);
+        grad[sh.b2 + j] += ds;
+        for (std::size_t c = 0; c < D; ++c) {
+          ws.dq2[(t - p0) * D + c] += ds * inv_sqrt * ws.k2[s * D + c];
+          ws.dk2[s * D + c] += ds * inv_sqrt * ws.q2[(t - p0) * D + c];
+        }
+      }
+    }
+    ws.tmp.resize(H);
+    std::vector<double> dr(H);
+    for (std::size_t i = 0; i < np; ++i) {
+      const double* u = &ws.u[i * D];
+      double* du = &ws.du[i * D];
+      outer_add(grad + sh.wq2, &ws.dq2[i * D], u, D, D);
+      outer_add(grad + sh.wk2, &ws.dk2[i * D], u, D, D);
+      outer_add(grad + sh.wv2, &ws.dv2[i * D], u, D, D);
+      matvec_t_add(th + sh.wq2, &ws.dq2[i * D], D, D, du);
+      matvec_t_add(th + sh.wk2, &ws.dk2[i * D], D, D, du);
+      matvec_t_add(th + sh.wv2, &ws.dv2[i * D], D, D, du);
+      // u = h1 + W2 relu(z) + c2, z = W1 h1 + c1.
+      const double* z = &ws.z[i * H];
+      for (std::size_t c = 0; c < H; ++c) ws.tmp[c] = std::max(0.0, z[c]);
+      outer_add(grad + sh.w2, du, ws.tmp.data(), D, H);
+      for (std::size_t c = 0; c < D; ++c) grad[sh.c2 + c] += du[c];
+      std::fill(dr.begin(), dr.end(), 0.0);
+      matvec_t_add(th + sh.w2, du, D, H, dr.data());
+      for (std::size_t c = 0; c < H; ++c) dr[c] = z[c] > 0.0 ? dr[c] : 0.0;
+      outer_add(grad + sh.w1, dr.data(), &ws.h1[i * D], H, D);
+      for (std::size_t c = 0; c < H; ++c) grad[sh.c1 + c] += dr[c];
+      double* d1 = &dh1[i * D];
+      for (std::size_t c = 0; c < D; ++c) d1[c] = du[c];
+      matvec_t_add(th + sh.w1, dr.data(), H, D, d1);
+    }
+  }
+  // Layer 1: scores Eq[x_p] . Ek[x_s] / sqrt(D) + b1[lag], values Ev[x_s].
+  for (std::size_t p = p0; p < b; ++p) {
+    const double* g = two ? &dh1[(p - p0) * D] : &ws.dh[(p - a) * D];
+    const double* at = &ws.a1[(p - p0) * W];
+    const std::size_t n = lags(p);
+    const double* qt = th + sh.eq + tok[p] * D;
+    double* gq = grad + sh.eq + tok[p] * D;
+    double mean = 0.0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::size_t s = p - j;
+      da[j] = dot(g, th + sh.ev + tok[s] * D, D);
+      mean += at[j] * da[j];
+      double* gv = grad + sh.ev + tok[s] * D;
+      for (std::size_t c = 0; c < D; ++c) gv[c] += at[j] * g[c];
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::size_t s = p - j;
+      const double ds = at[j] * (da[j] - mean);
+      grad[sh.b1 + j] += ds;
+      const double* ks = th + sh.ek + tok[s] * D;
+      double* gk = grad + sh.ek + tok[s] * D;
+      for (std::size_t c = 0; c < D; ++c) {
+        gq[c] += ds * inv_sqrt * ks[c];
+        gk[c] += ds * inv_sqrt * qt[c];
+      }
+    }
+  }
+  return loss;
+}
+
+LOCALMEAN_PORTABLE_HOT double qkv_segment_portable(const QkvShape& sh, const double* th,
+                                                   const int* tok, std::size_t a, std::size_t b,
+                                                   double* grad, QkvWork& ws, double* probs) {
+  return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
+}
+
+#if LOCALMEAN_X86_CLONES
+__attribute__((target("avx2,fma"))) LOCALMEAN_HOT double qkv_segment_avx2(
+    const QkvShape& sh, const double* th, const int* tok, std::size_t a, std::size_t b,
+    double* grad, QkvWork& ws, double* probs) {
+  return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
+}
+#endif
+
+inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, std::size_t a,
+                          std::size_t b, double* grad, QkvWork& ws, double* probs = nullptr) {
+#if LOCALMEAN_X86_CLONES
+  if (cpu_has_avx2()) return qkv_segment_avx2(sh, th, tok, a, b, grad, ws, probs);
+#endif
+  return qkv_segment_portable(sh, th, tok, a, b, grad, ws, probs);
+}
+
+// Adam on n parameters: the gradient is the sum of `shards` buffers (stride P), in order, times
+// scale. Separate pointers that do not alias let the loop vectorise.
+LOCALMEAN_HOT inline void adam_step(const double* __restrict grads, std::size_t P,
+                                    std::size_t shards, std::size_t n, double scale,
+                                    const QkvSettings& set, double lr, double* __restrict m1,
+                                    double* __restrict m2, double* __restrict theta) {
+  const double b1 = set.beta1, b2 = set.beta2, eps = set.eps;
+  for (std::size_t e = 0; e < n; ++e) {
+    double g = 0.0;
+    for (std::size_t s = 0; s < shards; ++s) g += grads[s * P + e];
+    g *= scale;
+    m1[e] = b1 * m1[e] + (1.0 - b1) * g;
+    m2[e] = b2 * m2[e] + (1.0 - b2) * g * g;
+    theta[e] -= lr * m1[e] / (std::sqrt(m2[e]) + eps);
+  }
+}
+
+}  // namespace detail
+
+// Summed loss of the targets [0, n - 1) of tok (validation), over fixed shards in parallel.
+inline double qkv_loss(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+                       const ParallelFor& parallel_for = serial_for) {
+  if (n < 2) return 0.0;
+  constexpr std::size_t kPieces = 64;
+  const std::size_t targets = n - 1, pieces = std::min(kPieces, targets);
+  std::vector<double> part(pieces, 0.0);
+  parallel_for(0, pieces, [&](std::size_t b, std::size_t e) {
+    detail::QkvWork ws;
+    for (std::size_t s = b; s < e; ++s)
+      part[s] = detail::qkv_segment(sh, theta, tok, targets * s / pieces,
+                                    targets * (s + 1) / pieces, nullptr, ws);
+  });
+  double sum = 0.0;
+  for (double v : part) sum += v;
+  return sum;
+}
+
+// Summed loss of the targets [0, n - 1) of tok, and its gradient added to grad (size sh.size).
+inline double qkv_gradient(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+                           double* grad) {
+  if (n < 2) return 0.0;
+  detail::QkvWork ws;
+  return detail::qkv_segment(sh, theta, tok, 0, n - 1, grad, ws);
+}
+
+// Next-token probabilities (vocab) after the context tok[0..n).
+inline void qkv_predict(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+                        double* probs) {
+  detail::QkvWork ws;
+  detail::qkv_segment(sh, theta, tok, n - 1, n, nullptr, ws, probs);
+}
+
+// Adam on mini-batches of `set.batch` consecutive targets, visited in the order given per epoch
+// (order: epochs x n_batches, from the caller's random numbers). Each batch is cut into a fixed
+// number of shards whose gradients are summed in shard order, so a result does not depend on
+// the number of threads. theta is updated in place; valid (may be null) gets a loss per epoch.
+inline bool qkv_train(const QkvShape& sh, double* theta, const int* tok, std::size_t n,
+                      const int* valid, std::size_t n_valid, const int* order,
+                      const QkvSettings& set, QkvTrace& trace,
+                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+  constexpr std::size_t kShards = 4;
+  const std::size_t P = sh.size, targets = n - 1;
+  const std::size_t n_batches = (targets + set.batch - 1) / set.batch;
+  std::vector<double> grads(kShards * P), m1(P, 0.0), m2(P, 0.0), shard_loss(kShards);
+  std::vector<detail::QkvWork> work(kShards);
+  std::size_t step = 0;
+  trace.batch_loss.clear();
+  trace.epoch_loss.clear();
+  trace.valid_loss.clear();
+  for (std::size_t ep = 0; ep < set.epochs; ++ep) {
+    double epoch_sum = 0.0;
+    for (std::size_t bi = 0; bi < n_batches; ++bi) {
+      const std::size_t batch = static_cast<std::size_t>(order[ep * n_batches + bi]);
+      const std::size_t a = batch * set.batch, b = std::min(targets, a + set.batch);
+      parallel_for(0, kShards, [&](std::size_t s0, std::size_t s1) {
+        for (std::size_t s = s0; s < s1; ++s) {
+          double* g = &grads[s * P];
+          std::fill(g, g + P, 0.0);
+          const std::size_t sa = a + (b - a) * s / kShards, sb = a + (b - a) * (s + 1) / kShards;
+          shard_loss[s] = sa < sb ? detail::qkv_segment(sh, theta, tok, sa, sb, g, work[s]) : 0.0;
+        }
+      });
+      double loss = 0.0;
+      for (double v : shard_loss) loss += v;
+      epoch_sum += loss;
+      trace.batch_loss.push_back(loss / static_cast<double>(b - a));
+      ++step;
+      const double scale = 1.0 / static_cast<double>(b - a);
+      const double c1 = 1.0 - std::pow(set.beta1, static_cast<double>(step));
+      const double c2 = 1.0 - std::pow(set.beta2, static_cast<double>(step));
+      const double lr = set.lr * std::sqrt(c2) / c1;
+      parallel_for(0, P, [&](std::size_t e0, std::size_t e1) {
+        detail::adam_step(grads.data() + e0, P, kShards, e1 - e0, scale, set, lr, m1.data() + e0,
+                          m2.data() + e0, theta + e0);
+      });
+      if (monitor && !monitor(ep * n_batches + bi + 1, set.epochs * n_batches)) return false;
+    }
+    trace.epoch_loss.push_back(epoch_sum / static_cast<double>(targets));
+    if (valid && n_valid > 1)
+      trace.valid_loss.push_back(qkv_loss(sh, theta, valid, n_valid, parallel_for) /
+                                 static_cast<double>(n_valid - 1));
+  }
+  return true;
+}
+
+}  // namespace localmean

@@ -1,0 +1,112 @@
+// Glue between R and the sequence core: the temporal local mean and the QKV kernel's training.
+// Matrices arrive transposed (one column per position), which is the core's row-major layout.
+#include "r_policies.h"
+
+#include <localmean/sequence.hpp>
+
+using namespace Rcpp;
+
+namespace {
+
+localmean::TimeKernel time_kernel_from(const std::string& name) {
+  if (name == "causal") return localmean::TimeKernel::causal;
+  if (name == "window") return localmean::TimeKernel::window;
+  if (name == "exponential") return localmean::TimeKernel::exponential;
+  if (name == "none") return localmean::TimeKernel::none;
+  stop("unknown time kernel");
+}
+
+localmean::QkvShape shape_from(List shape) {
+  return localmean::QkvShape(as<int>(shape["vocab"]), as<int>(shape["dim"]),
+                             as<int>(shape["window"]), as<int>(shape["layers"]));
+}
+
+}  // namespace
+
+// Temporal local mean. qt: dk x nq, kt: dk x nk, vt: dv x nk (columns are positions); they may
+// be one and the same matrix. Returns the nq x dv means and, with want_weights, the nk x nq weights (column t holds query t's).
+// [[Rcpp::export]]
+List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix vt,
+                             std::string kernel, double bandwidth, std::string time_kernel,
+                             double time_bandwidth, bool want_weights, int n_threads,
+                             bool verbose) {
+  localmean::TemporalSettings set;
+  set.softmax = kernel == "softmax";
+  if (!set.softmax && !localmean::kernel_from_name(kernel, &set.kernel)) stop("unknown kernel");
+  set.bandwidth = bandwidth;
+  set.time = time_kernel_from(time_kernel);
+  set.time_bandwidth = time_bandwidth;
+  const std::size_t nq = qt.ncol(), nk = kt.ncol(), dk = qt.nrow(), dv = vt.nrow();
+  set.out_column_major = true;
+  NumericMatrix out(nq, dv);
+  NumericMatrix weights(want_weights ? nk : 0, want_weights ? nq : 0);
+  localmean_r::Monitor monitor(verbose, static_cast<double>((nq + 7) / 8), "local means");
+  const bool done = localmean::temporal_local_mean(
+      qt.begin(), nq, kt.begin(), nk, dk, vt.begin(), dv, set, out.begin(),
+      want_weights ? weights.begin() : nullptr, localmean_r::parallel_for(n_threads),
+      monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  return List::create(_["mean"] = out, _["weights"] = weights);
+}
+
+// Trains the QKV model in place from theta (the flat parameter vector). tokens and valid are
+// 0-based ids; order is epochs x n_batches (0-based batch indices).
+// [[Rcpp::export]]
+List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, IntegerVector valid,
+                   IntegerVector order, double lr, int batch, int epochs, int n_threads,
+                   bool verbose) {
+  const localmean::QkvShape sh = shape_from(shape);
+  if (static_cast<std::size_t>(theta.size()) != sh.size) stop("theta has the wrong length");
+  localmean::QkvSettings set;
+  set.lr = lr;
+  set.batch = static_cast<std::size_t>(batch);
+  set.epochs = static_cast<std::size_t>(epochs);
+  NumericVector th = clone(theta);
+  localmean::QkvTrace trace;
+  const std::size_t n_batches = (tokens.size() - 1 + set.batch - 1) / set.batch;
+  localmean_r::Monitor monitor(verbose, static_cast<double>(n_batches * set.epochs), "training");
+  const bool done = localmean::qkv_train(
+      sh, th.begin(), tokens.begin(), tokens.size(), valid.size() ? valid.begin() : nullptr,
+      valid.size(), order.begin(), set, trace, localmean_r::parallel_for(n_threads),
+      monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  return List::create(_["theta"] = th, _["batch_loss"] = wrap(trace.batch_loss),
+                      _["epoch_loss"] = wrap(trace.epoch_loss),
+                      _["valid_loss"] = wrap(trace.valid_loss));
+}
+
+// Mean cross-entropy of predicting every token of `tokens` (0-based ids) from those before.
+// [[Rcpp::export]]
+double cpp_qkv_loss(List shape, NumericVector theta, IntegerVector tokens, int n_threads) {
+  if (tokens.size() < 2) return NA_REAL;
+  const localmean::QkvShape sh = shape_from(shape);
+  return localmean::qkv_loss(sh, theta.begin(), tokens.begin(), tokens.size(),
+                             localmean_r::parallel_for(n_threads)) /
+         static_cast<double>(tokens.size() - 1);
+}
+
+// Next-token probabilities after each context (a list of 0-based id vectors): vocab x contexts.
+// [[Rcpp::export]]
+NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts) {
+  const localmean::QkvShape sh = shape_from(shape);
+  NumericMatrix probs(sh.vocab, contexts.size());
+  for (R_xlen_t i = 0; i < contexts.size(); ++i) {
+    IntegerVector ctx = contexts[i];
+    if (ctx.size() == 0) stop("empty context");
+    localmean::qkv_predict(sh, theta.begin(), ctx.begin(), ctx.size(),
+                           probs.begin() + i * sh.vocab);
+  }
+  return probs;
+}
+
+// Summed loss over the tokens (0-based ids) and its gradient with respect to theta (for tests).
+// [[Rcpp::export]]
+List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector tokens) {
+  const localmean::QkvShape sh = shape_from(shape);
+  NumericVector grad(theta.size());
+  const double loss =
+      localmean::qkv_gradient(sh, theta.begin(), tokens.begin(), tokens.size(), grad.begin());
+  return List::create(_["loss"] = loss, _["gradient"] = grad);
+}

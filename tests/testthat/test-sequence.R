@@ -1,0 +1,231 @@
+# Plain-R references: softmax(Q K' / h + log L) V with the time kernel as a log mask.
+attention_ref <- function(q, k, v, h, log_time) {
+  s <- q %*% t(k) / h + log_time
+  a <- exp(s - apply(s, 1L, max))
+  a <- a / rowSums(a)
+  list(output = a %*% v, weights = a)
+}
+log_time_ref <- function(n, kind, w = Inf) {
+  lag <- outer(seq_len(n), seq_len(n), "-")
+  switch(kind,
+    causal = ifelse(lag >= 0 & lag < w, 0, -Inf),
+    window = ifelse(abs(lag) <= w, 0, -Inf),
+    exponential = ifelse(lag >= 0, -lag / w, -Inf),
+    none = matrix(0, n, n)
+  )
+}
+
+test_that("temporal_local_mean is softmax attention for every time kernel", {
+  set.seed(1)
+  n <- 150
+  x <- matrix(rnorm(n * 5), n)
+  cases <- list(list("causal", NULL, Inf), list("causal", 10, 10), list("window", 7, 7),
+                list("exponential", 5, 5), list("none", NULL, Inf))
+  for (cs in cases) {
+    ours <- temporal_local_mean(x, time_kernel = cs[[1]], time_bandwidth = cs[[2]],
+                                n_threads = 1)
+    ref <- attention_ref(x, x, x, sqrt(5), log_time_ref(n, cs[[1]], cs[[3]]))$output
+    expect_equal(unname(ours), ref, tolerance = 1e-10, label = cs[[1]])
+  }
+})
+
+test_that("projections give scaled dot-product self-attention", {
+  set.seed(2)
+  n <- 130
+  x <- matrix(rnorm(n * 6), n)
+  wq <- matrix(rnorm(6 * 3), 6)
+  wk <- matrix(rnorm(6 * 3), 6)
+  wv <- matrix(rnorm(6 * 2), 6)
+  ours <- temporal_local_mean(x, q = wq, k = wk, v = wv, n_threads = 1)
+  ref <- attention_ref(x %*% wq, x %*% wk, x %*% wv, sqrt(3), log_time_ref(n, "causal"))
+  expect_equal(dim(ours), c(n, 2L))
+  expect_equal(unname(ours), ref$output, tolerance = 1e-10)
+  # A bandwidth replaces sqrt(d_k).
+  ours <- temporal_local_mean(x, bandwidth = 0.7, q = wq, k = wk, n_threads = 1)
+  ref <- attention_ref(x %*% wq, x %*% wk, x, 0.7, log_time_ref(n, "causal"))
+  expect_equal(unname(ours), ref$output, tolerance = 1e-10)
+})
+
+test_that("distance kernels from the registry weight by kernel values", {
+  set.seed(3)
+  n <- 90
+  x <- matrix(rnorm(n * 2), n)
+  d2 <- as.matrix(stats::dist(x))^2
+  for (kernel in c("gaussian", "epanechnikov", "laplace", "cauchy")) {
+    ours <- temporal_local_mean(x, kernel = kernel, bandwidth = 2, time_kernel = "window",
+                                time_bandwidth = 6, n_threads = 1)
+    w <- kernel_weight_ref(sqrt(d2) / 2, kernel) * (abs(outer(1:n, 1:n, "-")) <= 6)
+    expect_equal(unname(ours), unname((w / rowSums(w)) %*% x), tolerance = 1e-10,
+                 label = kernel)
+  }
+})
+
+test_that("streaming equals return_weights = TRUE, and threads do not change results", {
+  set.seed(4)
+  x <- matrix(rnorm(300 * 4), 300)
+  for (tk in c("causal", "exponential")) {
+    res <- temporal_local_mean(x, time_kernel = tk, time_bandwidth = 20,
+                               return_weights = TRUE, n_threads = 1)
+    expect_equal(res$output, temporal_local_mean(x, time_kernel = tk, time_bandwidth = 20,
+                                                 n_threads = 1), tolerance = 1e-13)
+    expect_equal(unname(res$weights %*% x), unname(res$output), tolerance = 1e-12)
+    expect_equal(rowSums(res$weights), rep(1, 300), tolerance = 1e-12)
+  }
+  one <- temporal_local_mean(x, time_kernel = "none", n_threads = 1)
+  two <- temporal_local_mean(x, time_kernel = "none", n_threads = 2)
+  expect_identical(one, two)
+})
+
+test_that("bad input to temporal_local_mean gives clear errors", {
+  x <- matrix(rnorm(40), 10)
+  expect_error(temporal_local_mean(x[1, , drop = FALSE]), "at least 2", class = "localmean_error")
+  expect_error(temporal_local_mean(matrix(numeric(0), 0, 4)), "at least 2")
+  expect_error(temporal_local_mean(x, q = diag(3)), "q.*3 rows")
+  expect_error(temporal_local_mean(x, q = diag(4), k = diag(4)[, 1:2]), "same number of columns")
+  expect_error(temporal_local_mean(x, time_kernel = "window"), "time_bandwidth.*needed")
+  expect_error(temporal_local_mean(x, time_kernel = "window", time_bandwidth = 0),
+               "time_bandwidth.*positive")
+  expect_error(temporal_local_mean(x, time_bandwidth = -1), "time_bandwidth")
+  expect_error(temporal_local_mean(x, kernel = "nope"), "kernel")
+  expect_error(temporal_local_mean(matrix(0, 5001, 1), return_weights = TRUE), "5000")
+})
+
+test_that("hopfield retrieves stored patterns from corrupted queries", {
+  set.seed(5)
+  patterns <- sign(matrix(rnorm(8 * 100), 8))
+  flip <- matrix(ifelse(runif(8 * 100) < 0.25, -1, 1), 8)
+  res <- hopfield(patterns, patterns * flip, beta = 0.5, steps = 2)
+  expect_equal(sign(res$retrieved), patterns)
+  expect_equal(unname(apply(res$attention, 1L, which.max)), 1:8)
+  expect_equal(rowSums(res$attention), rep(1, 8), tolerance = 1e-12)
+  # One step is one softmax local mean.
+  q <- patterns[3, ] * flip[3, ]
+  a <- exp(0.1 * patterns %*% q - max(0.1 * patterns %*% q))
+  expect_equal(drop(hopfield(patterns, q, beta = 0.1)$retrieved),
+               drop(t(patterns) %*% (a / sum(a))), tolerance = 1e-12)
+  expect_error(hopfield(patterns, rnorm(5)), "5 columns")
+})
+
+test_that("tokenize_words splits words and punctuation", {
+  expect_equal(tokenize_words("It's a truth, universally acknowledged."),
+               c("it's", "a", "truth", "universally", "acknowledged"))
+  expect_equal(tokenize_words(c("Mr. Darcy!", NA), lower = FALSE, punctuation = TRUE),
+               c("Mr", ".", "Darcy", "!"))
+  expect_error(tokenize_words(1), "character")
+})
+
+# Each token is determined (90% of the time) by the token two steps back.
+markov2_tokens <- function(n, seed) {
+  set.seed(seed)
+  nxt <- stats::setNames(c(2:8, 1), 1:8)
+  tok <- c("1", "4")
+  for (i in 3:n) {
+    tok[i] <- if (runif(1) < 0.9) as.character(nxt[[tok[i - 2]]]) else as.character(sample(8, 1))
+  }
+  tok
+}
+
+test_that("qkv_fit learns a dependence two steps back", {
+  tok <- markov2_tokens(12000, 6)
+  set.seed(7)
+  fit <- qkv_fit(tok, dim = 4, window = 4, epochs = 3, lr = 0.02, validation = 0.1,
+                 n_threads = 1, verbose = FALSE)
+  expect_s3_class(fit, "qkv_model")
+  expect_lt(utils::tail(fit$epoch_loss, 1), fit$epoch_loss[1])
+  expect_lt(mean(utils::tail(fit$batch_loss, 10)), mean(fit$batch_loss[1:5]))
+  # The time kernel puts its weight on lag 1 (the token before the current one).
+  expect_equal(unname(which.max(fit$lag_weights)), 2L)
+  test <- markov2_tokens(600, 8)
+  ctx <- lapply(3:600, function(i) test[(i - 2):(i - 1)])
+  acc <- mean(predict(fit, ctx, type = "token") == test[3:600])
+  expect_gt(acc, 0.8)  # chance is 1/8
+  s <- summary(fit)
+  expect_lt(s$perplexity, s$unigram_perplexity / 2)
+  expect_equal(nobs(fit), 10800L)
+  expect_output(print(s), "Held-out perplexity")
+})
+
+test_that("the C++ model equals its plain-R forward pass, for one and two layers", {
+  tok <- markov2_tokens(3000, 9)
+  for (layers in 1:2) {
+    set.seed(10)
+    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, epochs = 1, n_threads = 1,
+                   verbose = FALSE)
+    ctx <- tok[20:26]
+    ids <- localmean:::token_ids(ctx, fit$vocab)
+    fw <- localmean:::qkv_forward(fit, ids)
+    expect_equal(predict(fit, ctx), fw$probs[7, ], tolerance = 1e-12, ignore_attr = TRUE)
+    a <- attention_weights(fit, ctx, layer = layers)
+    expect_equal(unname(a), fw$attention[[layers]])
+    expect_equal(unname(rowSums(a)), rep(1, 7), tolerance = 1e-12)
+    expect_true(all(a[upper.tri(a)] == 0))
+    expect_true(all(a[outer(1:7, 1:7, "-") >= 3] == 0))
+  }
+})
+
+test_that("the C++ gradient matches finite differences, for one and two layers", {
+  tok <- markov2_tokens(60, 17)
+  for (layers in 1:2) {
+    set.seed(18)
+    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, epochs = 1, n_threads = 1,
+                   verbose = FALSE)
+    ids <- localmean:::token_ids(tok, fit$vocab)
+    th <- fit$theta + stats::rnorm(length(fit$theta), sd = 0.3)
+    g <- localmean:::cpp_qkv_gradient(fit$shape, th, ids)$gradient
+    loss <- function(theta) localmean:::cpp_qkv_gradient(fit$shape, theta, ids)$loss
+    lay <- localmean:::qkv_layout(fit$shape$vocab, 3L, 3L, layers)
+    blocks <- names(lay$size)[lay$size > 0]
+    # Two coordinates of every parameter block.
+    idx <- unlist(lapply(blocks, function(b) lay$start[[b]] + c(1L, lay$size[[b]])))
+    numeric_g <- vapply(idx, function(i) {
+      e <- replace(numeric(length(th)), i, 1e-5)
+      (loss(th + e) - loss(th - e)) / 2e-5
+    }, 1)
+    expect_equal(g[idx], numeric_g, tolerance = 1e-6, label = paste(layers, "layer(s)"))
+  }
+})
+
+test_that("qkv_fit is reproducible and does not depend on the number of threads", {
+  tok <- markov2_tokens(2000, 11)
+  fits <- lapply(c(1, 2, 1), function(th) {
+    set.seed(12)
+    qkv_fit(tok, dim = 3, window = 3, layers = 2, epochs = 1, batch_size = 64,
+            n_threads = th, verbose = FALSE)
+  })
+  expect_identical(fits[[1]]$theta, fits[[2]]$theta)
+  expect_identical(fits[[1]]$theta, fits[[3]]$theta)
+})
+
+test_that("unknown tokens map to <unk>, and bad input to qkv_fit gives clear errors", {
+  tok <- markov2_tokens(1000, 13)
+  set.seed(14)
+  fit <- qkv_fit(tok, dim = 2, window = 2, epochs = 1, vocab_size = 6, n_threads = 1,
+                 verbose = FALSE)
+  expect_equal(length(fit$vocab), 6L)
+  expect_equal(utils::tail(fit$vocab, 1), "<unk>")
+  expect_equal(predict(fit, c("1", "zebra")), predict(fit, c("1", "<unk>")))
+  expect_equal(sum(predict(fit, c("1", "2"))), 1, tolerance = 1e-12)
+  expect_false("<unk>" %in% predict(fit, list("1", c("2", "3")), type = "token"))
+  expect_error(qkv_fit(tok, dim = 20), "too large for the vocabulary", class = "localmean_error")
+  expect_error(qkv_fit("a"), "at least 2")
+  expect_error(qkv_fit(character(0)), "at least 2")
+  expect_error(qkv_fit(tok, window = 0), "window")
+  expect_error(qkv_fit(tok, layers = 3), "layers")
+  expect_error(qkv_fit(1:10), "character vector")
+  expect_error(qkv_fit(tok, validation = 1.5), "validation")
+  expect_error(predict(fit, character(0)), "context")
+  expect_error(attention_weights(fit, c("1", "2"), layer = 2), "layer")
+})
+
+test_that("plots draw without error", {
+  tok <- markov2_tokens(1500, 15)
+  set.seed(16)
+  fit <- qkv_fit(tok, dim = 2, window = 3, epochs = 2, validation = 0.2, n_threads = 1,
+                 verbose = FALSE)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  edges <- plot(fit, top = 6)
+  expect_true(all(c("from", "to", "weight") %in% names(edges)))
+  expect_equal(nrow(edges), 12L)
+  expect_silent(plot(fit, type = "loss"))
+})
