@@ -31,7 +31,8 @@ List cpp_shared_neighbours(NumericMatrix xt, NumericMatrix obs_t, LogicalVector 
   std::vector<unsigned char> q(t.n);
   for (std::size_t i = 0; i < t.n; ++i) q[i] = query[i] == TRUE;
   localmean::RowNeighbours g;
-  localmean_r::Monitor monitor(verbose, static_cast<double>(std::count(q.begin(), q.end(), 1)),
+  const double groups = std::ceil(std::count(q.begin(), q.end(), 1) / 8.0);  // work items: groups of 8 rows
+  localmean_r::Monitor monitor(verbose, groups,
                                "neighbour rows");
   const bool done = localmean::shared_neighbours(t, q.data(), static_cast<std::size_t>(k), g,
                                                  localmean_r::parallel_for(n_threads),

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -40,12 +41,44 @@ struct RowNeighbours {
 namespace detail {
 
 // Weighted squared distance and weight total of rows a and b: sum_c wa wb (xa - xb)^2 and
-// sum_c wa wb, in 8 fixed lanes so that the compiler vectorises the loop the same way everywhere.
+// sum_c wa wb, in 8 fixed lanes (two 4-wide vectors where the compiler has vector extensions)
+// so that the sum is the same on every path.
+#if defined(__GNUC__)
+typedef double lanes4 __attribute__((vector_size(32)));
+#endif
+
 template <bool Weighted>
 LOCALMEAN_INLINE void pair_moments(const double* xa, const double* wa, const double* xb,
                                    const double* wb, std::size_t p, double* num, double* den) {
   double sn[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sd[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   std::size_t c = 0;
+#if defined(__GNUC__)
+  lanes4 n0 = {0, 0, 0, 0}, n1 = n0, d0 = n0, d1 = n0;
+  for (; c + 8 <= p; c += 8) {
+    // Unaligned loads by memcpy; no function returns a vector (that would change the ABI).
+    lanes4 wa0, wa1, wb0, wb1, xa0, xa1, xb0, xb1;
+    std::memcpy(&wa0, wa + c, sizeof(lanes4));
+    std::memcpy(&wa1, wa + c + 4, sizeof(lanes4));
+    std::memcpy(&wb0, wb + c, sizeof(lanes4));
+    std::memcpy(&wb1, wb + c + 4, sizeof(lanes4));
+    std::memcpy(&xa0, xa + c, sizeof(lanes4));
+    std::memcpy(&xa1, xa + c + 4, sizeof(lanes4));
+    std::memcpy(&xb0, xb + c, sizeof(lanes4));
+    std::memcpy(&xb1, xb + c + 4, sizeof(lanes4));
+    const lanes4 m0 = wa0 * wb0, m1 = wa1 * wb1;
+    const lanes4 e0 = xa0 - xb0, e1 = xa1 - xb1;
+    n0 += m0 * e0 * e0;
+    n1 += m1 * e1 * e1;
+    d0 += m0;
+    d1 += m1;
+  }
+  for (int l = 0; l < 4; ++l) {
+    sn[l] = n0[l];
+    sn[l + 4] = n1[l];
+    sd[l] = d0[l];
+    sd[l + 4] = d1[l];
+  }
+#else
   for (; c + 8 <= p; c += 8)
     for (int l = 0; l < 8; ++l) {
       const double m = wa[c + l] * wb[c + l];
@@ -53,6 +86,7 @@ LOCALMEAN_INLINE void pair_moments(const double* xa, const double* wa, const dou
       sn[l] += m * d * d;
       sd[l] += m;
     }
+#endif
   for (int l = 0; c + l < p; ++l) {
     const double m = wa[c + l] * wb[c + l];
     const double d = xa[c + l] - xb[c + l];
@@ -63,38 +97,44 @@ LOCALMEAN_INLINE void pair_moments(const double* xa, const double* wa, const dou
   *den = ((sd[0] + sd[1]) + (sd[2] + sd[3])) + ((sd[4] + sd[5]) + (sd[6] + sd[7]));
 }
 
-// Squared distances of query row q to every row, rescaled for the share of common entries:
-// p * sum_c o_qc o_jc (x_qc - x_jc)^2 / sum_c o_qc o_jc; infinite when nothing is shared.
-template <int Dummy = 0>
-LOCALMEAN_HOT void shared_distances_portable(const IncompleteTable& t, std::size_t q, double* out) {
-  const double* xq = t.x + q * t.p;
-  const double* oq = t.observed + q * t.p;
+// Squared distances of the query rows qs[0..nq) to every row, rescaled for the share of common
+// entries: p * sum_c o_qc o_jc (x_qc - x_jc)^2 / sum_c o_qc o_jc, infinite when nothing is
+// shared; out is nq x n. Each data row is read once for the whole group of queries, which keeps
+// the sweep from being bound by memory traffic.
+LOCALMEAN_INLINE void shared_distances_body(const IncompleteTable& t, const std::size_t* qs,
+                                            std::size_t nq, double* out) {
   for (std::size_t j = 0; j < t.n; ++j) {
-    double num, den;
-    pair_moments<true>(xq, oq, t.x + j * t.p, t.observed + j * t.p, t.p, &num, &den);
-    out[j] = den > 0.0 ? static_cast<double>(t.p) * num / den : kInf;
+    const double* xj = t.x + j * t.p;
+    const double* oj = t.observed + j * t.p;
+    for (std::size_t a = 0; a < nq; ++a) {
+      double num, den;
+      pair_moments<true>(t.x + qs[a] * t.p, t.observed + qs[a] * t.p, xj, oj, t.p, &num, &den);
+      out[a * t.n + j] = den > 0.0 ? static_cast<double>(t.p) * num / den : kInf;
+    }
   }
+}
+
+template <int Dummy = 0>
+LOCALMEAN_HOT void shared_distances_portable(const IncompleteTable& t, const std::size_t* qs,
+                                             std::size_t nq, double* out) {
+  shared_distances_body(t, qs, nq, out);
 }
 
 #if LOCALMEAN_X86_CLONES
 template <int Dummy = 0>
 __attribute__((target("avx2,fma"))) LOCALMEAN_HOT void
-shared_distances_avx2(const IncompleteTable& t, std::size_t q, double* out) {
-  const double* xq = t.x + q * t.p;
-  const double* oq = t.observed + q * t.p;
-  for (std::size_t j = 0; j < t.n; ++j) {
-    double num, den;
-    pair_moments<true>(xq, oq, t.x + j * t.p, t.observed + j * t.p, t.p, &num, &den);
-    out[j] = den > 0.0 ? static_cast<double>(t.p) * num / den : kInf;
-  }
+shared_distances_avx2(const IncompleteTable& t, const std::size_t* qs, std::size_t nq,
+                      double* out) {
+  shared_distances_body(t, qs, nq, out);
 }
 #endif
 
-inline void shared_distances(const IncompleteTable& t, std::size_t q, double* out) {
+inline void shared_distances(const IncompleteTable& t, const std::size_t* qs, std::size_t nq,
+                             double* out) {
 #if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2()) return shared_distances_avx2(t, q, out);
+  if (cpu_has_avx2()) return shared_distances_avx2(t, qs, nq, out);
 #endif
-  shared_distances_portable(t, q, out);
+  shared_distances_portable(t, qs, nq, out);
 }
 
 }  // namespace detail
@@ -111,24 +151,31 @@ inline bool shared_neighbours(const IncompleteTable& t, const unsigned char* que
   std::vector<std::size_t> rows;
   for (std::size_t i = 0; i < t.n; ++i)
     if (query[i]) rows.push_back(i);
+  const std::size_t group = 8;
   auto fn = [&](std::size_t begin, std::size_t end) {
-    std::vector<double> d(t.n);
+    std::vector<double> d(group * t.n);
     std::vector<std::pair<double, int>> cand;
-    for (std::size_t r = begin; r < end; ++r) {
-      const std::size_t i = rows[r];
-      detail::shared_distances(t, i, d.data());
-      cand.clear();
-      for (std::size_t j = 0; j < t.n; ++j)
-        if (j != i && d[j] < kInf) cand.emplace_back(d[j], static_cast<int>(j));
-      const std::size_t kk = std::min(k, cand.size());
-      std::partial_sort(cand.begin(), cand.begin() + kk, cand.end());
-      for (std::size_t a = 0; a < kk; ++a) {
-        g.index[i * k + a] = cand[a].second;
-        g.dist2[i * k + a] = cand[a].first;
+    for (std::size_t r0 = begin * group; r0 < std::min(end * group, rows.size()); r0 += group) {
+      const std::size_t nq = std::min(group, rows.size() - r0);
+      detail::shared_distances(t, rows.data() + r0, nq, d.data());
+      for (std::size_t a = 0; a < nq; ++a) {
+        const std::size_t i = rows[r0 + a];
+        const double* di = d.data() + a * t.n;
+        cand.clear();
+        for (std::size_t j = 0; j < t.n; ++j)
+          if (j != i && di[j] < kInf) cand.emplace_back(di[j], static_cast<int>(j));
+        const std::size_t kk = std::min(k, cand.size());
+        std::partial_sort(cand.begin(), cand.begin() + kk, cand.end());
+        for (std::size_t b = 0; b < kk; ++b) {
+          g.index[i * k + b] = cand[b].second;
+          g.dist2[i * k + b] = cand[b].first;
+        }
       }
     }
   };
-  return run_chunked(rows.size(), chunk_size(t.n * t.p, 5e7), parallel_for, monitor, fn);
+  // Work items are groups of `group` query rows.
+  return run_chunked((rows.size() + group - 1) / group, chunk_size(group * t.n * t.p, 5e7),
+                     parallel_for, monitor, fn);
 }
 
 // Feature links in compressed form: the features linked to feature c are
