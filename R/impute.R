@@ -38,6 +38,11 @@
 #' \eqn{\mu_c + s_c r_{cl} z_{il}}{mu_c + s_c r_cl z_il} on the standardised
 #' scale \eqn{z}. Entry weights are as in the sample layer.
 #'
+#' For tables (`image_dim = NULL`) both layers work on standardised columns
+#' (centred on the observed mean, divided by the observed standard
+#' deviation), so that no column dominates the distances; the result is on
+#' the original scale. Images are used as they are.
+#'
 #' **Combination.** Missing entries start at their column means. Each
 #' iteration computes both layers from the previous values and sets every
 #' missing entry to `mix * S + (1 - mix) * F` (one layer alone where the other
@@ -158,8 +163,17 @@ local_impute <- function(x, image_dim = NULL, layers = c("feature", "sample"),
     warn("Column{?s} {.field {bad}} of {.arg x} {?has/have} no observed value and start{?s/} at
           the mean of all observed values.")
   }
+  original <- x
+  if (is.null(image_dim)) {
+    # Tables: standardised columns, so that no column dominates the row distances.
+    col_mu <- colMeans(x, na.rm = TRUE)
+    col_sd <- apply(x, 2L, stats::sd, na.rm = TRUE)
+    col_mu[empty_cols] <- mean(x, na.rm = TRUE)
+    col_sd[!is.finite(col_sd) | col_sd <= 0] <- 1
+    x <- sweep(sweep(x, 2L, col_mu), 2L, col_sd, "/")
+  }
   centre <- colMeans(x, na.rm = TRUE)
-  centre[empty_cols] <- mean(x, na.rm = TRUE)
+  centre[empty_cols] <- if (is.null(image_dim)) 0 else mean(x, na.rm = TRUE)
   start <- x
   start[miss] <- centre[col(x)[miss]]
   scale <- stats::sd(x[obs])
@@ -208,8 +222,9 @@ local_impute <- function(x, image_dim = NULL, layers = c("feature", "sample"),
   }
   res <- run_impute(start, obs, graph, links, settings, mix)
   completed <- t(res$x)
-  completed[obs] <- x[obs]
-  dimnames(completed) <- dimnames(x)
+  if (is.null(image_dim)) completed <- sweep(sweep(completed, 2L, col_sd, "*"), 2L, col_mu, "+")
+  completed[obs] <- original[obs]
+  dimnames(completed) <- dimnames(original)
   parameters$bandwidth <- if (nn_rank > 0L) paste0("nn(", nn_rank, ")") else h_fixed
   parameters$feature_bandwidth <- attr(links, "bandwidth")
   parameters$image_dim <- image_dim

@@ -241,15 +241,16 @@ swiss_roll <- function(n, seed = 1) {
 # when none of them observes it.
 knn_impute_ref <- function(x, k) {
   obs <- !is.na(x)
+  o <- obs + 0
   x0 <- x
   x0[!obs] <- 0
   out <- x
   p <- ncol(x)
+  # sum_c o_ic o_jc (x_ic - x_jc)^2 for all pairs, expanded into matrix products
+  num <- tcrossprod(x0^2, o) + tcrossprod(o, x0^2) - 2 * tcrossprod(x0)
+  den <- tcrossprod(o)
   for (i in which(rowSums(!obs) > 0 & rowSums(obs) > 0)) {
-    shared <- sweep(obs, 2, obs[i, ], "&")
-    num <- rowSums(shared * sweep(x0, 2, x0[i, ])^2)
-    den <- rowSums(shared)
-    d <- ifelse(den > 0, p * num / den, Inf)
+    d <- ifelse(den[i, ] > 0, p * num[i, ] / den[i, ], Inf)
     d[i] <- Inf
     nb <- order(d)[seq_len(k)]
     for (c in which(!obs[i, ])) {

@@ -60,9 +60,12 @@ test_that("the sample layer is the kernel-weighted mean of the nearest rows", {
   fit <- local_impute(x, layers = "sample", k = k, imputed_weight = 0, max_iter = 1,
                       n_threads = 1, verbose = FALSE)
   obs <- !is.na(x)
-  x0 <- x
+  mu <- colMeans(x, na.rm = TRUE)
+  s <- apply(x, 2, sd, na.rm = TRUE)
+  z <- sweep(sweep(x, 2, mu), 2, s, "/")  # tables are imputed on standardised columns
+  x0 <- z
   x0[!obs] <- 0
-  ref <- x
+  ref <- z
   for (i in which(rowSums(!obs) > 0)) {
     shared <- sweep(obs, 2, obs[i, ], "&")
     d2 <- ncol(x) * rowSums(shared * sweep(x0, 2, x0[i, ])^2) / rowSums(shared)
@@ -71,10 +74,12 @@ test_that("the sample layer is the kernel-weighted mean of the nearest rows", {
     w <- exp(-0.5 * d2[nb] / sort(d2[nb])[ceiling(k / 2)])
     for (c in which(!obs[i, ])) {
       ok <- obs[nb, c]
-      ref[i, c] <- sum(w[ok] * x[nb[ok], c]) / sum(w[ok])
+      ref[i, c] <- sum(w[ok] * z[nb[ok], c]) / sum(w[ok])
     }
   }
-  ref[is.na(ref)] <- mean_impute_ref(x)[is.na(ref)]  # no neighbour observes it: the start value
+  ref[is.na(ref)] <- 0  # no neighbour observes it: the start value, the column mean
+  ref <- sweep(sweep(ref, 2, s, "*"), 2, mu, "+")
+  ref[obs] <- x[obs]
   expect_equal(as.matrix(fit), ref, tolerance = 1e-10)
 })
 
