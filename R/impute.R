@@ -440,12 +440,14 @@ as.matrix.local_imputation <- function(x, ...) x$completed
 #' Morel, 2011). The image is mirrored at its edges. When `sigma` is `NULL`
 #' it is estimated by Immerkaer's (1996) fast estimator (a Laplacian-type
 #' 3 x 3 filter that cancels smooth structure); when `h` is `NULL` it is
-#' `0.4 * sigma`, the rule of Buades et al. (2011) for 7 x 7 patches. The work
-#' is split over rows; the result does not depend on the number of threads.
+#' `0.8 * sigma`, the factor that gave the highest PSNR on noisy mosaics of
+#' Fashion-MNIST images (noise sd 0.1, 7 x 7 patches; 0.6 to 1 were within
+#' 0.4 dB). The work is split over rows; the result does not depend on the
+#' number of threads.
 #'
 #' @param img A numeric matrix (the image, rows from the top).
 #' @param patch,search Odd widths of the patch and of the search window.
-#' @param h Filtering parameter, or `NULL` for `0.4 * sigma`.
+#' @param h Filtering parameter, or `NULL` for `0.8 * sigma`.
 #' @param sigma Noise standard deviation, or `NULL` to estimate it.
 #' @inheritParams local_impute
 #' @return The denoised image, a matrix like `img`, with attributes `sigma`
@@ -475,7 +477,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
   } else {
     sigma <- check_positive(sigma, zero = TRUE)
   }
-  h <- if (is.null(h)) 0.4 * sigma else check_positive(h)
+  h <- if (is.null(h)) 0.8 * sigma else check_positive(h)
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
   out <- if (h > 0) {
