@@ -218,7 +218,7 @@ local_impute <- function(x, image_dim = NULL, layers = c("feature", "sample"),
       sqrt(mean((est - truth[keep])^2))
     }, 0)
     mix_search <- data.frame(mix = grid, rmse = rmse)
-    mix <- grid[which.min(rmse)]
+    mix <- if (any(is.finite(rmse))) grid[which.min(rmse)] else 0.5
   }
   res <- run_impute(start, obs, graph, links, settings, mix)
   completed <- t(res$x)
@@ -243,14 +243,23 @@ holdout_entries <- function(miss, empty_rows) {
   donors <- which(rowSums(miss) > 0L & !empty_rows)
   size <- min(length(usable), 200L, max(20L, ceiling(0.05 * n)))
   rows <- usable[sample.int(length(usable), size)]
-  from <- donors[sample.int(length(donors), size, replace = TRUE)]
-  hidden <- lapply(seq_len(size), function(a) {
-    i <- rows[a]
-    cols <- which(!miss[i, ] & miss[from[a], ])
-    if (length(cols) >= sum(!miss[i, ])) cols <- cols[-1L]
-    if (length(cols)) i + (cols - 1) * n else numeric(0)
-  })
-  unlist(hidden)
+  hidden <- numeric(0)
+  if (length(donors)) {
+    from <- donors[sample.int(length(donors), size, replace = TRUE)]
+    hidden <- unlist(lapply(seq_len(size), function(a) {
+      i <- rows[a]
+      cols <- which(!miss[i, ] & miss[from[a], ])
+      if (length(cols) >= sum(!miss[i, ])) cols <- cols[-1L]
+      if (length(cols)) i + (cols - 1) * n else numeric(0)
+    }))
+  }
+  if (length(hidden) == 0L) {
+    # Only empty rows are incomplete, or no pattern fits: 5% of the observed entries at random.
+    observed_at <- which(!miss & !empty_rows[row(miss)])
+    hidden <- observed_at[sample.int(length(observed_at),
+                                     max(1L, ceiling(0.05 * length(observed_at))))]
+  }
+  hidden
 }
 
 # One run of the iterations from `start` (n x p) with observed flags `obs`.

@@ -107,6 +107,10 @@ test_that("local_impute() handles empty rows and columns, complete tables and me
   y[, 2] <- NA
   expect_warning(fit2 <- local_impute(y, n_threads = 1, verbose = FALSE), "Column")
   expect_false(anyNA(as.matrix(fit2)))
+  only_empty <- matrix(rnorm(30), 10)
+  only_empty[2, ] <- NA
+  expect_warning(fit3 <- local_impute(only_empty, verbose = FALSE), "no observed value")
+  expect_equal(as.matrix(fit3)[2, ], colMeans(only_empty, na.rm = TRUE))
   complete <- matrix(rnorm(20), 10)
   expect_message(none <- local_impute(complete, verbose = FALSE), "no missing")
   expect_identical(as.matrix(none), complete)
