@@ -579,9 +579,13 @@ plot_images <- function(x, image_dim = NULL, nrow = NULL, ncol = NULL, main = NU
     z <- t(img)[, nrow(img):1, drop = FALSE]  # image() puts the first row at the bottom
     graphics::plot.new()
     graphics::plot.window(c(0, 1), c(0, 1), xaxs = "i", yaxs = "i")
-    graphics::rect(0, 0, 1, 1, col = na_col, border = NA)
-    graphics::image(seq(0, 1, length.out = ncol(img) + 1L), seq(0, 1, length.out = nrow(img) + 1L),
-                    pmin(pmax(z, range[1]), range[2]), zlim = range, col = col, add = TRUE, ...)
+    gx <- seq(0, 1, length.out = ncol(img) + 1L)
+    gy <- seq(0, 1, length.out = nrow(img) + 1L)
+    graphics::image(gx, gy, pmin(pmax(z, range[1]), range[2]), zlim = range, col = col,
+                    add = TRUE, ...)
+    if (anyNA(z)) {
+      graphics::image(gx, gy, ifelse(is.na(z), 1, NA), zlim = c(0, 1), col = na_col, add = TRUE)
+    }
     if (!is.null(main)) graphics::title(main[i], line = 0.3, cex.main = 0.8, font.main = 1)
   }
   invisible(NULL)
