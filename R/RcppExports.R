@@ -73,6 +73,22 @@ cpp_all_finite <- function(x) {
     .Call(`_localmean_cpp_all_finite`, x)
 }
 
+cpp_shared_neighbours <- function(xt, obs_t, query, k, n_threads, verbose) {
+    .Call(`_localmean_cpp_shared_neighbours`, xt, obs_t, query, k, n_threads, verbose)
+}
+
+cpp_impute <- function(xt, obs_t, active, index, links, kernel, use_sample, use_feature, imputed_weight, nn_rank, bandwidth, mix, max_iter, tol, scale, n_threads, verbose) {
+    .Call(`_localmean_cpp_impute`, xt, obs_t, active, index, links, kernel, use_sample, use_feature, imputed_weight, nn_rank, bandwidth, mix, max_iter, tol, scale, n_threads, verbose)
+}
+
+cpp_spatial_links <- function(rows, cols, h, radius, kernel) {
+    .Call(`_localmean_cpp_spatial_links`, rows, cols, h, radius, kernel)
+}
+
+cpp_nl_means <- function(img_t, half_patch, half_search, h, sigma, n_threads, verbose) {
+    .Call(`_localmean_cpp_nl_means`, img_t, half_patch, half_search, h, sigma, n_threads, verbose)
+}
+
 cpp_temporal_local_mean <- function(qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose) {
     .Call(`_localmean_cpp_temporal_local_mean`, qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose)
 }

@@ -288,6 +288,81 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_shared_neighbours
+List cpp_shared_neighbours(NumericMatrix xt, NumericMatrix obs_t, LogicalVector query, int k, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_shared_neighbours(SEXP xtSEXP, SEXP obs_tSEXP, SEXP querySEXP, SEXP kSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type xt(xtSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type obs_t(obs_tSEXP);
+    Rcpp::traits::input_parameter< LogicalVector >::type query(querySEXP);
+    Rcpp::traits::input_parameter< int >::type k(kSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_shared_neighbours(xt, obs_t, query, k, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_impute
+List cpp_impute(NumericMatrix xt, NumericMatrix obs_t, LogicalVector active, IntegerMatrix index, List links, std::string kernel, bool use_sample, bool use_feature, double imputed_weight, int nn_rank, double bandwidth, double mix, int max_iter, double tol, double scale, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_impute(SEXP xtSEXP, SEXP obs_tSEXP, SEXP activeSEXP, SEXP indexSEXP, SEXP linksSEXP, SEXP kernelSEXP, SEXP use_sampleSEXP, SEXP use_featureSEXP, SEXP imputed_weightSEXP, SEXP nn_rankSEXP, SEXP bandwidthSEXP, SEXP mixSEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP scaleSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type xt(xtSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type obs_t(obs_tSEXP);
+    Rcpp::traits::input_parameter< LogicalVector >::type active(activeSEXP);
+    Rcpp::traits::input_parameter< IntegerMatrix >::type index(indexSEXP);
+    Rcpp::traits::input_parameter< List >::type links(linksSEXP);
+    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
+    Rcpp::traits::input_parameter< bool >::type use_sample(use_sampleSEXP);
+    Rcpp::traits::input_parameter< bool >::type use_feature(use_featureSEXP);
+    Rcpp::traits::input_parameter< double >::type imputed_weight(imputed_weightSEXP);
+    Rcpp::traits::input_parameter< int >::type nn_rank(nn_rankSEXP);
+    Rcpp::traits::input_parameter< double >::type bandwidth(bandwidthSEXP);
+    Rcpp::traits::input_parameter< double >::type mix(mixSEXP);
+    Rcpp::traits::input_parameter< int >::type max_iter(max_iterSEXP);
+    Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
+    Rcpp::traits::input_parameter< double >::type scale(scaleSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_impute(xt, obs_t, active, index, links, kernel, use_sample, use_feature, imputed_weight, nn_rank, bandwidth, mix, max_iter, tol, scale, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_spatial_links
+List cpp_spatial_links(int rows, int cols, double h, double radius, std::string kernel);
+RcppExport SEXP _localmean_cpp_spatial_links(SEXP rowsSEXP, SEXP colsSEXP, SEXP hSEXP, SEXP radiusSEXP, SEXP kernelSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< int >::type rows(rowsSEXP);
+    Rcpp::traits::input_parameter< int >::type cols(colsSEXP);
+    Rcpp::traits::input_parameter< double >::type h(hSEXP);
+    Rcpp::traits::input_parameter< double >::type radius(radiusSEXP);
+    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_spatial_links(rows, cols, h, radius, kernel));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_nl_means
+NumericMatrix cpp_nl_means(NumericMatrix img_t, int half_patch, int half_search, double h, double sigma, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_nl_means(SEXP img_tSEXP, SEXP half_patchSEXP, SEXP half_searchSEXP, SEXP hSEXP, SEXP sigmaSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type img_t(img_tSEXP);
+    Rcpp::traits::input_parameter< int >::type half_patch(half_patchSEXP);
+    Rcpp::traits::input_parameter< int >::type half_search(half_searchSEXP);
+    Rcpp::traits::input_parameter< double >::type h(hSEXP);
+    Rcpp::traits::input_parameter< double >::type sigma(sigmaSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_nl_means(img_t, half_patch, half_search, h, sigma, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_temporal_local_mean
 List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix vt, std::string kernel, double bandwidth, std::string time_kernel, double time_bandwidth, bool want_weights, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_temporal_local_mean(SEXP qtSEXP, SEXP ktSEXP, SEXP vtSEXP, SEXP kernelSEXP, SEXP bandwidthSEXP, SEXP time_kernelSEXP, SEXP time_bandwidthSEXP, SEXP want_weightsSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
@@ -388,6 +463,10 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
     {"_localmean_cpp_all_finite", (DL_FUNC) &_localmean_cpp_all_finite, 1},
+    {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},
+    {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
+    {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},
+    {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 7},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_loss", (DL_FUNC) &_localmean_cpp_qkv_loss, 4},

@@ -2,6 +2,7 @@
 // results from a serial and a std::thread parallel-for. Run by `make core-test`.
 #include <localmean/binning.hpp>
 #include <localmean/engine.hpp>
+#include <localmean/impute.hpp>
 #include <localmean/modes.hpp>
 #include <localmean/sequence.hpp>
 
@@ -31,6 +32,165 @@ static void two_threads(std::size_t begin, std::size_t end,
   std::thread other(fn, mid, end);
   fn(begin, mid);
   other.join();
+}
+
+// Imputation: neighbour rows against a direct search, the layers against direct local means,
+// observed entries untouched, serial and threaded iterations identical; non-local means
+// against a direct double loop and across thread splits.
+static void impute_tests() {
+  const std::size_t n = 60, p = 9;
+  std::mt19937 rng(7);
+  std::normal_distribution<double> norm(0.0, 1.0);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  std::vector<double> x(n * p), obs(n * p);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double f = norm(rng);
+    for (std::size_t c = 0; c < p; ++c) {
+      x[i * p + c] = f * (1.0 + 0.1 * c) + 0.2 * norm(rng);
+      obs[i * p + c] = unif(rng) < 0.7 ? 1.0 : 0.0;
+    }
+    obs[i * p] = 1.0;  // every row keeps an observed entry
+  }
+  std::vector<double> x0(x);
+  for (std::size_t a = 0; a < n * p; ++a)
+    if (obs[a] == 0.0) x0[a] = 0.0;
+  const IncompleteTable t{x0.data(), obs.data(), n, p};
+  std::vector<unsigned char> query(n, 1);
+  const std::size_t k = 6;
+  RowNeighbours g1, g2;
+  shared_neighbours(t, query.data(), k, g1);
+  shared_neighbours(t, query.data(), k, g2, two_threads);
+  expect(g1.index == g2.index && g1.dist2 == g2.dist2, "serial and threaded neighbour rows");
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<std::pair<double, int>> all;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j == i) continue;
+      double num = 0.0, den = 0.0;
+      for (std::size_t c = 0; c < p; ++c) {
+        const double m = obs[i * p + c] * obs[j * p + c];
+        num += m * (x[i * p + c] - x[j * p + c]) * (x[i * p + c] - x[j * p + c]);
+        den += m;
+      }
+      if (den > 0) all.emplace_back(p * num / den, static_cast<int>(j));
+    }
+    std::sort(all.begin(), all.end());
+    for (std::size_t b = 0; b < k; ++b)
+      ok = ok && g1.index[i * k + b] == all[b].second &&
+           std::fabs(g1.dist2[i * k + b] - all[b].first) < 1e-9 * (1.0 + all[b].first);
+  }
+  expect(ok, "neighbour rows equal a sort of all shared-entry distances");
+
+  // One iteration of the sample layer alone is the kernel-weighted mean of the neighbours.
+  std::vector<double> start(x0);
+  for (std::size_t a = 0; a < n * p; ++a)
+    if (obs[a] == 0.0) start[a] = 0.5;
+  std::vector<unsigned char> active(n, 1);
+  const MissingEntries miss = missing_entries(IncompleteTable{start.data(), obs.data(), n, p},
+                                              active.data());
+  FeatureLinks none;
+  none.start.assign(p + 1, 0);
+  none.centre.assign(p, 0.0);
+  none.scale.assign(p, 1.0);
+  ImputeSettings set;
+  set.use_feature = false;
+  set.nn_rank = 3;
+  set.max_iter = 1;
+  set.imputed_weight = 0.1;
+  std::vector<double> y1(start), change;
+  impute_iterate(y1.data(), obs.data(), n, p, miss, g1, none, set, change);
+  double worst = 0.0;
+  for (std::size_t r = 0; r < miss.rows.size(); ++r) {
+    const std::size_t i = miss.rows[r];
+    std::vector<double> d2(k), w(k);
+    for (std::size_t b = 0; b < k; ++b) {
+      const std::size_t j = g1.index[i * k + b];
+      double num = 0.0, den = 0.0;
+      for (std::size_t c = 0; c < p; ++c) {
+        const double m = (obs[i * p + c] ? 1.0 : 0.1) * (obs[j * p + c] ? 1.0 : 0.1);
+        num += m * std::pow(start[i * p + c] - start[j * p + c], 2);
+        den += m;
+      }
+      d2[b] = p * num / den;
+    }
+    std::vector<double> sorted(d2);
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t b = 0; b < k; ++b) w[b] = std::exp(-0.5 * d2[b] / sorted[2]);
+    for (std::size_t e = miss.row_start[r]; e < miss.row_start[r + 1]; ++e) {
+      const int c = miss.column[e];
+      double sw = 0.0, swx = 0.0;
+      for (std::size_t b = 0; b < k; ++b) {
+        const std::size_t j = g1.index[i * k + b];
+        const double a = obs[j * p + c] ? 1.0 : 0.1;
+        sw += w[b] * a;
+        swx += w[b] * a * start[j * p + c];
+      }
+      worst = std::max(worst, std::fabs(y1[i * p + c] - swx / sw));
+    }
+  }
+  expect(worst < 1e-9, "the sample layer is the kernel-weighted mean of the neighbour rows");
+  bool kept = true;
+  for (std::size_t a = 0; a < n * p; ++a)
+    if (obs[a] != 0.0) kept = kept && y1[a] == start[a];
+  expect(kept, "observed entries are never changed");
+
+  // Both layers, several iterations, serial and threaded.
+  FeatureLinks chain;
+  chain.start.push_back(0);
+  for (std::size_t c = 0; c < p; ++c) {
+    for (std::size_t l = 0; l < p; ++l)
+      if (l != c) {
+        chain.feature.push_back(static_cast<int>(l));
+        chain.weight.push_back(std::exp(-std::fabs(double(l) - double(c))));
+        chain.slope.push_back(1.0);
+      }
+    chain.start.push_back(chain.feature.size());
+  }
+  chain.centre.assign(p, 0.0);
+  chain.scale.assign(p, 1.0);
+  set.use_feature = true;
+  set.max_iter = 10;
+  set.tol = 0.0;
+  std::vector<double> y2(start), y3(start), c2, c3;
+  impute_iterate(y2.data(), obs.data(), n, p, miss, g1, chain, set, c2);
+  impute_iterate(y3.data(), obs.data(), n, p, miss, g1, chain, set, c3, nullptr, nullptr,
+                 two_threads);
+  expect(y2 == y3 && c2 == c3, "serial and threaded imputation are identical");
+  expect(c2.size() == 10 && c2.back() < c2.front(), "the imputation settles");
+
+  // Non-local means on a small image against a direct computation.
+  const std::size_t H = 13, W = 11;
+  std::vector<double> img(H * W), out1(H * W), out2(H * W);
+  for (std::size_t r = 0; r < H; ++r)
+    for (std::size_t c = 0; c < W; ++c) img[r * W + c] = (r > 5) + 0.3 * norm(rng);
+  NlmSettings nset;
+  nset.half_patch = 1;
+  nset.half_search = 3;
+  nset.h = 0.4;
+  nset.sigma = 0.3;
+  nl_means(img.data(), H, W, nset, out1.data());
+  nl_means(img.data(), H, W, nset, out2.data(), two_threads);
+  expect(out1 == out2, "serial and threaded non-local means are identical");
+  auto at = [&](long r, long c) {
+    return img[detail::mirror(r, H) * W + detail::mirror(c, W)];
+  };
+  double nworst = 0.0;
+  for (long r = 0; r < long(H); ++r)
+    for (long c = 0; c < long(W); ++c) {
+      double sw = 0.0, swx = 0.0;
+      for (long dy = -3; dy <= 3; ++dy)
+        for (long dx = -3; dx <= 3; ++dx) {
+          double d2 = 0.0;
+          for (long a = -1; a <= 1; ++a)
+            for (long b = -1; b <= 1; ++b)
+              d2 += std::pow(at(r + a, c + b) - at(r + dy + a, c + dx + b), 2);
+          const double w = std::exp(-std::max(d2 / 9.0 - 2 * 0.09, 0.0) / 0.16);
+          sw += w;
+          swx += w * at(r + dy, c + dx);
+        }
+      nworst = std::max(nworst, std::fabs(out1[r * W + c] - swx / sw));
+    }
+  expect(nworst < 1e-10, "non-local means equal a direct computation");
 }
 
 int main() {
@@ -205,6 +365,7 @@ int main() {
     expect(th1 == th2, "serial and threaded QKV training are identical");
     expect(tr1.batch_loss.back() < tr1.batch_loss.front(), "QKV training lowers the loss");
   }
+  impute_tests();
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
