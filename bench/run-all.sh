@@ -16,7 +16,8 @@ echo
 echo "################ bench-kde.R (malloc keeps freed memory: no first-touch page faults)"
 MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=4294967295 Rscript "$dir/bench-kde.R"
 echo
-for f in bench-exact.R bench-cv.R bench-kde-exact.R bench-meanshift.R bench-lle.R bench-trimap.R; do
+for f in bench-exact.R bench-cv.R bench-kde-exact.R bench-meanshift.R bench-lle.R bench-trimap.R \
+    bench-attention.R bench-qkv.R bench-impute.R bench-denoise.R; do
   echo "################ $f"
   Rscript "$dir/$f"
   echo
