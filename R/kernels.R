@@ -32,9 +32,7 @@
 #' kernels()
 #' curve(kernel_value(x, "epanechnikov"), -1.5, 1.5)
 kernels <- function() {
-  tab <- cpp_kernel_table()
-  tab$canonical <- ifelse(is.finite(tab$mu2), (tab$roughness / tab$mu2^2)^(1 / 5), NA_real_)
-  tab
+  registry_table()[c("kernel", "compact", "cutoff", "constant", "mu2", "roughness", "canonical")]
 }
 
 #' @rdname kernels
@@ -48,23 +46,42 @@ kernel_value <- function(u, kernel = "gaussian") {
   cpp_kernel_value(kernel, as.double(u))
 }
 
-# The registry's row for one kernel, from a table built once per session.
-kernel_row <- function(kernel) {
-  if (is.null(registry$table)) registry$table <- kernels()
-  registry$table[registry$table$kernel == kernel, ]
+# Every fact of the C++ registry table (kernels.hpp), read once per session: the single source of
+# kernel facts in R. Besides the columns of kernels(): `multivariate` (a density exists in d >= 2),
+# `reach` (how far a density grid extends beyond the data, in scales), `quartile`, `truncated`
+# (a finite cut-off, so the tree and binned strategies apply) and `equivalent` (the factor that
+# turns a Gaussian-scale bandwidth into one that smooths about equally: the ratio of canonical
+# bandwidths, or of quartiles when the second moment is infinite).
+registry_table <- function() {
+  if (is.null(registry$table)) {
+    tab <- cpp_kernel_table()
+    tab$canonical <- ifelse(is.finite(tab$mu2), (tab$roughness / tab$mu2^2)^(1 / 5), NA_real_)
+    tab$truncated <- is.finite(tab$cutoff)
+    gaussian <- tab[tab$kernel == "gaussian", ]
+    tab$equivalent <- ifelse(is.finite(tab$mu2), tab$canonical / gaussian$canonical,
+                             gaussian$quartile / tab$quartile)
+    registry$table <- tab
+  }
+  registry$table
 }
 registry <- new.env(parent = emptyenv())
 
-kernel_names <- c("gaussian", "epanechnikov", "uniform", "triangular", "biweight",
-                  "triweight", "tricube", "cosine", "laplace", "cauchy")
-
-check_kernel <- function(kernel, arg = rlang::caller_arg(kernel), call = rlang::caller_env()) {
-  check_choice(kernel, kernel_names, arg = arg, call = call)
+# The registry's row for one kernel.
+kernel_row <- function(kernel) {
+  tab <- registry_table()
+  tab[tab$kernel == kernel, ]
 }
 
-# Factor that turns a Gaussian-scale bandwidth into an equivalent one for `kernel`: the ratio of
-# canonical bandwidths; the Cauchy (no second moment) matches the Gaussian's interquartile range.
-kernel_scale_factor <- function(kernel) {
-  if (kernel == "cauchy") return(stats::qnorm(0.75))
-  kernel_row(kernel)$canonical / kernel_row("gaussian")$canonical
+# Registry kernels, optionally only those with a property (e.g. "multivariate", "compact").
+kernel_names <- function(having = NULL) {
+  tab <- registry_table()
+  if (is.null(having)) tab$kernel else tab$kernel[tab[[having]]]
 }
+
+check_kernel <- function(kernel, having = NULL, arg = rlang::caller_arg(kernel),
+                         call = rlang::caller_env()) {
+  check_choice(kernel, kernel_names(having), arg = arg, call = call)
+}
+
+# Factor that turns a Gaussian-scale bandwidth into an equivalent one for `kernel`.
+kernel_scale_factor <- function(kernel) kernel_row(kernel)$equivalent

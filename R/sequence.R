@@ -69,7 +69,7 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
                                 verbose = interactive(), ...) {
   rlang::check_dots_empty()
   x <- check_sequence(x)
-  kernel <- check_choice(kernel, c("softmax", kernel_names))
+  kernel <- check_choice(kernel, c("softmax", kernel_names()))
   time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
   check_flag(return_weights)
   n <- nrow(x)

@@ -8,12 +8,6 @@ using namespace Rcpp;
 
 namespace {
 
-localmean::KernelType kernel_type(const std::string& name) {
-  localmean::KernelType type;
-  if (!localmean::kernel_from_name(name, &type)) stop("unknown kernel '%s'", name);
-  return type;
-}
-
 struct FitArrays {
   NumericVector coef, var, s00, wsum;
   IntegerVector status;
@@ -78,7 +72,7 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
   const std::size_t n = pts.n, d = pts.d, m = queries.nrow(), nv = values.size() / n;
   const std::vector<double> qs = scaled(queries, scale);
   localmean::EngineSettings set;
-  set.kernel = kernel_type(kernel);
+  set.kernel = localmean_r::kernel_type(kernel);
   set.degree = degree;
   set.want_var = want_var;
   set.cutoff = cutoff;
@@ -137,7 +131,7 @@ List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
   const localmean::LocalData data(xs.data(), n, d, values.data(), values.size() / n,
                                   prior.size() ? prior.begin() : nullptr);
   localmean::EngineSettings set;
-  set.kernel = kernel_type(kernel);
+  set.kernel = localmean_r::kernel_type(kernel);
   set.use_tree = method == "tree";
   set.cutoff = cutoff;
   localmean::ShiftSettings shift;
@@ -233,14 +227,15 @@ NumericVector cpp_knn_radius(NumericMatrix x, NumericVector scale, NumericMatrix
   return radius;
 }
 
-// The kernel registry as a data frame.
+// The kernel registry as a data frame, one row per kernel in the core's table order.
 // [[Rcpp::export]]
 DataFrame cpp_kernel_table() {
   std::size_t size;
   const localmean::KernelInfo* table = localmean::kernel_table(&size);
   CharacterVector name(size);
-  LogicalVector compact(size);
-  NumericVector cutoff(size), constant(size), mu2(size), roughness(size);
+  LogicalVector compact(size), multivariate(size);
+  NumericVector cutoff(size), constant(size), mu2(size), roughness(size), reach(size),
+      quartile(size);
   for (std::size_t i = 0; i < size; ++i) {
     name[i] = table[i].name;
     compact[i] = table[i].compact;
@@ -248,16 +243,20 @@ DataFrame cpp_kernel_table() {
     constant[i] = table[i].constant;
     mu2[i] = table[i].mu2;
     roughness[i] = table[i].roughness;
+    multivariate[i] = table[i].multivariate;
+    reach[i] = table[i].reach;
+    quartile[i] = table[i].quartile;
   }
   return DataFrame::create(_["kernel"] = name, _["compact"] = compact, _["cutoff"] = cutoff,
                            _["constant"] = constant, _["mu2"] = mu2, _["roughness"] = roughness,
-                           _["stringsAsFactors"] = false);
+                           _["multivariate"] = multivariate, _["reach"] = reach,
+                           _["quartile"] = quartile, _["stringsAsFactors"] = false);
 }
 
 // Kernel density values c * k(u) on the line.
 // [[Rcpp::export]]
 NumericVector cpp_kernel_value(std::string kernel, NumericVector u) {
-  const localmean::KernelType type = kernel_type(kernel);
+  const localmean::KernelType type = localmean_r::kernel_type(kernel);
   NumericVector out(u.size());
   for (R_xlen_t i = 0; i < u.size(); ++i) out[i] = localmean::kernel_value(type, u[i]);
   return out;
@@ -266,7 +265,7 @@ NumericVector cpp_kernel_value(std::string kernel, NumericVector u) {
 // Normalising constant of the radial kernel in d dimensions.
 // [[Rcpp::export]]
 double cpp_radial_constant(std::string kernel, int d) {
-  return localmean::radial_constant(kernel_type(kernel), d);
+  return localmean::radial_constant(localmean_r::kernel_type(kernel), d);
 }
 
 // Column ranges (2 x d) and whether every entry is finite, in one pass.

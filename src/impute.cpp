@@ -8,12 +8,6 @@ using namespace Rcpp;
 
 namespace {
 
-localmean::KernelType kernel_type(const std::string& name) {
-  localmean::KernelType type;
-  if (!localmean::kernel_from_name(name, &type)) stop("unknown kernel");
-  return type;
-}
-
 localmean::IncompleteTable table_of(const NumericMatrix& xt, const NumericMatrix& obs_t) {
   return localmean::IncompleteTable{xt.begin(), obs_t.begin(), static_cast<std::size_t>(xt.ncol()),
                                     static_cast<std::size_t>(xt.nrow())};
@@ -77,7 +71,7 @@ List cpp_impute(NumericMatrix xt, NumericMatrix obs_t, LogicalVector active, Int
   fl.scale = as<std::vector<double>>(links["scale"]);
   if (fl.start.size() != p + 1) stop("feature links do not match the columns");
   localmean::ImputeSettings set;
-  set.kernel = kernel_type(kernel);
+  set.kernel = localmean_r::kernel_type(kernel);
   set.use_sample = use_sample;
   set.use_feature = use_feature;
   set.imputed_weight = imputed_weight;
@@ -107,7 +101,7 @@ List cpp_impute(NumericMatrix xt, NumericMatrix obs_t, LogicalVector active, Int
 // [[Rcpp::export]]
 List cpp_spatial_links(int rows, int cols, double h, double radius, std::string kernel) {
   const localmean::FeatureLinks fl =
-      localmean::spatial_links(rows, cols, h, radius, kernel_type(kernel));
+      localmean::spatial_links(rows, cols, h, radius, localmean_r::kernel_type(kernel));
   return List::create(_["start"] = wrap(fl.start), _["feature"] = wrap(fl.feature),
                       _["weight"] = wrap(fl.weight), _["slope"] = wrap(fl.slope),
                       _["centre"] = wrap(fl.centre), _["scale"] = wrap(fl.scale));

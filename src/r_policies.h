@@ -10,6 +10,13 @@
 
 namespace localmean_r {
 
+// The registry's kernel for a name that the R side has already checked.
+inline localmean::KernelType kernel_type(const std::string& name) {
+  localmean::KernelType type;
+  if (!localmean::kernel_from_name(name, &type)) Rcpp::stop("unknown kernel '%s'", name);
+  return type;
+}
+
 struct FunctionWorker : public RcppParallel::Worker {
   const std::function<void(std::size_t, std::size_t)>& fn;
   explicit FunctionWorker(const std::function<void(std::size_t, std::size_t)>& f) : fn(f) {}

@@ -32,7 +32,7 @@ List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix v
                              bool verbose) {
   localmean::TemporalSettings set;
   set.softmax = kernel == "softmax";
-  if (!set.softmax && !localmean::kernel_from_name(kernel, &set.kernel)) stop("unknown kernel");
+  if (!set.softmax) set.kernel = localmean_r::kernel_type(kernel);
   set.bandwidth = bandwidth;
   set.time = time_kernel_from(time_kernel);
   set.time_bandwidth = time_bandwidth;

@@ -36,7 +36,7 @@ fi
 need_r=$(missing_r)
 if [ -n "$need_r" ]; then
   echo "install-deps: install.packages from CRAN: $need_r"
-  Rscript -e 'install.packages(commandArgs(TRUE), repos = "https://cloud.r-project.org", Ncpus = 2)' $need_r
+  Rscript -e 'install.packages(commandArgs(TRUE), Ncpus = 2)' $need_r
 fi
 need_r=$(missing_r)
 if [ -n "$need_r" ]; then echo "install-deps: still missing: $need_r" >&2; exit 1; fi

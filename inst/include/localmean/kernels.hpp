@@ -23,35 +23,57 @@ enum class KernelType {
 struct KernelInfo {
   KernelType type;
   const char* name;
-  bool compact;     // zero outside |u| <= 1
-  double cutoff;    // radius beyond which the tree strategy ignores points (support for compact)
-  double constant;  // c such that c * shape(u^2) integrates to 1 on the line
-  double mu2;       // int u^2 k(u) du (infinite for the Cauchy)
-  double roughness; // int k(u)^2 du
+  bool compact;       // zero outside |u| <= 1
+  double cutoff;      // radius beyond which the tree strategy ignores points (support for compact;
+                      // infinite: never truncated, so only the exact strategy applies)
+  double constant;    // c such that c * shape(u^2) integrates to 1 on the line
+  double mu2;         // int u^2 k(u) du (infinite for the Cauchy)
+  double roughness;   // int k(u)^2 du
+  bool multivariate;  // the radial kernel has a density in d >= 2 (shape(||u||^2) integrable)
+  double reach;       // how far, in scales, a density grid extends beyond the data
+  double quartile;    // upper quartile of k: matches bandwidths when mu2 is infinite
 };
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Cut-offs for the kernels with unbounded support: the neglected weight is below exp(-32) of the
-// peak for the Gaussian (8 sd) and the Laplace (32 scales). The Cauchy has no useful cut-off.
+// One row per kernel, in the order of KernelType. Cut-offs for the kernels with unbounded
+// support: the neglected weight is below exp(-32) of the peak for the Gaussian (8 sd) and the
+// Laplace (32 scales). The Cauchy has no useful cut-off. Density grids reach three standard
+// deviations beyond the data for the Gaussian (as stats::density) and the Cauchy, the support
+// for compact kernels, and 8 scales for the Laplace (tail mass 2e-4).
+constexpr KernelInfo kKernelTable[] = {
+    {KernelType::gaussian, "gaussian", false, 8.0, 0.3989422804014327, 1.0, 0.28209479177387814,
+     true, 3.0, 0.6744897501960817},
+    {KernelType::epanechnikov, "epanechnikov", true, 1.0, 0.75, 0.2, 0.6, true, 1.0,
+     0.3472963553338607},
+    {KernelType::uniform, "uniform", true, 1.0, 0.5, 1.0 / 3.0, 0.5, true, 1.0, 0.5},
+    {KernelType::triangular, "triangular", true, 1.0, 1.0, 1.0 / 6.0, 2.0 / 3.0, true, 1.0,
+     0.2928932188134524},
+    {KernelType::biweight, "biweight", true, 1.0, 15.0 / 16.0, 1.0 / 7.0, 5.0 / 7.0, true, 1.0,
+     0.2811276704207059},
+    {KernelType::triweight, "triweight", true, 1.0, 35.0 / 32.0, 1.0 / 9.0, 350.0 / 429.0, true,
+     1.0, 0.2423031187165852},
+    {KernelType::tricube, "tricube", true, 1.0, 70.0 / 81.0, 35.0 / 243.0, 175.0 / 247.0, true,
+     1.0, 0.2948734051557818},
+    {KernelType::cosine, "cosine", true, 1.0, kPi / 4.0, 1.0 - 8.0 / (kPi * kPi),
+     kPi * kPi / 16.0, true, 1.0, 0.3333333333333333},
+    {KernelType::laplace, "laplace", false, 32.0, 0.5, 2.0, 0.25, true, 8.0, 0.6931471805599453},
+    {KernelType::cauchy, "cauchy", false, kInf, 1.0 / kPi, kInf, 0.5 / kPi, false, 3.0, 1.0},
+};
+constexpr std::size_t kKernelCount = sizeof(kKernelTable) / sizeof(kKernelTable[0]);
+
+constexpr bool table_in_enum_order(std::size_t i = 0) {
+  return i == kKernelCount ||
+         (static_cast<std::size_t>(kKernelTable[i].type) == i && table_in_enum_order(i + 1));
+}
+static_assert(table_in_enum_order(), "kKernelTable must list the kernels in enum order");
+static_assert(kKernelCount == static_cast<std::size_t>(KernelType::cauchy) + 1,
+              "kKernelTable must have one row per KernelType (cauchy is the last)");
+
 inline const KernelInfo* kernel_table(std::size_t* size) {
-  static const KernelInfo table[] = {
-      {KernelType::gaussian, "gaussian", false, 8.0, 0.3989422804014327, 1.0,
-       0.28209479177387814},
-      {KernelType::epanechnikov, "epanechnikov", true, 1.0, 0.75, 0.2, 0.6},
-      {KernelType::uniform, "uniform", true, 1.0, 0.5, 1.0 / 3.0, 0.5},
-      {KernelType::triangular, "triangular", true, 1.0, 1.0, 1.0 / 6.0, 2.0 / 3.0},
-      {KernelType::biweight, "biweight", true, 1.0, 15.0 / 16.0, 1.0 / 7.0, 5.0 / 7.0},
-      {KernelType::triweight, "triweight", true, 1.0, 35.0 / 32.0, 1.0 / 9.0, 350.0 / 429.0},
-      {KernelType::tricube, "tricube", true, 1.0, 70.0 / 81.0, 35.0 / 243.0, 175.0 / 247.0},
-      {KernelType::cosine, "cosine", true, 1.0, kPi / 4.0, 1.0 - 8.0 / (kPi * kPi),
-       kPi * kPi / 16.0},
-      {KernelType::laplace, "laplace", false, 32.0, 0.5, 2.0, 0.25},
-      {KernelType::cauchy, "cauchy", false, kInf, 1.0 / kPi, kInf, 0.5 / kPi},
-  };
-  *size = sizeof(table) / sizeof(table[0]);
-  return table;
+  *size = kKernelCount;
+  return kKernelTable;
 }
 
 inline const KernelInfo& kernel_info(KernelType type) {
