@@ -57,6 +57,10 @@ cpp_kernel_table <- function() {
     .Call(`_localmean_cpp_kernel_table`)
 }
 
+cpp_basis_powers <- function(d, degree) {
+    .Call(`_localmean_cpp_basis_powers`, d, degree)
+}
+
 cpp_kernel_value <- function(kernel, u) {
     .Call(`_localmean_cpp_kernel_value`, kernel, u)
 }

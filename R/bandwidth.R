@@ -29,8 +29,6 @@ print.nn_bandwidth <- function(x, ...) {
   invisible(x)
 }
 
-bandwidth_selectors <- c("cv", "gcv", "aicc", "rot", "plugin")
-
 # Normal-reference rule of thumb: 1.06 sd n^(-1/(4 + d)) per variable for the Gaussian,
 # converted to `kernel` by the ratio of canonical bandwidths.
 bw_rot <- function(x, kernel, weights = NULL) {
@@ -64,25 +62,19 @@ smoother_score <- function(criterion, values, fitted, leverage, prior) {
 }
 
 # Fits at the data points with their leverages L_ii = prior_i [S^-1]_00 (the kernel is 1 at 0).
-fit_at_data <- function(x, values, prior, spec, n_threads, verbose = FALSE, want_var = FALSE) {
-  res <- engine_fit(x, values, prior, x, spec, want_var = want_var, n_threads = n_threads,
-                    verbose = verbose)
-  fitted <- matrix(res$coef[, 1L, ], nrow = nrow(x))
-  leverage <- (prior %||% 1) * res$s00
+fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_var = FALSE) {
+  res <- engine_run(spec, spec$x, want_var = want_var, n_threads = n_threads, verbose = verbose)
+  fitted <- matrix(res$coef[, 1L, ], nrow = NROW(spec$x))
+  leverage <- (spec$prior %||% 1) * res$s00
   list(fitted = fitted, leverage = leverage, status = res$status, fit = res)
 }
 
 # Grid search of a selector over candidate bandwidths (rows of `candidates`), then a golden-
 # section refinement of the common multiplier between the best candidate's neighbours.
-select_bandwidth <- function(criterion, x, values, prior, spec, candidates, refine, n_threads,
-                             verbose) {
-  score_of <- function(h, threads = n_threads) {
-    spec$bandwidth <- h
-    if (!spec$fixed_grid) spec$gridsize <- default_gridsize(ncol(x), h, spec$span)
-    spec$method <- choose_method(spec$requested_method, x, nrow(x), spec$kernel, h, NULL,
-                                 spec$gridsize, spec$cutoff)
-    f <- fit_at_data(x, values, prior, spec, threads)
-    smoother_score(criterion, values, f$fitted, f$leverage, prior)
+select_bandwidth <- function(criterion, spec, candidates, refine, verbose) {
+  score_of <- function(h, threads = spec$n_threads) {
+    f <- fit_at_data(with_scale(spec, h), threads)
+    smoother_score(criterion, spec$values, f$fitted, f$leverage, spec$prior)
   }
   rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
   scores <- if (length(rows) > 1L && future_plan_active()) {
@@ -112,7 +104,7 @@ select_bandwidth <- function(criterion, x, values, prior, spec, candidates, refi
     if (opt$objective < scores[best]) chosen <- base * exp(opt$minimum)
   }
   curve <- data.frame(candidates, score = scores)
-  names(curve) <- c(colnames(x), "score")
+  names(curve) <- c(colnames(spec$x), "score")
   list(bandwidth = chosen, curve = curve, score = min(scores, score_of(chosen)))
 }
 
@@ -151,17 +143,18 @@ bw_plugin <- function(x, y, kernel, n_threads, trim = 0.01, proptrun = 0.05, blo
   grid <- seq(a, b, length.out = gridsize)
   xm <- matrix(x, ncol = 1L)
   control <- local_control(gridsize = gridsize)
-  curv <- engine_fit(xm, y, NULL, xm, new_spec(xm, "gaussian", 3L, gamma, NULL, "auto", control),
-                     n_threads = n_threads)
+  local_spec <- function(degree, h) {
+    engine_spec(xm, "gaussian", h, values = matrix(y), degree = degree, control = control,
+                n_threads = n_threads)
+  }
+  curv <- engine_run(local_spec(3L, gamma), xm)
   m2 <- 2 * curv$coef[, 3L, 1L]
   trunc <- floor(proptrun * gridsize)
   inner <- x >= grid[trunc + 1L] & x <= grid[gridsize - trunc]
   th22 <- mean(m2[inner]^2, na.rm = TRUE)
   c3k <- (4 * (0.5 + 2 * sqrt(2) - 4 / 3 * sqrt(3)) / sqrt(2 * pi))^(1 / 9)
   lambda <- c3k * ((sigma2^2 * (b - a) / (th22 * n)^2)^(1 / 9))
-  lin <- fit_at_data(xm, matrix(y), NULL,
-                     new_spec(xm, "gaussian", 1L, lambda, NULL, "auto", control), n_threads,
-                     want_var = TRUE)
+  lin <- fit_at_data(local_spec(1L, lambda), want_var = TRUE)
   rss <- sum((y - lin$fitted)^2, na.rm = TRUE)
   df_resid <- n - 2 * sum(lin$leverage, na.rm = TRUE) + sum(lin$fit$var[, 1L], na.rm = TRUE)
   sigma2_ll <- rss / df_resid

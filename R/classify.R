@@ -55,13 +55,10 @@ local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", 
   if (anyNA(y)) abort("{.arg y} has missing values.")
   y <- droplevels(y)
   if (nlevels(y) < 2L) abort("{.arg y} must have at least two classes.")
-  if (is.character(bandwidth) && length(bandwidth) == 1L && bandwidth %in% c("gcv", "aicc", "plugin")) {
-    abort("{.arg bandwidth} for classification must be a number, {.fn nn}, {.val cv} or {.val rot}.")
-  }
   onehot <- outer(as.integer(y), seq_len(nlevels(y)), `==`) + 0
   colnames(onehot) <- levels(y)
   fit <- fit_local_model(x, onehot, weights, 0L, kernel, bandwidth, method, n_threads, verbose,
-                         control, max_degree = 0L)
+                         control, max_degree = 0L, family = "classification")
   fit$y <- y
   fit$levels <- levels(y)
   fit$accuracy <- mean(most_probable(fit$fitted, fit$levels) == y, na.rm = TRUE)

@@ -51,6 +51,11 @@
 #'   "tree" (kd-tree with the kernel's cut-off, see [kernels()]).
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show a progress bar for long computations.
+#' @param control [local_control()] settings of the engine: `cutoff` (the
+#'   truncation radius of unbounded kernels for the "tree" and "binned"
+#'   strategies) and `gridsize` (the nodes per variable of the binned
+#'   strategy's grid, from which the estimate is interpolated to the output
+#'   grid; by default the binning grid is the output grid itself).
 #' @param subset,na.action For the formula method, as in [stats::lm()].
 #' @param ... Unused.
 #' @return An object of class `local_kde` (not `kde`, so that it does not
@@ -89,28 +94,29 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
 #' @export
 kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NULL,
                         gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
-                        verbose = interactive(), ...) {
+                        verbose = interactive(), control = local_control(), ...) {
   data <- check_kde_data(x)
-  kernel <- check_kernel(kernel)
   weights <- check_weights(weights, data$n)
   bounds <- check_bounds(bounds, data)
   method <- check_choice(method, c("auto", "binned", "exact", "tree"))
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
-  if (kernel == "cauchy" && data$d > 1L) {
-    abort("The {.val cauchy} kernel has no density in more than one dimension; choose another
+  control <- check_control(control)
+  if (!kernel_row(check_kernel(kernel))$multivariate && data$d > 1L) {
+    abort("The {.val {kernel}} kernel has no density in more than one dimension; choose another
            {.arg kernel}.")
   }
   fit <- structure(c(data, list(weights = if (!is.null(weights)) weights / sum(weights),
-                                kernel = kernel, bounds = bounds, call = match.call())),
+                                kernel = kernel, bounds = bounds, control = control,
+                                call = match.call())),
                    class = "local_kde")
   chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads)
   fit$bandwidth <- chosen$bandwidth
   fit$bandwidth_method <- chosen$method
   fit$grid <- kde_grid(fit, gridsize)
-  grid_method <- kde_method(method, fit, fit$grid)
-  fit$method <- grid_method
-  fit$estimate <- if (length(fit$grid)) kde_on_grid(fit, grid_method, n_threads, verbose)
+  frame <- kde_frame(fit, method)
+  fit$method <- frame$spec$method
+  fit$estimate <- if (length(fit$grid)) kde_on_grid(fit, frame, n_threads, verbose)
   fit
 }
 
@@ -169,7 +175,7 @@ resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads,
                                   call = rlang::caller_env()) {
   d <- fit$d
   if (is.character(bandwidth)) {
-    method <- check_choice(bandwidth, kde_selectors, arg = "bandwidth", call = call)
+    method <- check_choice(bandwidth, selector_names("density"), arg = "bandwidth", call = call)
     bw <- kde_bandwidth(kde_data(fit), method, kernel = fit$kernel, weights = weights,
                         n_threads = n_threads)
     return(list(bandwidth = as_kde_bandwidth(bw, d, call), method = method))
@@ -213,9 +219,11 @@ as_kde_bandwidth <- function(bw, d, call) {
   list(type = "scale", h = rep_len(as.double(bw), d))
 }
 
-# The data, queries and constants the engine sees for a bandwidth: a full matrix H = A A' turns
-# into unit scales on A^-1 x; reflection at the bounds adds mirrored copies of the data.
-kde_frame <- function(fit) {
+# The engine specification and constants for a fit: a full matrix H = A A' turns into unit
+# scales on A^-1 x; reflection at the bounds adds mirrored copies of the data. On a grid, the
+# binned strategy bins on the grid itself (extended to hold every point) unless
+# local_control(gridsize =) asks for another binning grid.
+kde_frame <- function(fit, method = "tree", call = rlang::caller_env()) {
   x <- fit$x
   prior <- fit$weights
   point <- if (fit$bandwidth$type == "nn") fit$bandwidth$point
@@ -237,31 +245,34 @@ kde_frame <- function(fit) {
   bw <- fit$bandwidth
   d <- fit$d
   constant <- cpp_radial_constant(fit$kernel, d)
-  switch(bw$type,
+  frame <- switch(bw$type,
     # Equal weights are left to the normalising constant: no weight vector.
-    scale = list(x = x, prior = prior %||% numeric(0), scale = bw$h, point = numeric(0),
+    scale = list(x = x, prior = prior, scale = bw$h, point = NULL,
                  norm = constant / prod(bw$h) / if (is.null(prior)) fit$n else 1,
                  to_engine = identity),
     matrix = {
       to_engine <- function(q) t(forwardsolve(bw$root, t(q)))
-      list(x = to_engine(x), prior = prior, scale = rep(1, d), point = numeric(0),
+      list(x = to_engine(x), prior = prior, scale = rep(1, d), point = NULL,
            norm = constant / prod(diag(bw$root)), to_engine = to_engine)
     },
     nn = list(x = x, prior = prior / point^d, scale = bw$scale, point = point,
               norm = constant / prod(bw$scale), to_engine = identity)
   )
+  grid <- if (length(fit$grid) && is.null(fit$control$gridsize)) kde_binning_grid(fit, x)
+  frame$spec <- engine_spec(frame$x, fit$kernel, frame$scale, prior = frame$prior,
+                            point_scale = frame$point, method = method, control = fit$control,
+                            binnable = bw$type == "scale",
+                            m = if (length(fit$grid)) prod(lengths(fit$grid)) else 0,
+                            grid = grid, call = call)
+  frame
 }
 
-# Density at the rows of `queries` (original units) by the exact or kd-tree strategy.
-kde_at <- function(fit, queries, method = "tree", n_threads = 1L, verbose = FALSE, rtol = 0) {
-  if (fit$kernel == "cauchy") method <- "exact"
-  fr <- kde_frame(fit)
-  q <- fr$to_engine(queries)
-  res <- cpp_local_fit(fr$x, fr$scale, numeric(0), fr$prior, fr$point, q, numeric(0),
-                       fit$kernel, 0L, FALSE, method, 0, integer(0), numeric(0), numeric(0),
-                       n_threads, verbose, rtol)
-  dens <- fr$norm * res$wsum
-  outside_bounds(fit, queries, dens)
+# Density at the rows of `queries` (original units), from a frame made by kde_frame().
+kde_at <- function(fit, queries, method = "tree", n_threads = 1L, verbose = FALSE, rtol = 0,
+                   frame = kde_frame(fit, method)) {
+  res <- engine_run(frame$spec, frame$to_engine(queries), rtol = rtol, n_threads = n_threads,
+                    verbose = verbose)
+  outside_bounds(fit, queries, frame$norm * res$wsum)
 }
 
 outside_bounds <- function(fit, points, dens) {
@@ -286,7 +297,7 @@ kde_grid <- function(fit, gridsize) {
   }
   gridsize <- rep_len(as.integer(gridsize), d)
   if (any(gridsize == 0L)) return(NULL)
-  reach <- kde_grid_reach(fit$kernel)
+  reach <- kernel_row(fit$kernel)$reach
   range <- fit$range
   half <- reach * kde_spread(fit$bandwidth)
   axes <- lapply(seq_len(d), function(j) {
@@ -301,53 +312,25 @@ kde_grid <- function(fit, gridsize) {
   stats::setNames(axes, fit$vars)
 }
 
-# How far (in scales) the grid extends beyond the data: three standard deviations for the
-# Gaussian (as stats::density), the support of compact kernels, 8 for the Laplace (tail mass
-# 2e-4), 3 for the Cauchy.
-kde_grid_reach <- function(kernel) {
-  reg <- kernel_row(kernel)
-  if (reg$compact) return(reg$cutoff)
-  switch(kernel, laplace = 8, 3)
-}
-
 # Per-variable scale of the kernel: h, sqrt(diag(H)), or the largest sample-point bandwidth.
 kde_spread <- function(bw) {
   switch(bw$type, scale = bw$h, matrix = sqrt(diag(bw$H)), nn = max(bw$point) * bw$scale)
 }
 
-# Binning pays for fixed scales in at most two variables on large data, when the grid step is at
-# most half a bandwidth (the rule the regression family uses too).
-kde_method <- function(method, fit, grid, call = rlang::caller_env()) {
-  binnable <- fit$bandwidth$type == "scale" && fit$d <= 2L && fit$kernel != "cauchy"
-  if (method == "binned" && !binnable) {
-    abort("{.code method = \"binned\"} needs at most 2 variables, a fixed bandwidth (number or
-           vector) and a kernel other than the Cauchy.", call = call)
-  }
-  if (method != "auto") return(if (method == "tree" && fit$kernel == "cauchy") "exact" else method)
-  if (fit$kernel == "cauchy") return("exact")
-  if (!binnable || length(grid) == 0L || fit$n < 10000L) return("tree")
-  step <- vapply(grid, function(g) g[2L] - g[1L], 1)
-  if (all(fit$bandwidth$h >= 2 * step)) "binned" else "tree"
-}
-
 # The density on the grid (a vector in 1-D, an array otherwise).
-kde_on_grid <- function(fit, method, n_threads, verbose) {
+kde_on_grid <- function(fit, frame, n_threads, verbose) {
   points <- as.matrix(expand.grid(fit$grid, KEEP.OUT.ATTRS = FALSE))
-  dens <- if (method == "binned") {
-    kde_binned(fit, points, n_threads, verbose)
-  } else {
-    kde_at(fit, points, method, n_threads, verbose)
-  }
+  dens <- kde_at(fit, points, n_threads = n_threads, verbose = verbose, frame = frame)
   if (length(fit$grid) == 1L) dens else array(dens, lengths(fit$grid))
 }
 
-# Linear binning on the grid extended by whole steps to hold every (mirrored) point, so that the
-# grid points are nodes of the binning grid and need no interpolation.
-kde_binned <- function(fit, points, n_threads, verbose) {
-  fr <- kde_frame(fit)
-  range <- if (is.null(fit$bounds)) fit$range else column_ranges(fr$x)
-  lo <- hi <- size <- numeric(length(fit$grid))
-  for (j in seq_along(fit$grid)) {
+# The grid extended by whole steps to hold every (mirrored) point `x`, so that the grid points
+# are nodes of the binning grid and need no interpolation.
+kde_binning_grid <- function(fit, x) {
+  range <- column_ranges(x)
+  d <- length(fit$grid)
+  lo <- hi <- size <- numeric(d)
+  for (j in seq_len(d)) {
     g <- fit$grid[[j]]
     step <- g[2L] - g[1L]
     below <- max(0, ceiling((g[1L] - range[1L, j]) / step - 1e-9))
@@ -356,10 +339,7 @@ kde_binned <- function(fit, points, n_threads, verbose) {
     hi[j] <- g[length(g)] + above * step
     size[j] <- length(g) + below + above
   }
-  res <- cpp_local_fit(fr$x, fr$scale, numeric(0), fr$prior, numeric(0), points, numeric(0),
-                       fit$kernel, 0L, FALSE, "binned", 0, as.integer(size), lo, hi, n_threads,
-                       verbose)
-  outside_bounds(fit, points, fr$norm * res$wsum)
+  list(size = as.integer(size), range = rbind(lo, hi))
 }
 
 #' Methods for kernel density estimates

@@ -604,10 +604,10 @@ predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
     z <- trimap_transform(object$preprocessing, newdata)
     # A compact kernel: in 100 dimensions a Gaussian as wide as the k-th neighbour's distance
     # would spread its weight over hundreds of points and pull new points to the centre.
-    spec <- new_spec(object$data, "tricube", 0L, NULL,
-                     list(k = object$parameters$n_inliers + 1L, scale = rep(1, ncol(z))),
-                     "exact", local_control())
-    fit <- engine_fit(object$data, object$layout, NULL, z, spec, n_threads = threads)
+    spec <- engine_spec(object$data, "tricube", values = object$layout,
+                        nn = list(k = object$parameters$n_inliers + 1L, scale = rep(1, ncol(z))),
+                        method = "exact", n_threads = threads)
+    fit <- engine_run(spec, z)
     matrix(fit$coef, nrow(z))
   }
   dimnames(out) <- list(rownames(newdata), colnames(object$layout))

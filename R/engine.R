@@ -48,48 +48,72 @@ check_control <- function(control, call = rlang::caller_env()) {
   control
 }
 
-# Exponents of the basis monomials, one row per term, in the engine's order.
-basis_powers <- function(d, degree) {
-  rows <- list()
-  add <- function(p, from, left) {
-    if (left == 0) {
-      rows[[length(rows) + 1L]] <<- p
-      return(invisible())
-    }
-    for (j in from:d) {
-      p[j] <- p[j] + 1L
-      add(p, j, left - 1L)
-      p[j] <- p[j] - 1L
-    }
-  }
-  for (total in 0:degree) add(integer(d), 1L, total)
-  do.call(rbind, rows)
+# ---- The engine specification ---------------------------------------------------------------
+
+# Everything the engine needs besides the query points, built once per fit and the only input of
+# engine_run() and engine_shift(), which are the only callers of the C++ engine:
+# - x: the data (n x d matrix, or a plain vector for one variable, which is never copied);
+#   values (n x nv, or NULL for weight sums alone), prior weights, sample-point scales
+#   (point_scale, one per data point) or NULL;
+# - scale: per-variable scales (the bandwidths, or for nn(k) the standardising scales); nn:
+#   list(k, scale, standardise) for query-adaptive radii (the k-th neighbour's distance);
+# - kernel, degree of the local polynomial;
+# - the strategy: method ("exact", "tree", "binned", chosen from "auto" by choose_method()),
+#   the cut-off in scales (0: the registry's), the binned grid: `grid = list(size, range)` (a
+#   2 x d range) fixes it, else local_control(gridsize =) or default_gridsize() give the nodes
+#   and the grid spans the data and the queries;
+# - chunk_size, n_threads, verbose.
+# `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales).
+engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, point_scale = NULL,
+                        nn = NULL, degree = 0L, method = "auto", control = local_control(),
+                        binnable = TRUE, m = NROW(x), grid = NULL, n_threads = 1L,
+                        verbose = FALSE, call = rlang::caller_env()) {
+  d <- NCOL(x)
+  spec <- list(x = x, values = values, prior = prior, point_scale = point_scale,
+               kernel = kernel, degree = degree, nn = nn,
+               binnable = binnable && d <= 2L && is.null(nn) && is.null(point_scale),
+               requested_method = method, cutoff = control$cutoff %||% 0,
+               fixed_grid = !is.null(grid$size %||% control$gridsize),
+               control_gridsize = grid$size %||% control$gridsize, grid_range = grid$range,
+               span = diff(column_ranges(x))[1L, ],
+               chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose)
+  with_scale(spec, if (is.null(nn)) scale else nn$scale, m, call)
 }
 
-# The strategy for m queries on data x: "exact" sweeps every point, "tree" prunes with the
-# kd-tree, "binned" convolves on a grid (d <= 2, fixed bandwidths). "auto" bins when the grid
-# resolves the bandwidth (two nodes per bandwidth), n >= 10000, and the convolution costs less than
-# the kd-tree's visits (estimated from the share of the data range the kernel window covers).
-choose_method <- function(method, x, m, kernel, bandwidth, nn, gridsize, cutoff,
-                          call = rlang::caller_env()) {
+# The specification with other per-variable scales: the grid and the strategy follow them.
+with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env()) {
+  d <- NCOL(spec$x)
+  spec$scale <- scale
+  spec$bandwidth <- if (is.null(spec$nn)) scale
+  spec$gridsize <- rep_len(spec$control_gridsize %||% default_gridsize(d, spec$bandwidth, spec$span),
+                           d)
+  spec$method <- choose_method(spec, spec$requested_method, m, call)
+  spec
+}
+
+# The strategy for m queries: "exact" sweeps every point, "tree" prunes with the kd-tree,
+# "binned" convolves on a grid (d <= 2, fixed scales). "auto" bins when the grid resolves the
+# bandwidth (two nodes per bandwidth), n >= 10000, and the convolution costs less than the
+# kd-tree's visits (estimated from the share of the data range the kernel window covers).
+# Kernels that are never truncated (the registry's infinite cut-off) always sweep every point.
+choose_method <- function(spec, method, m, call = rlang::caller_env()) {
   method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
-  d <- ncol(x)
-  binnable <- d <= 2L && is.null(nn)
-  if (method == "binned" && !binnable) {
-    abort("{.code method = \"binned\"} needs at most 2 predictors and a fixed bandwidth.",
+  if (method == "binned" && !spec$binnable) {
+    abort("{.code method = \"binned\"} needs at most 2 variables and a fixed bandwidth.",
           call = call)
   }
-  if (method != "auto") return(if (method == "tree" && kernel == "cauchy") "exact" else method)
-  if (kernel == "cauchy") return("exact")
-  if (!binnable || nrow(x) < 10000L) return("tree")
-  span <- diff(column_ranges(x))[1L, ]
-  step <- span / (gridsize - 1)
-  registry <- cpp_kernel_table()
-  reach <- if (cutoff > 0) cutoff else registry$cutoff[registry$kernel == kernel]
-  window <- prod(pmin(2 * ceiling(reach * bandwidth / step) + 1, 2 * gridsize - 1))
-  covered <- prod(pmin(1, 2 * reach * bandwidth / span))
-  cheaper <- prod(gridsize) * window < as.double(nrow(x)) * m * covered
-  if (all(bandwidth >= 2 * step) && cheaper) "binned" else "tree"
+  truncated <- kernel_row(spec$kernel)$truncated
+  if (method != "auto") return(if (method == "tree" && !truncated) "exact" else method)
+  if (!truncated) return("exact")
+  if (!spec$binnable || NROW(spec$x) < 10000L) return("tree")
+  h <- spec$bandwidth
+  span <- if (is.null(spec$grid_range)) spec$span else diff(spec$grid_range)[1L, ]
+  step <- span / (spec$gridsize - 1)
+  reach <- if (spec$cutoff > 0) spec$cutoff else kernel_row(spec$kernel)$cutoff
+  window <- prod(pmin(2 * ceiling(reach * h / step) + 1, 2 * spec$gridsize - 1))
+  covered <- prod(pmin(1, 2 * reach * h / spec$span))
+  cheaper <- prod(spec$gridsize) * window < as.double(NROW(spec$x)) * m * covered
+  if (all(h >= 2 * step) && cheaper) "binned" else "tree"
 }
 
 # Grid nodes per dimension: 151 x 151 in 2-D; 401 in 1-D, refined to at least four nodes per
@@ -100,38 +124,26 @@ default_gridsize <- function(d, bandwidth, span) {
   as.integer(min(20001, max(401, ceiling(4 * span / bandwidth) + 1)))
 }
 
-# A fitting specification: everything the engine needs besides the points.
-new_spec <- function(x, kernel, degree, bandwidth, nn, method, control) {
-  d <- ncol(x)
-  span <- diff(column_ranges(x))[1L, ]
-  gridsize <- rep_len(control$gridsize %||% default_gridsize(d, bandwidth, span), d)
-  cutoff <- control$cutoff %||% 0
-  list(kernel = kernel, degree = degree, bandwidth = bandwidth, nn = nn,
-       method = choose_method(method, x, nrow(x), kernel, bandwidth, nn, gridsize, cutoff),
-       requested_method = method, cutoff = cutoff, gridsize = gridsize,
-       fixed_grid = !is.null(control$gridsize), span = span,
-       chunk_size = control$chunk_size)
-}
-
 `%||%` <- function(a, b) if (is.null(a)) b else a
 
-# Per-variable scales: the bandwidths, or for nn(k) the standardising scales.
-spec_scale <- function(spec) if (is.null(spec$nn)) spec$bandwidth else spec$nn$scale
+# ---- Running the engine ------------------------------------------------------------------------
 
-# Fits at `queries` (m x d) from data x (n x d) with values (n x nv) and prior weights.
-# Returns coef (m x nb x nv, original units), var (m x nb or NULL), s00, wsum, status, radius.
-engine_fit <- function(x, values, prior, queries, spec, want_var = FALSE, n_threads = 1L,
-                       verbose = FALSE) {
+# Local moments at `queries` (m x d, original units): coef (m x nb x nv, original units),
+# var (m x nb, with want_var), s00, wsum, status, radius (nn) and powers (the basis exponents).
+# `method` overrides the specification's strategy; rtol > 0 approximates weight sums (kd-tree).
+engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rtol = 0,
+                       n_threads = spec$n_threads, verbose = spec$verbose) {
+  spec$method <- method
   # The binned grid spans the data and every query, so that all chunks share one grid.
-  grid_range <- if (spec$method == "binned") {
-    rx <- column_ranges(x)
+  if (method == "binned" && is.null(spec$grid_range)) {
+    rx <- column_ranges(spec$x)
     rq <- column_ranges(queries)
-    rbind(pmin(rx[1L, ], rq[1L, ]), pmax(rx[2L, ], rq[2L, ]))
+    spec$grid_range <- rbind(pmin(rx[1L, ], rq[1L, ]), pmax(rx[2L, ], rq[2L, ]))
   }
   m <- nrow(queries)
   run <- function(idx, threads) {
     q <- if (is.null(idx)) queries else queries[idx, , drop = FALSE]
-    engine_chunk(x, values, prior, q, spec, want_var, grid_range, threads, verbose)
+    engine_chunk(spec, q, want_var, rtol, threads, verbose)
   }
   if (m <= spec$chunk_size) return(run(NULL, n_threads))
   starts <- seq(1, m, by = spec$chunk_size)
@@ -165,21 +177,21 @@ bind_fits <- function(parts) {
   out
 }
 
-engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, n_threads,
-                         verbose) {
-  scale <- spec_scale(spec)
+engine_chunk <- function(spec, queries, want_var, rtol, n_threads, verbose) {
+  scale <- spec$scale
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
     # The k-th neighbour lies exactly on the boundary: widen by rounding error so it counts.
     # A zero distance (k points on the query) becomes the smallest scale: only they count.
-    radius <- cpp_knn_radius(x, scale, queries, spec$nn$k, n_threads, verbose) * (1 + 1e-12)
+    radius <- cpp_knn_radius(spec$x, scale, queries, spec$nn$k, n_threads, verbose) * (1 + 1e-12)
     radius <- pmax(radius, .Machine$double.xmin)
   }
-  grid_range <- grid_range %||% matrix(numeric(0), 2L)
-  res <- cpp_local_fit(x, scale, values, prior %||% numeric(0), numeric(0), queries, radius,
-                       spec$kernel,
-                       spec$degree, want_var, spec$method, spec$cutoff, spec$gridsize,
-                       grid_range[1L, ], grid_range[2L, ], n_threads, verbose)
+  grid_range <- spec$grid_range %||% matrix(numeric(0), 2L)
+  res <- cpp_local_fit(spec$x, scale, spec$values %||% numeric(0), spec$prior %||% numeric(0),
+                       spec$point_scale %||% numeric(0), queries, radius, spec$kernel,
+                       spec$degree, want_var, spec$method, spec$cutoff,
+                       if (spec$method == "binned") spec$gridsize else integer(0),
+                       grid_range[1L, ], grid_range[2L, ], n_threads, verbose, rtol)
   # Queries without a usable window are NA (the engine leaves NaN there).
   undefined <- res$status != 0L
   if (any(undefined)) {
@@ -187,7 +199,7 @@ engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, 
     if (want_var) res$var[undefined, ] <- NA_real_
     res$s00[undefined] <- NA_real_
   }
-  powers <- basis_powers(ncol(x), spec$degree)
+  powers <- cpp_basis_powers(NCOL(spec$x), spec$degree)
   if (spec$degree > 0L) {
     # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
     m <- nrow(queries)
@@ -205,6 +217,15 @@ engine_chunk <- function(x, values, prior, queries, spec, want_var, grid_range, 
   res$radius <- if (length(radius)) radius else NULL
   res$powers <- powers
   res
+}
+
+# Moves `points` (original units) by iterated local means of the specification's data: mean
+# shift (ndim < 0) or the subspace-constrained shift onto ndim-dimensional ridges. Returns the
+# final points, weight sums, iterations, status and (keep_path) paths.
+engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path = FALSE,
+                         n_threads = spec$n_threads, verbose = spec$verbose) {
+  cpp_shift_points(spec$x, spec$scale, spec$prior %||% numeric(0), points, spec$kernel,
+                   spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose)
 }
 
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.

@@ -6,8 +6,6 @@
 #   psi_r(g) = sum_i sum_j w_i w_j D^r phi_g(X_i - X_j)          (weights summing to one),
 # computed from lags of binned data (1-D always, 2-D for large n) or pair by pair.
 
-kde_selectors <- c("rot", "plugin", "lscv", "scv", "isj")
-
 #' Bandwidth selectors for kernel density estimation
 #'
 #' `kde_bandwidth()` computes the bandwidth that [kde()] uses for a selector
@@ -132,25 +130,11 @@ kde_selectors <- c("rot", "plugin", "lscv", "scv", "isj")
 kde_bandwidth <- function(x, method = "rot", kernel = "gaussian", plugin = NULL,
                           weights = NULL, n_threads = NULL) {
   x <- check_predictors(x)
-  method <- check_choice(method, kde_selectors)
-  kernel <- check_kernel(kernel)
-  weights <- check_weights(weights, nrow(x))
-  n_threads <- n_threads(n_threads)
-  plugin <- check_plugin(plugin, ncol(x))
+  method <- check_choice(method, selector_names("density"))
+  problem <- list(x = x, kernel = check_kernel(kernel), weights = check_weights(weights, nrow(x)),
+                  n_threads = n_threads(n_threads), plugin = check_plugin(plugin, ncol(x)))
   if (nrow(x) < 2L) abort("{.arg x} needs at least 2 points to choose a bandwidth.")
-  if (method %in% c("scv", "isj") && ncol(x) > 1L) {
-    abort(c("{.arg method} {.val {method}} is available in one dimension only.",
-            i = "Use {.val plugin} or {.val lscv} for {ncol(x)} variables."))
-  }
-  if (method != "rot") check_spread(x, weights, method)
-  bw <- switch(method,
-    rot = bw_kde_rot(x, weights),
-    plugin = if (plugin == "ste") bw_sj_ste(x[, 1L], weights) else bw_plugin_diag(x, weights),
-    lscv = if (ncol(x) == 1L) bw_lscv_1d(x[, 1L], weights) else bw_lscv_diag(x, weights, n_threads),
-    scv = bw_scv_1d(x[, 1L], weights),
-    isj = bw_isj(x[, 1L], weights)
-  )
-  if (is.matrix(bw)) bw * kernel_scale_factor(kernel)^2 else bw * kernel_scale_factor(kernel)
+  run_selector(method, "density", problem, arg = "method")$bandwidth
 }
 
 check_plugin <- function(plugin, d, call = rlang::caller_env()) {
@@ -632,9 +616,8 @@ bw_lscv_diag <- function(x, weights, n_threads) {
   ws <- weight_summary(weights, nrow(x))
   d <- ncol(x)
   pair_exp <- function(s) {
-    sums <- cpp_local_fit(x, s, numeric(0), ws$w, numeric(0), x, numeric(0), "gaussian", 0L,
-                          FALSE, "tree", 0, integer(0), numeric(0), numeric(0), n_threads,
-                          FALSE)$wsum
+    sums <- engine_run(engine_spec(x, "gaussian", s, prior = ws$w, method = "tree",
+                                   n_threads = n_threads), x)$wsum
     sum(ws$w * sums) - ws$self
   }
   criterion <- function(h) {

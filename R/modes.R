@@ -50,6 +50,9 @@
 #' @param weights Optional non-negative case weights.
 #' @param method "auto", "tree" (kd-tree with the kernel's cut-off) or
 #'   "exact" (every point, untruncated).
+#' @param control [local_control()] settings of the engine: `cutoff`, the
+#'   truncation radius of unbounded kernels for the "tree" strategy (mode
+#'   seeking never bins, so `gridsize` does not apply).
 #' @inheritParams kde
 #' @param ... Unused.
 #' @return An object of class `mode_clusters`: `cluster` (integer labels),
@@ -71,8 +74,9 @@
 mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 500, tol = 1e-8,
                        blurring = FALSE, merge_tol = 0.1, seeds = NULL, min_bin_freq = 1,
                        keep_path = FALSE, weights = NULL, method = "auto", n_threads = NULL,
-                       verbose = interactive(), ...) {
-  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose)
+                       verbose = interactive(), control = local_control(), ...) {
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose,
+                       control)
   merge_tol <- check_positive(merge_tol)
   keep_path <- check_flag(keep_path)
   blurring <- check_flag(blurring)
@@ -151,10 +155,11 @@ assign_to_modes <- function(groups, points, setup) {
 #' plot(x, y)
 self_local_mean <- function(x, steps = 1, bandwidth = "auto", kernel = "gaussian",
                             weights = NULL, method = "auto", n_threads = NULL,
-                            verbose = interactive(), ...) {
+                            verbose = interactive(), control = local_control(), ...) {
   was_vector <- is.numeric(x) && is.null(dim(x))
   steps <- check_count(steps, min = 0)
-  setup <- shift_setup(x, bandwidth, kernel, weights, method, steps, 0, n_threads, verbose)
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, steps, 0, n_threads, verbose,
+                       control)
   res <- blurring_shift(setup$x, setup, setup$x, max_iter = steps, tol = 0, ndim = -1L,
                         keep_path = FALSE)
   if (was_vector) drop(res$points) else res$points
@@ -162,33 +167,43 @@ self_local_mean <- function(x, steps = 1, bandwidth = "auto", kernel = "gaussian
 
 # Checked inputs shared by the shift methods.
 shift_setup <- function(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads,
-                        verbose, call = rlang::caller_env()) {
+                        verbose, control, call = rlang::caller_env()) {
   x <- check_predictors(x, call = call)
   kernel <- check_kernel(kernel, call = call)
   weights <- check_weights(weights, nrow(x), call = call)
   method <- check_choice(method, c("auto", "tree", "exact"), call = call)
-  if (method == "auto" || kernel == "cauchy") method <- if (kernel == "cauchy") "exact" else "tree"
+  control <- check_control(control, call = call)
+  if (!is.null(control$gridsize)) {
+    abort("{.code local_control(gridsize =)} does not apply: mode seeking never bins.",
+          call = call)
+  }
   h <- shift_bandwidth(bandwidth, x, kernel, weights, call)
-  list(x = x, kernel = kernel, weights = weights,
-       prior = if (!is.null(weights)) weights / sum(weights) else numeric(0), method = method,
-       h = h, bandwidth_method = if (is.character(bandwidth)) bandwidth else "user",
-       max_iter = check_count(max_iter, min = 0, arg = "max_iter", call = call),
-       tol = check_positive(tol, zero = TRUE, arg = "tol", call = call),
-       n_threads = n_threads(n_threads), verbose = check_flag(verbose, arg = "verbose", call = call))
+  setup <- list(x = x, kernel = kernel, weights = weights,
+                prior = if (!is.null(weights)) weights / sum(weights), h = h,
+                bandwidth_method = if (is.character(bandwidth)) bandwidth else "user",
+                max_iter = check_count(max_iter, min = 0, arg = "max_iter", call = call),
+                tol = check_positive(tol, zero = TRUE, arg = "tol", call = call),
+                control = control, n_threads = n_threads(n_threads),
+                verbose = check_flag(verbose, arg = "verbose", call = call))
+  setup$spec <- shift_spec(setup, method = method)
+  setup$method <- setup$spec$method
+  setup
+}
+
+# The engine specification of the data the points move on: the fit's data, or when blurring
+# the moving points themselves (with other prior weights for MedoidShift's later rounds).
+shift_spec <- function(setup, data = setup$x, prior = setup$prior, method = setup$method) {
+  engine_spec(data, setup$kernel, setup$h, prior = prior, method = method,
+              control = setup$control, binnable = FALSE, n_threads = setup$n_threads,
+              verbose = setup$verbose)
 }
 
 shift_bandwidth <- function(bandwidth, x, kernel, weights, call) {
   d <- ncol(x)
   if (is.character(bandwidth)) {
-    check_choice(bandwidth, "auto", arg = "bandwidth", call = call)
-    if (nrow(x) < 2L) abort("{.arg x} needs at least 2 points for {.code bandwidth = \"auto\"}.",
-                            call = call)
-    h <- bw_gradient(x, weights) * kernel_scale_factor(kernel)
-    if (any(!(h > 0))) {
-      abort(c("{.code bandwidth = \"auto\"} gives a zero bandwidth: a variable has no spread.",
-              i = "Give {.arg bandwidth} as a number."), call = call)
-    }
-    return(h)
+    check_choice(bandwidth, selector_names("modes"), arg = "bandwidth", call = call)
+    problem <- list(x = x, kernel = kernel, weights = weights)
+    return(run_selector(bandwidth, "modes", problem, call = call)$bandwidth)
   }
   if (!is.numeric(bandwidth) || is.matrix(bandwidth) || !length(bandwidth) %in% c(1L, d) ||
       any(!is.finite(bandwidth)) || any(bandwidth <= 0)) {
@@ -200,8 +215,7 @@ shift_bandwidth <- function(bandwidth, x, kernel, weights, call) {
 
 # Moves `points` on the fixed data `data` (non-blurring): the C++ loop climbs each point.
 climb <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
-  res <- cpp_shift_points(data, setup$h, setup$prior, points, setup$kernel, setup$method, 0,
-                          max_iter, tol, ndim, keep_path, setup$n_threads, setup$verbose)
+  res <- engine_shift(shift_spec(setup, data), points, max_iter, tol, ndim, keep_path)
   res$density <- res$wsum * shift_norm(setup, nrow(data))
   res$converged <- res$iterations < max_iter | max_iter == 0L
   if (!keep_path) res$paths <- NULL
@@ -211,7 +225,7 @@ climb <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
 # Kernel density from the engine's weight sums: c_d / prod(h), over n without weights.
 shift_norm <- function(setup, n) {
   cpp_radial_constant(setup$kernel, length(setup$h)) / prod(setup$h) /
-    if (length(setup$prior)) 1 else n
+    if (is.null(setup$prior)) n else 1
 }
 
 # Blurring: every step moves all points to their local means among the current points. With a
@@ -222,8 +236,7 @@ blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path,
   iter <- 0L
   moving <- TRUE
   while (iter < max_iter && moving) {
-    step <- cpp_shift_points(points, setup$h, setup$prior, points, setup$kernel, setup$method, 0,
-                             1L, 0, ndim, FALSE, setup$n_threads, FALSE)
+    step <- engine_shift(shift_spec(setup, points), points, 1L, ndim = ndim, verbose = FALSE)
     change <- sqrt(rowSums(sweep(step$points - points, 2L, setup$h, `/`)^2))
     points <- step$points
     iter <- iter + 1L
@@ -272,7 +285,8 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
                  converged = res$converged, paths = res$paths, x = setup$x,
                  weights = setup$weights, bandwidth = setup$h,
                  bandwidth_method = setup$bandwidth_method, kernel = setup$kernel,
-                 method = setup$method, max_iter = setup$max_iter, tol = setup$tol,
+                 method = setup$method, control = setup$control, max_iter = setup$max_iter,
+                 tol = setup$tol,
                  algorithm = algorithm, call = call),
             class = "mode_clusters")
 }
@@ -305,8 +319,9 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
 #' plot(fit, paths = TRUE)
 medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 100,
                          merge_tol = 0, weights = NULL, method = "auto", n_threads = NULL,
-                         verbose = interactive(), ...) {
-  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, 0, n_threads, verbose)
+                         verbose = interactive(), control = local_control(), ...) {
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, 0, n_threads, verbose,
+                       control)
   if (setup$max_iter < 1L) abort("{.arg max_iter} must be at least 1.")
   n <- nrow(setup$x)
   parent <- medoid_moves(setup$x, setup, setup$weights %||% rep(1, n))
@@ -334,8 +349,7 @@ medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 
 
 # The move of every point of `data` (weighted by `mass`): the data point nearest its local mean.
 medoid_moves <- function(data, setup, mass) {
-  step <- cpp_shift_points(data, setup$h, mass / sum(mass), data, setup$kernel, setup$method, 0,
-                           1L, 0, -1L, FALSE, setup$n_threads, setup$verbose)
+  step <- engine_shift(shift_spec(setup, data, mass / sum(mass)), data, 1L)
   cpp_nearest_index(data, setup$h, step$points, setup$n_threads)
 }
 
@@ -359,9 +373,7 @@ forest_roots <- function(parent) {
 
 # The kernel density of `data` (by default the fit's) at `points`.
 kde_values_at <- function(setup, points, data = setup$x) {
-  res <- cpp_local_fit(data, setup$h, numeric(0), setup$prior, numeric(0), points, numeric(0),
-                       setup$kernel, 0L, FALSE, setup$method, 0, integer(0), numeric(0),
-                       numeric(0), setup$n_threads, FALSE)
+  res <- engine_run(shift_spec(setup, data), points, verbose = FALSE)
   res$wsum * shift_norm(setup, nrow(data))
 }
 
@@ -392,8 +404,9 @@ kde_values_at <- function(setup, points, data = setup$x) {
 #' plot(fit)
 pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_iter = 500,
                      tol = 1e-8, keep_path = FALSE, weights = NULL, method = "auto",
-                     n_threads = NULL, verbose = interactive(), ...) {
-  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose)
+                     n_threads = NULL, verbose = interactive(), control = local_control(), ...) {
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose,
+                       control)
   d <- ncol(setup$x)
   ndim <- check_count(ndim, min = 0)
   if (ndim >= d) abort("{.arg ndim} must be below the number of variables ({d}).")
@@ -472,12 +485,12 @@ print.summary.mode_clusters <- function(x, ...) {
 #' @export
 predict.mode_clusters <- function(object, newdata, n_threads = NULL, ...) {
   points <- kde_points(object, newdata)
-  setup <- list(h = object$bandwidth, kernel = object$kernel, method = object$method,
-                prior = if (is.null(object$weights)) numeric(0) else object$weights /
-                  sum(object$weights), n_threads = n_threads(n_threads), verbose = FALSE)
+  setup <- list(x = object$x, h = object$bandwidth, kernel = object$kernel,
+                method = object$method, control = object$control,
+                prior = if (!is.null(object$weights)) object$weights / sum(object$weights),
+                n_threads = n_threads(n_threads), verbose = FALSE)
   if (object$algorithm == "medoid_shift") {
-    step <- cpp_shift_points(object$x, setup$h, setup$prior, points, setup$kernel, setup$method,
-                             0, 1L, 0, -1L, FALSE, setup$n_threads, FALSE)
+    step <- engine_shift(shift_spec(setup), points, 1L)
     nearest <- cpp_nearest_index(object$x, setup$h, step$points, setup$n_threads)
     return(object$cluster[nearest])
   }

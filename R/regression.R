@@ -172,7 +172,8 @@ with_formula <- function(fit, mf, call) {
 
 # The shared fitting path of every local model: checks, bandwidth, fits at the data points.
 fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, method, n_threads,
-                            verbose, control, max_degree, call = rlang::caller_env()) {
+                            verbose, control, max_degree, family = "regression",
+                            call = rlang::caller_env()) {
   n <- nrow(x)
   d <- ncol(x)
   degree <- check_count(degree, min = 0, call = call)
@@ -190,8 +191,8 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
   constant <- colnames(x)[diff(column_ranges(x))[1L, ] == 0]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
-                          n_threads, verbose, call)
-  f <- fit_at_data(x, values, prior, bw$spec, n_threads, verbose)
+                          n_threads, verbose, call, family)
+  f <- fit_at_data(bw$spec, verbose = verbose)
   missing <- sum(f$status != 0L)
   if (missing) {
     warn(c("{missing} fitted value{?s} {?is/are} NA: the kernel window holds too few points.",
@@ -206,10 +207,13 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
 
 # Turns the `bandwidth` argument into an engine specification and says how it was chosen.
 resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, method, control,
-                              n_threads, verbose, call) {
+                              n_threads, verbose, call, family = "regression") {
   n <- nrow(x)
   d <- ncol(x)
-  spec_for <- function(h, nn = NULL) new_spec(x, kernel, degree, h, nn, method, control)
+  spec_for <- function(h, nn = NULL) {
+    engine_spec(x, kernel, h, values = values, prior = prior, nn = nn, degree = degree,
+                method = method, control = control, n_threads = n_threads, call = call)
+  }
   if (inherits(bandwidth, "nn_bandwidth")) {
     if (bandwidth$k >= n) {
       abort("{.code nn(k)} needs k < n: k = {bandwidth$k}, n = {n}.", call = call)
@@ -225,30 +229,19 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
     }
     return(list(spec = spec_for(rep_len(as.double(bandwidth), d)), how = "fixed", curve = NULL))
   }
-  if (!is.character(bandwidth) || length(bandwidth) != 1L || !bandwidth %in% bandwidth_selectors) {
-    abort("{.arg bandwidth} must be a number, {.fn nn}, or one of {.val {bandwidth_selectors}}.",
+  if (!is_selector_name(bandwidth, family)) {
+    abort("{.arg bandwidth} must be a number, {.fn nn}, or one of {.val {selector_names(family)}}.",
           call = call)
   }
-  if (bandwidth == "rot") return(list(spec = spec_for(bw_rot(x, kernel)), how = "rot", curve = NULL))
-  if (bandwidth == "plugin") {
-    if (d != 1L || degree != 1L || ncol(values) != 1L) {
-      abort("{.code bandwidth = \"plugin\"} is for local linear regression on one predictor.",
-            call = call)
-    }
-    h <- bw_plugin(x[, 1L], values[, 1L], kernel, n_threads)
-    if (!is.finite(h) || h <= 0) abort("The plug-in bandwidth could not be computed.", call = call)
-    return(list(spec = spec_for(h), how = "plugin", curve = NULL))
+  spec <- spec_for(bw_rot(x, kernel))
+  problem <- list(x = x, values = values, weights = prior, kernel = kernel, degree = degree,
+                  spec = spec, control = control, n_threads = n_threads, verbose = verbose)
+  sel <- run_selector(bandwidth, family, problem, call = call)
+  h <- sel$bandwidth
+  if (any(!is.finite(h)) || any(h <= 0)) {
+    abort("The {.val {bandwidth}} bandwidth could not be computed.", call = call)
   }
-  candidates <- control$candidates
-  candidates <- if (is.null(candidates)) {
-    default_candidates(x, kernel, control$n_candidates)
-  } else {
-    matrix(candidates, ncol = d)
-  }
-  sel <- select_bandwidth(bandwidth, x, values, prior, spec_for(candidates[1L, ]),
-                          candidates, control$refine, n_threads, verbose)
-  spec <- spec_for(sel$bandwidth)
-  list(spec = spec, how = bandwidth, curve = sel$curve)
+  list(spec = with_scale(spec, h, call = call), how = bandwidth, curve = sel$curve)
 }
 
 add_fit_statistics <- function(fit) {
@@ -349,11 +342,8 @@ new_predictors <- function(object, newdata, call = rlang::caller_env()) {
 predict_engine <- function(object, x, want_var, n_threads, verbose, method = NULL,
                            call = rlang::caller_env()) {
   spec <- object$spec
-  if (!is.null(method)) {
-    spec$method <- choose_method(method, object$x, nrow(x), spec$kernel, spec$bandwidth,
-                                 spec$nn, spec$gridsize, spec$cutoff, call = call)
-  }
-  res <- engine_fit(object$x, object$values, object$weights, x, spec, want_var = want_var,
+  if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
+  res <- engine_run(spec, x, want_var = want_var,
                     n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose)
   bad <- sum(res$status != 0L)
   if (bad) {
@@ -560,8 +550,7 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
     if (ncol(at) != ncol(x)) abort("{.arg at} must have {ncol(x)} column{?s}.")
     colnames(at) <- colnames(x)
   }
-  res <- engine_fit(x, y, prior, at, bw$spec, n_threads = n_threads(n_threads),
-                    verbose = verbose)
+  res <- engine_run(bw$spec, at, verbose = verbose)
   cols <- deriv_columns(res$powers, deriv)
   est <- (if (deriv == 2L) 2 else 1) * matrix(res$coef[, cols, 1L], nrow = nrow(at))
   colnames(est) <- if (length(cols) == 1L) "estimate" else paste0("d_", colnames(x))

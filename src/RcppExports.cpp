@@ -242,6 +242,18 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_basis_powers
+IntegerMatrix cpp_basis_powers(int d, int degree);
+RcppExport SEXP _localmean_cpp_basis_powers(SEXP dSEXP, SEXP degreeSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< int >::type d(dSEXP);
+    Rcpp::traits::input_parameter< int >::type degree(degreeSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_basis_powers(d, degree));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_kernel_value
 NumericVector cpp_kernel_value(std::string kernel, NumericVector u);
 RcppExport SEXP _localmean_cpp_kernel_value(SEXP kernelSEXP, SEXP uSEXP) {
@@ -459,6 +471,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},
     {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 6},
     {"_localmean_cpp_kernel_table", (DL_FUNC) &_localmean_cpp_kernel_table, 0},
+    {"_localmean_cpp_basis_powers", (DL_FUNC) &_localmean_cpp_basis_powers, 2},
     {"_localmean_cpp_kernel_value", (DL_FUNC) &_localmean_cpp_kernel_value, 2},
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},

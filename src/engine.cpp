@@ -253,6 +253,16 @@ DataFrame cpp_kernel_table() {
                            _["quartile"] = quartile, _["stringsAsFactors"] = false);
 }
 
+// Exponents of the local polynomial's basis monomials, one row per term, in the engine's order.
+// [[Rcpp::export]]
+IntegerMatrix cpp_basis_powers(int d, int degree) {
+  const localmean::Basis basis(d, degree);
+  IntegerMatrix out(basis.size(), d);
+  for (std::size_t b = 0; b < basis.size(); ++b)
+    for (int j = 0; j < d; ++j) out(b, j) = basis.powers(b)[j];
+  return out;
+}
+
 // Kernel density values c * k(u) on the line.
 // [[Rcpp::export]]
 NumericVector cpp_kernel_value(std::string kernel, NumericVector u) {

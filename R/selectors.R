@@ -1,0 +1,105 @@
+# Bandwidth selectors: one shape and one list for every family.
+#
+# A selector is the name users type as `bandwidth`, the families it serves ("regression",
+# "classification", "density", "modes"), the most variables it handles (`max_d`), and
+# `select(problem)`, which returns list(bandwidth, curve): bandwidths for the problem's kernel
+# (one per variable) and the curve it searched (a data frame of candidates and scores, or NULL).
+# A problem is a list with the family's inputs: always `x` (n x d), `kernel`, `weights` (or
+# NULL), `n_threads` and `verbose`; regression adds `spec` (an engine specification of the fit),
+# `degree`, `values` and `control`; density adds `plugin`. `applies(problem)` returns NULL or
+# why the selector does not apply beyond the number of variables.
+selector <- function(name, families, select, max_d = Inf, applies = function(problem) NULL) {
+  list(name = name, families = families, select = select, max_d = max_d, applies = applies)
+}
+
+# Regression selectors that minimise a score of the fit at the data over candidate bandwidths.
+scored_selector <- function(name, families) {
+  selector(name, families, function(p) {
+    d <- ncol(p$x)
+    candidates <- p$control$candidates
+    candidates <- if (is.null(candidates)) {
+      default_candidates(p$x, p$kernel, p$control$n_candidates)
+    } else {
+      matrix(candidates, ncol = d)
+    }
+    select_bandwidth(name, p$spec, candidates, p$control$refine, p$verbose)
+  })
+}
+
+# Density selectors work on the Gaussian scale (see kde_bandwidth()); the result is converted to
+# the problem's kernel. Data-driven ones need some spread in every variable.
+density_selector <- function(name, gaussian_bandwidth, max_d = Inf, data_driven = TRUE) {
+  selector(name, "density", max_d = max_d, select = function(p) {
+    if (data_driven) check_spread(p$x, p$weights, name, call = p$call)
+    bw <- gaussian_bandwidth(p)
+    factor <- kernel_scale_factor(p$kernel)
+    list(bandwidth = if (is.matrix(bw)) bw * factor^2 else bw * factor, curve = NULL)
+  })
+}
+
+# Every selector of the package, in the order their names are listed to users.
+bandwidth_selectors <- list(
+  scored_selector("cv", c("regression", "classification")),
+  scored_selector("gcv", "regression"),
+  scored_selector("aicc", "regression"),
+  selector("rot", c("regression", "classification"), function(p) {
+    list(bandwidth = bw_rot(p$x, p$kernel), curve = NULL)
+  }),
+  selector("plugin", "regression", max_d = 1, select = function(p) {
+    list(bandwidth = bw_plugin(p$x[, 1L], p$values[, 1L], p$kernel, p$n_threads), curve = NULL)
+  }, applies = function(p) {
+    if (p$degree != 1L || ncol(p$values) != 1L) {
+      "{.code bandwidth = \"plugin\"} is for local linear regression on one predictor."
+    }
+  }),
+  density_selector("rot", function(p) bw_kde_rot(p$x, p$weights), data_driven = FALSE),
+  density_selector("plugin", function(p) {
+    if (p$plugin == "ste") bw_sj_ste(p$x[, 1L], p$weights) else bw_plugin_diag(p$x, p$weights)
+  }),
+  density_selector("lscv", function(p) {
+    if (ncol(p$x) == 1L) bw_lscv_1d(p$x[, 1L], p$weights) else
+      bw_lscv_diag(p$x, p$weights, p$n_threads)
+  }),
+  density_selector("scv", function(p) bw_scv_1d(p$x[, 1L], p$weights), max_d = 1),
+  density_selector("isj", function(p) bw_isj(p$x[, 1L], p$weights), max_d = 1),
+  selector("auto", "modes", function(p) {
+    if (nrow(p$x) < 2L) {
+      abort("{.arg x} needs at least 2 points for {.code bandwidth = \"auto\"}.", call = p$call)
+    }
+    h <- bw_gradient(p$x, p$weights) * kernel_scale_factor(p$kernel)
+    if (any(!(h > 0))) {
+      abort(c("{.code bandwidth = \"auto\"} gives a zero bandwidth: a variable has no spread.",
+              i = "Give {.arg bandwidth} as a number."), call = p$call)
+    }
+    list(bandwidth = h, curve = NULL)
+  })
+)
+
+# Names of the selectors that serve a family.
+selector_names <- function(family) {
+  serves <- vapply(bandwidth_selectors, function(s) family %in% s$families, TRUE)
+  vapply(bandwidth_selectors[serves], `[[`, "", "name")
+}
+
+# Whether `bandwidth` names a selector of the family.
+is_selector_name <- function(bandwidth, family) {
+  is.character(bandwidth) && length(bandwidth) == 1L && bandwidth %in% selector_names(family)
+}
+
+# Runs the family's selector `name` on a problem (see selector()), after checking that it
+# applies: list(bandwidth, curve).
+run_selector <- function(name, family, problem, arg = "bandwidth", call = rlang::caller_env()) {
+  serves <- vapply(bandwidth_selectors, function(s) family %in% s$families && s$name == name, TRUE)
+  sel <- bandwidth_selectors[serves][[1L]]
+  d <- ncol(problem$x)
+  if (d > sel$max_d) {
+    where <- if (sel$max_d == 1) "in one dimension only" else "for at most {sel$max_d} variables"
+    abort(c(paste("{.arg {arg}} {.val {name}} is available", where),
+            i = "Choose one of {.val {selector_names(family)}} that handles {d} variables."),
+          call = call)
+  }
+  why <- sel$applies(problem)
+  if (!is.null(why)) abort(why, call = call)
+  problem$call <- call
+  sel$select(problem)
+}
