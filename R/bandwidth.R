@@ -117,7 +117,10 @@ default_candidates <- function(x, kernel, n_candidates) {
 # Ruppert, Sheather and Wand (1995) direct plug-in bandwidth for 1-D local linear regression,
 # on the Gaussian scale, then converted to `kernel`. Blocked quartic fits (the number of blocks
 # chosen by Mallows' Cp) give the pilot quantities; binned local cubic fits estimate the
-# curvature functional theta_22 and a local linear fit the error variance.
+# curvature functional theta_22 and a local linear fit the error variance. The tuning constants
+# are the defaults of KernSmooth::dpill() (Wand 2021, after Ruppert, Sheather and Wand 1995):
+# trim 1% of the data at each end, ignore 5% of the grid at each end in theta_22, at most 5
+# blocks and at least 20 points a block, a grid of 401 points.
 bw_plugin <- function(x, y, kernel, n_threads, trim = 0.01, proptrun = 0.05, blockmax = 5,
                       divisor = 20, gridsize = 401L) {
   ord <- order(x)

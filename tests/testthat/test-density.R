@@ -192,3 +192,25 @@ test_that("rtol approximations stay within their relative error", {
   expect_error(predict(kde(X, bandwidth = nn(5)), Q, rtol = 1e-3), "rtol",
                class = "localmean_error")
 })
+
+test_that("local_control() sets the cut-off and the binning grid of kde() as in regression", {
+  set.seed(8)
+  x <- rnorm(300)
+  q <- c(-1, 0, 0.7)
+  h <- 0.4
+  cut <- 1.5
+  ref <- vapply(q, function(p) {
+    u <- (p - x) / h
+    sum(dnorm(u) * (abs(u) <= cut)) / (length(x) * h)
+  }, 1)
+  fit <- kde(x, bandwidth = h, gridsize = 0, control = local_control(cutoff = cut))
+  expect_equal(predict(fit, q), ref, tolerance = 1e-12)
+  expect_false(isTRUE(all.equal(predict(kde(x, bandwidth = h, gridsize = 0), q), ref)))
+  big <- rnorm(2e4)
+  own <- kde(big, bandwidth = 0.3, method = "binned", verbose = FALSE)
+  fine <- kde(big, bandwidth = 0.3, method = "binned", control = local_control(gridsize = 4001),
+              verbose = FALSE)
+  exact <- kde(big, bandwidth = 0.3, method = "exact", verbose = FALSE)
+  expect_equal(fine$estimate, exact$estimate, tolerance = 1e-4)
+  expect_equal(own$estimate, exact$estimate, tolerance = 1e-3)
+})

@@ -89,3 +89,46 @@ test_that("every fitting function accepts every kernel and refuses unknown ones"
   expect_error(local_classify(d$x, factor(d$x > 0.5), kernel = "box", bandwidth = 0.2,
                               verbose = FALSE), class = "localmean_error")
 })
+
+test_that("the registry's extra facts are true of every kernel", {
+  tab <- localmean:::registry_table()
+  expect_identical(tab$kernel, kernel_names_ref)
+  for (k in tab$kernel) {
+    row <- tab[tab$kernel == k, ]
+    # the upper quartile: a quarter of the mass lies between 0 and it
+    mass <- integrate(function(u) kernel_density_ref(u, k), 0, row$quartile, rel.tol = 1e-10)
+    expect_equal(mass$value, 0.25, tolerance = 1e-8, info = k)
+    # a radial density exists beyond 1-D exactly when shape(r^2) r decays faster than 1/r
+    expect_identical(row$multivariate, k != "cauchy", info = k)
+    expect_identical(row$truncated, is.finite(row$cutoff), info = k)
+    expect_equal(row$reach, if (row$compact) 1 else c(gaussian = 3, laplace = 8, cauchy = 3)[[k]],
+                 info = k)
+  }
+  # bandwidths match the Gaussian's by canonical bandwidths, the Cauchy's by quartiles
+  expect_equal(tab$equivalent[tab$kernel == "cauchy"], qnorm(0.75), tolerance = 1e-12)
+  expect_equal(tab$equivalent[tab$kernel == "epanechnikov"],
+               tab$canonical[2] / tab$canonical[1], tolerance = 1e-12)
+})
+
+test_that("every method that takes a kernel accepts every registry kernel that fits", {
+  set.seed(11)
+  x <- runif(60)
+  y <- sin(4 * x) + rnorm(60, sd = 0.1)
+  x2 <- matrix(rnorm(120), ncol = 2)
+  img <- matrix(runif(64), 8)
+  img[3, 4] <- NA
+  for (k in localmean:::registry_table()$kernel) {
+    expect_length(fitted(local_poly(x, y, kernel = k, bandwidth = 0.3, verbose = FALSE)), 60)
+    expect_length(fitted(local_classify(x, factor(y > 0.5), kernel = k, bandwidth = 0.3,
+                                        verbose = FALSE)), 60)
+    expect_true(all(is.finite(kde(x, bandwidth = 0.3, kernel = k, verbose = FALSE)$estimate)))
+    if (k %in% localmean:::kernel_names("multivariate")) {
+      expect_true(all(is.finite(kde(x2, bandwidth = 1, kernel = k, verbose = FALSE)$estimate)))
+    } else {
+      expect_error(kde(x2, bandwidth = 1, kernel = k), k, class = "localmean_error")
+    }
+    expect_s3_class(mean_shift(x2, bandwidth = 1, kernel = k, verbose = FALSE), "mode_clusters")
+    expect_equal(dim(temporal_local_mean(x2, kernel = k, bandwidth = 1)), dim(x2))
+    expect_false(anyNA(as.matrix(local_impute(img, kernel = k, n_threads = 1, verbose = FALSE))))
+  }
+})

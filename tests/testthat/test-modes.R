@@ -184,3 +184,23 @@ test_that("bad input gives classed errors naming the argument", {
   expect_error(mean_shift(blobs, bandwidth = 1, kernel = "box"), "kernel",
                class = "localmean_error")
 })
+
+test_that("local_control() sets the mode methods' cut-off; they never bin", {
+  set.seed(9)
+  x <- matrix(rnorm(200), ncol = 2)
+  wide <- mean_shift(x, bandwidth = 0.5, verbose = FALSE)
+  cut <- mean_shift(x, bandwidth = 0.5, control = local_control(cutoff = 1), verbose = FALSE)
+  expect_false(isTRUE(all.equal(wide$point_modes, cut$point_modes)))
+  # with a cut-off of one bandwidth the Gaussian climbs like a truncated kernel: every move is
+  # the local mean of the points within one bandwidth, weighted by the Gaussian
+  step <- self_local_mean(x, steps = 1, bandwidth = 0.5, control = local_control(cutoff = 1),
+                          verbose = FALSE)
+  ref <- t(apply(x, 1, function(p) {
+    r2 <- colSums((t(x) - p)^2) / 0.25
+    w <- exp(-r2 / 2) * (r2 <= 1)
+    colSums(w * x) / sum(w)
+  }))
+  expect_equal(unname(step), ref, tolerance = 1e-10)
+  expect_error(mean_shift(x, bandwidth = 0.5, control = local_control(gridsize = 101)),
+               "gridsize", class = "localmean_error")
+})

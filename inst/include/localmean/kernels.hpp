@@ -132,12 +132,19 @@ struct Gaussian {
   }
   static double exact(double r2) { return std::exp(-0.5 * r2); }
 };
-struct Epanechnikov {
+// The polynomial kernels (1 - u^2)^P: Epanechnikov, biweight and triweight.
+template <int P> struct QuadraticPower {
   static constexpr double fast_limit() { return kInf; }
-  static double shape(double r2) { return std::max(0.0, 1.0 - r2); }
+  static double shape(double r2) {
+    const double t = std::max(0.0, 1.0 - r2);
+    double p = t;
+    for (int i = 1; i < P; ++i) p *= t;
+    return p;
+  }
   static double exact(double r2) { return shape(r2); }
   static double wide(double r2) { return shape(r2); }
 };
+using Epanechnikov = QuadraticPower<1>;
 struct Uniform {
   static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return within(r2, 1.0); }
@@ -150,24 +157,8 @@ struct Triangular {
   static double exact(double r2) { return shape(r2); }
   static double wide(double r2) { return shape(r2); }
 };
-struct Biweight {
-  static constexpr double fast_limit() { return kInf; }
-  static double shape(double r2) {
-    const double t = std::max(0.0, 1.0 - r2);
-    return t * t;
-  }
-  static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
-};
-struct Triweight {
-  static constexpr double fast_limit() { return kInf; }
-  static double shape(double r2) {
-    const double t = std::max(0.0, 1.0 - r2);
-    return t * t * t;
-  }
-  static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
-};
+using Biweight = QuadraticPower<2>;
+using Triweight = QuadraticPower<3>;
 struct Tricube {
   static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) {
