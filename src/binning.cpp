@@ -39,11 +39,17 @@ NumericVector cpp_hermite_pair_sums(NumericMatrix z, NumericVector w, double g,
   const std::size_t n = z.nrow(), d = z.ncol(), nq = orders.nrow();
   if (static_cast<std::size_t>(orders.ncol()) != d || static_cast<std::size_t>(w.size()) != n)
     stop("`orders` needs one column per variable and `w` one weight per point");
+  if (orders.size() && *std::min_element(orders.begin(), orders.end()) < 0)
+    stop("`orders` must not be negative");
   const int top = orders.size() ? *std::max_element(orders.begin(), orders.end()) : 0;
-  const std::size_t rmax = static_cast<std::size_t>(std::max(top, 0));
-  std::vector<double> u(n * d);  // z / g, point by point
+  const std::size_t rmax = static_cast<std::size_t>(top);
+  // Plain copies for the workers: z / g point by point, the weights, the orders row by row.
+  std::vector<double> u(n * d), wt(w.begin(), w.end());
+  std::vector<int> ord(nq * d);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t k = 0; k < d; ++k) u[i * d + k] = z(i, k) / g;
+  for (std::size_t q = 0; q < nq; ++q)
+    for (std::size_t k = 0; k < d; ++k) ord[q * d + k] = orders(q, k);
   std::vector<double> rows(n * nq, 0.0);
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> he(d * (rmax + 1)), acc(nq);
@@ -58,10 +64,10 @@ NumericVector cpp_hermite_pair_sums(NumericMatrix z, NumericVector w, double g,
         for (std::size_t m = 1; m < rmax; ++m) h[m + 1] = v * h[m] - m * h[m - 1];
         r2 += v * v;
       }
-      const double base = factor * w[j] * std::exp(-r2 / 2.0);
+      const double base = factor * wt[j] * std::exp(-r2 / 2.0);
       for (std::size_t q = 0; q < nq; ++q) {
         double term = base;
-        for (std::size_t k = 0; k < d; ++k) term *= he[k * (rmax + 1) + orders(q, k)];
+        for (std::size_t k = 0; k < d; ++k) term *= he[k * (rmax + 1) + ord[q * d + k]];
         acc[q] += term;
       }
     };
@@ -69,7 +75,7 @@ NumericVector cpp_hermite_pair_sums(NumericMatrix z, NumericVector w, double g,
       std::fill(acc.begin(), acc.end(), 0.0);
       add_pair(i, i, 1.0);
       for (std::size_t j = i + 1; j < n; ++j) add_pair(i, j, 2.0);
-      for (std::size_t q = 0; q < nq; ++q) rows[i * nq + q] = w[i] * acc[q];
+      for (std::size_t q = 0; q < nq; ++q) rows[i * nq + q] = wt[i] * acc[q];
     }
   };
   localmean_r::Monitor monitor(false, static_cast<double>(n), "pair sums");
