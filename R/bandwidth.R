@@ -29,19 +29,13 @@ print.nn_bandwidth <- function(x, ...) {
   invisible(x)
 }
 
-# Normal-reference rule of thumb: 1.06 sd n^(-1/(4 + d)) per variable for the Gaussian,
-# converted to `kernel` by the ratio of canonical bandwidths.
-bw_rot <- function(x, kernel, weights = NULL) {
+# Normal-reference rule of thumb: 1.06 s n^(-1/(4 + d)) per variable for the Gaussian, with the
+# robust spread s = min(sd, IQR / 1.349) (1.349: the IQR of the standard normal), converted to
+# `kernel` by the ratio of canonical bandwidths.
+bw_rot <- function(x, kernel) {
   n <- nrow(x)
-  spread <- apply(x, 2L, robust_sd)
+  spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.349)
   1.06 * spread * n^(-1 / (4 + ncol(x))) * kernel_scale_factor(kernel)
-}
-
-# min(sd, IQR / 1.349), the sd when the IQR is zero.
-robust_sd <- function(v) {
-  s <- stats::sd(v)
-  iqr <- stats::IQR(v) / 1.349
-  if (iqr > 0) min(s, iqr) else s
 }
 
 # Leave-one-out, GCV and AICc scores of a linear smoother from its fits and leverages.

@@ -147,19 +147,24 @@ check_plugin <- function(plugin, d, call = rlang::caller_env()) {
   plugin
 }
 
-# Weighted spread min(sd, IQR / 1.34) of every column and the effective sample size.
-weighted_spread <- function(x, weights) {
-  w <- (weights %||% rep(1, nrow(x)))
-  w <- w / sum(w)
-  n_eff <- 1 / sum(w^2)
-  spread <- apply(x, 2L, function(v) {
-    mu <- sum(w * v)
-    s <- sqrt(sum(w * (v - mu)^2) * n_eff / max(n_eff - 1, 1))
-    iqr <- if (is.null(weights)) stats::IQR(v) else weighted_iqr(v, w)
-    iqr <- iqr / 1.34
-    if (iqr > 0) min(s, iqr) else s
-  })
-  list(spread = spread, n = n_eff)
+# ---- Scales ---------------------------------------------------------------------------------
+
+# The robust scale min(s, IQR / iqr_divisor) of v, or s when the IQR is zero; with weights, the
+# weighted standard deviation and weighted quartiles. Each caller passes its published divisor:
+# 1.349 = 2 qnorm(0.75), the IQR of the standard normal (Sheather & Jones 1991, Wand & Jones 1995;
+# the regression rule of thumb), or Silverman's (1986, section 3.4.2) rounded 1.34 (as stats::bw.nrd0()).
+robust_scale <- function(v, iqr_divisor, weights = NULL) {
+  s <- weighted_sd(v, weights)
+  iqr <- if (is.null(weights)) stats::IQR(v) else weighted_iqr(v, weights / sum(weights))
+  if (iqr > 0) min(s, iqr / iqr_divisor) else s
+}
+
+# The standard deviation of v; with weights normalised to w, sum w (v - mean)^2 / (1 - sum w^2)
+# (reliability weights: n - 1 in the denominator when they are equal).
+weighted_sd <- function(v, weights = NULL) {
+  if (is.null(weights)) return(stats::sd(v))
+  w <- weights / sum(weights)
+  sqrt(sum(w * (v - sum(w * v))^2) / (1 - sum(w^2)))
 }
 
 weighted_iqr <- function(v, w) {
@@ -168,14 +173,17 @@ weighted_iqr <- function(v, w) {
   v[ord][which(cw >= 0.75)[1L]] - v[ord][which(cw >= 0.25)[1L]]
 }
 
+# Silverman's (1986, section 3.4.2) rule 0.9 min(s, IQR / 1.34) n^(-1/5) in one dimension, Scott's
+# s n^(-1/(d + 4)) per variable (with the same robust s) in more.
 bw_kde_rot <- function(x, weights) {
-  sp <- weighted_spread(x, weights)
-  if (any(!(sp$spread > 0))) {
+  spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.34, weights = weights)
+  n <- weight_summary(weights, nrow(x))$n
+  if (any(!(spread > 0))) {
     abort(c("{.arg x} has a column with no spread: the rule of thumb gives a zero bandwidth.",
             i = "Give {.arg bandwidth} as a number."), call = rlang::caller_env(2L))
   }
   d <- ncol(x)
-  if (d == 1L) 0.9 * sp$spread * sp$n^(-1 / 5) else sp$spread * sp$n^(-1 / (d + 4))
+  if (d == 1L) 0.9 * spread * n^(-1 / 5) else spread * n^(-1 / (d + 4))
 }
 
 # Data-driven selectors need at least two distinct values per variable and two points with
@@ -201,13 +209,6 @@ weight_summary <- function(weights, n) {
   list(w = w, self = self, n = 1 / self)
 }
 
-weighted_sd <- function(x, w) {
-  apply(x, 2L, function(v) {
-    mu <- sum(w * v)
-    sqrt(sum(w * (v - mu)^2) / (1 - sum(w^2)))
-  })
-}
-
 # ---- Gaussian derivatives --------------------------------------------------------------------
 
 # Probabilists' Hermite polynomials He_0, ..., He_r at u (a list), from the recursion
@@ -227,34 +228,33 @@ dnorm_deriv <- function(u, r) {
 
 # ---- One-dimensional pair sums on a grid ---------------------------------------------------
 
-# Linear binning of v on m equally spaced points from lo with step delta: masses summing to the
-# weights. One radix sort and cumulative sums, so that n = 1e6 takes a fraction of a second.
-bin_linear_1d <- function(v, w, lo, delta, m) {
-  pos <- (v - lo) / delta
-  k <- floor(pos)
-  k[k > m - 2] <- m - 2  # the maximum sits on the last point
-  frac <- pos - k
-  k <- as.integer(k) + 1L
-  ord <- order(k, method = "radix")
-  ends <- cumsum(tabulate(k, m)) + 1L
-  by_bin <- function(val) diff(c(0, c(0, cumsum(val[ord]))[ends]))
-  right <- by_bin(w * frac)
-  left <- by_bin(w) - right
-  left + c(0, right[-m])
-}
-
 # Every ordered pair (i, j) of binned points by lag: mass[l + 1] = sum of w_i w_j over pairs at
-# lag l * delta (both signs counted), from the autocorrelation of the bin masses (one FFT pair,
-# zero padded so that it does not wrap). A functional is then one sum over m lags, whatever n.
+# lag l * delta (both signs counted), from the autocorrelation of the bin masses. A functional is
+# then one sum over m lags, whatever n. m = 2^14 nodes keep the binned psi_4 and psi_6 within
+# 1e-4 (relative) of the pairwise sums in test-kde-bandwidth.R, for one FFT pair of 2^15 values.
 pair_lags_1d <- function(v, w, m = 2^14) {
   lo <- min(v)
   delta <- (max(v) - lo) / (m - 1)
-  mass <- bin_linear_1d(v, w, lo, delta, m)
-  spec <- stats::fft(c(mass, numeric(m)))
-  acf <- Re(stats::fft(Mod(spec)^2, inverse = TRUE))[seq_len(m)] / (2 * m)
+  mass <- cpp_linear_bin(v, w, lo, max(v), m)
+  acf <- mass_autocorrelation(mass)[seq_len(m)]
   acf[-1L] <- 2 * acf[-1L]
-  acf[acf < 0] <- 0  # rounding noise where no pair exists
   list(lag = (seq_len(m) - 1) * delta, mass = acf, self = sum(w^2), n = 1 / sum(w^2))
+}
+
+# The autocorrelation sum_k a[k] a[k + l] of bin masses a (a vector or a matrix) at every lag l,
+# by one FFT pair zero padded to twice the size in every dimension, so that it does not wrap:
+# lags 0, 1, ... in the first half of each dimension, the negative ones in the second half.
+# Rounding leaves tiny negative values where no pair exists: they become zero.
+mass_autocorrelation <- function(a) {
+  if (is.matrix(a)) {
+    padded <- matrix(0, 2L * nrow(a), 2L * ncol(a))
+    padded[seq_len(nrow(a)), seq_len(ncol(a))] <- a
+  } else {
+    padded <- c(a, numeric(length(a)))
+  }
+  acf <- Re(stats::fft(Mod(stats::fft(padded))^2, inverse = TRUE)) / length(padded)
+  acf[acf < 0] <- 0
+  acf
 }
 
 # sum_i sum_j w_i w_j k(X_i - X_j) for a kernel k that vanishes beyond `reach`.
@@ -263,9 +263,13 @@ lag_sum <- function(pairs, kern, reach) {
   sum(pairs$mass[keep] * kern(pairs$lag[keep]))
 }
 
+# Beyond 40 standard deviations the Gaussian underflows to zero in double precision: a lag sum
+# cut there is exact.
+gaussian_reach <- 40
+
 # psi_r estimated with the Gaussian pilot g, all pairs (the diagonal included).
 psi_1d <- function(pairs, r, g) {
-  lag_sum(pairs, function(u) dnorm_deriv(u / g, r), 40 * g) / g^(r + 1)
+  lag_sum(pairs, function(u) dnorm_deriv(u / g, r), gaussian_reach * g) / g^(r + 1)
 }
 
 # ---- Sheather-Jones solve-the-equation ---------------------------------------------------------
@@ -278,7 +282,7 @@ bw_sj_ste <- function(v, weights) {
   ws <- weight_summary(weights, length(v))
   pairs <- pair_lags_1d(v, ws$w)
   n <- ws$n
-  scale <- sj_scale(v, weights)
+  scale <- robust_scale(v, 1.349, weights)
   unbiased <- 1 / (1 - ws$self)
   s_d <- function(alpha) psi_1d(pairs, 4L, alpha) * unbiased
   t_d <- -psi_1d(pairs, 6L, 1.23 * scale * n^(-1 / 9)) * unbiased
@@ -290,18 +294,13 @@ bw_sj_ste <- function(v, weights) {
   }
   ratio <- 1.357 * (s_a / t_d)^(1 / 7)
   equation <- function(h) (1 / (2 * sqrt(pi) * n * s_d(ratio * h^(5 / 7))))^(1 / 5) - h
-  h_max <- 1.144 * scale * n^(-1 / 5)
+  h_max <- oversmoothed(scale, n)
   find_root(equation, c(0.1, 1) * h_max, "Sheather-Jones equation")
 }
 
-# min(s, IQR / 1.349), the scale in the pilots of Sheather & Jones (1991) and Wand & Jones (1995).
-sj_scale <- function(v, weights) {
-  w <- if (is.null(weights)) rep(1 / length(v), length(v)) else weights / sum(weights)
-  s <- sqrt(sum(w * (v - sum(w * v))^2) / (1 - sum(w^2)))
-  iqr <- if (is.null(weights)) diff(stats::quantile(v, c(0.25, 0.75), names = FALSE)) else
-    weighted_iqr(v, w)
-  if (iqr > 0) min(s, iqr / 1.349) else s
-}
+# Terrell's (1990) oversmoothed bandwidth 1.144 s n^(-1/5), an upper bound on the AMISE-optimal
+# one for the scale s; stats::bw.SJ() and stats::bw.ucv() also search below it.
+oversmoothed <- function(scale, n) 1.144 * scale * n^(-1 / 5)
 
 # The root of a function that is positive at small and negative at large arguments, widening
 # the bracket geometrically when needed.
@@ -310,7 +309,7 @@ find_root <- function(fun, interval, what, call = rlang::caller_env(2L)) {
   hi <- interval[2L]
   f_lo <- fun(lo)
   f_hi <- fun(hi)
-  for (i in seq_len(60L)) {
+  for (i in seq_len(60L)) {  # 60 halvings or doublings move an end by 2^60, about 1e18
     if (is.finite(f_lo) && is.finite(f_hi) && f_lo * f_hi <= 0) break
     if (!(f_lo > 0) || !is.finite(f_lo)) {
       lo <- lo / 2
@@ -352,8 +351,10 @@ psi_pair_terms <- function(u, mass, orders) {
 }
 
 # A source of pairs for psi functionals in d >= 1 dimensions: lags of binned data, or the data
-# themselves (pair by pair, in blocks so that memory stays small).
-pair_source <- function(z, w) {
+# themselves (every pair, summed in C++ in O(n) memory). Up to `binned_from` points in 2-D the
+# exact pair sums (2e6 pairs) take a few milliseconds; above, the 256 x 256 grid of
+# pair_lags_2d() is faster and its error (under 1% in test-kde-bandwidth.R) shrinks with n.
+pair_source <- function(z, w, n_threads = 1L, binned_from = 2000L) {
   n <- nrow(z)
   d <- ncol(z)
   if (d == 1L) {
@@ -361,63 +362,37 @@ pair_source <- function(z, w) {
     return(list(type = "lags", lag = list(c(-rev(p$lag[-1L]), p$lag)),
                 mass = c(rev(p$mass[-1L]) / 2, p$mass[1L], p$mass[-1L] / 2)))
   }
-  if (d == 2L && n > 2000L) return(pair_lags_2d(z, w))
-  list(type = "pairs", z = z, w = w)
+  if (d == 2L && n > binned_from) return(pair_lags_2d(z, w))
+  list(type = "pairs", z = z, w = w, n_threads = n_threads)
 }
 
 psi_multi <- function(src, g, orders) {
   d <- ncol(orders)
   scale <- (2 * pi)^(-d / 2) * g^(-d - rowSums(orders))
-  if (src$type == "lags") {
-    return(scale * psi_pair_terms(lapply(src$lag, `/`, g), src$mass, orders))
-  }
-  z <- src$z
-  n <- nrow(z)
-  block <- max(1L, floor(2e5 / n))
-  total <- numeric(nrow(orders))
-  for (start in seq(1L, n, by = block)) {
-    i <- start:min(n, start + block - 1L)
-    u <- lapply(seq_len(d), function(k) outer(z[i, k], z[, k], "-") / g)
-    total <- total + psi_pair_terms(u, outer(src$w[i], src$w), orders)
+  total <- if (src$type == "lags") {
+    psi_pair_terms(lapply(src$lag, `/`, g), src$mass, orders)
+  } else {
+    cpp_hermite_pair_sums(src$z, src$w, g, orders, src$n_threads %||% 1L)
   }
   scale * total
 }
 
 # 2-D linear binning on an m x m grid and the autocorrelation of the masses by a 2-D FFT:
-# the mass of every lag vector, as for one dimension.
+# the mass of every lag vector, as for one dimension. m = 256 nodes a side keeps the binned
+# functionals within 1% of the pair sums at pilot 0.5 (scaled data, test-kde-bandwidth.R), for
+# one FFT pair of 512 x 512 values.
 pair_lags_2d <- function(z, w, m = 256L) {
   lo <- apply(z, 2L, min)
-  delta <- (apply(z, 2L, max) - lo) / (m - 1)
-  pos <- sweep(sweep(z, 2L, lo), 2L, delta, "/")
-  k <- pmin(floor(pos), m - 2)
-  frac <- pos - k
-  grid <- matrix(0, m, m)
-  for (a in 0:1) {
-    for (b in 0:1) {
-      wt <- w * (if (a) frac[, 1L] else 1 - frac[, 1L]) * (if (b) frac[, 2L] else 1 - frac[, 2L])
-      cell <- (k[, 1L] + a + 1) + (k[, 2L] + b) * m
-      grid[] <- grid[] + tabulate_weighted(cell, wt, m * m)
-    }
-  }
-  padded <- matrix(0, 2L * m, 2L * m)
-  padded[seq_len(m), seq_len(m)] <- grid
-  spec <- stats::fft(padded)
-  acf <- Re(stats::fft(Mod(spec)^2, inverse = TRUE)) / (4 * m * m)
-  acf[acf < 0] <- 0
+  hi <- apply(z, 2L, max)
+  delta <- (hi - lo) / (m - 1)
+  mass <- matrix(cpp_linear_bin(z, w, lo, hi, c(m, m)), m, m)
+  acf <- mass_autocorrelation(mass)
   lag_index <- c(0:(m - 1L), -m:-1)
   keep <- acf > 0
   list(type = "lags",
        lag = list(outer(lag_index * delta[1L], rep(1, 2L * m))[keep],
                   outer(rep(1, 2L * m), lag_index * delta[2L])[keep]),
        mass = acf[keep])
-}
-
-# Sums of wt by integer index in 1..size (a weighted tabulate): one radix sort, cumulative sums.
-tabulate_weighted <- function(index, wt, size) {
-  if (length(wt) == 1L) wt <- rep(wt, length(index))
-  ord <- order(index, method = "radix")
-  ends <- cumsum(tabulate(index, size)) + 1L
-  diff(c(0, c(0, cumsum(wt[ord]))[ends]))
 }
 
 # Normal-reference psi_r for N(0, sigma): D^r phi_{2 sigma}(0). The derivative of
@@ -482,7 +457,9 @@ psi_table <- function(orders, values) {
 # Two-stage plug-in psi functionals of order 2s + 4 (s = derivative order of the target) on
 # data z scaled to unit variances: normal-reference psi of order 2s + 8, SAMSE pilot and
 # estimates of order 2s + 6, SAMSE pilot and estimates of order 2s + 4.
-plugin_functionals <- function(z, w, n, sigma, s = 0L, cap = 3000L) {
+# In more than two dimensions the functionals are exact pair sums, O(n^2) in time: above `cap`
+# points they use an evenly spaced subsample of `cap` (4.5e6 pairs, well under a second).
+plugin_functionals <- function(z, w, n, sigma, s = 0L, cap = 3000L, n_threads = 1L) {
   d <- ncol(z)
   if (d > 2L && nrow(z) > cap) {
     # evenly spaced subsample: deterministic, no random numbers
@@ -491,7 +468,7 @@ plugin_functionals <- function(z, w, n, sigma, s = 0L, cap = 3000L) {
     w <- w[keep] / sum(w[keep])
     n <- min(n, 1 / sum(w^2))
   }
-  src <- pair_source(z, w)
+  src <- pair_source(z, w, n_threads)
   r_top <- 2L * s + 8L
   top <- multi_indices(d, r_top)
   lookup <- psi_table(top, psi_normal(top, sigma))
@@ -541,16 +518,16 @@ amise_diag_min <- function(psi, d, n, s, start) {
 }
 
 # Plug-in diagonal bandwidth (per-variable scales) for the density (s = 0) or gradient (s = 1).
-plugin_diag <- function(x, weights, s) {
+plugin_diag <- function(x, weights, s, n_threads = 1L) {
   ws <- weight_summary(weights, nrow(x))
   d <- ncol(x)
-  sd <- weighted_sd(x, ws$w)
+  sd <- apply(x, 2L, weighted_sd, weights = ws$w)
   z <- sweep(x, 2L, sd, "/")
   # normal reference: one variable, the robust scale min(s, IQR / 1.349) (Wand & Jones 1995),
   # as ks::hpi(); more, the covariance of the scaled data, as ks::Hpi.diag()
-  sigma <- if (d == 1L) matrix((sj_scale(x[, 1L], weights) / sd)^2) else
+  sigma <- if (d == 1L) matrix((robust_scale(x[, 1L], 1.349, weights) / sd)^2) else
     stats::cov.wt(z, wt = ws$w)$cov
-  psi <- plugin_functionals(z, ws$w, ws$n, sigma, s)
+  psi <- plugin_functionals(z, ws$w, ws$n, sigma, s, n_threads = n_threads)
   start <- rep((4 / ((d + 2 * s + 2) * ws$n))^(1 / (d + 2 * s + 4)), d)
   h <- amise_diag_min(psi, d, ws$n, s, start)
   if (any(!is.finite(h)) || any(h <= 0)) {
@@ -561,19 +538,19 @@ plugin_diag <- function(x, weights, s) {
   h * sd
 }
 
-bw_plugin_diag <- function(x, weights) {
-  h <- plugin_diag(x, weights, 0L)
+bw_plugin_diag <- function(x, weights, n_threads = 1L) {
+  h <- plugin_diag(x, weights, 0L, n_threads)
   if (ncol(x) == 1L) h[[1L]] else h
 }
 
 # Per-variable Gaussian scales for estimating the density gradient (mean shift): the two-stage
 # plug-in for a diagonal H with derivative order 1, as ks::Hpi.diag(deriv.order = 1).
-bw_gradient <- function(x, weights = NULL) {
+bw_gradient <- function(x, weights = NULL, n_threads = 1L) {
   x <- check_predictors(x)
   weights <- check_weights(weights, nrow(x))
   if (nrow(x) < 2L) abort("{.arg x} needs at least 2 points to choose a bandwidth.")
   check_spread(x, weights, "plugin")
-  plugin_diag(x, weights, 1L)
+  plugin_diag(x, weights, 1L, n_threads)
 }
 
 # ---- Least-squares cross-validation -------------------------------------------------------------
@@ -584,16 +561,17 @@ bw_gradient <- function(x, weights = NULL) {
 bw_lscv_1d <- function(v, weights) {
   ws <- weight_summary(weights, length(v))
   pairs <- pair_lags_1d(v, ws$w)
-  off <- function(s) lag_sum(pairs, function(u) stats::dnorm(u, sd = s), 40 * s) -
+  off <- function(s) lag_sum(pairs, function(u) stats::dnorm(u, sd = s), gaussian_reach * s) -
     ws$self * stats::dnorm(0, sd = s)
   criterion <- function(h) {
     1 / (2 * sqrt(pi) * ws$n * h) + off(sqrt(2) * h) - 2 / (1 - ws$self) * off(h)
   }
-  h_max <- 1.144 * sj_scale(v, weights) * ws$n^(-1 / 5)
+  h_max <- oversmoothed(robust_scale(v, 1.349, weights), ws$n)
   minimise_1d(criterion, c(h_max / 20, 2 * h_max), "lscv")
 }
 
-# Global minimum of a criterion on a log grid, refined by optimize() between its neighbours.
+# Global minimum of a criterion on a log grid, refined by optimize() between its neighbours. 80
+# points are about 5% apart over the 40-fold ranges searched here.
 minimise_1d <- function(criterion, range, method, call = rlang::caller_env(2L)) {
   grid <- exp(seq(log(range[1L]), log(range[2L]), length.out = 80L))
   values <- vapply(grid, criterion, numeric(1))
@@ -626,8 +604,9 @@ bw_lscv_diag <- function(x, weights, n_threads) {
     (4 * pi)^(-d / 2) / (ws$n * prod(h)) + norm_h * 2^(-d / 2) * pair_exp(sqrt(2) * h) -
       2 / (1 - ws$self) * norm_h * pair_exp(h)
   }
-  sd <- weighted_sd(x, ws$w)
+  sd <- apply(x, 2L, weighted_sd, weights = ws$w)
   start <- sd * (4 / ((d + 2) * ws$n))^(1 / (d + 4))
+  # multiples 1/20 to 2 of the normal-reference scales, as in one dimension, about 10% apart
   mult <- exp(seq(log(0.05), log(2), length.out = 40L))
   values <- vapply(mult, function(a) criterion(a * start), numeric(1))
   best <- which.min(values)
@@ -654,9 +633,9 @@ bw_scv_1d <- function(v, weights) {
       stats::dnorm(u, sd = wide) - 2 * stats::dnorm(u, sd = sqrt(h^2 + 2 * g^2)) +
         stats::dnorm(u, sd = sqrt(2) * g)
     }
-    1 / (2 * sqrt(pi) * ws$n * h) + lag_sum(pairs, k, 40 * wide)
+    1 / (2 * sqrt(pi) * ws$n * h) + lag_sum(pairs, k, gaussian_reach * wide)
   }
-  h_max <- 1.144 * sj_scale(v, weights) * ws$n^(-1 / 5)
+  h_max <- oversmoothed(robust_scale(v, 1.349, weights), ws$n)
   minimise_1d(criterion, c(h_max / 20, 2 * h_max), "scv")
 }
 
@@ -666,7 +645,7 @@ bw_scv_1d <- function(v, weights) {
 # g = 2^(-1/2) [-2 phi^(4)(0) / (psi_6 n)]^(1/7); psi_6 comes from a two-stage plug-in
 # (normal-reference psi_10 with the scale min(s, IQR / 1.349), then psi_8).
 scv_pilot <- function(pairs, v, weights, n) {
-  s <- sj_scale(v, weights)
+  s <- robust_scale(v, 1.349, weights)
   psi10 <- -945 / (64 * sqrt(pi) * s^11)
   psi8 <- psi_1d(pairs, 8L, (-2 * dnorm_deriv(0, 8L) / (psi10 * n))^(1 / 11))
   psi6 <- psi_1d(pairs, 6L, (-2 * dnorm_deriv(0, 6L) / (psi8 * n))^(1 / 9))
@@ -683,6 +662,8 @@ scv_pilot <- function(pairs, v, weights, n) {
 # Botev, Grotowski & Kroese (2010). On [0, 1] the diffusion estimate at time t (a Gaussian of
 # variance t with reflecting ends) is sum_k a_k exp(-k^2 pi^2 t / 2) cos(k pi x) with
 # a_k = 2 sum_i w_i cos(k pi X_i), so ||f^(j)(t)||^2 = 1/2 sum_k (k pi)^(2j) a_k^2 exp(-k^2 pi^2 t).
+# m = 2^14 cells and l = 7 stages are the defaults of the authors' reference code. The root is
+# sought between t = 1/m^2 (a standard deviation of one cell) and 0.1 (a third of the range).
 bw_isj <- function(v, weights, m = 2^14, stages = 7L) {
   ws <- weight_summary(weights, length(v))
   widen <- diff(range(v)) / 10
@@ -704,7 +685,8 @@ bw_isj <- function(v, weights, m = 2^14, stages = 7L) {
 
 # The largest root where the function crosses from negative to positive, on a log grid then by
 # uniroot(). Rounded or tied data add spurious small roots (time scales of the rounding); the
-# largest is the one at the scale of the density. NA when there is none.
+# largest is the one at the scale of the density. NA when there is none. The 60 grid points are
+# about a third apart over the range that bw_isj() searches.
 largest_root <- function(fun, range) {
   grid <- exp(seq(log(range[1L]), log(range[2L]), length.out = 60L))
   values <- vapply(grid, fun, numeric(1))
@@ -731,8 +713,10 @@ isj_gamma <- function(t, norm_deriv, n, stages) {
 # Cosine coefficients a_k = 2 sum_m p_m cos(k pi (m + 1/2) / M), k = 1..M-1, of the bin masses p
 # of u in [0, 1] on M cells: a DCT-II through one FFT of length 2M.
 dct_coefficients <- function(u, w, m) {
-  cell <- pmin(floor(u * m), m - 1) + 1L
-  p <- tabulate_weighted(as.integer(cell), w, m)
+  # the cell masses: linear binning of the cell numbers on the nodes 0..m-1 puts every point on
+  # its node whole
+  cell <- pmin(floor(u * m), m - 1)
+  p <- cpp_linear_bin(cell, w, 0, m - 1, m)
   spec <- stats::fft(c(p, numeric(m)))[seq_len(m)]
   k <- 0:(m - 1L)
   a <- 2 * Re(exp(-1i * pi * k / (2 * m)) * spec)

@@ -177,13 +177,14 @@ shift_setup <- function(x, bandwidth, kernel, weights, method, max_iter, tol, n_
     abort("{.code local_control(gridsize =)} does not apply: mode seeking never bins.",
           call = call)
   }
-  h <- shift_bandwidth(bandwidth, x, kernel, weights, call)
+  n_threads <- n_threads(n_threads)
+  h <- shift_bandwidth(bandwidth, x, kernel, weights, n_threads, call)
   setup <- list(x = x, kernel = kernel, weights = weights,
                 prior = if (!is.null(weights)) weights / sum(weights), h = h,
                 bandwidth_method = if (is.character(bandwidth)) bandwidth else "user",
                 max_iter = check_count(max_iter, min = 0, arg = "max_iter", call = call),
                 tol = check_positive(tol, zero = TRUE, arg = "tol", call = call),
-                control = control, n_threads = n_threads(n_threads),
+                control = control, n_threads = n_threads,
                 verbose = check_flag(verbose, arg = "verbose", call = call))
   setup$spec <- shift_spec(setup, method = method)
   setup$method <- setup$spec$method
@@ -198,11 +199,11 @@ shift_spec <- function(setup, data = setup$x, prior = setup$prior, method = setu
               verbose = setup$verbose)
 }
 
-shift_bandwidth <- function(bandwidth, x, kernel, weights, call) {
+shift_bandwidth <- function(bandwidth, x, kernel, weights, n_threads, call) {
   d <- ncol(x)
   if (is.character(bandwidth)) {
     check_choice(bandwidth, selector_names("modes"), arg = "bandwidth", call = call)
-    problem <- list(x = x, kernel = kernel, weights = weights)
+    problem <- list(x = x, kernel = kernel, weights = weights, n_threads = n_threads)
     return(run_selector(bandwidth, "modes", problem, call = call)$bandwidth)
   }
   if (!is.numeric(bandwidth) || is.matrix(bandwidth) || !length(bandwidth) %in% c(1L, d) ||

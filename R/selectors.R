@@ -54,7 +54,7 @@ bandwidth_selectors <- list(
   }),
   density_selector("rot", function(p) bw_kde_rot(p$x, p$weights), data_driven = FALSE),
   density_selector("plugin", function(p) {
-    if (p$plugin == "ste") bw_sj_ste(p$x[, 1L], p$weights) else bw_plugin_diag(p$x, p$weights)
+    if (p$plugin == "ste") bw_sj_ste(p$x[, 1L], p$weights) else bw_plugin_diag(p$x, p$weights, p$n_threads)
   }),
   density_selector("lscv", function(p) {
     if (ncol(p$x) == 1L) bw_lscv_1d(p$x[, 1L], p$weights) else
@@ -66,7 +66,7 @@ bandwidth_selectors <- list(
     if (nrow(p$x) < 2L) {
       abort("{.arg x} needs at least 2 points for {.code bandwidth = \"auto\"}.", call = p$call)
     }
-    h <- bw_gradient(p$x, p$weights) * kernel_scale_factor(p$kernel)
+    h <- bw_gradient(p$x, p$weights, p$n_threads) * kernel_scale_factor(p$kernel)
     if (any(!(h > 0))) {
       abort(c("{.code bandwidth = \"auto\"} gives a zero bandwidth: a variable has no spread.",
               i = "Give {.arg bandwidth} as a number."), call = p$call)

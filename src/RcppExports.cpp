@@ -11,6 +11,36 @@ Rcpp::Rostream<true>&  Rcpp::Rcout = Rcpp::Rcpp_cout_get();
 Rcpp::Rostream<false>& Rcpp::Rcerr = Rcpp::Rcpp_cerr_get();
 #endif
 
+// cpp_linear_bin
+NumericVector cpp_linear_bin(NumericVector x, NumericVector weights, NumericVector lo, NumericVector hi, IntegerVector gridsize);
+RcppExport SEXP _localmean_cpp_linear_bin(SEXP xSEXP, SEXP weightsSEXP, SEXP loSEXP, SEXP hiSEXP, SEXP gridsizeSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericVector >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type weights(weightsSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type lo(loSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type hi(hiSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type gridsize(gridsizeSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_linear_bin(x, weights, lo, hi, gridsize));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_hermite_pair_sums
+NumericVector cpp_hermite_pair_sums(NumericMatrix z, NumericVector w, double g, IntegerMatrix orders, int n_threads);
+RcppExport SEXP _localmean_cpp_hermite_pair_sums(SEXP zSEXP, SEXP wSEXP, SEXP gSEXP, SEXP ordersSEXP, SEXP n_threadsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type z(zSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type w(wSEXP);
+    Rcpp::traits::input_parameter< double >::type g(gSEXP);
+    Rcpp::traits::input_parameter< IntegerMatrix >::type orders(ordersSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_hermite_pair_sums(z, w, g, orders, n_threads));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_knn_graph
 List cpp_knn_graph(NumericMatrix x, NumericMatrix queries, int k, bool self, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_knn_graph(SEXP xSEXP, SEXP queriesSEXP, SEXP kSEXP, SEXP selfSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
@@ -457,6 +487,8 @@ END_RCPP
 }
 
 static const R_CallMethodDef CallEntries[] = {
+    {"_localmean_cpp_linear_bin", (DL_FUNC) &_localmean_cpp_linear_bin, 5},
+    {"_localmean_cpp_hermite_pair_sums", (DL_FUNC) &_localmean_cpp_hermite_pair_sums, 5},
     {"_localmean_cpp_knn_graph", (DL_FUNC) &_localmean_cpp_knn_graph, 6},
     {"_localmean_cpp_principal_axes", (DL_FUNC) &_localmean_cpp_principal_axes, 3},
     {"_localmean_cpp_lle", (DL_FUNC) &_localmean_cpp_lle, 6},

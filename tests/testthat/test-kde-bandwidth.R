@@ -257,3 +257,62 @@ test_that("selectors refuse degenerate input with classed errors", {
                class = "localmean_error")
   expect_error(localmean:::bw_gradient(cbind(1:10, 1)), "no spread", class = "localmean_error")
 })
+
+test_that("the core's linear binning gives the selectors' bin masses", {
+  set.seed(7)
+  v <- c(rnorm(300), 4)
+  w <- runif(301)
+  m <- 50L
+  lo <- min(v)
+  delta <- (max(v) - lo) / (m - 1)
+  # reference: each point's weight split between the two nodes around it, the maximum on the last
+  pos <- (v - lo) / delta
+  k <- pmin(floor(pos), m - 2)
+  ref <- numeric(m)
+  for (i in seq_along(v)) {
+    ref[k[i] + 1] <- ref[k[i] + 1] + w[i] * (1 - (pos[i] - k[i]))
+    ref[k[i] + 2] <- ref[k[i] + 2] + w[i] * (pos[i] - k[i])
+  }
+  got <- localmean:::cpp_linear_bin(v, w, lo, max(v), m)
+  expect_equal(got, ref, tolerance = 1e-12)
+  expect_equal(sum(got), sum(w))
+  expect_equal(localmean:::cpp_linear_bin(v, numeric(0), lo, max(v), m),
+               localmean:::cpp_linear_bin(v, rep(1, 301), lo, max(v), m))
+  # 2-D: the product of the two 1-D shares, the first variable varying fastest
+  z <- cbind(v, rev(v))
+  grid <- matrix(localmean:::cpp_linear_bin(z, w, apply(z, 2L, min), apply(z, 2L, max),
+                                            c(m, m)), m, m)
+  expect_equal(rowSums(grid), ref, tolerance = 1e-12)
+  expect_equal(colSums(grid), localmean:::cpp_linear_bin(rev(v), w, lo, max(v), m),
+               tolerance = 1e-12)
+  # cell numbers on the nodes 0..m-1 give a histogram
+  cells <- c(0, 3, 3, m - 1)
+  expect_equal(localmean:::cpp_linear_bin(cells, c(1, 2, 3, 4), 0, m - 1, m),
+               replace(numeric(m), c(1, 4, m), c(1, 5, 4)))
+})
+
+test_that("the multivariate pair sums do not depend on the threads", {
+  x <- unname(bw_data_2d(300))
+  x3 <- cbind(x, x[, 1L] * x[, 2L])
+  w <- runif(300)
+  w <- w / sum(w)
+  orders <- localmean:::multi_indices(3L, 6L)
+  one <- localmean:::cpp_hermite_pair_sums(x3, w, 0.6, orders, 1L)
+  expect_identical(localmean:::cpp_hermite_pair_sums(x3, w, 0.6, orders, 2L), one)
+  src <- localmean:::pair_source(x3, w, n_threads = 2L)
+  expect_identical(localmean:::psi_multi(src, 0.6, orders),
+                   localmean:::psi_multi(localmean:::pair_source(x3, w), 0.6, orders))
+})
+
+test_that("one robust scale serves every rule of thumb", {
+  v <- c(bw_data_1d()$bimodal, 40)
+  expect_equal(localmean:::robust_scale(v, 1.349), min(sd(v), IQR(v) / 1.349))
+  expect_equal(localmean:::robust_scale(v, 1.34), min(sd(v), IQR(v) / 1.34))
+  expect_equal(localmean:::robust_scale(v, 1.349, rep(2, length(v))),
+               localmean:::robust_scale(v, 1.349))
+  tied <- c(1, 1, 1, 1, 1, 5)  # no IQR: the standard deviation
+  expect_equal(localmean:::robust_scale(tied, 1.349), sd(tied))
+  expect_equal(localmean:::weighted_sd(1:4, c(1, 1, 0, 0)), sd(1:2))
+  expect_equal(unname(kde_bandwidth(v)), bw.nrd0(v))
+  expect_false("weights" %in% names(formals(localmean:::bw_rot)))
+})

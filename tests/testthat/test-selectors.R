@@ -28,7 +28,7 @@ test_that("a selector's result is what the family's fit uses", {
   expect_lte(min(curve$score), min(curve$score[curve$x != fit$bandwidth]))
   x2 <- cbind(x, rnorm(200))
   h <- localmean:::run_selector("auto", "modes", list(x = x2, kernel = "gaussian",
-                                                      weights = NULL))$bandwidth
+                                                      weights = NULL, n_threads = 1L))$bandwidth
   expect_equal(mean_shift(x2, verbose = FALSE)$bandwidth, h)
 })
 
