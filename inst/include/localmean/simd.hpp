@@ -25,8 +25,9 @@
 #define LOCALMEAN_X86_CLONES 0
 #endif
 
-// Kept empty for callers outside the core's dispatch (GCC's optimize("O3") attribute, which it
-// documents as unfit for production code, is no longer used).
+// Formerly GCC's optimize("O3") attribute, which GCC documents as unfit for production code; now
+// empty (src/Makevars compiles the files with hot loops at -O3). Kept only for adam_step in
+// sequence.hpp until that file drops it.
 #define LOCALMEAN_HOT
 
 namespace localmean {
