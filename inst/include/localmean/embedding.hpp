@@ -173,8 +173,9 @@ inline bool principal_axes(const double* x, std::size_t n, std::size_t d, std::s
     for (std::size_t i = 0; i < n; ++i) xc(i, j) = static_cast<float>(x[j * n + i] - out.centre[j]);
   Eigen::MatrixXd cov(d, d);
   constexpr std::size_t kCols = 32;
+  // The first chunk holds two blocks, one per thread of a typical machine.
   const bool done = run_chunked(
-      (d + kCols - 1) / kCols, 1, parallel_for, monitor, [&](std::size_t begin, std::size_t end) {
+      (d + kCols - 1) / kCols, 2, parallel_for, monitor, [&](std::size_t begin, std::size_t end) {
         for (std::size_t b = begin; b < end; ++b) {
           const std::size_t c0 = b * kCols, cn = std::min(kCols, d - c0);
           const Eigen::MatrixXf part = xc.transpose() * xc.middleCols(c0, cn);
