@@ -97,8 +97,8 @@ cpp_spatial_links <- function(rows, cols, h, radius, kernel) {
     .Call(`_localmean_cpp_spatial_links`, rows, cols, h, radius, kernel)
 }
 
-cpp_nl_means <- function(img_t, half_patch, half_search, h, sigma, n_threads, verbose) {
-    .Call(`_localmean_cpp_nl_means`, img_t, half_patch, half_search, h, sigma, n_threads, verbose)
+cpp_nl_means <- function(img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose) {
+    .Call(`_localmean_cpp_nl_means`, img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose)
 }
 
 cpp_temporal_local_mean <- function(qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose) {

@@ -293,8 +293,7 @@ empty_links <- function(p) {
 # Feature-layer links: spatial for images, by correlation for other tables.
 feature_links <- function(x, image_dim, kernel, feature_bandwidth, centre,
                           call = rlang::caller_env()) {
-  compact <- kernel %in% c("epanechnikov", "uniform", "triangular", "biweight", "triweight",
-                           "tricube", "cosine")
+  compact <- kernel_row(kernel)$compact
   if (!is.null(image_dim)) {
     h <- if (is.null(feature_bandwidth)) 1 else {
       check_positive(feature_bandwidth, arg = "feature_bandwidth", call = call)
@@ -441,12 +440,15 @@ as.matrix.local_imputation <- function(x, ...) x$completed
 #'
 #' Denoises an image by non-local means (Buades, Coll and Morel, 2005): every
 #' pixel becomes the local mean of the pixels of its `search` x `search`
-#' window, weighted by a Gaussian kernel on the distance between the
-#' `patch` x `patch` patches around them,
+#' window, weighted by a kernel on the distance between the `patch` x `patch`
+#' patches around them. With the default Gaussian kernel
 #' \deqn{w = \exp(-\max(d^2 - 2\sigma^2, 0) / h^2),}{w = exp(-max(d2 - 2 sigma^2, 0) / h^2),}
 #' where \eqn{d^2} is the mean squared difference of the two patches and
 #' \eqn{\sigma} the noise standard deviation (the form of Buades, Coll and
-#' Morel, 2011). The image is mirrored at its edges. When `sigma` is `NULL`
+#' Morel, 2011); another kernel \eqn{k} gives
+#' \eqn{w = k(\sqrt{2 \max(d^2 - 2\sigma^2, 0)} / h)}{w = k(sqrt(2 max(d2 - 2 sigma^2, 0)) / h)}
+#' up to a constant, so that `h` keeps the Gaussian's meaning (a compact
+#' kernel ignores patches whose excess distance exceeds \eqn{h^2 / 2}). The image is mirrored at its edges. When `sigma` is `NULL`
 #' it is estimated by Immerkaer's (1996) fast estimator (a Laplacian-type
 #' 3 x 3 filter that cancels smooth structure); when `h` is `NULL` it is
 #' `0.8 * sigma`, the factor that gave the highest PSNR on noisy mosaics of
@@ -458,6 +460,8 @@ as.matrix.local_imputation <- function(x, ...) x$completed
 #' @param patch,search Odd widths of the patch and of the search window.
 #' @param h Filtering parameter, or `NULL` for `0.8 * sigma`.
 #' @param sigma Noise standard deviation, or `NULL` to estimate it.
+#' @param kernel A kernel name, see [kernels()]: the weight of a patch as a
+#'   function of its distance.
 #' @inheritParams local_impute
 #' @return The denoised image, a matrix like `img`, with attributes `sigma`
 #'   and `h`.
@@ -476,9 +480,10 @@ as.matrix.local_imputation <- function(x, ...) x$completed
 #' attr(clean, "sigma")
 #' c(noisy = sqrt(mean((noisy - img)^2)), denoised = sqrt(mean((clean - img)^2)))
 local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
-                          n_threads = NULL, verbose = interactive()) {
+                          kernel = "gaussian", n_threads = NULL, verbose = interactive()) {
   if (!is.matrix(img) || !is.numeric(img)) abort("{.arg img} must be a numeric matrix.")
   if (any(!is.finite(img))) abort("{.arg img} has missing or non-finite values.")
+  kernel <- check_kernel(kernel)
   patch <- check_odd(patch)
   search <- check_odd(search)
   if (is.null(sigma)) {
@@ -491,7 +496,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
   verbose <- check_flag(verbose)
   out <- if (h > 0) {
     storage.mode(img) <- "double"
-    t(cpp_nl_means(t(img), patch %/% 2L, search %/% 2L, h, sigma, n_threads, verbose))
+    t(cpp_nl_means(t(img), patch %/% 2L, search %/% 2L, h, sigma, kernel, n_threads, verbose))
   } else {
     img + 0  # a noiseless image: nothing to do
   }

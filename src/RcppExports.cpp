@@ -389,8 +389,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_nl_means
-NumericMatrix cpp_nl_means(NumericMatrix img_t, int half_patch, int half_search, double h, double sigma, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_nl_means(SEXP img_tSEXP, SEXP half_patchSEXP, SEXP half_searchSEXP, SEXP hSEXP, SEXP sigmaSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+NumericMatrix cpp_nl_means(NumericMatrix img_t, int half_patch, int half_search, double h, double sigma, std::string kernel, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_nl_means(SEXP img_tSEXP, SEXP half_patchSEXP, SEXP half_searchSEXP, SEXP hSEXP, SEXP sigmaSEXP, SEXP kernelSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -399,9 +399,10 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< int >::type half_search(half_searchSEXP);
     Rcpp::traits::input_parameter< double >::type h(hSEXP);
     Rcpp::traits::input_parameter< double >::type sigma(sigmaSEXP);
+    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_nl_means(img_t, half_patch, half_search, h, sigma, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_nl_means(img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -511,7 +512,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},
-    {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 7},
+    {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_loss", (DL_FUNC) &_localmean_cpp_qkv_loss, 4},

@@ -59,8 +59,14 @@ List cpp_knn_graph(NumericMatrix x, NumericMatrix queries, int k, bool self, int
 // [[Rcpp::export]]
 List cpp_principal_axes(NumericMatrix x, int ndim, int n_threads) {
   const std::size_t d = x.ncol();
-  const localmean::Principal pc = localmean::principal_axes(
-      x.begin(), x.nrow(), d, static_cast<std::size_t>(ndim), localmean_r::parallel_for(n_threads));
+  localmean::Principal pc;
+  localmean_r::Monitor monitor(false, 0, "principal axes");  // interrupts only
+  const bool done = localmean::principal_axes(x.begin(), x.nrow(), d,
+                                              static_cast<std::size_t>(ndim), pc,
+                                              localmean_r::parallel_for(n_threads),
+                                              monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
   NumericMatrix rotation(d, ndim);
   std::copy(pc.axes.begin(), pc.axes.end(), rotation.begin());
   return List::create(_["center"] = wrap(pc.centre), _["rotation"] = rotation,
@@ -73,9 +79,17 @@ List cpp_lle(NumericMatrix x, int k, int ndim, double reg, int n_threads, bool v
   const std::size_t n = x.nrow(), d = x.ncol();
   const localmean::KnnGraph g = find_neighbours(x, x, k, true, n_threads, verbose);
   NumericMatrix weights(k, n);  // row-major n x k seen from C++
-  localmean::lle_weights(x.begin(), n, d, x.begin(), n, g, reg, weights.begin(),
-                         localmean_r::parallel_for(n_threads));
-  const localmean::LleResult res = localmean::lle_layout(g, weights.begin(), ndim);
+  localmean_r::Monitor monitor(verbose, n, "LLE weights");
+  const bool done = localmean::lle_weights(x.begin(), n, d, x.begin(), n, g, reg, weights.begin(),
+                                           localmean_r::parallel_for(n_threads),
+                                           monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  localmean_r::Monitor solver(false, 0, "LLE layout");  // interrupts only
+  const localmean::LleResult res =
+      localmean::lle_layout(g, weights.begin(), ndim, solver.callback());
+  solver.finish();
+  if (res.stopped) stop("the computation was stopped");
   if (!res.converged) stop("the eigen-solver did not converge");
   NumericMatrix layout(n, ndim);
   std::copy(res.layout.begin(), res.layout.end(), layout.begin());
@@ -90,8 +104,12 @@ NumericMatrix cpp_lle_transform(NumericMatrix x, NumericMatrix layout, NumericMa
   const std::size_t m = newdata.nrow(), ndim = layout.ncol(), n = x.nrow();
   const localmean::KnnGraph g = find_neighbours(x, newdata, k, false, n_threads, false);
   std::vector<double> w(m * k);
-  localmean::lle_weights(x.begin(), n, x.ncol(), newdata.begin(), m, g, reg, w.data(),
-                         localmean_r::parallel_for(n_threads));
+  localmean_r::Monitor monitor(false, m, "LLE weights");  // interrupts only
+  const bool done = localmean::lle_weights(x.begin(), n, x.ncol(), newdata.begin(), m, g, reg,
+                                           w.data(), localmean_r::parallel_for(n_threads),
+                                           monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
   NumericMatrix out(m, ndim);
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t a = 0; a < ndim; ++a) {
@@ -114,9 +132,14 @@ List cpp_trimap_triplets(NumericMatrix x, IntegerMatrix index, NumericMatrix dis
   set.n_random = n_random;
   set.weight_temp = weight_temp;
   set.seed = static_cast<std::uint64_t>(seed);
-  const localmean::TripletSet ts =
-      localmean::trimap_triplets(x.begin(), x.nrow(), x.ncol(), graph_from(index, dist), set,
-                                 localmean_r::parallel_for(n_threads));
+  localmean::TripletSet ts;
+  localmean_r::Monitor monitor(false, x.nrow(), "triplets");  // interrupts only
+  const bool done = localmean::trimap_triplets(x.begin(), x.nrow(), x.ncol(),
+                                               graph_from(index, dist), set, ts,
+                                               localmean_r::parallel_for(n_threads),
+                                               monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
   IntegerMatrix triplets(3, ts.size());
   std::copy(ts.triplets.begin(), ts.triplets.end(), triplets.begin());
   return List::create(_["triplets"] = triplets, _["weights"] = wrap(ts.weights));

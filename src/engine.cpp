@@ -95,9 +95,12 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
     const localmean::Grid raw = localmean::make_grid(d, grid_lo.begin(), grid_hi.begin(),
                                                      size.data());
     std::vector<double> counts, sums;
-    localmean::linear_bin(raw, pts.data(), n, values.begin(), nv, w, counts, sums, pfor);
+    // Binning polls for interrupts without moving the progress bar (it counts queries).
+    const localmean::Monitor poll = monitor.callback();
+    done = localmean::linear_bin(raw, pts.data(), n, values.begin(), nv, w, counts, sums, pfor,
+                                 [&poll](std::size_t, std::size_t) { return poll(0, 0); });
     FitArrays nodes(grid.nodes(), nb, nv, want_var);
-    done = localmean::binned_fit_nodes(grid, counts, sums, nv, set,
+    done = done && localmean::binned_fit_nodes(grid, counts, sums, nv, set,
                                        localmean::effective_cutoff(set), nodes.output(want_var),
                                        pfor, monitor.callback());
     if (done)
@@ -196,16 +199,14 @@ IntegerVector cpp_merge_modes(NumericMatrix modes, double tol) {
 IntegerVector cpp_nearest_index(NumericMatrix x, NumericVector scale, NumericMatrix queries,
                                 int n_threads) {
   const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
-  const localmean::KdTree tree(xs.data(), x.nrow(), x.ncol());
-  const std::size_t m = queries.nrow(), d = x.ncol();
+  const std::size_t m = queries.nrow();
   std::vector<std::size_t> index(m);
-  localmean_r::parallel_for(n_threads)(0, m, [&](std::size_t begin, std::size_t end) {
-    std::vector<double> q(d);
-    for (std::size_t i = begin; i < end; ++i) {
-      for (std::size_t j = 0; j < d; ++j) q[j] = qs[j * m + i];
-      tree.kth_distance(q.data(), 1, &index[i]);
-    }
-  });
+  localmean_r::Monitor monitor(false, m, "nearest points");  // interrupts only
+  const bool done = localmean::nearest_index(xs.data(), x.nrow(), x.ncol(), qs.data(), m,
+                                             index.data(), localmean_r::parallel_for(n_threads),
+                                             monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
   IntegerVector out(m);
   for (std::size_t i = 0; i < m; ++i) out[i] = static_cast<int>(index[i]) + 1;
   return out;
@@ -216,12 +217,12 @@ IntegerVector cpp_nearest_index(NumericMatrix x, NumericVector scale, NumericMat
 NumericVector cpp_knn_radius(NumericMatrix x, NumericVector scale, NumericMatrix queries, int k,
                              int n_threads, bool verbose) {
   const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
-  const localmean::KdTree tree(xs.data(), x.nrow(), x.ncol());
   NumericVector radius(queries.nrow());
   localmean_r::Monitor monitor(verbose, queries.nrow(), "neighbours");
-  const bool done =
-      localmean::knn_radius(tree, qs.data(), queries.nrow(), static_cast<std::size_t>(k),
-                            radius.begin(), localmean_r::parallel_for(n_threads), monitor.callback());
+  const bool done = localmean::knn_radius(xs.data(), x.nrow(), x.ncol(), qs.data(),
+                                          queries.nrow(), static_cast<std::size_t>(k),
+                                          radius.begin(), localmean_r::parallel_for(n_threads),
+                                          monitor.callback());
   monitor.finish();
   if (!done) stop("the computation was stopped");
   return radius;

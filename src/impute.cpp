@@ -110,9 +110,10 @@ List cpp_spatial_links(int rows, int cols, double h, double radius, std::string 
 // Non-local means of an image given transposed (width x height, so rows are contiguous).
 // [[Rcpp::export]]
 NumericMatrix cpp_nl_means(NumericMatrix img_t, int half_patch, int half_search, double h,
-                           double sigma, int n_threads, bool verbose) {
+                           double sigma, std::string kernel, int n_threads, bool verbose) {
   const std::size_t width = img_t.nrow(), height = img_t.ncol();
   localmean::NlmSettings set;
+  set.kernel = localmean_r::kernel_type(kernel);
   set.half_patch = half_patch;
   set.half_search = half_search;
   set.h = h;

@@ -174,23 +174,138 @@ static void impute_tests() {
   auto at = [&](long r, long c) {
     return img[detail::mirror(r, H) * W + detail::mirror(c, W)];
   };
-  double nworst = 0.0;
-  for (long r = 0; r < long(H); ++r)
-    for (long c = 0; c < long(W); ++c) {
-      double sw = 0.0, swx = 0.0;
-      for (long dy = -3; dy <= 3; ++dy)
-        for (long dx = -3; dx <= 3; ++dx) {
-          double d2 = 0.0;
-          for (long a = -1; a <= 1; ++a)
-            for (long b = -1; b <= 1; ++b)
-              d2 += std::pow(at(r + a, c + b) - at(r + dy + a, c + dx + b), 2);
-          const double w = std::exp(-std::max(d2 / 9.0 - 2 * 0.09, 0.0) / 0.16);
-          sw += w;
-          swx += w * at(r + dy, c + dx);
-        }
-      nworst = std::max(nworst, std::fabs(out1[r * W + c] - swx / sw));
+  // The largest difference from a direct computation with weight(excess), the excess patch
+  // distance max(d2 - 2 sigma^2, 0).
+  auto direct_worst = [&](double (*weight)(double)) {
+    double worst = 0.0;
+    for (long r = 0; r < long(H); ++r)
+      for (long c = 0; c < long(W); ++c) {
+        double sw = 0.0, swx = 0.0;
+        for (long dy = -3; dy <= 3; ++dy)
+          for (long dx = -3; dx <= 3; ++dx) {
+            double d2 = 0.0;
+            for (long a = -1; a <= 1; ++a)
+              for (long b = -1; b <= 1; ++b)
+                d2 += std::pow(at(r + a, c + b) - at(r + dy + a, c + dx + b), 2);
+            const double w = weight(std::max(d2 / 9.0 - 2 * 0.09, 0.0));
+            sw += w;
+            swx += w * at(r + dy, c + dx);
+          }
+        worst = std::max(worst, std::fabs(out1[r * W + c] - swx / sw));
+      }
+    return worst;
+  };
+  expect(direct_worst([](double e) { return std::exp(-e / 0.16); }) < 1e-10,
+         "non-local means equal a direct computation");
+
+  // Another registry kernel: Epanechnikov weights max(0, 1 - 2 excess / h^2).
+  nset.kernel = KernelType::epanechnikov;
+  nl_means(img.data(), H, W, nset, out1.data());
+  nl_means(img.data(), H, W, nset, out2.data(), two_threads);
+  expect(out1 == out2, "serial and threaded Epanechnikov non-local means are identical");
+  expect(direct_worst([](double e) { return std::max(0.0, 1.0 - 2.0 * e / 0.16); }) < 1e-10,
+         "Epanechnikov non-local means equal a direct computation");
+
+  // The engine's local mean over a neighbour list equals a hand loop, and listed kernel weights
+  // are the kernel's values (0 for incomparable neighbours, equal shares at h = 0).
+  const std::vector<double> lw = {0.5, 2.0, 0.0, 1.5}, lp = {1.0, 0.1, 1.0, 0.5},
+                            lv = {3.0, -1.0, 7.0, 2.0};
+  const double listed = listed_local_mean(lw.data(), 4, [&](std::size_t b) { return lp[b]; },
+                                          [&](std::size_t b) { return lv[b]; });
+  double hw = 0.0, hwy = 0.0;
+  for (std::size_t b = 0; b < 4; ++b) {
+    hw += lw[b] * lp[b];
+    hwy += lw[b] * lp[b] * lv[b];
+  }
+  expect(listed == hwy / hw, "the listed local mean equals a hand loop");
+  expect(std::isnan(listed_local_mean(lw.data() + 2, 1, [](std::size_t) { return 1.0; },
+                                      [](std::size_t) { return 1.0; })),
+         "a listed local mean without weight is NaN");
+  const std::vector<double> ld2 = {0.0, 0.25, kInf, 4.0};
+  std::vector<double> kw(4);
+  listed_kernel_weights(KernelType::biweight, ld2.data(), 4, 0.5, kw.data());
+  expect(kw[0] == 1.0 && kw[1] == 0.25 && kw[2] == 0.0 && kw[3] == 0.0,
+         "listed kernel weights are the kernel's values");
+  listed_kernel_weights(KernelType::gaussian, ld2.data(), 4, 0.0, kw.data());
+  expect(kw[0] == 1.0 && kw[1] == 0.0 && kw[2] == 0.0, "at h = 0 only exact duplicates weigh");
+}
+
+// Neighbour search: brute force (high dimension) against the kd-tree (the same points padded
+// with constant variables, which change no distance) and against a sort; the nearest index.
+static void neighbour_tests() {
+  const std::size_t n = 300, m = 50, d = 3, wide = 12, k = 7;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> norm(0.0, 1.0);
+  std::vector<double> x(n * wide, 0.25), q(m * wide, 0.25);
+  for (std::size_t j = 0; j < d; ++j) {
+    for (std::size_t i = 0; i < n; ++i) x[j * n + i] = norm(rng);
+    for (std::size_t i = 0; i < m; ++i) q[j * m + i] = norm(rng);
+  }
+  for (std::size_t i = 0; i < 5; ++i)  // duplicates of earlier points
+    for (std::size_t j = 0; j < d; ++j) x[j * n + 290 + i] = x[j * n + i];
+  // x and q hold d informative columns, then constant ones; both layouts share the first d.
+  std::vector<double> r_tree(m), r_brute(m), r_brute2(m);
+  knn_radius(x.data(), n, d, q.data(), m, k, r_tree.data());
+  knn_radius(x.data(), n, wide, q.data(), m, k, r_brute.data());
+  knn_radius(x.data(), n, wide, q.data(), m, k, r_brute2.data(), two_threads);
+  double worst = 0.0;
+  for (std::size_t i = 0; i < m; ++i) {
+    std::vector<double> dist(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      double s = 0.0;
+      for (std::size_t j = 0; j < d; ++j) s += std::pow(x[j * n + p] - q[j * m + i], 2);
+      dist[p] = std::sqrt(s);
     }
-  expect(nworst < 1e-10, "non-local means equal a direct computation");
+    std::nth_element(dist.begin(), dist.begin() + (k - 1), dist.end());
+    worst = std::max({worst, std::fabs(r_tree[i] - dist[k - 1]),
+                      std::fabs(r_brute[i] - dist[k - 1])});
+  }
+  expect(worst < 1e-12, "tree and brute-force knn_radius equal the k-th sorted distance");
+  expect(r_brute == r_brute2, "serial and threaded brute-force knn_radius are identical");
+  std::vector<double> r_all(m);
+  knn_radius(x.data(), n, wide, q.data(), m, n + 5, r_all.data());
+  knn_radius(x.data(), n, d, q.data(), m, n, r_tree.data());
+  expect(r_all == r_tree, "k beyond n gives the farthest point, by either search");
+
+  KnnGraph g_tree, g_brute;
+  knn_graph(x.data(), n, d, x.data(), n, k, true, g_tree);
+  knn_graph(x.data(), n, wide, x.data(), n, k, true, g_brute, two_threads);
+  expect(g_tree.index == g_brute.index, "tree and brute-force neighbour graphs agree");
+  double gworst = 0.0;
+  for (std::size_t a = 0; a < g_tree.dist.size(); ++a)
+    gworst = std::max(gworst, std::fabs(g_tree.dist[a] - g_brute.dist[a]));
+  expect(gworst < 1e-12, "and so do their distances");
+  bool no_self = true;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t r = 0; r < k; ++r) no_self = no_self && g_tree.index[i * k + r] != int(i);
+  expect(no_self, "a self graph leaves every point out of its own list");
+  expect(g_tree.dist[290 * k] == 0.0 && g_tree.index[290 * k] == 0, "duplicates are neighbours");
+
+  std::vector<std::size_t> i_tree(m), i_brute(m);
+  nearest_index(x.data(), n, d, q.data(), m, i_tree.data());
+  nearest_index(x.data(), n, wide, q.data(), m, i_brute.data(), two_threads);
+  expect(i_tree == i_brute, "tree and brute-force nearest indices agree");
+  std::vector<double> r1(m);
+  knn_radius(x.data(), n, d, q.data(), m, 1, r1.data());
+  double iworst = 0.0;
+  for (std::size_t i = 0; i < m; ++i) {
+    double s = 0.0;
+    for (std::size_t j = 0; j < d; ++j) s += std::pow(x[j * n + i_tree[i]] - q[j * m + i], 2);
+    iworst = std::max(iworst, std::fabs(std::sqrt(s) - r1[i]));
+  }
+  expect(iworst < 1e-12, "the nearest index is at the nearest distance");
+
+  // Stopping: a monitor that says stop ends the search with false.
+  const Monitor stop = [](std::size_t, std::size_t) { return false; };
+  expect(!knn_radius(x.data(), n, wide, q.data(), m, k, r_brute.data(), serial_for, stop),
+         "the monitor stops a search");
+
+  // Radial constants against closed forms: Epanechnikov in 2-D (2 / pi), uniform in 3-D
+  // (3 / (4 pi)), Laplace in 3-D (1 / (8 pi)).
+  expect(std::fabs(radial_constant(KernelType::epanechnikov, 2) * kPi / 2.0 - 1.0) < 1e-12 &&
+             std::fabs(radial_constant(KernelType::uniform, 3) * 4.0 * kPi / 3.0 - 1.0) < 1e-12 &&
+             std::fabs(radial_constant(KernelType::laplace, 3) * 8.0 * kPi - 1.0) < 1e-11,
+         "radial constants equal their closed forms");
 }
 
 int main() {
@@ -233,7 +348,7 @@ int main() {
 
   // The k-th neighbour distance against a sort.
   std::vector<double> radius(m);
-  knn_radius(data.tree(), q.data(), m, 5, radius.data());
+  knn_radius(x.data(), n, d, q.data(), m, 5, radius.data());
   for (std::size_t k = 0; k < m; ++k) {
     std::vector<double> dist(n);
     for (std::size_t i = 0; i < n; ++i)
@@ -366,6 +481,7 @@ int main() {
     expect(tr1.batch_loss.back() < tr1.batch_loss.front(), "QKV training lowers the loss");
   }
   impute_tests();
+  neighbour_tests();
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

@@ -168,3 +168,55 @@ test_that("plot_images() draws rows or lists of images and checks their shape", 
   expect_error(plot_images(x, c(27, 28)), "image_dim", class = "localmean_error")
   expect_error(plot_images(matrix(1:10, 1)), "image_dim", class = "localmean_error")
 })
+
+test_that("local_denoise() takes every registry kernel, with the Gaussian's h", {
+  set.seed(9)
+  tiny <- matrix(runif(7 * 6), 7)
+  # Plain-R non-local means with the weight w(excess), excess = max(d2 - 2 sigma^2, 0).
+  nlm_kernel_ref <- function(img, patch, search, weight) {
+    hp <- patch %/% 2
+    hs <- search %/% 2
+    mirror <- function(i, n) {
+      while (i < 1 || i > n) i <- if (i < 1) 1 - i else 2 * n + 1 - i
+      i
+    }
+    at <- function(r, c) img[mirror(r, nrow(img)), mirror(c, ncol(img))]
+    patch_at <- function(r, c) outer(-hp:hp, -hp:hp, Vectorize(function(a, b) at(r + a, c + b)))
+    out <- img
+    for (r in seq_len(nrow(img))) for (c in seq_len(ncol(img))) {
+      sw <- swx <- 0
+      for (dy in -hs:hs) for (dx in -hs:hs) {
+        w <- weight(mean((patch_at(r, c) - patch_at(r + dy, c + dx))^2))
+        sw <- sw + w
+        swx <- swx + w * at(r + dy, c + dx)
+      }
+      out[r, c] <- swx / sw
+    }
+    out
+  }
+  h <- 0.3
+  sigma <- 0.1
+  excess <- function(d2) max(d2 - 2 * sigma^2, 0)
+  epan <- local_denoise(tiny, patch = 3, search = 5, h = h, sigma = sigma,
+                        kernel = "epanechnikov", n_threads = 1)
+  expect_equal(as.vector(epan),
+               as.vector(nlm_kernel_ref(tiny, 3, 5, function(d2) {
+                 max(0, 1 - 2 * excess(d2) / h^2)
+               })), tolerance = 1e-10)
+  cauchy <- local_denoise(tiny, patch = 3, search = 5, h = h, sigma = sigma, kernel = "cauchy",
+                          n_threads = 1)
+  expect_equal(as.vector(cauchy),
+               as.vector(nlm_kernel_ref(tiny, 3, 5, function(d2) 1 / (1 + 2 * excess(d2) / h^2))),
+               tolerance = 1e-10)
+  # The default is the Gaussian, unchanged; every registry kernel runs, the same on 1 and 2 threads.
+  expect_identical(local_denoise(tiny, h = h, sigma = sigma, n_threads = 1),
+                   local_denoise(tiny, h = h, sigma = sigma, kernel = "gaussian", n_threads = 1))
+  noisy <- matrix(rep(c(0, 1), each = 20 * 10), 20) + matrix(rnorm(400, sd = 0.1), 20)
+  for (kernel in kernels()$kernel) {
+    one <- local_denoise(noisy, patch = 3, search = 7, kernel = kernel, n_threads = 1)
+    expect_identical(one, local_denoise(noisy, patch = 3, search = 7, kernel = kernel,
+                                        n_threads = 2))
+    expect_true(all(is.finite(one)))
+  }
+  expect_error(local_denoise(tiny, kernel = "boxcar"), "kernel", class = "localmean_error")
+})

@@ -19,10 +19,6 @@ struct Grid {
   double lo[2] = {0.0, 0.0};
   double step[2] = {1.0, 1.0};
   std::size_t nodes() const { return d == 1 ? size[0] : size[0] * size[1]; }
-  double coord(std::size_t node, std::size_t j) const {
-    const std::size_t i = j == 0 ? node % size[0] : node / size[0];
-    return lo[j] + step[j] * static_cast<double>(i);
-  }
 };
 
 // The grid covering [lo, hi] per dimension with `size` nodes.
@@ -108,14 +104,19 @@ void bin_points(const Grid& g, const double* x, std::size_t n, std::size_t begin
 
 }  // namespace detail
 
+// Points per chunk of linear_bin: at least kMinBinChunk (2^17, about 1 ms of binning, so that
+// small data are one chunk), and at most kMaxBinChunks chunks, each with its own partial grid.
+constexpr std::size_t kMinBinChunk = std::size_t(1) << 17, kMaxBinChunks = 16;
+
 // Linear binning of weights (prior, or 1) and of weighted values. Points off the grid are dropped.
 // Fixed chunks of points fill their own grids, summed in chunk order: the result does not depend
-// on the number of threads.
-inline void linear_bin(const Grid& g, const double* x, std::size_t n, const double* values,
+// on the number of threads. Returns false if the monitor stopped it.
+inline bool linear_bin(const Grid& g, const double* x, std::size_t n, const double* values,
                        std::size_t nv, const double* prior, std::vector<double>& counts,
-                       std::vector<double>& sums, const ParallelFor& parallel_for) {
+                       std::vector<double>& sums, const ParallelFor& parallel_for,
+                       const Monitor& monitor = {}) {
   const std::size_t G = g.nodes();
-  const std::size_t chunk = std::max<std::size_t>(std::size_t(1) << 17, n / 16 + 1);
+  const std::size_t chunk = std::max(kMinBinChunk, n / kMaxBinChunks + 1);
   const std::size_t nchunks = (n + chunk - 1) / chunk;
   std::vector<double> part(nchunks * G * (1 + nv), 0.0);
   auto fn = [&](std::size_t begin, std::size_t end) {
@@ -132,7 +133,8 @@ inline void linear_bin(const Grid& g, const double* x, std::size_t n, const doub
       }
     }
   };
-  parallel_for(0, nchunks, fn);
+  // The first pass bins a few chunks, then run_chunked sizes the passes to about 0.1 s each.
+  if (!run_chunked(nchunks, 4, parallel_for, monitor, fn)) return false;
   counts.assign(G, 0.0);
   sums.assign(G * nv, 0.0);
   for (std::size_t c = 0; c < nchunks; ++c) {
@@ -140,6 +142,7 @@ inline void linear_bin(const Grid& g, const double* x, std::size_t n, const doub
     for (std::size_t k = 0; k < G; ++k) counts[k] += cnt[k];
     for (std::size_t k = 0; k < G * nv; ++k) sums[k] += cnt[G + k];
   }
+  return true;
 }
 
 namespace detail {

@@ -1,4 +1,4 @@
-// Embeddings: k-nearest-neighbour graphs, principal components, locally linear embedding (every
+// Embeddings: principal components, locally linear embedding (every
 // point a local mean of its neighbours with least-squares weights) and the triplet optimiser
 // shared by TriMap and ordinal embedding (hyperkernels on triplets). Needs Eigen and Spectra.
 #pragma once
@@ -16,232 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine.hpp"
+#include "neighbors.hpp"
 
 namespace localmean {
-
-// ---------------------------------------------------------------------------------------------
-// k-nearest-neighbour graph
-
-// Dimensions up to this use the kd-tree; above it, blocked brute force.
-constexpr std::size_t kTreeMaxDim = 8;
-
-// Row-major n x k neighbour indices (0-based) and distances, nearest first, ties by index.
-struct KnnGraph {
-  std::size_t n = 0, k = 0;
-  std::vector<int> index;
-  std::vector<double> dist;
-};
-
-namespace detail {
-
-inline double squared_distance(const double* x, std::size_t n, std::size_t d, std::size_t a,
-                               const double* q, std::size_t m, std::size_t b) {
-  double s = 0.0;
-  for (std::size_t j = 0; j < d; ++j) {
-    const double t = x[j * n + a] - q[j * m + b];
-    s += t * t;
-  }
-  return s;
-}
-
-// Keeps the k smallest (value, index) pairs seen, sorted; insertion is rare once it is full.
-class TopK {
-public:
-  explicit TopK(std::size_t k) : k_(k) { items_.reserve(k + 1); }
-  void clear() { items_.clear(); }
-  float bound() const {
-    return items_.size() < k_ ? std::numeric_limits<float>::infinity() : items_.back().first;
-  }
-  void push(float value, int index) {
-    const std::pair<float, int> item(value, index);
-    items_.insert(std::upper_bound(items_.begin(), items_.end(), item), item);
-    if (items_.size() > k_) items_.pop_back();
-  }
-  const std::vector<std::pair<float, int>>& items() const { return items_; }
-
-private:
-  std::size_t k_;
-  std::vector<std::pair<float, int>> items_;
-};
-
-constexpr std::size_t kPanel = 8, kGroup = 4, kDataPanels = 32;
-typedef float Float8 __attribute__((vector_size(32)));
-
-// Inner products of a group of 4 queries ([d][4]) with `panels` panels of 8 points ([d][8]
-// each, at most kDataPanels): out[r][c] for query r and point c, rows of kDataPanels * 8. Four vector
-// accumulators stay in registers; on AVX2 every step is one load, four broadcasts, four FMAs.
-LOCALMEAN_INLINE void group_dots_body(const float* group, const float* packed, std::size_t panels,
-                                      std::size_t d, float* out) {
-  constexpr std::size_t stride = kDataPanels * kPanel;
-  for (std::size_t p = 0; p < panels; ++p) {
-    const float* panel = packed + p * d * kPanel;
-    Float8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
-    for (std::size_t j = 0; j < d; ++j) {
-      Float8 v;
-      std::memcpy(&v, panel + j * kPanel, sizeof v);
-      const float* q = group + j * kGroup;
-      a0 += q[0] * v;
-      a1 += q[1] * v;
-      a2 += q[2] * v;
-      a3 += q[3] * v;
-    }
-    std::memcpy(out + p * kPanel, &a0, sizeof a0);
-    std::memcpy(out + stride + p * kPanel, &a1, sizeof a1);
-    std::memcpy(out + 2 * stride + p * kPanel, &a2, sizeof a2);
-    std::memcpy(out + 3 * stride + p * kPanel, &a3, sizeof a3);
-  }
-}
-
-LOCALMEAN_PORTABLE_HOT inline void group_dots_portable(const float* group, const float* packed,
-                                                       std::size_t panels, std::size_t d,
-                                                       float* out) {
-  group_dots_body(group, packed, panels, d, out);
-}
-
-#if LOCALMEAN_X86_CLONES
-__attribute__((target("avx2,fma"))) LOCALMEAN_HOT inline void
-group_dots_avx2(const float* group, const float* packed, std::size_t panels, std::size_t d,
-                float* out) {
-  group_dots_body(group, packed, panels, d, out);
-}
-#endif
-
-inline void group_dots(const float* group, const float* packed, std::size_t panels,
-                       std::size_t d, float* out) {
-#if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2()) return group_dots_avx2(group, packed, panels, d, out);
-#endif
-  group_dots_portable(group, packed, panels, d, out);
-}
-
-}  // namespace detail
-
-// The k nearest data points of every query: queries (m x d) and data (n x d) column-major; when
-// `self` is true the queries are the data and each point is left out of its own list. The
-// brute-force path ranks candidates in single precision (|q|^2 + |x|^2 - 2 q.x, blocked for
-// registers and cache) and reports exact double-precision distances of the k it keeps. Every query is
-// processed on its own, in blocks fixed by its position, so results do not depend on threads.
-inline bool knn_graph(const double* x, std::size_t n, std::size_t d, const double* queries,
-                      std::size_t m, std::size_t k, bool self, KnnGraph& out,
-                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
-  out.n = m;
-  out.k = k;
-  out.index.assign(m * k, 0);
-  out.dist.assign(m * k, 0.0);
-  const std::size_t want = k + (self ? 1 : 0);
-  // Writes query i's list from candidates sorted by distance, dropping the query itself.
-  auto store = [&](std::size_t i, const std::vector<std::pair<double, std::size_t>>& best) {
-    std::size_t r = 0;
-    for (const auto& c : best) {
-      if (r == k) break;
-      if (self && c.second == i) continue;
-      out.index[i * k + r] = static_cast<int>(c.second);
-      out.dist[i * k + r] = std::sqrt(c.first);
-      ++r;
-    }
-  };
-  if (d <= kTreeMaxDim) {
-    const KdTree tree(x, n, d);
-    auto fn = [&](std::size_t begin, std::size_t end) {
-      std::vector<double> q(d);
-      for (std::size_t i = begin; i < end; ++i) {
-        for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
-        auto best = tree.nearest(q.data(), want);
-        // The query itself may tie with duplicates: make sure it is among the candidates.
-        if (self && std::none_of(best.begin(), best.end(),
-                                 [i](const std::pair<double, std::size_t>& c) {
-                                   return c.second == i;
-                                 }))
-          best.back() = {0.0, i};
-        store(i, best);
-      }
-    };
-    return run_chunked(m, chunk_size(64.0 * want * d, 2e7), parallel_for, monitor, fn);
-  }
-  // Brute force in centred single precision: points packed in panels of 8 ([d][8] floats),
-  // queries in groups of 4 ([d][4]); padding points lie infinitely far away.
-  using detail::kGroup;
-  using detail::kPanel;
-  std::vector<double> centre(d, 0.0);
-  for (std::size_t j = 0; j < d; ++j) {
-    for (std::size_t i = 0; i < n; ++i) centre[j] += x[j * n + i];
-    centre[j] /= static_cast<double>(n);
-  }
-  const std::size_t panels = (n + kPanel - 1) / kPanel;
-  std::vector<float> packed(panels * d * kPanel, 0.0f);
-  std::vector<float> norm(panels * kPanel, std::numeric_limits<float>::infinity());
-  for (std::size_t i = 0; i < n; ++i) {
-    float s = 0.0f;
-    for (std::size_t j = 0; j < d; ++j) {
-      const float v = static_cast<float>(x[j * n + i] - centre[j]);
-      packed[(i / kPanel) * d * kPanel + j * kPanel + i % kPanel] = v;
-      s += v * v;
-    }
-    norm[i] = s;
-  }
-  using detail::kDataPanels;
-  constexpr std::size_t kQueryBlock = 128;
-  // A few spare candidates absorb single-precision rank swaps at the k-th place.
-  const std::size_t keep = std::min(n, want + 4);
-  const std::size_t blocks = (m + kQueryBlock - 1) / kQueryBlock;
-  auto fn = [&](std::size_t begin, std::size_t end) {
-    std::vector<float> group(d * kGroup), dots(kGroup * kDataPanels * kPanel);
-    std::vector<detail::TopK> top(kQueryBlock, detail::TopK(keep));
-    std::vector<float> qnorm(kQueryBlock);
-    std::vector<std::pair<double, std::size_t>> best;
-    for (std::size_t b = begin; b < end; ++b) {
-      const std::size_t q0 = b * kQueryBlock, qn = std::min(kQueryBlock, m - q0);
-      for (auto& t : top) t.clear();
-      for (std::size_t g0 = 0; g0 < qn; g0 += kGroup) {
-        // Absent queries of a last, partial group repeat its first one and are ignored.
-        for (std::size_t r = 0; r < kGroup; ++r) {
-          const std::size_t i = q0 + std::min(g0 + r, qn - 1);
-          float s = 0.0f;
-          for (std::size_t j = 0; j < d; ++j) {
-            const float v = static_cast<float>(queries[j * m + i] - centre[j]);
-            group[j * kGroup + r] = v;
-            s += v * v;
-          }
-          if (g0 + r < qn) qnorm[g0 + r] = s;
-        }
-        const std::size_t rows = std::min(kGroup, qn - g0);
-        for (std::size_t p0 = 0; p0 < panels; p0 += kDataPanels) {
-          const std::size_t pn = std::min(kDataPanels, panels - p0);
-          detail::group_dots(group.data(), &packed[p0 * d * kPanel], pn, d, dots.data());
-          const float* xn = &norm[p0 * kPanel];
-          for (std::size_t r = 0; r < rows; ++r) {
-            detail::TopK& t = top[g0 + r];
-            float bound = t.bound();
-            const float* dr = &dots[r * kDataPanels * kPanel];
-            for (std::size_t c = 0; c < pn * kPanel; ++c) {
-              const float d2 = qnorm[g0 + r] + xn[c] - 2.0f * dr[c];
-              if (d2 < bound) {
-                t.push(d2, static_cast<int>(p0 * kPanel + c));
-                bound = t.bound();
-              }
-            }
-          }
-        }
-      }
-      for (std::size_t r = 0; r < qn; ++r) {
-        best.clear();
-        for (const auto& c : top[r].items())
-          best.emplace_back(detail::squared_distance(x, n, d, c.second, queries, m, q0 + r),
-                            static_cast<std::size_t>(c.second));
-        std::sort(best.begin(), best.end());
-        store(q0 + r, best);
-      }
-    }
-  };
-  // Progress is reported in queries, not blocks.
-  const Monitor in_queries = [&](std::size_t done, std::size_t) {
-    return !monitor || monitor(std::min(m, done * kQueryBlock), m);
-  };
-  const std::size_t per_block = kQueryBlock * n * d;
-  return run_chunked(blocks, std::max<std::size_t>(1, 200000000 / std::max<std::size_t>(per_block, 1)),
-                     parallel_for, in_queries, fn);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Neighbourhood agreement between data and layout (the quality measures of an embedding)
@@ -289,29 +66,14 @@ LOCALMEAN_INLINE void block_distances_body(const double* x, std::size_t n, std::
   }
 }
 
-LOCALMEAN_PORTABLE_HOT inline void block_distances_portable(const double* x, std::size_t n,
-                                                            std::size_t d, const double* centres,
-                                                            double* out) {
-  block_distances_body(x, n, d, centres, out);
-}
-
-#if LOCALMEAN_X86_CLONES
-__attribute__((target("avx2,fma"))) LOCALMEAN_HOT inline void
-block_distances_avx2(const double* x, std::size_t n, std::size_t d, const double* centres,
-                     double* out) {
-  block_distances_body(x, n, d, centres, out);
-}
-#endif
-
 // Squared distances from the points ids[0..8) to all points, out[l][b].
 inline void block_distances(const double* x, std::size_t n, std::size_t d, const int* ids,
                             std::vector<double>& centres, std::vector<double>& out) {
   for (std::size_t j = 0; j < d; ++j)
     for (std::size_t b = 0; b < kRankBlock; ++b) centres[j * kRankBlock + b] = x[j * n + ids[b]];
-#if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2()) return block_distances_avx2(x, n, d, centres.data(), out.data());
-#endif
-  block_distances_portable(x, n, d, centres.data(), out.data());
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    block_distances_body(x, n, d, centres.data(), out.data());
+  });
 }
 
 // Column b of a block of distances, with the point itself at +inf (nobody's neighbour).
@@ -397,9 +159,10 @@ struct Principal {
   std::vector<double> centre, axes, variance;
 };
 
-inline Principal principal_axes(const double* x, std::size_t n, std::size_t d, std::size_t ndim,
-                                const ParallelFor& parallel_for = serial_for) {
-  Principal out;
+// Returns false, with `out` incomplete, if the monitor stopped it.
+inline bool principal_axes(const double* x, std::size_t n, std::size_t d, std::size_t ndim,
+                           Principal& out, const ParallelFor& parallel_for = serial_for,
+                           const Monitor& monitor = {}) {
   out.centre.assign(d, 0.0);
   for (std::size_t j = 0; j < d; ++j) {
     for (std::size_t i = 0; i < n; ++i) out.centre[j] += x[j * n + i];
@@ -410,13 +173,17 @@ inline Principal principal_axes(const double* x, std::size_t n, std::size_t d, s
     for (std::size_t i = 0; i < n; ++i) xc(i, j) = static_cast<float>(x[j * n + i] - out.centre[j]);
   Eigen::MatrixXd cov(d, d);
   constexpr std::size_t kCols = 32;
-  parallel_for(0, (d + kCols - 1) / kCols, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t b = begin; b < end; ++b) {
-      const std::size_t c0 = b * kCols, cn = std::min(kCols, d - c0);
-      const Eigen::MatrixXf part = xc.transpose() * xc.middleCols(c0, cn);
-      cov.middleCols(c0, cn) = part.cast<double>() / static_cast<double>(std::max<std::size_t>(n - 1, 1));
-    }
-  });
+  // The first chunk holds two blocks, one per thread of a typical machine.
+  const bool done = run_chunked(
+      (d + kCols - 1) / kCols, 2, parallel_for, monitor, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t b = begin; b < end; ++b) {
+          const std::size_t c0 = b * kCols, cn = std::min(kCols, d - c0);
+          const Eigen::MatrixXf part = xc.transpose() * xc.middleCols(c0, cn);
+          cov.middleCols(c0, cn) =
+              part.cast<double>() / static_cast<double>(std::max<std::size_t>(n - 1, 1));
+        }
+      });
+  if (!done) return false;
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(cov);
   out.axes.resize(d * ndim);
   out.variance.resize(ndim);
@@ -429,7 +196,7 @@ inline Principal principal_axes(const double* x, std::size_t n, std::size_t d, s
     const double sign = eig.eigenvectors()(arg, col) < 0 ? -1.0 : 1.0;
     for (std::size_t j = 0; j < d; ++j) out.axes[a * d + j] = sign * eig.eigenvectors()(j, col);
   }
-  return out;
+  return true;
 }
 
 // Scores (m x ndim, column-major) of points x (m x d) on the principal axes.
@@ -452,11 +219,14 @@ inline std::vector<double> principal_scores(const Principal& pc, const double* x
 // rows summing to 1): w minimises |q - sum_j w_j x_j|^2 subject to sum w = 1, through the local
 // Gram matrix C = Z Z' (Z: neighbours minus q) regularised by reg * trace(C), or by reg alone
 // when C vanishes (all neighbours on q), which keeps duplicated points solvable.
-inline void lle_weights(const double* x, std::size_t n, std::size_t d, const double* queries,
+inline bool lle_weights(const double* x, std::size_t n, std::size_t d, const double* queries,
                         std::size_t m, const KnnGraph& graph, double reg, double* weights,
-                        const ParallelFor& parallel_for = serial_for) {
+                        const ParallelFor& parallel_for = serial_for,
+                        const Monitor& monitor = {}) {
   const std::size_t k = graph.k;
-  parallel_for(0, m, [&](std::size_t begin, std::size_t end) {
+  // One solve costs about k^2 (d + k) operations.
+  return run_chunked(m, chunk_size(k * k * (d + k)), parallel_for, monitor,
+                     [&](std::size_t begin, std::size_t end) {
     Eigen::MatrixXd z(k, d), gram(k, k);
     const Eigen::VectorXd ones = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(k));
     for (std::size_t i = begin; i < end; ++i) {
@@ -474,10 +244,15 @@ inline void lle_weights(const double* x, std::size_t n, std::size_t d, const dou
   });
 }
 
+// Thrown through Spectra when the monitor stops an eigen-solve.
+struct SolveStopped {};
+
 // (M - sigma I)^{-1} v for Spectra's shift-and-invert mode, by a sparse Cholesky factorisation.
+// Every product (one per Lanczos step) first asks the monitor whether to go on.
 class SparseShiftSolve {
 public:
-  explicit SparseShiftSolve(const Eigen::SparseMatrix<double>& mat) : mat_(mat) {}
+  SparseShiftSolve(const Eigen::SparseMatrix<double>& mat, const Monitor& monitor)
+      : mat_(mat), monitor_(monitor) {}
   Eigen::Index rows() const { return mat_.rows(); }
   Eigen::Index cols() const { return mat_.cols(); }
   void set_shift(double sigma) {
@@ -488,12 +263,14 @@ public:
   }
   bool ok() const { return ok_; }
   void perform_op(const double* in, double* out) const {
+    if (monitor_ && !monitor_(0, 0)) throw SolveStopped();
     const Eigen::Map<const Eigen::VectorXd> v(in, mat_.rows());
     Eigen::Map<Eigen::VectorXd>(out, mat_.rows()) = solver_.solve(v);
   }
 
 private:
   const Eigen::SparseMatrix<double>& mat_;
+  const Monitor& monitor_;
   Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver_;
   bool ok_ = false;
 };
@@ -502,13 +279,25 @@ struct LleResult {
   std::vector<double> layout;      // n x ndim, column-major
   std::vector<double> eigenvalues;  // ndim + 1, the first belongs to the constant vector
   bool converged = false;
+  bool stopped = false;  // by the monitor
 };
+
+// Shift-and-invert settings of lle_layout. Shifts are in units of the mean diagonal of M: the
+// smallest first (nearest the bottom eigenvalues, so the fastest convergence), then a hundred
+// times larger while the factorisation or the Lanczos iterations fail.
+constexpr double kFirstShift = 1e-10, kLastShift = 1e-4, kShiftGrowth = 100.0;
+constexpr int kLanczosMaxIter = 1000;
+constexpr double kLanczosTol = 1e-10;
+// Lanczos basis size: Spectra's minimum 2 nev + 1, but at least 20, which converges in fewer
+// restarts for the few vectors an embedding needs.
+constexpr Eigen::Index kMinLanczosBasis = 20;
 
 // The bottom eigenvectors of M = (I - W)'(I - W) for the reconstruction weights W of the data on
 // their own neighbours: the constant vector is dropped, the next ndim are the layout. Solved by
 // Lanczos iterations in shift-and-invert mode (Spectra) about a small negative shift, where
 // M - sigma I is positive definite.
-inline LleResult lle_layout(const KnnGraph& graph, const double* weights, std::size_t ndim) {
+inline LleResult lle_layout(const KnnGraph& graph, const double* weights, std::size_t ndim,
+                            const Monitor& monitor = {}) {
   const std::size_t n = graph.n, k = graph.k;
   std::vector<Eigen::Triplet<double>> entries;
   entries.reserve(n * (k + 1));
@@ -524,14 +313,19 @@ inline LleResult lle_layout(const KnnGraph& graph, const double* weights, std::s
   LleResult out;
   const Eigen::Index nev = static_cast<Eigen::Index>(ndim + 1);
   const Eigen::Index ncv = std::min<Eigen::Index>(static_cast<Eigen::Index>(n),
-                                                  std::max<Eigen::Index>(2 * nev + 1, 20));
-  for (double shift = 1e-10; shift <= 1e-4 && !out.converged; shift *= 100.0) {
-    SparseShiftSolve op(mat);
+                                                  std::max(2 * nev + 1, kMinLanczosBasis));
+  for (double shift = kFirstShift; shift <= kLastShift && !out.converged; shift *= kShiftGrowth) {
+    SparseShiftSolve op(mat, monitor);
     Spectra::SymEigsShiftSolver<double, Spectra::LARGEST_MAGN, SparseShiftSolve> eigs(
         &op, nev, ncv, -shift * scale);
     if (!op.ok()) continue;
     eigs.init();
-    eigs.compute(1000, 1e-10, Spectra::SMALLEST_ALGE);
+    try {
+      eigs.compute(kLanczosMaxIter, kLanczosTol, Spectra::SMALLEST_ALGE);
+    } catch (const SolveStopped&) {
+      out.stopped = true;
+      return out;
+    }
     if (eigs.info() != Spectra::SUCCESSFUL) continue;
     const Eigen::VectorXd values = eigs.eigenvalues();
     const Eigen::MatrixXd vectors = eigs.eigenvectors();
@@ -589,25 +383,34 @@ struct TrimapSettings {
 // with n_outliers uniform non-neighbours, and n_random uniform pairs per anchor; log-weights
 // sd2_ik - sd2_ij (random ones times 0.1) with every triplet ordered so that the weight is
 // positive, shifted to start at 0 and passed through the tempered log with temperature t.
-inline TripletSet trimap_triplets(const double* x, std::size_t n, std::size_t d,
-                                  const KnnGraph& graph, const TrimapSettings& set,
-                                  const ParallelFor& parallel_for = serial_for) {
+// Returns false, with `out` incomplete, if the monitor stopped it.
+inline bool trimap_triplets(const double* x, std::size_t n, std::size_t d, const KnnGraph& graph,
+                            const TrimapSettings& set, TripletSet& out,
+                            const ParallelFor& parallel_for = serial_for,
+                            const Monitor& monitor = {}) {
+  // TriMap's constants: sigma_i averages the distances to the 4th-6th points of a list that
+  // starts with the point itself, positions [kSigmaFrom, kSigmaTo) of our list without it,
+  // floored at kMinSigma; random triplets weigh kRandomWeight; the tempered log is the plain
+  // log within kLogTemperature of t = 1.
+  constexpr std::size_t kSigmaFrom = 2, kSigmaTo = 5;
+  constexpr double kMinSigma = 1e-10, kRandomWeight = 0.1, kLogTemperature = 1e-5;
   const std::size_t ke = graph.k, m = set.n_inliers, o = set.n_outliers, r = set.n_random;
   std::vector<double> sig(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t lo = std::min<std::size_t>(2, ke - 1), hi = std::min<std::size_t>(5, ke);
+    const std::size_t lo = std::min(kSigmaFrom, ke - 1), hi = std::min(kSigmaTo, ke);
     double s = 0.0;
     for (std::size_t c = lo; c < hi; ++c) s += graph.dist[i * ke + c];
-    sig[i] = std::max(s / static_cast<double>(hi - lo), 1e-10);
+    sig[i] = std::max(s / static_cast<double>(hi - lo), kMinSigma);
   }
   auto scaled_d2 = [&](std::size_t a, std::size_t b) {
     return detail::squared_distance(x, n, d, a, x, n, b) / (sig[a] * sig[b]);
   };
   const std::size_t per_anchor = m * o + r;
-  TripletSet out;
   out.triplets.resize(3 * n * per_anchor);
   out.weights.resize(n * per_anchor);
-  parallel_for(0, n, [&](std::size_t begin, std::size_t end) {
+  // An anchor costs about a sort of its ke neighbours and per_anchor distances.
+  const bool done = run_chunked(n, chunk_size(ke * 8 + per_anchor * d), parallel_for, monitor,
+                                [&](std::size_t begin, std::size_t end) {
     std::vector<std::pair<double, int>> ranked(ke);
     std::vector<int> rejects, picked;
     for (std::size_t i = begin; i < end; ++i) {
@@ -644,17 +447,20 @@ inline TripletSet trimap_triplets(const double* x, std::size_t n, std::size_t d,
         std::size_t a, b;
         do a = rng.below(n); while (a == i);
         do b = rng.below(n); while (b == i || b == a);
-        put(t++, static_cast<int>(a), static_cast<int>(b), 0.1 * (scaled_d2(i, b) - scaled_d2(i, a)));
+        put(t++, static_cast<int>(a), static_cast<int>(b),
+            kRandomWeight * (scaled_d2(i, b) - scaled_d2(i, a)));
       }
     }
   });
+  if (!done) return false;
   const double lowest = *std::min_element(out.weights.begin(), out.weights.end());
   const double t = set.weight_temp;
   for (double& w : out.weights) {
     const double v = 1.0 + w - lowest;
-    w = std::abs(t - 1.0) < 1e-5 ? std::log(v) : (std::pow(v, 1.0 - t) - 1.0) / (1.0 - t);
+    w = std::abs(t - 1.0) < kLogTemperature ? std::log(v)
+                                             : (std::pow(v, 1.0 - t) - 1.0) / (1.0 - t);
   }
-  return out;
+  return true;
 }
 
 enum class TripletLoss {

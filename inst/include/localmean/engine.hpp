@@ -15,28 +15,8 @@
 
 #include "kernels.hpp"
 #include "neighbors.hpp"
-
-#if defined(__GNUC__)
-#define LOCALMEAN_INLINE inline __attribute__((always_inline))
-#else
-#define LOCALMEAN_INLINE inline
-#endif
-
-// GCC vectorises the kernel sweep fully only with its -O3 cost model (2-3x faster than -O2).
-#if defined(__GNUC__) && !defined(__clang__)
-#define LOCALMEAN_HOT __attribute__((optimize("O3")))
-#else
-#define LOCALMEAN_HOT
-#endif
-
-// Hot loops get a second, AVX2 + FMA build on x86-64 compilers that support per-function targets.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LOCALMEAN_NO_CLONES)
-#define LOCALMEAN_X86_CLONES 1
-#define LOCALMEAN_PORTABLE_HOT
-#else
-#define LOCALMEAN_X86_CLONES 0
-#define LOCALMEAN_PORTABLE_HOT LOCALMEAN_HOT
-#endif
+#include "parallel.hpp"
+#include "simd.hpp"
 
 namespace localmean {
 
@@ -94,6 +74,11 @@ private:
 
 enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2 };
 
+// A Cholesky pivot of S below this share of S's largest diagonal entry marks the local design as
+// singular (rank deficient): about 5e4 times the double epsilon, so that rounding in sums of
+// many terms is not taken for information, while designs merely ill-conditioned are solved.
+constexpr double kRankTolerance = 1e-11;
+
 // Points per block of the kernel sweep: a fixed length lets the weight loops vectorise.
 constexpr std::size_t kBlock = 8;
 
@@ -139,7 +124,7 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
       double s = mo.S[b * nb + a];  // upper triangle holds S[b][a] for b <= a
       for (std::size_t c = 0; c < b; ++c) s -= L[a * nb + c] * L[b * nb + c];
       if (a == b) {
-        if (!(s > 1e-11 * max_diag)) {
+        if (!(s > kRankTolerance * max_diag)) {
           status = kSingular;
           break;
         }
@@ -242,43 +227,6 @@ private:
   std::vector<double> values_, prior_, inv_scale2_, weight_prefix_;
   double min_scale_ = kInf, max_scale_ = 0.0;
 };
-
-// Runs fn(begin, end) over [0, total) in chunks on the caller's parallel-for; between chunks the
-// monitor (called on the calling thread) reports progress and returns false to stop.
-using ParallelFor = std::function<void(std::size_t, std::size_t,
-                                       const std::function<void(std::size_t, std::size_t)>&)>;
-using Monitor = std::function<bool(std::size_t done, std::size_t total)>;
-
-inline void serial_for(std::size_t begin, std::size_t end,
-                       const std::function<void(std::size_t, std::size_t)>& fn) {
-  fn(begin, end);
-}
-
-// Chunks start at `chunk` items and are resized so that each takes about 0.1 s, keeping the
-// main thread responsive (interrupts, progress) without paying a parallel launch per few items.
-// The chunking never changes a result: every item is computed on its own.
-inline bool run_chunked(std::size_t total, std::size_t chunk, const ParallelFor& parallel_for,
-                        const Monitor& monitor,
-                        const std::function<void(std::size_t, std::size_t)>& fn) {
-  const double target = 0.1;  // seconds per chunk
-  chunk = std::max<std::size_t>(chunk, 1);
-  for (std::size_t start = 0, stop = 0; start < total; start = stop) {
-    stop = std::min(total, start + chunk);
-    const auto began = std::chrono::steady_clock::now();
-    parallel_for(start, stop, fn);
-    const double took =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    if (monitor && !monitor(stop, total)) return false;
-    const double grow = took > 0.0 ? std::min(4.0, std::max(0.25, target / took)) : 4.0;
-    chunk = std::max<std::size_t>(1, static_cast<std::size_t>(chunk * grow));
-  }
-  return true;
-}
-
-// A first chunk of about `work` point visits (about 0.05 s on one core).
-inline std::size_t chunk_size(std::size_t n_data, double work = 2e7) {
-  return std::max<std::size_t>(16, static_cast<std::size_t>(work / std::max<double>(n_data, 1.0)));
-}
 
 struct EngineSettings {
   KernelType kernel = KernelType::gaussian;
@@ -406,37 +354,13 @@ LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, cons
   if (s < end) sweep_block<K>(data, basis, q, inv_h, cut2, range, s, end - s, mo);
 }
 
-// On x86-64 this is only the fallback for processors without AVX2, so it is not built with -O3
-// (that would double the size of the library for little use).
-template <class K>
-LOCALMEAN_PORTABLE_HOT void sweep_portable(const LocalData& data, const Basis& basis, const double* q,
-                                  double inv_h, double cut2, DistanceRange range,
-                                  std::size_t begin, std::size_t end, Moments& mo) {
-  sweep_body<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
-}
-
-#if LOCALMEAN_X86_CLONES
-// The same loop compiled for AVX2 and FMA, chosen at run time on processors that have them.
-template <class K>
-__attribute__((target("avx2,fma"))) LOCALMEAN_HOT void
-sweep_avx2(const LocalData& data, const Basis& basis, const double* q, double inv_h, double cut2,
-           DistanceRange range, std::size_t begin, std::size_t end, Moments& mo) {
-  sweep_body<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
-}
-
-inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-#endif
-
+// The sweep in its best build for the processor (see simd.hpp).
 template <class K>
 void sweep(const LocalData& data, const Basis& basis, const double* q, double inv_h, double cut2,
            DistanceRange range, std::size_t begin, std::size_t end, Moments& mo) {
-#if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2()) return sweep_avx2<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
-#endif
-  sweep_portable<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    sweep_body<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
+  });
 }
 
 }  // namespace detail
@@ -451,6 +375,10 @@ struct Reach {
         from_nearest(set.use_tree && std::isfinite(cutoff) && set.cutoff <= 0.0 &&
                      !kernel_info(set.kernel).compact) {}
 };
+
+// Without a cut-off every point is swept, so there is nothing to prune: nodes of up to this many
+// points are swept whole (fewer, longer sweeps), still in the tree's fixed order.
+constexpr std::size_t kWholeSweepGroup = 1024;
 
 // Accumulates the moments of query q (scaled coordinates) with scale h, after mo.reset().
 template <class K>
@@ -472,7 +400,7 @@ void accumulate_query(const LocalData& data, const Basis& basis, const double* q
         : near2 * near_scale > limit              ? detail::kFarOnly
                                                   : detail::kMixed;
     detail::sweep<K>(data, basis, q, 1.0 / h, cut2, range, b, e, mo);
-  }, std::isfinite(reach) ? 0 : 1024);
+  }, std::isfinite(reach) ? 0 : kWholeSweepGroup);
 }
 
 // The weight sum of query q alone (a kernel density up to its constant) with a relative error of
@@ -509,6 +437,37 @@ void density_sum(const LocalData& data, const Basis& basis, const double* q, dou
       });
 }
 
+// The local mean over a given neighbour list: sum_b w_b y_b / sum_b w_b over b < count, with
+// w_b = weight[b] * prior(b) and y_b = value(b), summed in list order; NaN when no weight.
+// Methods that find their neighbours themselves (imputation) average through it.
+template <class Prior, class Value>
+double listed_local_mean(const double* weight, std::size_t count, Prior&& prior, Value&& value) {
+  double sw = 0.0, swy = 0.0;
+  for (std::size_t b = 0; b < count; ++b) {
+    const double w = weight[b] * prior(b);
+    sw += w;
+    swy += w * value(b);
+  }
+  return sw > 0.0 ? swy / sw : std::numeric_limits<double>::quiet_NaN();
+}
+
+// Kernel weights K(d2_b / h2) of listed neighbours from their squared scaled distances d2 (kInf:
+// not comparable, weight 0). With h2 = 0 the neighbours at distance 0 share the weight equally.
+inline void listed_kernel_weights(KernelType kernel, const double* d2, std::size_t count,
+                                  double h2, double* weight) {
+  with_kernel(kernel, [&](auto kern) {
+    for (std::size_t b = 0; b < count; ++b) {
+      if (!(d2[b] < kInf))
+        weight[b] = 0.0;
+      else if (h2 > 0.0)
+        weight[b] = decltype(kern)::exact(d2[b] / h2);
+      else
+        weight[b] = d2[b] <= 0.0 ? 1.0 : 0.0;
+    }
+    return 0;
+  });
+}
+
 // Local moments and their solution at m queries (m x d column-major, scaled coordinates) with
 // per-query scales radius[q] (null: 1). Returns false if the monitor stopped it.
 inline bool local_fit(const LocalData& data, const double* queries, std::size_t m,
@@ -541,21 +500,6 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
     });
   };
   return run_chunked(m, chunk_size(data.n()), parallel_for, monitor, fn);
-}
-
-// Distance from every query to its k-th nearest data point (the nn(k) bandwidth).
-inline bool knn_radius(const KdTree& tree, const double* queries, std::size_t m, std::size_t k,
-                       double* radius, const ParallelFor& parallel_for = serial_for,
-                       const Monitor& monitor = {}) {
-  const std::size_t d = tree.dim();
-  auto fn = [&](std::size_t begin, std::size_t end) {
-    std::vector<double> q(d);
-    for (std::size_t i = begin; i < end; ++i) {
-      for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
-      radius[i] = tree.kth_distance(q.data(), k);
-    }
-  };
-  return run_chunked(m, chunk_size(64.0 * k * d, 2e7), parallel_for, monitor, fn);
 }
 
 }  // namespace localmean

@@ -10,7 +10,8 @@
 // on the order of the rows or on the number of threads), until the change is below tol.
 //
 // Denoising is non-local means: every pixel is the local mean of the pixels of its search window,
-// weighted by a Gaussian kernel on the distance between their surrounding patches.
+// weighted by a registry kernel (the Gaussian by default) on the distance between their
+// surrounding patches.
 #pragma once
 
 #include <algorithm>
@@ -114,33 +115,20 @@ LOCALMEAN_INLINE void shared_distances_body(const IncompleteTable& t, const std:
   }
 }
 
-template <int Dummy = 0>
-LOCALMEAN_HOT void shared_distances_portable(const IncompleteTable& t, const std::size_t* qs,
-                                             std::size_t nq, double* out) {
-  shared_distances_body(t, qs, nq, out);
-}
-
-#if LOCALMEAN_X86_CLONES
-template <int Dummy = 0>
-__attribute__((target("avx2,fma"))) LOCALMEAN_HOT void
-shared_distances_avx2(const IncompleteTable& t, const std::size_t* qs, std::size_t nq,
-                      double* out) {
-  shared_distances_body(t, qs, nq, out);
-}
-#endif
-
 inline void shared_distances(const IncompleteTable& t, const std::size_t* qs, std::size_t nq,
                              double* out) {
-#if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2()) return shared_distances_avx2(t, qs, nq, out);
-#endif
-  shared_distances_portable(t, qs, nq, out);
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE { shared_distances_body(t, qs, nq, out); });
 }
 
 }  // namespace detail
 
 // The k nearest rows (shared-entry distance, the row itself excluded, ties by index) of every
-// row with `query[i]` set; rows sharing no entry with it are never neighbours.
+// row with `query[i]` set; rows sharing no entry with it are never neighbours. Query rows go in
+// groups of kQueryRows that share each pass over the table; the first chunk of work is about
+// kFirstWork entry visits (0.05 s or so on one core).
+constexpr std::size_t kQueryRows = 8;
+constexpr double kFirstWork = 5e7;
+
 inline bool shared_neighbours(const IncompleteTable& t, const unsigned char* query, std::size_t k,
                               RowNeighbours& g, const ParallelFor& parallel_for = serial_for,
                               const Monitor& monitor = {}) {
@@ -151,7 +139,7 @@ inline bool shared_neighbours(const IncompleteTable& t, const unsigned char* que
   std::vector<std::size_t> rows;
   for (std::size_t i = 0; i < t.n; ++i)
     if (query[i]) rows.push_back(i);
-  const std::size_t group = 8;
+  const std::size_t group = kQueryRows;
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> d(group * t.n);
     std::vector<std::pair<double, int>> cand;
@@ -174,7 +162,7 @@ inline bool shared_neighbours(const IncompleteTable& t, const unsigned char* que
     }
   };
   // Work items are groups of `group` query rows.
-  return run_chunked((rows.size() + group - 1) / group, chunk_size(group * t.n * t.p, 5e7),
+  return run_chunked((rows.size() + group - 1) / group, chunk_size(group * t.n * t.p, kFirstWork),
                      parallel_for, monitor, fn);
 }
 
@@ -222,11 +210,10 @@ inline MissingEntries missing_entries(const IncompleteTable& t, const unsigned c
 
 // Both layers at every missing entry from the current values x (row-major n x p) and entry
 // weights a (1 observed, imputed_weight otherwise). NaN marks a layer with no information.
-inline void impute_layers(const double* x, const double* a, std::size_t n, std::size_t p,
+inline void impute_layers(const double* x, const double* a, std::size_t p,
                           const MissingEntries& miss, const RowNeighbours& g,
                           const FeatureLinks& links, const ImputeSettings& set, double* sample,
                           double* feature, const ParallelFor& parallel_for = serial_for) {
-  (void)n;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> d2(g.k), w(g.k), sorted(g.k);
@@ -252,41 +239,30 @@ inline void impute_layers(const double* x, const double* a, std::size_t n, std::
           std::nth_element(sorted.begin(), sorted.begin() + rank, sorted.begin() + found);
           h2 = sorted[rank];
         }
-        with_kernel(set.kernel, [&](auto kern) {
-          for (std::size_t b = 0; b < found; ++b) {
-            if (!(d2[b] < kInf)) {
-              w[b] = 0.0;
-            } else if (h2 > 0.0) {
-              w[b] = decltype(kern)::exact(d2[b] / h2);
-            } else {
-              w[b] = d2[b] <= 0.0 ? 1.0 : 0.0;  // duplicates: their plain mean
-            }
-          }
-          return 0;
-        });
+        listed_kernel_weights(set.kernel, d2.data(), found, h2, w.data());
       }
+      const int* nb = g.index.data() + i * g.k;
       for (std::size_t e = miss.row_start[r]; e < miss.row_start[r + 1]; ++e) {
         const int c = miss.column[e];
         double s = nan, f = nan;
         if (set.use_sample) {
-          double sw = 0.0, swx = 0.0;
-          for (std::size_t b = 0; b < found; ++b) {
-            const std::size_t j = static_cast<std::size_t>(g.index[i * g.k + b]);
-            const double wb = w[b] * a[j * p + c];
-            sw += wb;
-            swx += wb * x[j * p + c];
-          }
-          if (sw > 0.0) s = swx / sw;
+          // The neighbour rows' entries in column c, weighted by how much they are observed.
+          s = listed_local_mean(w.data(), found,
+                                [&](std::size_t b) { return a[nb[b] * p + c]; },
+                                [&](std::size_t b) { return x[nb[b] * p + c]; });
         }
         if (set.use_feature) {
-          double sw = 0.0, swz = 0.0;
-          for (std::size_t l = links.start[c]; l < links.start[c + 1]; ++l) {
-            const int f2 = links.feature[l];
-            const double wl = links.weight[l] * ai[f2];
-            sw += wl;
-            swz += wl * links.slope[l] * (xi[f2] - links.centre[f2]) / links.scale[f2];
-          }
-          if (sw > 0.0) f = links.centre[c] + links.scale[c] * swz / sw;
+          // The row's standardised entries in the linked columns, times the links' slopes.
+          const std::size_t l0 = links.start[c];
+          const int* linked = links.feature.data() + l0;
+          const double z = listed_local_mean(
+              links.weight.data() + l0, links.start[c + 1] - l0,
+              [&](std::size_t l) { return ai[linked[l]]; },
+              [&](std::size_t l) {
+                const int f2 = linked[l];
+                return links.slope[l0 + l] * (xi[f2] - links.centre[f2]) / links.scale[f2];
+              });
+          if (!std::isnan(z)) f = links.centre[c] + links.scale[c] * z;
         }
         sample[e] = s;
         feature[e] = f;
@@ -321,7 +297,7 @@ inline bool impute_iterate(double* x, const double* observed, std::size_t n, std
   std::vector<double> s(miss.size()), f(miss.size());
   change.clear();
   for (std::size_t it = 0; it < set.max_iter; ++it) {
-    impute_layers(x, a.data(), n, p, miss, g, links, set, s.data(), f.data(), parallel_for);
+    impute_layers(x, a.data(), p, miss, g, links, set, s.data(), f.data(), parallel_for);
     double ss = 0.0;
     for (std::size_t r = 0; r < miss.rows.size(); ++r) {
       const std::size_t i = miss.rows[r];
@@ -380,6 +356,7 @@ struct NlmSettings {
   int half_patch = 3;    // patch (2 half_patch + 1)^2
   int half_search = 10;  // search window (2 half_search + 1)^2
   double h = 0.1;        // filtering parameter
+  KernelType kernel = KernelType::gaussian;  // weights shape(2 excess / h^2), see nl_means
   double sigma = 0.0;    // noise sd: patch distances are reduced by 2 sigma^2 (Buades et al.)
 };
 
@@ -395,6 +372,7 @@ inline long mirror(long i, long n) {
 // Non-local means of image rows [r0, r1) from the mirror-padded image `pad` (row-major, row
 // length wp, margin half_patch + half_search). Every pixel sums its own patch differences in a
 // fixed order, so any split of the rows gives the same result.
+template <class K>
 LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size_t width,
                                     const NlmSettings& set, std::size_t r0, std::size_t r1,
                                     double* out) {
@@ -431,7 +409,7 @@ LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size
           double s = 0.0;
           for (long t = 0; t <= 2 * hp; ++t) s += hsum[(a + t) * width + b];
           const double excess = std::max(0.0, s * inv_np - offset);
-          const double w = Gaussian::wide(excess * inv_h2);
+          const double w = K::wide(excess * inv_h2);
           nu[b] += w * p1[b];
           de[b] += w;
         }
@@ -440,27 +418,26 @@ LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size
   for (std::size_t k = 0; k < rows * width; ++k) out[r0 * width + k] = num[k] / den[k];
 }
 
-template <int Dummy = 0>
-LOCALMEAN_HOT void nlm_rows_portable(const double* pad, std::size_t wp, std::size_t width,
-                                     const NlmSettings& set, std::size_t r0, std::size_t r1,
-                                     double* out) {
-  nlm_rows_body(pad, wp, width, set, r0, r1, out);
+// Non-local means of rows [r0, r1) with the settings' kernel, in the best build (simd.hpp).
+inline void nlm_rows(const double* pad, std::size_t wp, std::size_t width, const NlmSettings& set,
+                     std::size_t r0, std::size_t r1, double* out) {
+  with_kernel(set.kernel, [&](auto kern) {
+    best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+      nlm_rows_body<decltype(kern)>(pad, wp, width, set, r0, r1, out);
+    });
+    return 0;
+  });
 }
-
-#if LOCALMEAN_X86_CLONES
-template <int Dummy = 0>
-__attribute__((target("avx2,fma"))) LOCALMEAN_HOT void
-nlm_rows_avx2(const double* pad, std::size_t wp, std::size_t width, const NlmSettings& set,
-              std::size_t r0, std::size_t r1, double* out) {
-  nlm_rows_body(pad, wp, width, set, r0, r1, out);
-}
-#endif
 
 }  // namespace detail
 
 // Non-local means of a row-major height x width image into out (same shape). The weight of
-// pixel q in the search window of pixel p is exp(-max(d2 - 2 sigma^2, 0) / h^2), d2 the mean
-// squared difference of their patches; the image is mirrored at its edges.
+// pixel q in the search window of pixel p is the kernel's shape(2 max(d2 - 2 sigma^2, 0) / h^2),
+// d2 the mean squared difference of their patches: for the Gaussian exp(-max(...) / h^2). The
+// image is mirrored at its edges. Rows go in blocks of kNlmBlockRows, which share their squared
+// differences; every pixel's sums are the same whatever the block (see nlm_rows_body), so the
+// block size never changes the result.
+constexpr std::size_t kNlmBlockRows = 8;
 inline bool nl_means(const double* img, std::size_t height, std::size_t width,
                      const NlmSettings& set, double* out,
                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
@@ -474,19 +451,11 @@ inline bool nl_means(const double* img, std::size_t height, std::size_t width,
       pad[r * wp + c] = img[sr * width + sc];
     }
   }
-  // Blocks of 8 rows share their squared differences; every pixel's sums are the same whatever
-  // the block (see nlm_rows_body), so the block size never changes the result.
-  const std::size_t block = 8, nblocks = (height + block - 1) / block;
+  const std::size_t block = kNlmBlockRows, nblocks = (height + block - 1) / block;
   auto fn = [&](std::size_t begin, std::size_t end) {
     for (std::size_t b = begin; b < end; ++b) {
       const std::size_t r0 = b * block, r1 = std::min(height, r0 + block);
-#if LOCALMEAN_X86_CLONES
-      if (detail::cpu_has_avx2()) {
-        detail::nlm_rows_avx2(pad.data(), wp, width, set, r0, r1, out);
-        continue;
-      }
-#endif
-      detail::nlm_rows_portable(pad.data(), wp, width, set, r0, r1, out);
+      detail::nlm_rows(pad.data(), wp, width, set, r0, r1, out);
     }
   };
   return run_chunked(nblocks, 2, parallel_for, monitor, fn);

@@ -1,14 +1,22 @@
 // Exact neighbour search: a kd-tree that keeps the data in tree order, so that every leaf is a
-// contiguous block that the engine can sweep like a block of the exact strategy.
+// contiguous block that the engine can sweep like a block of the exact strategy, and blocked
+// brute force for high dimension, where a kd-tree visits almost every leaf. The k nearest
+// neighbours (knn_graph), the distance to the k-th (knn_radius) and the nearest point
+// (nearest_index) all go through nearest_neighbours(), which picks the search by dimension.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <queue>
 #include <utility>
 #include <vector>
+
+#include "parallel.hpp"
+#include "simd.hpp"
 
 namespace localmean {
 
@@ -35,7 +43,6 @@ public:
   const std::vector<std::size_t>& order() const { return order_; }
   // Points in tree order, column-major n x d.
   const double* points() const { return points_.data(); }
-  const std::vector<Node>& nodes() const { return nodes_; }
 
   // Squared distance from q to the node's bounding box.
   double box_distance2(int node, const double* q) const {
@@ -198,5 +205,272 @@ private:
     return id;
   }
 };
+
+// ---------------------------------------------------------------------------------------------
+// k nearest neighbours of many queries
+
+// Dimensions up to this use the kd-tree; above it, blocked brute force. Beyond about 8 variables
+// a kd-tree's bounding boxes no longer prune (most leaves lie within the k-th distance of a
+// query), and the brute force, which runs at the speed of a matrix product, wins.
+constexpr std::size_t kTreeMaxDim = 8;
+
+// Candidates of one query: (squared distance, original index), nearest first.
+using Candidates = std::vector<std::pair<double, std::size_t>>;
+
+namespace detail {
+
+inline double squared_distance(const double* x, std::size_t n, std::size_t d, std::size_t a,
+                               const double* q, std::size_t m, std::size_t b) {
+  double s = 0.0;
+  for (std::size_t j = 0; j < d; ++j) {
+    const double t = x[j * n + a] - q[j * m + b];
+    s += t * t;
+  }
+  return s;
+}
+
+// Keeps the k smallest (value, index) pairs seen, sorted; insertion is rare once it is full.
+class TopK {
+public:
+  explicit TopK(std::size_t k) : k_(k) { items_.reserve(k + 1); }
+  void clear() { items_.clear(); }
+  float bound() const {
+    return items_.size() < k_ ? std::numeric_limits<float>::infinity() : items_.back().first;
+  }
+  void push(float value, int index) {
+    const std::pair<float, int> item(value, index);
+    items_.insert(std::upper_bound(items_.begin(), items_.end(), item), item);
+    if (items_.size() > k_) items_.pop_back();
+  }
+  const std::vector<std::pair<float, int>>& items() const { return items_; }
+
+private:
+  std::size_t k_;
+  std::vector<std::pair<float, int>> items_;
+};
+
+// Brute force works on panels of 8 points ([d][8] floats), groups of 4 queries ([d][4]) and at
+// most kDataPanels panels at a time (their dot products stay in L1).
+constexpr std::size_t kPanel = 8, kGroup = 4, kDataPanels = 32;
+// Queries per work item of the brute force (they share each pass over the data).
+constexpr std::size_t kQueryBlock = 128;
+// Multiply-adds in the first chunk of brute-force work (about 0.05 s on one core).
+constexpr double kBruteChunkWork = 2e8;
+// A tree query visits about this many coordinates per neighbour and dimension: a rough guess
+// that sizes only the first chunk of work (run_chunked resizes the next ones).
+constexpr double kTreeWorkPerNeighbour = 64.0;
+// Spare candidates kept by the brute force absorb single-precision rank swaps at the k-th place.
+constexpr std::size_t kSpareCandidates = 4;
+
+typedef float Float8 __attribute__((vector_size(32)));
+
+// Inner products of a group of 4 queries ([d][4]) with `panels` panels of 8 points ([d][8]
+// each, at most kDataPanels): out[r][c] for query r and point c, rows of kDataPanels * 8. Four
+// vector accumulators stay in registers; on AVX2 every step is one load, four broadcasts, four
+// FMAs.
+LOCALMEAN_INLINE void group_dots_body(const float* group, const float* packed, std::size_t panels,
+                                      std::size_t d, float* out) {
+  constexpr std::size_t stride = kDataPanels * kPanel;
+  for (std::size_t p = 0; p < panels; ++p) {
+    const float* panel = packed + p * d * kPanel;
+    Float8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    for (std::size_t j = 0; j < d; ++j) {
+      Float8 v;
+      std::memcpy(&v, panel + j * kPanel, sizeof v);
+      const float* q = group + j * kGroup;
+      a0 += q[0] * v;
+      a1 += q[1] * v;
+      a2 += q[2] * v;
+      a3 += q[3] * v;
+    }
+    std::memcpy(out + p * kPanel, &a0, sizeof a0);
+    std::memcpy(out + stride + p * kPanel, &a1, sizeof a1);
+    std::memcpy(out + 2 * stride + p * kPanel, &a2, sizeof a2);
+    std::memcpy(out + 3 * stride + p * kPanel, &a3, sizeof a3);
+  }
+}
+
+inline void group_dots(const float* group, const float* packed, std::size_t panels,
+                       std::size_t d, float* out) {
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE { group_dots_body(group, packed, panels, d, out); });
+}
+
+// The data centred and packed for the brute force, in single precision: points in panels of 8
+// ([d][8] floats) with their squared norms; padding points lie infinitely far away.
+struct PackedPoints {
+  std::vector<double> centre;
+  std::vector<float> packed, norm;
+  std::size_t panels;
+  PackedPoints(const double* x, std::size_t n, std::size_t d)
+      : centre(d, 0.0), panels((n + kPanel - 1) / kPanel) {
+    for (std::size_t j = 0; j < d; ++j) {
+      for (std::size_t i = 0; i < n; ++i) centre[j] += x[j * n + i];
+      centre[j] /= static_cast<double>(n);
+    }
+    packed.assign(panels * d * kPanel, 0.0f);
+    norm.assign(panels * kPanel, std::numeric_limits<float>::infinity());
+    for (std::size_t i = 0; i < n; ++i) {
+      float s = 0.0f;
+      for (std::size_t j = 0; j < d; ++j) {
+        const float v = static_cast<float>(x[j * n + i] - centre[j]);
+        packed[(i / kPanel) * d * kPanel + j * kPanel + i % kPanel] = v;
+        s += v * v;
+      }
+      norm[i] = s;
+    }
+  }
+};
+
+// The `keep` nearest points of queries [q0, q0 + qn) (qn <= kQueryBlock) into top[], ranked in
+// single precision (|q|^2 + |x|^2 - 2 q.x, blocked for registers and cache).
+inline void brute_force_block(const PackedPoints& pts, std::size_t d, const double* queries,
+                              std::size_t m, std::size_t q0, std::size_t qn,
+                              std::vector<float>& group, std::vector<float>& dots,
+                              std::vector<float>& qnorm, std::vector<TopK>& top) {
+  for (auto& t : top) t.clear();
+  for (std::size_t g0 = 0; g0 < qn; g0 += kGroup) {
+    // Absent queries of a last, partial group repeat its first one and are ignored.
+    for (std::size_t r = 0; r < kGroup; ++r) {
+      const std::size_t i = q0 + std::min(g0 + r, qn - 1);
+      float s = 0.0f;
+      for (std::size_t j = 0; j < d; ++j) {
+        const float v = static_cast<float>(queries[j * m + i] - pts.centre[j]);
+        group[j * kGroup + r] = v;
+        s += v * v;
+      }
+      if (g0 + r < qn) qnorm[g0 + r] = s;
+    }
+    const std::size_t rows = std::min(kGroup, qn - g0);
+    for (std::size_t p0 = 0; p0 < pts.panels; p0 += kDataPanels) {
+      const std::size_t pn = std::min(kDataPanels, pts.panels - p0);
+      group_dots(group.data(), &pts.packed[p0 * d * kPanel], pn, d, dots.data());
+      const float* xn = &pts.norm[p0 * kPanel];
+      for (std::size_t r = 0; r < rows; ++r) {
+        TopK& t = top[g0 + r];
+        float bound = t.bound();
+        const float* dr = &dots[r * kDataPanels * kPanel];
+        for (std::size_t c = 0; c < pn * kPanel; ++c) {
+          const float d2 = qnorm[g0 + r] + xn[c] - 2.0f * dr[c];
+          if (d2 < bound) {
+            t.push(d2, static_cast<int>(p0 * kPanel + c));
+            bound = t.bound();
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+// Calls found(i, best) for every query i (queries m x d and data x n x d, column-major) with its
+// `want` nearest data points (fewer when n < want), nearest first by exact double-precision
+// distance, ties by index. found() runs on worker threads and must touch only query i's output.
+// The kd-tree serves up to kTreeMaxDim variables; above, brute force ranks candidates in single
+// precision, keeping kSpareCandidates more than wanted, then computes their exact distances.
+// Every query is processed on its own, in blocks fixed by its position, so results do not depend
+// on threads. Progress is reported in queries.
+template <class Found>
+bool nearest_neighbours(const double* x, std::size_t n, std::size_t d, const double* queries,
+                        std::size_t m, std::size_t want, Found&& found,
+                        const ParallelFor& parallel_for = serial_for,
+                        const Monitor& monitor = {}) {
+  if (d <= kTreeMaxDim) {
+    const KdTree tree(x, n, d);
+    auto fn = [&](std::size_t begin, std::size_t end) {
+      std::vector<double> q(d);
+      for (std::size_t i = begin; i < end; ++i) {
+        for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
+        found(i, tree.nearest(q.data(), want));
+      }
+    };
+    return run_chunked(m, chunk_size(detail::kTreeWorkPerNeighbour * want * d), parallel_for,
+                       monitor, fn);
+  }
+  using detail::kDataPanels;
+  using detail::kGroup;
+  using detail::kPanel;
+  using detail::kQueryBlock;
+  const detail::PackedPoints pts(x, n, d);
+  const std::size_t keep = std::min(n, want + detail::kSpareCandidates);
+  const std::size_t blocks = (m + kQueryBlock - 1) / kQueryBlock;
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    std::vector<float> group(d * kGroup), dots(kGroup * kDataPanels * kPanel), qnorm(kQueryBlock);
+    std::vector<detail::TopK> top(kQueryBlock, detail::TopK(keep));
+    Candidates best;
+    for (std::size_t b = begin; b < end; ++b) {
+      const std::size_t q0 = b * kQueryBlock, qn = std::min(kQueryBlock, m - q0);
+      detail::brute_force_block(pts, d, queries, m, q0, qn, group, dots, qnorm, top);
+      for (std::size_t r = 0; r < qn; ++r) {
+        best.clear();
+        for (const auto& c : top[r].items())
+          best.emplace_back(detail::squared_distance(x, n, d, c.second, queries, m, q0 + r),
+                            static_cast<std::size_t>(c.second));
+        std::sort(best.begin(), best.end());
+        if (best.size() > want) best.resize(want);
+        found(q0 + r, best);
+      }
+    }
+  };
+  const Monitor in_queries = [&](std::size_t done, std::size_t) {
+    return !monitor || monitor(std::min(m, done * kQueryBlock), m);
+  };
+  const double per_block = static_cast<double>(kQueryBlock) * n * d;
+  return run_chunked(blocks,
+                     static_cast<std::size_t>(std::max(1.0, detail::kBruteChunkWork / std::max(per_block, 1.0))),
+                     parallel_for, in_queries, fn);
+}
+
+// Row-major n x k neighbour indices (0-based) and distances, nearest first, ties by index.
+struct KnnGraph {
+  std::size_t n = 0, k = 0;
+  std::vector<int> index;
+  std::vector<double> dist;
+};
+
+// The k nearest data points of every query: queries (m x d) and data (n x d) column-major; when
+// `self` is true the queries are the data and each point is left out of its own list.
+inline bool knn_graph(const double* x, std::size_t n, std::size_t d, const double* queries,
+                      std::size_t m, std::size_t k, bool self, KnnGraph& out,
+                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+  out.n = m;
+  out.k = k;
+  out.index.assign(m * k, 0);
+  out.dist.assign(m * k, 0.0);
+  // Writes query i's list, dropping the query itself (or, when it ties with duplicates beyond
+  // the list, the last candidate: a self query always asks for k + 1).
+  auto store = [&](std::size_t i, const Candidates& best) {
+    std::size_t r = 0;
+    for (const auto& c : best) {
+      if (r == k) break;
+      if (self && c.second == i) continue;
+      out.index[i * k + r] = static_cast<int>(c.second);
+      out.dist[i * k + r] = std::sqrt(c.first);
+      ++r;
+    }
+  };
+  return nearest_neighbours(x, n, d, queries, m, k + (self ? 1 : 0), store, parallel_for,
+                            monitor);
+}
+
+// Distance from every query to its k-th nearest data point (the nn(k) bandwidth; the farthest
+// point when k > n).
+inline bool knn_radius(const double* x, std::size_t n, std::size_t d, const double* queries,
+                       std::size_t m, std::size_t k, double* radius,
+                       const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+  auto store = [&](std::size_t i, const Candidates& best) {
+    radius[i] = std::sqrt(best.back().first);
+  };
+  return nearest_neighbours(x, n, d, queries, m, k, store, parallel_for, monitor);
+}
+
+// Original index of the nearest data point of every query (the lower index among ties).
+inline bool nearest_index(const double* x, std::size_t n, std::size_t d, const double* queries,
+                          std::size_t m, std::size_t* index,
+                          const ParallelFor& parallel_for = serial_for,
+                          const Monitor& monitor = {}) {
+  auto store = [&](std::size_t i, const Candidates& best) { index[i] = best.front().second; };
+  return nearest_neighbours(x, n, d, queries, m, 1, store, parallel_for, monitor);
+}
 
 }  // namespace localmean

@@ -322,37 +322,14 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, std::size_t nq, const 
 }
 
 template <class Content>
-LOCALMEAN_PORTABLE_HOT void temporal_tile_portable(
-    const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
-    const double* v, std::size_t dv, const TemporalSettings& set, const Content& content,
-    std::size_t t0, std::size_t t1, double* out, double* weights, std::vector<double>& acc,
-    std::vector<double>& kT) {
-  temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
-}
-
-#if LOCALMEAN_X86_CLONES
-template <class Content>
-__attribute__((target("avx2,fma"))) LOCALMEAN_HOT void temporal_tile_avx2(
-    const double* q, std::size_t nq, const double* k, std::size_t nk, std::size_t dk,
-    const double* v, std::size_t dv, const TemporalSettings& set, const Content& content,
-    std::size_t t0, std::size_t t1, double* out, double* weights, std::vector<double>& acc,
-    std::vector<double>& kT) {
-  temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
-}
-#endif
-
-template <class Content>
 void temporal_tile(const double* q, std::size_t nq, const double* k, std::size_t nk,
                    std::size_t dk,
                    const double* v, std::size_t dv, const TemporalSettings& set,
                    const Content& content, std::size_t t0, std::size_t t1, double* out,
                    double* weights, std::vector<double>& acc, std::vector<double>& kT) {
-#if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2())
-    return temporal_tile_avx2(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc,
-                              kT);
-#endif
-  temporal_tile_portable(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    temporal_tile_body(q, nq, k, nk, dk, v, dv, set, content, t0, t1, out, weights, acc, kT);
+  });
 }
 
 }  // namespace detail
@@ -724,26 +701,11 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
   return loss;
 }
 
-LOCALMEAN_PORTABLE_HOT double qkv_segment_portable(const QkvShape& sh, const double* th,
-                                                   const int* tok, std::size_t a, std::size_t b,
-                                                   double* grad, QkvWork& ws, double* probs) {
-  return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
-}
-
-#if LOCALMEAN_X86_CLONES
-__attribute__((target("avx2,fma"))) LOCALMEAN_HOT double qkv_segment_avx2(
-    const QkvShape& sh, const double* th, const int* tok, std::size_t a, std::size_t b,
-    double* grad, QkvWork& ws, double* probs) {
-  return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
-}
-#endif
-
 inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, std::size_t a,
                           std::size_t b, double* grad, QkvWork& ws, double* probs = nullptr) {
-#if LOCALMEAN_X86_CLONES
-  if (cpu_has_avx2()) return qkv_segment_avx2(sh, th, tok, a, b, grad, ws, probs);
-#endif
-  return qkv_segment_portable(sh, th, tok, a, b, grad, ws, probs);
+  return best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
+  });
 }
 
 // Adam on n parameters: the gradient is the sum of `shards` buffers (stride P), in order, times

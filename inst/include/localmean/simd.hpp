@@ -1,0 +1,69 @@
+// Hot loops built twice: a portable copy, and on x86-64 a copy compiled for AVX2 and FMA that is
+// chosen at run time on processors that have them. A hot loop is an always-inline body; its
+// caller wraps the call in a lambda marked LOCALMEAN_LAMBDA_INLINE and passes it to
+// best_build(), which instantiates both copies and dispatches:
+//
+//   best_build([&]() LOCALMEAN_LAMBDA_INLINE { return loop_body(args...); });
+//
+// Both copies run the same operations in the same order, so results do not depend on the path.
+#pragma once
+
+#if defined(__GNUC__)
+#define LOCALMEAN_INLINE inline __attribute__((always_inline))
+#define LOCALMEAN_LAMBDA_INLINE __attribute__((always_inline))
+#else
+#define LOCALMEAN_INLINE inline
+#define LOCALMEAN_LAMBDA_INLINE
+#endif
+
+// The AVX2 copy needs per-function targets (GCC and Clang on x86-64); LOCALMEAN_NO_CLONES turns
+// it off, e.g. to test the portable copy.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(LOCALMEAN_NO_CLONES)
+#define LOCALMEAN_X86_CLONES 1
+#else
+#define LOCALMEAN_X86_CLONES 0
+#endif
+
+// Formerly GCC's optimize("O3") attribute, which GCC documents as unfit for production code; now
+// empty (src/Makevars compiles the files with hot loops at -O3). Kept only for adam_step in
+// sequence.hpp until that file drops it.
+#define LOCALMEAN_HOT
+
+namespace localmean {
+namespace detail {
+
+#if LOCALMEAN_X86_CLONES
+inline bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+// The lambda (and every always-inline body it calls) is compiled here for AVX2 and FMA.
+template <class Body>
+__attribute__((target("avx2,fma"), noinline)) auto run_avx2(const Body& body)
+    -> decltype(body()) {
+  return body();
+}
+#endif
+
+template <class Body>
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+auto run_portable(const Body& body) -> decltype(body()) {
+  return body();
+}
+
+}  // namespace detail
+
+// Runs body() in its AVX2 + FMA copy where the processor has both, else in its portable copy.
+template <class Body>
+inline auto best_build(const Body& body) -> decltype(body()) {
+#if LOCALMEAN_X86_CLONES
+  if (detail::cpu_has_avx2()) return detail::run_avx2(body);
+#endif
+  return detail::run_portable(body);
+}
+
+}  // namespace localmean
