@@ -102,10 +102,10 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
   list(output = out, weights = t(res$weights))
 }
 
-# A numeric sequence of at least two steps (rows).
 # The longest sequence whose T x T weights are returned (200 MB of doubles).
 max_weight_steps <- 5000L
 
+# A numeric sequence of at least two steps (rows).
 check_sequence <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   force(arg)
   if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
@@ -367,11 +367,11 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   valid_ids <- token_ids(valid_tokens, vocab)
   train_counts <- tabulate(ids + 1L, n_vocab)
 
-  lay <- qkv_layout(n_vocab, dim, window, layers)
+  shape <- qkv_shape(n_vocab, dim, window, layers)
+  lay <- cpp_qkv_layout(shape)
   theta <- qkv_init(lay, n_vocab, dim, train_counts)
   n_batches <- ceiling((length(ids) - 1) / batch_size)
   order <- as.integer(replicate(epochs, sample.int(n_batches)) - 1L)
-  shape <- qkv_shape(n_vocab, dim, window, layers)
   res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
                        n_threads(n_threads), check_flag(verbose))
   qkv_model(res, shape, lay, vocab, train_counts, length(ids), valid_ids,

@@ -380,14 +380,15 @@ inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k
   if (nq == 0 || nk == 0) return true;
   const std::size_t tiles = temporal_tile_count(nq);
   auto run = [&](const auto& content) {
-    return run_chunked(tiles, detail::kFirstTiles, parallel_for, monitor, [&](std::size_t b, std::size_t e) {
+    auto tiles_from = [&](std::size_t b, std::size_t e) {
       std::vector<double> acc, kT;
       for (std::size_t tile = b; tile < e; ++tile) {
         const std::size_t t0 = tile * detail::kQueryTile;
         detail::temporal_tile(q, nq, k, nk, dk, v, dv, set, content, t0,
                               std::min(nq, t0 + detail::kQueryTile), out, weights, acc, kT);
       }
-    });
+    };
+    return run_chunked(tiles, detail::kFirstTiles, parallel_for, monitor, tiles_from);
   };
   if (set.softmax) return run(detail::SoftmaxContent{dk, 1.0 / set.bandwidth});
   const double inv_h2 = 1.0 / (set.bandwidth * set.bandwidth);
@@ -460,19 +461,20 @@ LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
   return s;
 }
 
-// y (r) = M (r x c, row-major) x (c), or += when add.
-LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c, double* y,
-                   bool add = false) {
-  for (std::size_t i = 0; i < r; ++i) y[i] = (add ? y[i] : 0.0) + dot(m + i * c, x, c);
+// y (r) = M (r x c, row-major) x (c).
+LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c,
+                             double* y) {
+  for (std::size_t i = 0; i < r; ++i) y[i] = dot(m + i * c, x, c);
 }
 // y (c) += M' x (x of length r).
 LOCALMEAN_INLINE void matvec_t_add(const double* m, const double* x, std::size_t r, std::size_t c,
-                         double* y) {
+                                   double* y) {
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < c; ++j) y[j] += m[i * c + j] * x[i];
 }
 // G (r x c) += x y'.
-LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r, std::size_t c) {
+LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r,
+                                std::size_t c) {
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < c; ++j) g[i * c + j] += x[i] * y[j];
 }
@@ -626,7 +628,9 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
   auto token_rows = [tok](std::size_t p) {
     return [tok, p](std::size_t j) { return static_cast<std::size_t>(tok[p - j]); };
   };
-  auto position_rows = [p0](std::size_t t) { return [t, p0](std::size_t j) { return t - j - p0; }; };
+  auto position_rows = [p0](std::size_t t) {
+    return [t, p0](std::size_t j) { return t - j - p0; };
+  };
   const CausalMean mean1{th + sh.ek, th + sh.ev, th + sh.b1, D, inv_sqrt};
   ws.a1.assign(np * W, 0.0);
   ws.h1.assign(np * D, 0.0);
