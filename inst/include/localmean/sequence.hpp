@@ -120,6 +120,8 @@ constexpr std::size_t kQueryTile = 16;
 constexpr std::size_t kKeyBlock = 64;
 // Tiles in the first chunk of work; later chunks are sized by the time the first took.
 constexpr std::size_t kFirstTiles = 4;
+// Keys scored per pass of the scalar loops: their running sums stay in registers.
+constexpr std::size_t kKeysPerPass = 16;
 
 // Content kernels as log weights. block() scores the keys of one block, stored transposed
 // (kT[c * kKeyBlock + j] is coordinate c of key j), so the inner loop runs over keys and
@@ -156,14 +158,14 @@ struct SoftmaxContent {
       LOCALMEAN_STORE4(sc + 28, a7 * inv_h);
     }
 #else
-    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
-      double r[16] = {};
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += kKeysPerPass) {
+      double r[kKeysPerPass] = {};
       for (std::size_t c = 0; c < dk; ++c) {
         const double qc = q[c];
         const double* kc = kT + c * kKeyBlock + j0;
-        for (std::size_t u = 0; u < 16; ++u) r[u] += qc * kc[u];
+        for (std::size_t u = 0; u < kKeysPerPass; ++u) r[u] += qc * kc[u];
       }
-      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = r[u] * inv_h;
+      for (std::size_t u = 0; u < kKeysPerPass; ++u) score[j0 + u] = r[u] * inv_h;
     }
 #endif
   }
@@ -178,17 +180,17 @@ template <class K> struct DistanceContent {
   std::size_t dk;
   double inv_h2;
   LOCALMEAN_INLINE void block(const double* q, const double* kT, double* score) const {
-    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
-      double r[16] = {};
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += kKeysPerPass) {
+      double r[kKeysPerPass] = {};
       for (std::size_t c = 0; c < dk; ++c) {
         const double qc = q[c];
         const double* kc = kT + c * kKeyBlock + j0;
-        for (std::size_t u = 0; u < 16; ++u) {
+        for (std::size_t u = 0; u < kKeysPerPass; ++u) {
           const double diff = qc - kc[u];
           r[u] += diff * diff;
         }
       }
-      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = log_shape<K>(r[u] * inv_h2);
+      for (std::size_t u = 0; u < kKeysPerPass; ++u) score[j0 + u] = log_shape<K>(r[u] * inv_h2);
     }
   }
   double single(const double* q, const double* k) const {
