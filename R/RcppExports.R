@@ -109,8 +109,12 @@ cpp_qkv_train <- function(shape, theta, tokens, valid, order, lr, batch, epochs,
     .Call(`_localmean_cpp_qkv_train`, shape, theta, tokens, valid, order, lr, batch, epochs, n_threads, verbose)
 }
 
-cpp_qkv_loss <- function(shape, theta, tokens, n_threads) {
-    .Call(`_localmean_cpp_qkv_loss`, shape, theta, tokens, n_threads)
+cpp_qkv_layout <- function(shape) {
+    .Call(`_localmean_cpp_qkv_layout`, shape)
+}
+
+cpp_qkv_attention <- function(shape, theta, tokens, layer) {
+    .Call(`_localmean_cpp_qkv_attention`, shape, theta, tokens, layer)
 }
 
 cpp_qkv_predict <- function(shape, theta, contexts) {

@@ -152,10 +152,11 @@ fashion_file <- function(path, name, call = rlang::caller_env()) {
 #'
 #' Counts how often every word of the vocabulary follows every other within
 #' `window` tokens: the asymmetric similarity that asymmetric MDS
-#' embeds. The text is lower-cased and split into words (letters
-#' and inner apostrophes); all of `text` is one stream, so a window may run
-#' across elements. The vocabulary is the `vocab_size` most frequent words
-#' (ties broken alphabetically); other words still occupy their positions.
+#' embeds. The text is lower-cased and split into words (letters and inner
+#' apostrophes) by [tokenize_words()]; all of `text` is one stream, so a
+#' window may run across elements. The vocabulary is the `vocab_size` most
+#' frequent words (ties broken alphabetically); other words still occupy
+#' their positions.
 #'
 #' @param text A character vector (for instance the lines of a novel).
 #' @param vocab_size Number of words kept.
@@ -175,7 +176,7 @@ word_cooccurrence <- function(text, vocab_size = 200, window = 2) {
   if (!is.character(text)) abort("{.arg text} must be a character vector.")
   vocab_size <- check_count(vocab_size)
   window <- check_count(window)
-  tokens <- text_tokens(text)
+  tokens <- tokenize_words(text)
   if (length(tokens) < 2L) abort("{.arg text} has fewer than two words.")
   freq <- table(tokens)
   freq <- freq[order(-freq, names(freq))]
@@ -194,11 +195,4 @@ word_cooccurrence <- function(text, vocab_size = 200, window = 2) {
   prob <- counts / ifelse(totals > 0, totals, 1)
   list(counts = counts, prob = prob, vocab = vocab,
        freq = stats::setNames(as.vector(freq[vocab]), vocab))
-}
-
-# Lower-case words: runs of letters with inner apostrophes.
-text_tokens <- function(text) {
-  words <- unlist(strsplit(tolower(text), "[^[:alpha:]']+"), use.names = FALSE)
-  words <- gsub("^'+|'+$", "", words)
-  words[nzchar(words)]
 }

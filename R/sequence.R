@@ -85,9 +85,9 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
   xv <- if (is.null(v)) x else x %*% v
   bandwidth <- if (is.null(bandwidth)) sqrt(ncol(xq)) else check_positive(bandwidth)
   time_bandwidth <- check_time_bandwidth(time_bandwidth, time_kernel)
-  if (return_weights && n > 5000) {
+  if (return_weights && n > max_weight_steps) {
     abort(c("{.arg return_weights} = TRUE needs a {n} x {n} matrix.",
-            i = "The weights are returned for at most 5000 steps."))
+            i = "The weights are returned for at most {max_weight_steps} steps."))
   }
   # One transposed copy per distinct matrix: without projections x serves as all three.
   tx <- if (is.null(q) || is.null(k) || is.null(v)) t(x)
@@ -101,6 +101,9 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
   if (!return_weights) return(out)
   list(output = out, weights = t(res$weights))
 }
+
+# The longest sequence whose T x T weights are returned (200 MB of doubles).
+max_weight_steps <- 5000L
 
 # A numeric sequence of at least two steps (rows).
 check_sequence <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
@@ -236,17 +239,20 @@ tokenize_words <- function(text, lower = TRUE, punctuation = FALSE) {
 
 unk_token <- "<unk>"
 
-# Offsets of the parameter blocks in the flat vector; must match QkvShape in sequence.hpp.
+# The largest embedding dimension, and the most entries of one vocabulary x dim table (2^26
+# doubles, 512 MB): limits on the model's memory.
+qkv_max_dim <- 512L
+qkv_max_table <- 2^26
+
+# The model's size, as the C++ core takes it.
+qkv_shape <- function(vocab, dim, window, layers) {
+  list(vocab = vocab, dim = dim, window = window, layers = layers)
+}
+
+# The parameter blocks of theta, read from the C++ model (QkvShape in sequence.hpp): `start`
+# (0-based offsets) and `size` by block name, the `total` size and the `hidden` width.
 qkv_layout <- function(vocab, dim, window, layers) {
-  hidden <- if (layers > 1L) 2L * dim else 0L
-  two <- layers > 1L
-  sizes <- c(query = vocab * dim, key = vocab * dim, value = vocab * dim, lag = window,
-             output = vocab * dim, output_bias = vocab, w1 = hidden * dim, c1 = hidden,
-             w2 = dim * hidden, c2 = if (two) dim else 0L, query2 = if (two) dim^2 else 0L,
-             key2 = if (two) dim^2 else 0L, value2 = if (two) dim^2 else 0L,
-             lag2 = if (two) window else 0L)
-  ends <- cumsum(sizes)
-  list(start = ends - sizes, size = sizes, total = sum(sizes), hidden = hidden)
+  cpp_qkv_layout(qkv_shape(vocab, dim, window, layers))
 }
 
 # A block of theta as an R matrix: the core's row-major r x c block.
@@ -349,23 +355,23 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   keep <- names(counts)[seq_len(min(length(counts), vocab_size - 1L))]
   vocab <- c(setdiff(keep, unk_token), unk_token)
   n_vocab <- length(vocab)
-  if (dim > 512L) abort("{.arg dim} must be at most 512.")
+  if (dim > qkv_max_dim) abort("{.arg dim} must be at most {qkv_max_dim}.")
   if (dim >= n_vocab) {
     abort(c("{.arg dim} ({dim}) is too large for the vocabulary of {n_vocab} tokens.",
             i = "Use a {.arg dim} below the vocabulary size."))
   }
-  if (as.double(n_vocab) * dim > 2^26) {
+  if (as.double(n_vocab) * dim > qkv_max_table) {
     abort("{.arg vocab_size} times {.arg dim} is too large ({n_vocab} x {dim}).")
   }
   ids <- token_ids(tokens, vocab)
   valid_ids <- token_ids(valid_tokens, vocab)
   train_counts <- tabulate(ids + 1L, n_vocab)
 
-  lay <- qkv_layout(n_vocab, dim, window, layers)
+  shape <- qkv_shape(n_vocab, dim, window, layers)
+  lay <- cpp_qkv_layout(shape)
   theta <- qkv_init(lay, n_vocab, dim, train_counts)
   n_batches <- ceiling((length(ids) - 1) / batch_size)
   order <- as.integer(replicate(epochs, sample.int(n_batches)) - 1L)
-  shape <- list(vocab = n_vocab, dim = dim, window = window, layers = layers)
   res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
                        n_threads(n_threads), check_flag(verbose))
   qkv_model(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
@@ -380,7 +386,9 @@ token_ids <- function(tokens, vocab) {
 }
 
 # Initial parameters from R's random numbers: small query and key embeddings (the kernel starts
-# almost flat), the output bias at the log unigram frequencies.
+# almost flat), other weights of standard deviation 1 / sqrt(fan-in) (the scale of their input
+# kept), the residual branch W2 at half that (it starts small), and the output bias at the log
+# unigram frequencies (half a count added, so that every token has a finite bias).
 qkv_init <- function(lay, n_vocab, dim, counts) {
   theta <- numeric(lay$total)
   fill <- function(name, sd) {
@@ -585,14 +593,13 @@ attention_weights.qkv_model <- function(object, tokens, layer = 1, ...) {
   if (layer > object$shape$layers) {
     abort("{.arg layer} must be at most {object$shape$layers}.")
   }
-  fw <- qkv_forward(object, token_ids(tokens, object$vocab))
-  a <- fw$attention[[layer]]
+  a <- t(cpp_qkv_attention(object$shape, object$theta, token_ids(tokens, object$vocab), layer))
   dimnames(a) <- list(tokens, tokens)
   a
 }
 
-# The model's forward pass in plain R (attention weights, and a reference for the C++ core):
-# per layer the T x T attention, and the next-token probabilities at every position.
+# The model's forward pass in plain R, the tests' reference for the C++ core (the package calls
+# the core): per layer the T x T attention, and the next-token probabilities at every position.
 qkv_forward <- function(object, ids) {
   s <- object$shape
   lay <- qkv_layout(s$vocab, s$dim, s$window, s$layers)
@@ -604,8 +611,7 @@ qkv_forward <- function(object, ids) {
     inside <- lag >= 0 & lag < s$window
     sc[inside] <- sc[inside] + b[lag[inside] + 1L]
     sc[!inside] <- -Inf
-    a <- exp(sc - apply(sc, 1L, max))
-    a <- a / rowSums(a)
+    a <- softmax_rows(sc)
     list(a = a, h = a %*% v)
   }
   emb <- function(name) qkv_block(th, lay, name, s$vocab, s$dim)[ids + 1L, , drop = FALSE]
@@ -625,8 +631,13 @@ qkv_forward <- function(object, ids) {
   }
   logits <- sweep(h %*% t(qkv_block(th, lay, "output", s$vocab, s$dim)), 2L,
                   qkv_block(th, lay, "output_bias", NULL, NULL), "+")
-  p <- exp(logits - apply(logits, 1L, max))
-  list(attention = attention, probs = p / rowSums(p))
+  list(attention = attention, probs = softmax_rows(logits))
+}
+
+# The softmax of every row of a score matrix.
+softmax_rows <- function(s) {
+  p <- exp(s - apply(s, 1L, max))
+  p / rowSums(p)
 }
 
 #' @rdname qkv_model-methods
@@ -638,7 +649,7 @@ plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
     nb <- length(bl) / length(x$epoch_loss)
     graphics::plot(seq_along(bl) / nb, bl, type = "l", col = "grey70", xlab = "epoch",
                    ylab = "cross-entropy", main = "Training loss", ...)
-    k <- max(1L, round(nb / 10))
+    k <- max(1L, round(nb / 10))  # the moving average spans a tenth of an epoch
     graphics::lines(seq_along(bl) / nb, stats::filter(bl, rep(1 / k, k), sides = 1), lwd = 2)
     if (length(x$valid_loss)) {
       graphics::points(seq_along(x$valid_loss), x$valid_loss, col = "firebrick", pch = 19)
@@ -652,8 +663,7 @@ plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
   words <- setdiff(names(sort(x$counts, decreasing = TRUE)), unk_token)
   words <- words[seq_len(min(top, length(words)))]
   sc <- x$query[words, , drop = FALSE] %*% t(x$key[words, , drop = FALSE]) / sqrt(x$shape$dim)
-  kern <- exp(sc - apply(sc, 1L, max))
-  kern <- kern / rowSums(kern)
+  kern <- softmax_rows(sc)
   n <- length(words)
   ord <- if (n > 2L) stats::hclust(stats::dist(kern))$order else seq_len(n)
   angle <- 2 * pi * (seq_len(n) - 1) / n
@@ -665,18 +675,21 @@ plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
   strongest <- order(off, decreasing = TRUE)[seq_len(n_edges)]
   edges <- data.frame(from = words[row(off)[strongest]], to = words[col(off)[strongest]],
                       weight = off[strongest])
-  graphics::plot(NA, xlim = c(-1.25, 1.25), ylim = c(-1.25, 1.25), asp = 1, axes = FALSE,
+  # Words on the unit circle, labels just outside it, arrows stopping short of the labels.
+  label_radius <- 1.08
+  arrow_radius <- 0.9
+  lim <- c(-1.25, 1.25)
+  graphics::plot(NA, xlim = lim, ylim = lim, asp = 1, axes = FALSE,
                  xlab = "", ylab = "", main = "Learned word kernel (query -> key)", ...)
   from <- match(edges$from, words)
   to <- match(edges$to, words)
+  # Line widths from 0.5 (weakest edge) to 4.5 (strongest); equal weights give 0.5.
   lwd <- 0.5 + 4 * (edges$weight - min(edges$weight)) /
     max(1e-12, diff(range(edges$weight)))
-  # Arrows stop short of the labels.
-  shrink <- 0.9
-  graphics::arrows(pos[from, 1] * shrink, pos[from, 2] * shrink, pos[to, 1] * shrink,
-                   pos[to, 2] * shrink, length = 0.06, lwd = lwd,
-                   col = grDevices::adjustcolor("steelblue", 0.6))
-  graphics::text(pos[, 1] * 1.08, pos[, 2] * 1.08, words, cex = 0.75,
+  graphics::arrows(pos[from, 1] * arrow_radius, pos[from, 2] * arrow_radius,
+                   pos[to, 1] * arrow_radius, pos[to, 2] * arrow_radius, length = 0.06,
+                   lwd = lwd, col = grDevices::adjustcolor("steelblue", 0.6))
+  graphics::text(pos[, 1] * label_radius, pos[, 2] * label_radius, words, cex = 0.75,
                  srt = 0, xpd = TRUE)
   invisible(edges)
 }

@@ -446,17 +446,28 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
-// cpp_qkv_loss
-double cpp_qkv_loss(List shape, NumericVector theta, IntegerVector tokens, int n_threads);
-RcppExport SEXP _localmean_cpp_qkv_loss(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP n_threadsSEXP) {
+// cpp_qkv_layout
+List cpp_qkv_layout(List shape);
+RcppExport SEXP _localmean_cpp_qkv_layout(SEXP shapeSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_layout(shape));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_qkv_attention
+NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer);
+RcppExport SEXP _localmean_cpp_qkv_attention(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP layerSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
-    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_qkv_loss(shape, theta, tokens, n_threads));
+    Rcpp::traits::input_parameter< int >::type layer(layerSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_attention(shape, theta, tokens, layer));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -515,7 +526,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
-    {"_localmean_cpp_qkv_loss", (DL_FUNC) &_localmean_cpp_qkv_loss, 4},
+    {"_localmean_cpp_qkv_layout", (DL_FUNC) &_localmean_cpp_qkv_layout, 1},
+    {"_localmean_cpp_qkv_attention", (DL_FUNC) &_localmean_cpp_qkv_attention, 4},
     {"_localmean_cpp_qkv_predict", (DL_FUNC) &_localmean_cpp_qkv_predict, 3},
     {"_localmean_cpp_qkv_gradient", (DL_FUNC) &_localmean_cpp_qkv_gradient, 3},
     {NULL, NULL, 0}

@@ -21,10 +21,24 @@ localmean::QkvShape shape_from(List shape) {
                              as<int>(shape["window"]), as<int>(shape["layers"]));
 }
 
+// The shape, once theta is known to hold its parameters.
+localmean::QkvShape shape_of(List shape, const NumericVector& theta) {
+  localmean::QkvShape sh = shape_from(shape);
+  if (static_cast<std::size_t>(theta.size()) != sh.size) stop("theta has the wrong length");
+  return sh;
+}
+
+// Token ids must index the vocabulary: the core reads embeddings at them unchecked.
+void check_ids(const localmean::QkvShape& sh, const IntegerVector& ids) {
+  for (const int id : ids)
+    if (id < 0 || static_cast<std::size_t>(id) >= sh.vocab) stop("token id out of range");
+}
+
 }  // namespace
 
 // Temporal local mean. qt: dk x nq, kt: dk x nk, vt: dv x nk (columns are positions); they may
-// be one and the same matrix. Returns the nq x dv means and, with want_weights, the nk x nq weights (column t holds query t's).
+// be one and the same matrix. Returns the nq x dv means and, with want_weights, the nk x nq
+// weights (column t holds query t's).
 // [[Rcpp::export]]
 List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix vt,
                              std::string kernel, double bandwidth, std::string time_kernel,
@@ -40,7 +54,8 @@ List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix v
   set.out_column_major = true;
   NumericMatrix out(nq, dv);
   NumericMatrix weights(want_weights ? nk : 0, want_weights ? nq : 0);
-  localmean_r::Monitor monitor(verbose, static_cast<double>((nq + 7) / 8), "local means");
+  localmean_r::Monitor monitor(verbose, static_cast<double>(localmean::temporal_tile_count(nq)),
+                               "local means");
   const bool done = localmean::temporal_local_mean(
       qt.begin(), nq, kt.begin(), nk, dk, vt.begin(), dv, set, out.begin(),
       want_weights ? weights.begin() : nullptr, localmean_r::parallel_for(n_threads),
@@ -56,8 +71,9 @@ List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix v
 List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, IntegerVector valid,
                    IntegerVector order, double lr, int batch, int epochs, int n_threads,
                    bool verbose) {
-  const localmean::QkvShape sh = shape_from(shape);
-  if (static_cast<std::size_t>(theta.size()) != sh.size) stop("theta has the wrong length");
+  const localmean::QkvShape sh = shape_of(shape, theta);
+  check_ids(sh, tokens);
+  check_ids(sh, valid);
   localmean::QkvSettings set;
   set.lr = lr;
   set.batch = static_cast<std::size_t>(batch);
@@ -77,24 +93,47 @@ List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, Intege
                       _["valid_loss"] = wrap(trace.valid_loss));
 }
 
-// Mean cross-entropy of predicting every token of `tokens` (0-based ids) from those before.
+// The parameter layout of the QKV model (QkvShape): the offset (0-based) and size of each block
+// of theta, by name, the total size and the hidden width.
 // [[Rcpp::export]]
-double cpp_qkv_loss(List shape, NumericVector theta, IntegerVector tokens, int n_threads) {
-  if (tokens.size() < 2) return NA_REAL;
+List cpp_qkv_layout(List shape) {
   const localmean::QkvShape sh = shape_from(shape);
-  return localmean::qkv_loss(sh, theta.begin(), tokens.begin(), tokens.size(),
-                             localmean_r::parallel_for(n_threads)) /
-         static_cast<double>(tokens.size() - 1);
+  const R_xlen_t nb = static_cast<R_xlen_t>(sh.blocks.size());
+  NumericVector start(nb), size(nb);
+  CharacterVector names(nb);
+  for (R_xlen_t i = 0; i < nb; ++i) {
+    start[i] = static_cast<double>(sh.blocks[i].offset);
+    size[i] = static_cast<double>(sh.blocks[i].size);
+    names[i] = sh.blocks[i].name;
+  }
+  start.names() = names;
+  size.names() = names;
+  return List::create(_["start"] = start, _["size"] = size,
+                      _["total"] = static_cast<double>(sh.size),
+                      _["hidden"] = static_cast<int>(sh.hidden));
+}
+
+// The attention weights of local mean `layer` over the tokens (0-based ids): an n x n matrix
+// whose column t holds position t's weights.
+// [[Rcpp::export]]
+NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer) {
+  const localmean::QkvShape sh = shape_of(shape, theta);
+  check_ids(sh, tokens);
+  NumericMatrix weights(tokens.size(), tokens.size());
+  localmean::qkv_attention(sh, theta.begin(), tokens.begin(), tokens.size(),
+                           static_cast<std::size_t>(layer), weights.begin());
+  return weights;
 }
 
 // Next-token probabilities after each context (a list of 0-based id vectors): vocab x contexts.
 // [[Rcpp::export]]
 NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts) {
-  const localmean::QkvShape sh = shape_from(shape);
+  const localmean::QkvShape sh = shape_of(shape, theta);
   NumericMatrix probs(sh.vocab, contexts.size());
   for (R_xlen_t i = 0; i < contexts.size(); ++i) {
     IntegerVector ctx = contexts[i];
     if (ctx.size() == 0) stop("empty context");
+    check_ids(sh, ctx);
     localmean::qkv_predict(sh, theta.begin(), ctx.begin(), ctx.size(),
                            probs.begin() + i * sh.vocab);
   }
@@ -104,7 +143,8 @@ NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts) {
 // Summed loss over the tokens (0-based ids) and its gradient with respect to theta (for tests).
 // [[Rcpp::export]]
 List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector tokens) {
-  const localmean::QkvShape sh = shape_from(shape);
+  const localmean::QkvShape sh = shape_of(shape, theta);
+  check_ids(sh, tokens);
   NumericVector grad(theta.size());
   const double loss =
       localmean::qkv_gradient(sh, theta.begin(), tokens.begin(), tokens.size(), grad.begin());

@@ -308,6 +308,8 @@ static void neighbour_tests() {
          "radial constants equal their closed forms");
 }
 
+void qkv_core_tests();
+
 int main() {
   const std::size_t n = 500, m = 40, d = 2;
   std::mt19937 rng(42);
@@ -480,9 +482,63 @@ int main() {
     expect(th1 == th2, "serial and threaded QKV training are identical");
     expect(tr1.batch_loss.back() < tr1.batch_loss.front(), "QKV training lowers the loss");
   }
+  qkv_core_tests();
   impute_tests();
   neighbour_tests();
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;
+}
+
+// The QKV model's parameter layout covers theta block after block, and its attention weights
+// equal a direct softmax over each position's window (layer 1) and are normalised (layer 2).
+void qkv_core_tests() {
+  const std::size_t V = 7, D = 3, W = 4;
+  const QkvShape shape(V, D, W, 2);
+  std::size_t next = 0;
+  bool contiguous = true;
+  for (const QkvBlock& b : shape.blocks) {
+    contiguous = contiguous && b.offset == next;
+    next += b.size;
+  }
+  expect(contiguous && next == shape.size && shape.blocks.size() == 14,
+         "the QKV blocks cover theta in order");
+  expect(shape.blocks[0].offset == shape.eq && shape.blocks[3].offset == shape.b1 &&
+             shape.blocks[13].offset == shape.b2 && shape.blocks[13].size == W &&
+             shape.hidden == kQkvHiddenPerDim * D,
+         "the named QKV offsets are the blocks' offsets");
+  const QkvShape one(V, D, W, 1);
+  expect(one.size == 4 * V * D + V + W, "one layer has no second-layer parameters");
+
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> unif(-1.0, 1.0);
+  std::vector<double> theta(shape.size);
+  for (auto& v : theta) v = unif(rng);
+  const std::vector<int> tok = {1, 4, 4, 0, 6, 2, 5, 1, 3};
+  const std::size_t n = tok.size();
+  std::vector<double> a1(n * n), a2(n * n);
+  qkv_attention(shape, theta.data(), tok.data(), n, 1, a1.data());
+  qkv_attention(shape, theta.data(), tok.data(), n, 2, a2.data());
+  double worst = 0.0, worst_sum = 0.0;
+  bool causal = true;
+  for (std::size_t t = 0; t < n; ++t) {
+    std::vector<double> w(n, 0.0);
+    double mx = -1e300, sum = 0.0, sum2 = 0.0;
+    const std::size_t first = t + 1 > W ? t + 1 - W : 0;
+    for (std::size_t s = first; s <= t; ++s) {
+      double sc = theta[shape.b1 + t - s];
+      for (std::size_t c = 0; c < D; ++c)
+        sc += theta[shape.eq + tok[t] * D + c] * theta[shape.ek + tok[s] * D + c] / std::sqrt(3.0);
+      mx = std::max(mx, w[s] = sc);
+    }
+    for (std::size_t s = first; s <= t; ++s) sum += (w[s] = std::exp(w[s] - mx));
+    for (std::size_t s = 0; s < n; ++s) {
+      worst = std::max(worst, std::fabs(w[s] / sum - a1[t * n + s]));
+      sum2 += a2[t * n + s];
+      causal = causal && (s >= first && s <= t ? true : a1[t * n + s] == 0 && a2[t * n + s] == 0);
+    }
+    worst_sum = std::max(worst_sum, std::fabs(sum2 - 1.0));
+  }
+  expect(worst < 1e-12, "QKV attention equals a direct softmax over the window");
+  expect(worst_sum < 1e-12 && causal, "both layers' attention is causal, windowed, normalised");
 }

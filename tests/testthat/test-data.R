@@ -98,3 +98,11 @@ test_that("word_cooccurrence() counts directed pairs within the window", {
   expect_error(word_cooccurrence("one"), "two words", class = "localmean_error")
   expect_error(word_cooccurrence(text, window = 0), "window", class = "localmean_error")
 })
+
+test_that("word_cooccurrence() splits words as tokenize_words() does", {
+  text <- c("Don\u2019t stop: don't 'quote' rock''n", NA, "it's")
+  co <- word_cooccurrence(text, vocab_size = 10, window = 1)
+  words <- tokenize_words(text)
+  expect_equal(sort(co$vocab), sort(unique(words)))
+  expect_equal(sum(co$freq), length(words))
+})

@@ -229,3 +229,48 @@ test_that("plots draw without error", {
   expect_equal(nrow(edges), 12L)
   expect_silent(plot(fit, type = "loss"))
 })
+
+test_that("the parameter layout comes from the C++ model and is the one it uses", {
+  lay <- localmean:::qkv_layout(7L, 3L, 4L, 2L)
+  sizes <- c(query = 21, key = 21, value = 21, lag = 4, output = 21, output_bias = 7, w1 = 18,
+             c1 = 6, w2 = 18, c2 = 3, query2 = 9, key2 = 9, value2 = 9, lag2 = 4)
+  expect_equal(lay$size, sizes)
+  expect_equal(lay$start, cumsum(sizes) - sizes)
+  expect_equal(lay$total, sum(sizes))
+  expect_equal(lay$hidden, 6L)
+  one <- localmean:::qkv_layout(7L, 3L, 4L, 1L)
+  expect_equal(one$size[c("w1", "c1", "w2", "c2", "query2", "key2", "value2", "lag2")],
+               sizes[c("w1", "c1", "w2", "c2", "query2", "key2", "value2", "lag2")] * 0)
+  # A large log weight at lag 2 in the "lag" ("lag2") block makes layer 1 (2) look two back.
+  tok <- markov2_tokens(800, 19)
+  set.seed(20)
+  fit <- qkv_fit(tok, dim = 3, window = 4, layers = 2, epochs = 1, n_threads = 1,
+                 verbose = FALSE)
+  lay <- localmean:::qkv_layout(fit$shape$vocab, 3L, 4L, 2L)
+  expect_equal(lay$total, length(fit$theta))
+  for (layer in 1:2) {
+    block <- c("lag", "lag2")[layer]
+    fit2 <- fit
+    fit2$theta[lay$start[[block]] + 3L] <- 50
+    a <- attention_weights(fit2, tok[1:12], layer = layer)
+    expect_equal(unname(a[cbind(3:12, 1:10)]), rep(1, 10), tolerance = 1e-12, label = block)
+  }
+})
+
+test_that("attention_weights() is the plain-R softmax of the learned kernel", {
+  tok <- markov2_tokens(1500, 21)
+  set.seed(22)
+  fit <- qkv_fit(tok, dim = 3, window = 3, epochs = 1, n_threads = 1, verbose = FALSE)
+  ctx <- tok[100:140]
+  n <- length(ctx)
+  ids <- match(ctx, fit$vocab)
+  lag <- outer(seq_len(n), seq_len(n), "-")
+  bias <- matrix(fit$lag_weights[pmin(pmax(lag, 0), 2) + 1], n)
+  ref <- attention_ref(fit$query[ids, ], fit$key[ids, ], fit$value[ids, ], sqrt(3),
+                       log_time_ref(n, "causal", 3) + bias)
+  a <- attention_weights(fit, ctx)
+  expect_equal(unname(a), unname(ref$weights), tolerance = 1e-12)
+  expect_equal(dimnames(a), list(ctx, ctx))
+  expect_error(localmean:::cpp_qkv_attention(fit$shape, fit$theta, c(0L, 99L), 1L),
+               "out of range")
+})

@@ -49,14 +49,17 @@ typedef double v4d __attribute__((vector_size(32), aligned(8)));
 #define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
 #endif
 
-// The log weight of a zero weight: finite, so that arithmetic on it stays branch-free.
+// The log weight of a zero weight: finite, so that arithmetic on it stays branch-free. A log
+// weight below kLogZeroBelow (kLogZero plus any score) is a zero weight.
 constexpr double kLogZero = -1e300;
+constexpr double kLogZeroBelow = 0.5 * kLogZero;
 
 // exp(x) for finite x <= 0 (0 below -745), relative error below 1e-12: the Taylor polynomial of
 // degree 11 at x / 2^12, squared 12 times (as exp_wide_range), written out without branches or
 // inner loops so that loops over it vectorise.
+constexpr double kExpUnderflow = 745.0;  // exp(-745) is below the smallest subnormal double
 LOCALMEAN_INLINE double exp_nonpositive(double x) {
-  const double inside = within(-x, 745.0);
+  const double inside = within(-x, kExpUnderflow);
   const double r = x * inside * (1.0 / 4096.0);
   double p = 1.0 / 39916800.0;
   p = p * r + 1.0 / 3628800.0;
@@ -95,6 +98,7 @@ inline void key_range(const TemporalSettings& set, std::size_t t, std::size_t nk
               : 0;
     break;
   case TimeKernel::window: {
+    // Capped beyond any sequence length, so that the conversion is exact.
     const std::size_t half = static_cast<std::size_t>(std::floor(std::min(w, 1e15)));
     *lo = t > half ? t - half : 0;
     *hi = std::min(nk - 1, t + std::min<std::size_t>(half, nk));
@@ -114,6 +118,10 @@ inline void key_range(const TemporalSettings& set, std::size_t t, std::size_t nk
 // Queries per tile (they share each block of keys while it is in cache) and keys per block.
 constexpr std::size_t kQueryTile = 16;
 constexpr std::size_t kKeyBlock = 64;
+// Tiles in the first chunk of work; later chunks are sized by the time the first took.
+constexpr std::size_t kFirstTiles = 4;
+// Keys scored per pass of the scalar loops: their running sums stay in registers.
+constexpr std::size_t kKeysPerPass = 16;
 
 // Content kernels as log weights. block() scores the keys of one block, stored transposed
 // (kT[c * kKeyBlock + j] is coordinate c of key j), so the inner loop runs over keys and
@@ -150,14 +158,14 @@ struct SoftmaxContent {
       LOCALMEAN_STORE4(sc + 28, a7 * inv_h);
     }
 #else
-    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
-      double r[16] = {};
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += kKeysPerPass) {
+      double r[kKeysPerPass] = {};
       for (std::size_t c = 0; c < dk; ++c) {
         const double qc = q[c];
         const double* kc = kT + c * kKeyBlock + j0;
-        for (std::size_t u = 0; u < 16; ++u) r[u] += qc * kc[u];
+        for (std::size_t u = 0; u < kKeysPerPass; ++u) r[u] += qc * kc[u];
       }
-      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = r[u] * inv_h;
+      for (std::size_t u = 0; u < kKeysPerPass; ++u) score[j0 + u] = r[u] * inv_h;
     }
 #endif
   }
@@ -172,17 +180,17 @@ template <class K> struct DistanceContent {
   std::size_t dk;
   double inv_h2;
   LOCALMEAN_INLINE void block(const double* q, const double* kT, double* score) const {
-    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
-      double r[16] = {};
+    for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += kKeysPerPass) {
+      double r[kKeysPerPass] = {};
       for (std::size_t c = 0; c < dk; ++c) {
         const double qc = q[c];
         const double* kc = kT + c * kKeyBlock + j0;
-        for (std::size_t u = 0; u < 16; ++u) {
+        for (std::size_t u = 0; u < kKeysPerPass; ++u) {
           const double diff = qc - kc[u];
           r[u] += diff * diff;
         }
       }
-      for (std::size_t u = 0; u < 16; ++u) score[j0 + u] = log_shape<K>(r[u] * inv_h2);
+      for (std::size_t u = 0; u < kKeysPerPass; ++u) score[j0 + u] = log_shape<K>(r[u] * inv_h2);
     }
   }
   double single(const double* q, const double* k) const {
@@ -267,7 +275,7 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, std::size_t nq, const 
       for (std::size_t j = 0; j < ja; ++j) score[j] = kLogZero;
       for (std::size_t j = je; j < kKeyBlock; ++j) score[j] = kLogZero;
       const double block_max = max_of(score, kKeyBlock);
-      if (block_max < 0.5 * kLogZero) continue;  // every weight zero (compact kernels)
+      if (block_max < kLogZeroBelow) continue;  // every weight zero (compact kernels)
       double* at = &acc[i * dv];
       if (block_max > run_max[i]) {
         const double rescale = std::exp(run_max[i] - block_max);  // 0 the first time
@@ -316,7 +324,7 @@ LOCALMEAN_INLINE void temporal_tile_body(const double* q, std::size_t nq, const 
     for (std::size_t s = lo[i]; s <= hi[i]; ++s) {
       double sc = content.single(q + t * dk, k + s * dk);
       if (decay) sc -= (static_cast<double>(t) - static_cast<double>(s)) * inv_tau;
-      wt[s] = sc < 0.5 * kLogZero ? 0.0 : std::exp(sc - run_max[i]) * inv;
+      wt[s] = sc < kLogZeroBelow ? 0.0 : std::exp(sc - run_max[i]) * inv;
     }
   }
 }
@@ -334,26 +342,32 @@ void temporal_tile(const double* q, std::size_t nq, const double* k, std::size_t
 
 }  // namespace detail
 
+// The number of query tiles, the unit of the temporal local mean's progress.
+inline std::size_t temporal_tile_count(std::size_t nq) {
+  return (nq + detail::kQueryTile - 1) / detail::kQueryTile;
+}
+
 // The temporal local mean of nq queries over nk keys (for causal, window and exponential time
 // kernels query t and key s are positions in one sequence). q: nq x dk, k: nk x dk, v: nk x dv,
-// out: nq x dv, all row-major (out column-major if set.out_column_major); weights (nq x nk, row-major) is filled when not null. Returns false
-// when the monitor stopped the work.
+// out: nq x dv, all row-major (out column-major if set.out_column_major); weights (nq x nk,
+// row-major) is filled when not null. Returns false when the monitor stopped the work.
 inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k, std::size_t nk,
                                 std::size_t dk, const double* v, std::size_t dv,
                                 const TemporalSettings& set, double* out, double* weights,
                                 const ParallelFor& parallel_for = serial_for,
                                 const Monitor& monitor = {}) {
   if (nq == 0 || nk == 0) return true;
-  const std::size_t tiles = (nq + detail::kQueryTile - 1) / detail::kQueryTile;
+  const std::size_t tiles = temporal_tile_count(nq);
   auto run = [&](const auto& content) {
-    return run_chunked(tiles, 4, parallel_for, monitor, [&](std::size_t b, std::size_t e) {
+    auto tiles_from = [&](std::size_t b, std::size_t e) {
       std::vector<double> acc, kT;
       for (std::size_t tile = b; tile < e; ++tile) {
         const std::size_t t0 = tile * detail::kQueryTile;
         detail::temporal_tile(q, nq, k, nk, dk, v, dv, set, content, t0,
                               std::min(nq, t0 + detail::kQueryTile), out, weights, acc, kT);
       }
-    });
+    };
+    return run_chunked(tiles, detail::kFirstTiles, parallel_for, monitor, tiles_from);
   };
   if (set.softmax) return run(detail::SoftmaxContent{dk, 1.0 / set.bandwidth});
   const double inv_h2 = 1.0 / (set.bandwidth * set.bandwidth);
@@ -372,27 +386,38 @@ inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k
 // layer is a softmax over the vocabulary: p = softmax(Wo h + bo). Trained by Adam on the mean
 // cross-entropy of mini-batches of consecutive targets.
 
+// One block of the flat parameter vector. The names are the model's (R reads the layout here).
+struct QkvBlock {
+  const char* name;
+  std::size_t offset, size;
+};
+
+// Width of the feed-forward map of two-layer models, in multiples of the embedding dimension.
+constexpr std::size_t kQkvHiddenPerDim = 2;
+
 struct QkvShape {
   std::size_t vocab = 0, dim = 0, window = 1, layers = 1, hidden = 0;
-  // Offsets of the parameter blocks in one flat vector.
-  std::size_t eq, ek, ev, b1, wo, bo, w1, c1, w2, c2, wq2, wk2, wv2, b2, size;
+  // Offsets of the parameter blocks in one flat vector of `size` parameters.
+  std::size_t eq, ek, ev, b1, wo, bo, w1, c1, w2, c2, wq2, wk2, wv2, b2, size = 0;
+  std::vector<QkvBlock> blocks;  // every block, in order (empty ones included)
   QkvShape(std::size_t v, std::size_t d, std::size_t w, std::size_t l)
-      : vocab(v), dim(d), window(w), layers(l), hidden(l > 1 ? 2 * d : 0) {
-    std::size_t o = 0;
-    auto take = [&o](std::size_t n) {
-      const std::size_t at = o;
-      o += n;
-      return at;
+      : vocab(v), dim(d), window(w), layers(l), hidden(l > 1 ? kQkvHiddenPerDim * d : 0) {
+    auto take = [this](const char* name, std::size_t n) {
+      blocks.push_back({name, size, n});
+      size += n;
+      return blocks.back().offset;
     };
-    eq = take(v * d), ek = take(v * d), ev = take(v * d), b1 = take(w);
-    wo = take(v * d), bo = take(v);
-    w1 = take(hidden * d), c1 = take(hidden), w2 = take(d * hidden), c2 = take(hidden ? d : 0);
-    wq2 = take(layers > 1 ? d * d : 0), wk2 = take(layers > 1 ? d * d : 0);
-    wv2 = take(layers > 1 ? d * d : 0), b2 = take(layers > 1 ? w : 0);
-    size = o;
+    const std::size_t second = layers > 1 ? 1 : 0;  // the second layer's blocks, or none
+    eq = take("query", v * d), ek = take("key", v * d), ev = take("value", v * d);
+    b1 = take("lag", w), wo = take("output", v * d), bo = take("output_bias", v);
+    w1 = take("w1", hidden * d), c1 = take("c1", hidden), w2 = take("w2", d * hidden);
+    c2 = take("c2", second * d), wq2 = take("query2", second * d * d);
+    wk2 = take("key2", second * d * d), wv2 = take("value2", second * d * d);
+    b2 = take("lag2", second * w);
   }
 };
 
+// Adam's settings; beta1, beta2 and eps are the defaults of Kingma and Ba (2015).
 struct QkvSettings {
   double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   std::size_t batch = 256, epochs = 1;
@@ -415,19 +440,20 @@ LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
   return s;
 }
 
-// y (r) = M (r x c, row-major) x (c), or += when add.
-LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c, double* y,
-                   bool add = false) {
-  for (std::size_t i = 0; i < r; ++i) y[i] = (add ? y[i] : 0.0) + dot(m + i * c, x, c);
+// y (r) = M (r x c, row-major) x (c).
+LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c,
+                             double* y) {
+  for (std::size_t i = 0; i < r; ++i) y[i] = dot(m + i * c, x, c);
 }
 // y (c) += M' x (x of length r).
 LOCALMEAN_INLINE void matvec_t_add(const double* m, const double* x, std::size_t r, std::size_t c,
-                         double* y) {
+                                   double* y) {
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < c; ++j) y[j] += m[i * c + j] * x[i];
 }
 // G (r x c) += x y'.
-LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r, std::size_t c) {
+LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r,
+                                std::size_t c) {
   for (std::size_t i = 0; i < r; ++i)
     for (std::size_t j = 0; j < c; ++j) g[i * c + j] += x[i] * y[j];
 }
@@ -440,6 +466,31 @@ LOCALMEAN_INLINE void softmax_in_place(double* a, std::size_t n) {
   for (std::size_t j = 0; j < n; ++j) a[j] *= inv;
 }
 
+#if defined(__GNUC__)
+// y[0, 16) += sum_{i < n} c[i * c_step] x[i * x_step + (0, 16)], i in increasing order, the running
+// sums held in four vector registers (independent sums keep the FMA units busy).
+LOCALMEAN_INLINE void add_scaled_rows16(double* y, const double* c, std::size_t c_step,
+                                        const double* x, std::size_t x_step, std::size_t n) {
+  v4d a0 = LOCALMEAN_LOAD4(y), a1 = LOCALMEAN_LOAD4(y + 4);
+  v4d a2 = LOCALMEAN_LOAD4(y + 8), a3 = LOCALMEAN_LOAD4(y + 12);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = c[i * c_step];
+    const double* xi = x + i * x_step;
+    a0 += d * LOCALMEAN_LOAD4(xi);
+    a1 += d * LOCALMEAN_LOAD4(xi + 4);
+    a2 += d * LOCALMEAN_LOAD4(xi + 8);
+    a3 += d * LOCALMEAN_LOAD4(xi + 12);
+  }
+  LOCALMEAN_STORE4(y, a0);
+  LOCALMEAN_STORE4(y + 4, a1);
+  LOCALMEAN_STORE4(y + 8, a2);
+  LOCALMEAN_STORE4(y + 12, a3);
+}
+#endif
+// Their last use: a header must not leak its macros.
+#undef LOCALMEAN_LOAD4
+#undef LOCALMEAN_STORE4
+
 // Back through the output layer for ng targets: dl (ng x V) the loss gradient of the logits,
 // h (ng x D) the representations, wo (V x D). Adds dl' h to gwo, the column sums of dl to gbo and
 // dl wo to dh (ng x D), the running sums kept in vector registers across targets (for gwo) or
@@ -449,50 +500,16 @@ LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::s
                                       double* gwo, double* gbo, double* dh) {
   std::size_t c_vec = 0;
 #if defined(__GNUC__)
-  // Columns 16 at a time (four independent running sums keep the FMA units busy).
-  c_vec = D / 16 * 16;
-  for (std::size_t r = 0; r < V; ++r) {
-    double* gw = gwo + r * D;
-    for (std::size_t c0 = 0; c0 < c_vec; c0 += 16) {
-      v4d a0 = LOCALMEAN_LOAD4(gw + c0), a1 = LOCALMEAN_LOAD4(gw + c0 + 4);
-      v4d a2 = LOCALMEAN_LOAD4(gw + c0 + 8), a3 = LOCALMEAN_LOAD4(gw + c0 + 12);
-      for (std::size_t i = 0; i < ng; ++i) {
-        const double d = dl[i * V + r];
-        const double* hi = h + i * D + c0;
-        a0 += d * LOCALMEAN_LOAD4(hi);
-        a1 += d * LOCALMEAN_LOAD4(hi + 4);
-        a2 += d * LOCALMEAN_LOAD4(hi + 8);
-        a3 += d * LOCALMEAN_LOAD4(hi + 12);
-      }
-      LOCALMEAN_STORE4(gw + c0, a0);
-      LOCALMEAN_STORE4(gw + c0 + 4, a1);
-      LOCALMEAN_STORE4(gw + c0 + 8, a2);
-      LOCALMEAN_STORE4(gw + c0 + 12, a3);
-    }
-  }
+  c_vec = D / 16 * 16;  // columns 16 at a time
+  for (std::size_t r = 0; r < V; ++r)
+    for (std::size_t c0 = 0; c0 < c_vec; c0 += 16)
+      add_scaled_rows16(gwo + r * D + c0, dl + r, V, h + c0, D, ng);
   constexpr std::size_t kRows = 128;  // rows of wo per pass, kept in cache across targets
   for (std::size_t r0 = 0; r0 < V; r0 += kRows) {
     const std::size_t r1 = std::min(V, r0 + kRows);
-    for (std::size_t i = 0; i < ng; ++i) {
-      const double* dli = dl + i * V;
-      double* dhi = dh + i * D;
-      for (std::size_t c0 = 0; c0 < c_vec; c0 += 16) {
-        v4d a0 = LOCALMEAN_LOAD4(dhi + c0), a1 = LOCALMEAN_LOAD4(dhi + c0 + 4);
-        v4d a2 = LOCALMEAN_LOAD4(dhi + c0 + 8), a3 = LOCALMEAN_LOAD4(dhi + c0 + 12);
-        for (std::size_t r = r0; r < r1; ++r) {
-          const double d = dli[r];
-          const double* wr = wo + r * D + c0;
-          a0 += d * LOCALMEAN_LOAD4(wr);
-          a1 += d * LOCALMEAN_LOAD4(wr + 4);
-          a2 += d * LOCALMEAN_LOAD4(wr + 8);
-          a3 += d * LOCALMEAN_LOAD4(wr + 12);
-        }
-        LOCALMEAN_STORE4(dhi + c0, a0);
-        LOCALMEAN_STORE4(dhi + c0 + 4, a1);
-        LOCALMEAN_STORE4(dhi + c0 + 8, a2);
-        LOCALMEAN_STORE4(dhi + c0 + 12, a3);
-      }
-    }
+    for (std::size_t i = 0; i < ng; ++i)
+      for (std::size_t c0 = 0; c0 < c_vec; c0 += 16)
+        add_scaled_rows16(dh + i * D + c0, dl + i * V + r0, 1, wo + r0 * D + c0, D, r1 - r0);
   }
 #endif
   for (std::size_t r = 0; r < V; ++r) {
@@ -509,9 +526,73 @@ LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::s
   }
 }
 
+// One causal local mean of the QKV model, seen from one position: the key and the value at lag j
+// are row row(j) (dim wide) of `key` and `value`, and `lag` holds the learned log weight of each
+// lag. For a query q: a = softmax_j(q . k_j / sqrt(dim) + lag_j) and h = sum_j a_j v_j.
+struct CausalMean {
+  const double* key;
+  const double* value;
+  const double* lag;
+  std::size_t dim;
+  double inv_sqrt;  // 1 / sqrt(dim)
+};
+// Where the gradients of a causal mean's keys, values (same rows) and lag weights go.
+struct CausalMeanGrad {
+  double* key;
+  double* value;
+  double* lag;
+};
+
+// The weights a of query q over its n lags, and its mean added to h.
+template <class Row>
+LOCALMEAN_INLINE void causal_mean_forward(const CausalMean& m, const double* q, Row row,
+                                          std::size_t n, double* a, double* h) {
+  const std::size_t D = m.dim;
+  for (std::size_t j = 0; j < n; ++j)
+    a[j] = dot(q, m.key + row(j) * D, D) * m.inv_sqrt + m.lag[j];
+  softmax_in_place(a, n);
+  for (std::size_t j = 0; j < n; ++j) {
+    const double* vs = m.value + row(j) * D;
+    for (std::size_t c = 0; c < D; ++c) h[c] += a[j] * vs[c];
+  }
+}
+
+// Back through the mean of query q for the incoming gradient g of h: with score_j the log weight
+// of lag j, d score_j = a_j (g . v_j - sum_r a_r g . v_r). Adds the gradients of the keys, values
+// and lag weights to grad and that of the query to dq; da is scratch space for n numbers.
+template <class Row>
+LOCALMEAN_INLINE void causal_mean_backward(const CausalMean& m, const double* q, Row row,
+                                           std::size_t n, const double* a, const double* g,
+                                           const CausalMeanGrad& grad, double* dq, double* da) {
+  const std::size_t D = m.dim;
+  double mean = 0.0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::size_t r = row(j);
+    da[j] = dot(g, m.value + r * D, D);
+    mean += a[j] * da[j];
+    double* dv = grad.value + r * D;
+    for (std::size_t c = 0; c < D; ++c) dv[c] += a[j] * g[c];
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::size_t r = row(j);
+    const double ds = a[j] * (da[j] - mean);
+    grad.lag[j] += ds;
+    const double* ks = m.key + r * D;
+    double* dk = grad.key + r * D;
+    for (std::size_t c = 0; c < D; ++c) {
+      dq[c] += ds * m.inv_sqrt * ks[c];
+      dk[c] += ds * m.inv_sqrt * q[c];
+    }
+  }
+}
+
+// Smallest probability in the loss: a target of probability 0 costs -log(1e-300), not infinity.
+constexpr double kMinProb = 1e-300;
+
 // Loss (summed) of the targets t in [a, b): token t + 1 predicted from tokens <= t. With grad
 // not null, adds the gradient of the summed loss. With probs not null (predict), writes the
-// probabilities at the last target instead (no loss). tok: 0-based token ids.
+// probabilities at the last target instead (no loss). tok: 0-based token ids. The attention
+// weights stay in ws (a1 for positions from max(0, a + 1 - window) or a, a2 from a; row by lag).
 LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const int* tok,
                                          std::size_t a, std::size_t b, double* grad, QkvWork& ws,
                                          double* probs) {
@@ -521,21 +602,20 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
   // Layer 1 runs on [p0, b): with two layers the second needs the window before a.
   const std::size_t p0 = two ? (a + 1 > W ? a + 1 - W : 0) : a, np = b - p0, nt = b - a;
   auto lags = [W](std::size_t t) { return std::min(W, t + 1); };
+  // Layer 1's keys and values are the embeddings of the tokens p - lag; layer 2's are rows
+  // t - lag of its projections, which start at position p0.
+  auto token_rows = [tok](std::size_t p) {
+    return [tok, p](std::size_t j) { return static_cast<std::size_t>(tok[p - j]); };
+  };
+  auto position_rows = [p0](std::size_t t) {
+    return [t, p0](std::size_t j) { return t - j - p0; };
+  };
+  const CausalMean mean1{th + sh.ek, th + sh.ev, th + sh.b1, D, inv_sqrt};
   ws.a1.assign(np * W, 0.0);
   ws.h1.assign(np * D, 0.0);
-  for (std::size_t p = p0; p < b; ++p) {
-    const double* qt = th + sh.eq + tok[p] * D;
-    double* at = &ws.a1[(p - p0) * W];
-    const std::size_t n = lags(p);
-    for (std::size_t j = 0; j < n; ++j)
-      at[j] = dot(qt, th + sh.ek + tok[p - j] * D, D) * inv_sqrt + th[sh.b1 + j];
-    softmax_in_place(at, n);
-    double* ht = &ws.h1[(p - p0) * D];
-    for (std::size_t j = 0; j < n; ++j) {
-      const double* vs = th + sh.ev + tok[p - j] * D;
-      for (std::size_t c = 0; c < D; ++c) ht[c] += at[j] * vs[c];
-    }
-  }
+  for (std::size_t p = p0; p < b; ++p)
+    causal_mean_forward(mean1, th + sh.eq + tok[p] * D, token_rows(p), lags(p),
+                        &ws.a1[(p - p0) * W], &ws.h1[(p - p0) * D]);
   const double* hout = &ws.h1[(a - p0) * D];  // the representation fed to the output layer
   if (two) {
     ws.z.assign(np * H, 0.0);
@@ -556,19 +636,14 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
       matvec(th + sh.wk2, u, D, D, &ws.k2[i * D]);
       matvec(th + sh.wv2, u, D, D, &ws.v2[i * D]);
     }
+  }
+  const CausalMean mean2{ws.k2.data(), ws.v2.data(), th + sh.b2, D, inv_sqrt};
+  if (two) {
     ws.a2.assign(nt * W, 0.0);
     ws.h2.assign(nt * D, 0.0);
-    for (std::size_t t = a; t < b; ++t) {
-      double* at = &ws.a2[(t - a) * W];
-      const std::size_t n = lags(t);
-      for (std::size_t j = 0; j < n; ++j)
-        at[j] = dot(&ws.q2[(t - p0) * D], &ws.k2[(t - j - p0) * D], D) * inv_sqrt +
-                th[sh.b2 + j];
-      softmax_in_place(at, n);
-      double* ht = &ws.h2[(t - a) * D];
-      for (std::size_t j = 0; j < n; ++j)
-        for (std::size_t c = 0; c < D; ++c) ht[c] += at[j] * ws.v2[(t - j - p0) * D + c];
-    }
+    for (std::size_t t = a; t < b; ++t)
+      causal_mean_forward(mean2, &ws.q2[(t - p0) * D], position_rows(t), lags(t),
+                          &ws.a2[(t - a) * W], &ws.h2[(t - a) * D]);
     hout = ws.h2.data();
   }
 
@@ -604,7 +679,7 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
         continue;
       }
       const int y = tok[a + g0 + i + 1];
-      loss -= std::log(std::max(l[y], 1e-300));
+      loss -= std::log(std::max(l[y], kMinProb));
       l[y] -= 1.0;  // now d loss / d logits
     }
     if (!grad) continue;
@@ -613,8 +688,6 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
   }
   if (!grad) return loss;
 
-  // Back through each local mean: with a = softmax(scores) and h = sum_s a_s v_s,
-  // d score_s = a_s (g . v_s - sum_r a_r g . v_r) for the incoming gradient g of h.
   std::vector<double> da(W);
   // Gradient with respect to layer 1's outputs h1 on [p0, b).
   std::vector<double> dh1;
@@ -624,27 +697,11 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
     ws.dq2.assign(np * D, 0.0);
     ws.dk2.assign(np * D, 0.0);
     ws.dv2.assign(np * D, 0.0);
-    for (std::size_t t = a; t < b; ++t) {
-      const double* g = &ws.dh[(t - a) * D];
-      const double* at = &ws.a2[(t - a) * W];
-      const std::size_t n = lags(t);
-      double mean = 0.0;
-      for (std::size_t j = 0; j < n; ++j) {
-        const std::size_t s = t - j - p0;
-        da[j] = dot(g, &ws.v2[s * D], D);
-        mean += at[j] * da[j];
-        for (std::size_t c = 0; c < D; ++c) ws.dv2[s * D + c] += at[j] * g[c];
-      }
-      for (std::size_t j = 0; j < n; ++j) {
-        const std::size_t s = t - j - p0;
-        const double ds = at[j] * (da[j] - mean);
-        grad[sh.b2 + j] += ds;
-        for (std::size_t c = 0; c < D; ++c) {
-          ws.dq2[(t - p0) * D + c] += ds * inv_sqrt * ws.k2[s * D + c];
-          ws.dk2[s * D + c] += ds * inv_sqrt * ws.q2[(t - p0) * D + c];
-        }
-      }
-    }
+    const CausalMeanGrad grad2{ws.dk2.data(), ws.dv2.data(), grad + sh.b2};
+    for (std::size_t t = a; t < b; ++t)
+      causal_mean_backward(mean2, &ws.q2[(t - p0) * D], position_rows(t), lags(t),
+                           &ws.a2[(t - a) * W], &ws.dh[(t - a) * D], grad2,
+                           &ws.dq2[(t - p0) * D], da.data());
     ws.tmp.resize(H);
     std::vector<double> dr(H);
     for (std::size_t i = 0; i < np; ++i) {
@@ -671,33 +728,11 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
       matvec_t_add(th + sh.w1, dr.data(), H, D, d1);
     }
   }
-  // Layer 1: scores Eq[x_p] . Ek[x_s] / sqrt(D) + b1[lag], values Ev[x_s].
-  for (std::size_t p = p0; p < b; ++p) {
-    const double* g = two ? &dh1[(p - p0) * D] : &ws.dh[(p - a) * D];
-    const double* at = &ws.a1[(p - p0) * W];
-    const std::size_t n = lags(p);
-    const double* qt = th + sh.eq + tok[p] * D;
-    double* gq = grad + sh.eq + tok[p] * D;
-    double mean = 0.0;
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::size_t s = p - j;
-      da[j] = dot(g, th + sh.ev + tok[s] * D, D);
-      mean += at[j] * da[j];
-      double* gv = grad + sh.ev + tok[s] * D;
-      for (std::size_t c = 0; c < D; ++c) gv[c] += at[j] * g[c];
-    }
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::size_t s = p - j;
-      const double ds = at[j] * (da[j] - mean);
-      grad[sh.b1 + j] += ds;
-      const double* ks = th + sh.ek + tok[s] * D;
-      double* gk = grad + sh.ek + tok[s] * D;
-      for (std::size_t c = 0; c < D; ++c) {
-        gq[c] += ds * inv_sqrt * ks[c];
-        gk[c] += ds * inv_sqrt * qt[c];
-      }
-    }
-  }
+  const CausalMeanGrad grad1{grad + sh.ek, grad + sh.ev, grad + sh.b1};
+  for (std::size_t p = p0; p < b; ++p)
+    causal_mean_backward(mean1, th + sh.eq + tok[p] * D, token_rows(p), lags(p),
+                         &ws.a1[(p - p0) * W], two ? &dh1[(p - p0) * D] : &ws.dh[(p - a) * D],
+                         grad1, grad + sh.eq + tok[p] * D, da.data());
   return loss;
 }
 
@@ -731,7 +766,7 @@ LOCALMEAN_HOT inline void adam_step(const double* __restrict grads, std::size_t 
 inline double qkv_loss(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
                        const ParallelFor& parallel_for = serial_for) {
   if (n < 2) return 0.0;
-  constexpr std::size_t kPieces = 64;
+  constexpr std::size_t kPieces = 64;  // fixed, so that the sum does not depend on the threads
   const std::size_t targets = n - 1, pieces = std::min(kPieces, targets);
   std::vector<double> part(pieces, 0.0);
   parallel_for(0, pieces, [&](std::size_t b, std::size_t e) {
@@ -760,6 +795,23 @@ inline void qkv_predict(const QkvShape& sh, const double* theta, const int* tok,
   detail::qkv_segment(sh, theta, tok, n - 1, n, nullptr, ws, probs);
 }
 
+// The attention weights of local mean `layer` (1 or 2) over the tokens tok[0..n), from the same
+// forward pass as training and prediction: weights (n x n, row-major) gets in row t how much
+// position t draws on each position s (zero outside the causal window).
+inline void qkv_attention(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+                          std::size_t layer, double* weights) {
+  std::fill(weights, weights + n * n, 0.0);
+  if (n == 0) return;
+  detail::QkvWork ws;
+  std::vector<double> probs(sh.vocab);
+  detail::qkv_segment(sh, theta, tok, 0, n, nullptr, ws, probs.data());
+  // Every position's weights, in lag order (from target 0 on, layer 1 starts at position 0).
+  const std::vector<double>& by_lag = layer > 1 ? ws.a2 : ws.a1;
+  const std::size_t W = sh.window;
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t j = 0; j < std::min(W, t + 1); ++j) weights[t * n + t - j] = by_lag[t * W + j];
+}
+
 // Adam on mini-batches of `set.batch` consecutive targets, visited in the order given per epoch
 // (order: epochs x n_batches, from the caller's random numbers). Each batch is cut into a fixed
 // number of shards whose gradients are summed in shard order, so a result does not depend on
@@ -768,7 +820,7 @@ inline bool qkv_train(const QkvShape& sh, double* theta, const int* tok, std::si
                       const int* valid, std::size_t n_valid, const int* order,
                       const QkvSettings& set, QkvTrace& trace,
                       const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
-  constexpr std::size_t kShards = 4;
+  constexpr std::size_t kShards = 4;  // per batch, whatever the number of threads
   const std::size_t P = sh.size, targets = n - 1;
   const std::size_t n_batches = (targets + set.batch - 1) / set.batch;
   std::vector<double> grads(kShards * P), m1(P, 0.0), m2(P, 0.0), shard_loss(kShards);
