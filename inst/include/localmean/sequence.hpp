@@ -745,7 +745,7 @@ inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, 
 
 // Adam on n parameters: the gradient is the sum of `shards` buffers (stride P), in order, times
 // scale. Separate pointers that do not alias let the loop vectorise.
-LOCALMEAN_HOT inline void adam_step(const double* __restrict grads, std::size_t P,
+inline void adam_step(const double* __restrict grads, std::size_t P,
                                     std::size_t shards, std::size_t n, double scale,
                                     const QkvSettings& set, double lr, double* __restrict m1,
                                     double* __restrict m2, double* __restrict theta) {

@@ -25,10 +25,6 @@
 #define LOCALMEAN_X86_CLONES 0
 #endif
 
-// Formerly GCC's optimize("O3") attribute, which GCC documents as unfit for production code; now
-// empty (src/Makevars compiles the files with hot loops at -O3). Kept only for adam_step in
-// sequence.hpp until that file drops it.
-#define LOCALMEAN_HOT
 
 namespace localmean {
 namespace detail {
@@ -47,8 +43,13 @@ __attribute__((target("avx2,fma"), noinline)) auto run_avx2(const Body& body)
 }
 #endif
 
+// Where an AVX2 copy exists, the portable copy is only the fallback for old x86-64 processors: it
+// is marked cold, which GCC compiles for size, so that the -O3 of src/Makevars does not double
+// the library for code that rarely runs. Elsewhere (e.g. ARM) it is the fast path.
 template <class Body>
-#if defined(__GNUC__)
+#if LOCALMEAN_X86_CLONES
+__attribute__((noinline, cold))
+#elif defined(__GNUC__)
 __attribute__((noinline))
 #endif
 auto run_portable(const Body& body) -> decltype(body()) {
