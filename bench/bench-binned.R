@@ -73,8 +73,8 @@ if (have_smooth) {
   # Model shell: a fit on a small subset, with the full data put in place of the subset.
   shell <- local_poly(x[1:1000], y[1:1000], bandwidth = h, method = "binned", control = ctrl,
                       verbose = FALSE)
-  shell$x <- matrix(x, ncol = 1L, dimnames = list(NULL, "x"))
-  shell$values <- matrix(y, ncol = 1L)
+  shell$x <- shell$spec$x <- matrix(x, ncol = 1L, dimnames = list(NULL, "x"))
+  shell$values <- shell$spec$values <- matrix(y, ncol = 1L)  # predict() reads the specification
   grid_estimate <- function(nt) predict(shell, grid, n_threads = nt)
   grid_label <- "predict(401) on a model shell (full data)"
 }

@@ -41,8 +41,8 @@ q <- matrix(runif(2 * m), ncol = 2, dimnames = list(NULL, c("x1", "x2")))
 
 # Model shell: the full data in a model fitted on a subset (no public cheap path).
 fit <- local_mean(x[1:1000, ], y[1:1000], bandwidth = h, method = "exact", verbose = FALSE)
-fit$x <- x
-fit$values <- matrix(y, ncol = 1L)
+fit$x <- fit$spec$x <- x
+fit$values <- fit$spec$values <- matrix(y, ncol = 1L)  # predict() reads the engine specification
 stopifnot(identical(fit$spec$method, "exact"))
 
 # Correctness on a few queries against a direct R computation (untruncated Gaussian; a cut-off

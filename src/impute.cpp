@@ -112,12 +112,8 @@ List cpp_spatial_links(int rows, int cols, double h, double radius, std::string 
 NumericMatrix cpp_nl_means(NumericMatrix img_t, int half_patch, int half_search, double h,
                            double sigma, std::string kernel, int n_threads, bool verbose) {
   const std::size_t width = img_t.nrow(), height = img_t.ncol();
-  localmean::NlmSettings set;
-  set.kernel = localmean_r::kernel_type(kernel);
-  set.half_patch = half_patch;
-  set.half_search = half_search;
-  set.h = h;
-  set.sigma = sigma;
+  const localmean::NlmSettings set{half_patch, half_search, h, localmean_r::kernel_type(kernel),
+                                  sigma};
   NumericMatrix out(width, height);
   localmean_r::Monitor monitor(verbose, static_cast<double>((height + 7) / 8), "denoising");
   const bool done = localmean::nl_means(img_t.begin(), height, width, set, out.begin(),

@@ -297,3 +297,44 @@ nl_means_ref <- function(img, patch, search, h, sigma) {
 }
 
 psnr_ref <- function(estimate, truth, peak = 1) 10 * log10(peak^2 / mean((estimate - truth)^2))
+
+# The QKV model's forward pass in plain R (the reference for the C++ core): per layer the T x T
+# attention, and the next-token probabilities at every position.
+qkv_forward_ref <- function(object, ids) {
+  qkv_block <- localmean:::qkv_block
+  softmax_rows <- function(s) {
+    p <- exp(s - apply(s, 1L, max))
+    p / rowSums(p)
+  }
+  s <- object$shape
+  lay <- localmean:::qkv_layout(s$vocab, s$dim, s$window, s$layers)
+  th <- object$theta
+  n <- length(ids)
+  lag <- outer(seq_len(n), seq_len(n), "-")
+  local_mean <- function(q, k, v, b) {
+    sc <- q %*% t(k) / sqrt(s$dim)
+    inside <- lag >= 0 & lag < s$window
+    sc[inside] <- sc[inside] + b[lag[inside] + 1L]
+    sc[!inside] <- -Inf
+    a <- softmax_rows(sc)
+    list(a = a, h = a %*% v)
+  }
+  emb <- function(name) qkv_block(th, lay, name, s$vocab, s$dim)[ids + 1L, , drop = FALSE]
+  l1 <- local_mean(emb("query"), emb("key"), emb("value"), qkv_block(th, lay, "lag", NULL, NULL))
+  attention <- list(l1$a)
+  h <- l1$h
+  if (s$layers > 1L) {
+    w1 <- qkv_block(th, lay, "w1", lay$hidden, s$dim)
+    w2 <- qkv_block(th, lay, "w2", s$dim, lay$hidden)
+    z <- sweep(h %*% t(w1), 2L, qkv_block(th, lay, "c1", NULL, NULL), "+")
+    u <- h + sweep(pmax(z, 0) %*% t(w2), 2L, qkv_block(th, lay, "c2", NULL, NULL), "+")
+    proj <- function(name) u %*% t(qkv_block(th, lay, name, s$dim, s$dim))
+    l2 <- local_mean(proj("query2"), proj("key2"), proj("value2"),
+                     qkv_block(th, lay, "lag2", NULL, NULL))
+    attention[[2L]] <- l2$a
+    h <- l2$h
+  }
+  logits <- sweep(h %*% t(qkv_block(th, lay, "output", s$vocab, s$dim)), 2L,
+                  qkv_block(th, lay, "output_bias", NULL, NULL), "+")
+  list(attention = attention, probs = softmax_rows(logits))
+}

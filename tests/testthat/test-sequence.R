@@ -153,7 +153,7 @@ test_that("the C++ model equals its plain-R forward pass, for one and two layers
                    verbose = FALSE)
     ctx <- tok[20:26]
     ids <- localmean:::token_ids(ctx, fit$vocab)
-    fw <- localmean:::qkv_forward(fit, ids)
+    fw <- qkv_forward_ref(fit, ids)
     expect_equal(predict(fit, ctx), fw$probs[7, ], tolerance = 1e-12, ignore_attr = TRUE)
     a <- attention_weights(fit, ctx, layer = layers)
     expect_equal(unname(a), fw$attention[[layers]])
