@@ -258,12 +258,14 @@ kde_frame <- function(fit, method = "tree", call = rlang::caller_env()) {
     nn = list(x = x, prior = prior / point^d, scale = bw$scale, point = point,
               norm = constant / prod(bw$scale), to_engine = identity)
   )
-  grid <- if (length(fit$grid) && is.null(fit$control$gridsize)) kde_binning_grid(fit, x)
+  range <- if (is.null(fit$bounds)) fit$range else column_ranges(x)
+  grid <- if (length(fit$grid) && is.null(fit$control$gridsize)) kde_binning_grid(fit, range)
+  if (bw$type == "matrix") range <- column_ranges(frame$x)
   frame$spec <- engine_spec(frame$x, fit$kernel, frame$scale, prior = frame$prior,
                             point_scale = frame$point, method = method, control = fit$control,
                             binnable = bw$type == "scale",
                             m = if (length(fit$grid)) prod(lengths(fit$grid)) else 0,
-                            grid = grid, call = call)
+                            grid = grid, range = range, call = call)
   frame
 }
 
@@ -324,10 +326,9 @@ kde_on_grid <- function(fit, frame, n_threads, verbose) {
   if (length(fit$grid) == 1L) dens else array(dens, lengths(fit$grid))
 }
 
-# The grid extended by whole steps to hold every (mirrored) point `x`, so that the grid points
-# are nodes of the binning grid and need no interpolation.
-kde_binning_grid <- function(fit, x) {
-  range <- column_ranges(x)
+# The grid extended by whole steps to hold every (mirrored) point, whose column ranges are
+# `range`, so that the grid points are nodes of the binning grid and need no interpolation.
+kde_binning_grid <- function(fit, range) {
   d <- length(fit$grid)
   lo <- hi <- size <- numeric(d)
   for (j in seq_len(d)) {

@@ -63,11 +63,12 @@ check_control <- function(control, call = rlang::caller_env()) {
 #   2 x d range) fixes it, else local_control(gridsize =) or default_gridsize() give the nodes
 #   and the grid spans the data and the queries;
 # - chunk_size, n_threads, verbose.
-# `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales).
+# `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales);
+# `range` (2 x d) the data's column ranges, when the caller has them (large data: one pass less).
 engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, point_scale = NULL,
                         nn = NULL, degree = 0L, method = "auto", control = local_control(),
-                        binnable = TRUE, m = NROW(x), grid = NULL, n_threads = 1L,
-                        verbose = FALSE, call = rlang::caller_env()) {
+                        binnable = TRUE, m = NROW(x), grid = NULL, range = column_ranges(x),
+                        n_threads = 1L, verbose = FALSE, call = rlang::caller_env()) {
   d <- NCOL(x)
   spec <- list(x = x, values = values, prior = prior, point_scale = point_scale,
                kernel = kernel, degree = degree, nn = nn,
@@ -75,7 +76,7 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
                requested_method = method, cutoff = control$cutoff %||% 0,
                fixed_grid = !is.null(grid$size %||% control$gridsize),
                control_gridsize = grid$size %||% control$gridsize, grid_range = grid$range,
-               span = diff(column_ranges(x))[1L, ],
+               range = range, span = diff(range)[1L, ],
                chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose)
   with_scale(spec, if (is.null(nn)) scale else nn$scale, m, call)
 }
@@ -136,7 +137,7 @@ engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rt
   spec$method <- method
   # The binned grid spans the data and every query, so that all chunks share one grid.
   if (method == "binned" && is.null(spec$grid_range)) {
-    rx <- column_ranges(spec$x)
+    rx <- spec$range
     rq <- column_ranges(queries)
     spec$grid_range <- rbind(pmin(rx[1L, ], rq[1L, ]), pmax(rx[2L, ], rq[2L, ]))
   }

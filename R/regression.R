@@ -539,7 +539,7 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
                           n_threads(n_threads), FALSE, rlang::current_env())
   if (is.null(at)) {
     if (ncol(x) > 2L) abort("{.arg at} is needed for more than two predictors.")
-    ranges <- column_ranges(x)
+    ranges <- bw$spec$range
     grids <- lapply(seq_len(ncol(x)), function(j) {
       seq(ranges[1L, j], ranges[2L, j], length.out = bw$spec$gridsize[j])
     })

@@ -75,6 +75,7 @@ if (have_smooth) {
                       verbose = FALSE)
   shell$x <- shell$spec$x <- matrix(x, ncol = 1L, dimnames = list(NULL, "x"))
   shell$values <- shell$spec$values <- matrix(y, ncol = 1L)  # predict() reads the specification
+  shell$spec$range <- rbind(min(x), max(x))  # the binned grid spans the full data
   grid_estimate <- function(nt) predict(shell, grid, n_threads = nt)
   grid_label <- "predict(401) on a model shell (full data)"
 }

@@ -13,10 +13,11 @@ m <- 2000
 x <- matrix(runif(2 * n), ncol = 2)
 y <- sin(6 * x[, 1]) + rnorm(n, sd = 0.3)
 q <- matrix(runif(2 * m), ncol = 2)
-x1 <- rnorm(1e6)
-y1 <- sin(x1) + rnorm(1e6, sd = 0.3)
+x1 <- runif(1e6)
+y1 <- sin(2 * pi * x1) + rnorm(1e6, sd = 0.3)
 b2 <- matrix(rnorm(2e6), ncol = 2)
 x3 <- matrix(rnorm(3 * 2e4), ncol = 3)
+kde3 <- kde(x3, bandwidth = 0.3, verbose = FALSE)
 blobs <- matrix(rnorm(3 * 4000, sd = 0.3), ncol = 3) + rep(c(0, 2, 4, 6), each = 1000)
 cv_x <- runif(2000)
 cv_y <- sin(4 * cv_x) + rnorm(2000, sd = 0.2)
@@ -26,7 +27,7 @@ miss <- imgs
 miss[sample(length(miss), length(miss) * 0.3)] <- NA
 img <- matrix(runif(128 * 128), 128)
 s <- matrix(rnorm(2000 * 32), ncol = 32)
-toks <- sample(letters, 20000, replace = TRUE)
+toks <- sample(sprintf("w%d", 1:2000), 20000, replace = TRUE)
 paths <- list(
   exact_nw_gaussian = function() local_smooth(x, y, at = q, degree = 0, bandwidth = 0.1,
                                               method = "exact", n_threads = 1, verbose = FALSE),
@@ -41,7 +42,7 @@ paths <- list(
                                           method = "binned", n_threads = 1, verbose = FALSE),
   kde_binned_1e6x2 = function() kde(b2, bandwidth = c(0.1, 0.1), method = "binned",
                                     n_threads = 1, verbose = FALSE),
-  kde_exact_3d = function() kde(x3, method = "exact", n_threads = 1, verbose = FALSE),
+  kde_exact_3d = function() predict(kde3, x3[1:2000, ], method = "exact", n_threads = 1),
   kde_plugin_3d = function() kde_bandwidth(x3[1:2000, ], "plugin"),
   cv_local_linear_2000 = function() local_poly(cv_x, cv_y, bandwidth = "cv", n_threads = 1,
                                                verbose = FALSE),

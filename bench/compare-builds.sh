@@ -10,7 +10,7 @@ dir=$(dirname "$0")
 r=1
 while [ "$r" -le "$rounds" ]; do
   for lib in "$a" "$b"; do
-    R_LIBS="$lib" Rscript "$dir/bench-hot-paths.R" | sed "s|^|$r $lib |"
+    R_LIBS="$lib" Rscript "$dir/bench-hot-paths.R" 2>&1 | sed "s|^|$r $lib |"
   done
   r=$((r + 1))
 done

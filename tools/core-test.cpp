@@ -1,5 +1,6 @@
 // Tests of the header-only core without R: the engine against a direct computation, and the same
 // results from a serial and a std::thread parallel-for. Run by `make core-test`.
+#include <localmean/bandwidth.hpp>
 #include <localmean/binning.hpp>
 #include <localmean/engine.hpp>
 #include <localmean/impute.hpp>
@@ -308,6 +309,42 @@ static void neighbour_tests() {
          "radial constants equal their closed forms");
 }
 
+// The plug-in functionals' pair sums against a direct double loop over all ordered pairs.
+static void pair_sum_tests() {
+  const std::size_t n = 60, d = 2, nq = 3;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> norm(0.0, 1.0);
+  std::vector<double> u(n * d), w(n);
+  for (auto& v : u) v = norm(rng);
+  for (auto& v : w) v = 0.5 + std::fabs(norm(rng));
+  const int orders[nq * d] = {4, 0, 2, 2, 0, 6};
+  auto hermite = [](int r, double v) {
+    double a = 1.0, b = v;
+    if (r == 0) return a;
+    for (int m = 1; m < r; ++m) {
+      const double c = v * b - m * a;
+      a = b;
+      b = c;
+    }
+    return b;
+  };
+  std::vector<double> direct(nq, 0.0), serial(nq), parallel(nq);
+  for (std::size_t q = 0; q < nq; ++q)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        const double v0 = u[i * d] - u[j * d], v1 = u[i * d + 1] - u[j * d + 1];
+        direct[q] += w[i] * w[j] * hermite(orders[q * d], v0) * hermite(orders[q * d + 1], v1) *
+                     std::exp(-(v0 * v0 + v1 * v1) / 2.0);
+      }
+  hermite_pair_sums(u.data(), w.data(), n, d, orders, nq, serial.data());
+  hermite_pair_sums(u.data(), w.data(), n, d, orders, nq, parallel.data(), two_threads);
+  expect(serial == parallel, "pair sums do not depend on the threads");
+  double worst = 0.0;
+  for (std::size_t q = 0; q < nq; ++q)
+    worst = std::max(worst, std::fabs(serial[q] - direct[q]) / (1.0 + std::fabs(direct[q])));
+  expect(worst < 1e-10, "pair sums equal the direct double loop");
+}
+
 void qkv_core_tests();
 
 int main() {
@@ -482,6 +519,7 @@ int main() {
     expect(th1 == th2, "serial and threaded QKV training are identical");
     expect(tr1.batch_loss.back() < tr1.batch_loss.front(), "QKV training lowers the loss");
   }
+  pair_sum_tests();
   qkv_core_tests();
   impute_tests();
   neighbour_tests();
