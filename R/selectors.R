@@ -75,9 +75,9 @@ bandwidth_selectors <- list(
   })
 )
 
-# Names of the selectors that serve a family.
-selector_names <- function(family) {
-  serves <- vapply(bandwidth_selectors, function(s) family %in% s$families, TRUE)
+# Names of the selectors that serve a family (and handle d variables).
+selector_names <- function(family, d = 1) {
+  serves <- vapply(bandwidth_selectors, function(s) family %in% s$families && d <= s$max_d, TRUE)
   vapply(bandwidth_selectors[serves], `[[`, "", "name")
 }
 
@@ -95,7 +95,7 @@ run_selector <- function(name, family, problem, arg = "bandwidth", call = rlang:
   if (d > sel$max_d) {
     where <- if (sel$max_d == 1) "in one dimension only" else "for at most {sel$max_d} variables"
     abort(c(paste("{.arg {arg}} {.val {name}} is available", where),
-            i = "Choose one of {.val {selector_names(family)}} that handles {d} variables."),
+            i = "Choose one of {.val {selector_names(family, d)}} for {d} variables."),
           call = call)
   }
   why <- sel$applies(problem)
