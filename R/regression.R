@@ -188,10 +188,11 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
     abort("{n} observation{?s} cannot fit a local polynomial of degree {degree} in {d}
            variable{?s}: at least {terms} are needed.", call = call)
   }
-  constant <- colnames(x)[diff(column_ranges(x))[1L, ] == 0]
+  range <- column_ranges(x)
+  constant <- colnames(x)[diff(range)[1L, ] == 0]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
-                          n_threads, verbose, call, family)
+                          n_threads, verbose, call, family, range)
   f <- fit_at_data(bw$spec, verbose = verbose)
   missing <- sum(f$status != 0L)
   if (missing) {
@@ -207,12 +208,14 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
 
 # Turns the `bandwidth` argument into an engine specification and says how it was chosen.
 resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, method, control,
-                              n_threads, verbose, call, family = "regression") {
+                              n_threads, verbose, call, family = "regression",
+                              range = column_ranges(x)) {
   n <- nrow(x)
   d <- ncol(x)
   spec_for <- function(h, nn = NULL) {
     engine_spec(x, kernel, h, values = values, prior = prior, nn = nn, degree = degree,
-                method = method, control = control, n_threads = n_threads, call = call)
+                method = method, control = control, range = range, n_threads = n_threads,
+                call = call)
   }
   if (inherits(bandwidth, "nn_bandwidth")) {
     if (bandwidth$k >= n) {
