@@ -55,11 +55,13 @@ smoother_score <- function(criterion, values, fitted, leverage, prior) {
   )
 }
 
-# Fits at the data points with their leverages L_ii = prior_i [S^-1]_00 (the kernel is 1 at 0).
+# Fits at the data points with their leverages L_ii = w_ii [S^-1]_00, w_ii the point's weight in
+# its own window (see self_weight()).
 fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_var = FALSE) {
-  res <- engine_run(spec, spec$x, want_var = want_var, n_threads = n_threads, verbose = verbose)
+  res <- engine_run(spec, spec$x, want_var = want_var, n_threads = n_threads, verbose = verbose,
+                    query_codes = spec$categorical$codes)
   fitted <- matrix(res$coef[, 1L, ], nrow = NROW(spec$x))
-  leverage <- (spec$prior %||% 1) * res$s00
+  leverage <- self_weight(spec) * res$s00
   list(fitted = fitted, leverage = leverage, status = res$status, fit = res)
 }
 

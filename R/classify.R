@@ -46,18 +46,19 @@ local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", ba
 local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", weights = NULL,
                                    method = "auto", n_threads = NULL, verbose = interactive(),
                                    control = local_control(), ...) {
-  x <- check_predictors(x)
+  predictors <- split_predictors(x)
+  n <- nrow(predictors$x)
   if (is.character(y)) y <- factor(y)
   if (!is.factor(y)) abort("{.arg y} must be a factor or a character vector of class labels.")
-  if (length(y) != nrow(x)) {
-    abort("{.arg y} has length {length(y)} but the predictors have {nrow(x)} rows.")
+  if (length(y) != n) {
+    abort("{.arg y} has length {length(y)} but the predictors have {n} rows.")
   }
   if (anyNA(y)) abort("{.arg y} has missing values.")
   y <- droplevels(y)
   if (nlevels(y) < 2L) abort("{.arg y} must have at least two classes.")
   onehot <- outer(as.integer(y), seq_len(nlevels(y)), `==`) + 0
   colnames(onehot) <- levels(y)
-  fit <- fit_local_model(x, onehot, weights, 0L, kernel, bandwidth, method, n_threads, verbose,
+  fit <- fit_local_model(predictors, onehot, weights, 0L, kernel, bandwidth, method, n_threads, verbose,
                          control, max_degree = 0L, family = "classification")
   fit$y <- y
   fit$levels <- levels(y)
@@ -89,10 +90,10 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
   prob <- if (is.null(newdata)) {
     object$fitted
   } else {
-    res <- predict_engine(object, new_predictors(object, newdata), FALSE, n_threads, verbose,
-                          method)
-    matrix(res$coef[, 1L, ], ncol = length(object$levels),
-           dimnames = list(NULL, object$levels))
+    queries <- new_predictors(object, newdata)
+    res <- predict_engine(object, queries, FALSE, n_threads, verbose, method)
+    expand_rows(matrix(res$coef[, 1L, ], ncol = length(object$levels),
+                       dimnames = list(NULL, object$levels)), queries$ok)
   }
   if (type == "prob") prob else most_probable(prob, object$levels)
 }

@@ -18,13 +18,18 @@
 #'   golden-section search between its neighbours (on the common multiplier).
 #' @param chunk_size Rows of query points per chunk in `predict()` and in the
 #'   selectors; chunks run on the user's `future` plan when one is set.
+#' @param max_iter,tol The local likelihood (`family` other than Gaussian):
+#'   at most `max_iter` Newton steps at each query point, converged when the
+#'   local deviance changes by less than `tol` relative to it (the rule of
+#'   [stats::glm.control()]).
 #' @return A list of class `local_control`.
 #' @family regression
 #' @export
 #' @examples
 #' local_control(gridsize = 801)
 local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = 40,
-                          refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6)) {
+                          refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
+                          max_iter = 25, tol = 1e-8) {
   if (!is.null(gridsize)) gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
   if (!is.null(cutoff) && (!is.numeric(cutoff) || length(cutoff) != 1L ||
                            !is.finite(cutoff) || cutoff <= 0)) {
@@ -36,7 +41,8 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
   }
   structure(list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
                  n_candidates = check_count(n_candidates, min = 2), refine = check_flag(refine),
-                 chunk_size = check_count(chunk_size)),
+                 chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
+                 tol = check_positive(tol)),
             class = "local_control")
 }
 
@@ -62,29 +68,53 @@ check_control <- function(control, call = rlang::caller_env()) {
 #   the cut-off in scales (0: the registry's), the binned grid: `grid = list(size, range)` (a
 #   2 x d range) fixes it, else local_control(gridsize =) or default_gridsize() give the nodes
 #   and the grid spans the data and the queries;
-# - chunk_size, n_threads, verbose.
+# - chunk_size, n_threads, verbose;
+# - categorical: categorical variables (see categorical_predictors()) with their smoothing
+#   parameters `lambda`, which enter through the generalized product kernel; unit_mass makes
+#   their weights probabilities (densities);
+# - family: "gaussian" (least squares), "binomial" or "poisson" (the local likelihood, with
+#   control$max_iter and control$tol).
 # `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales);
 # `range` (2 x d) the data's column ranges, when the caller has them (large data: one pass less).
+# Without numeric variables (d = 0) the engine sees one constant column: a local constant.
 engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, point_scale = NULL,
                         nn = NULL, degree = 0L, method = "auto", control = local_control(),
-                        binnable = TRUE, m = NROW(x), grid = NULL, range = column_ranges(x),
-                        n_threads = 1L, verbose = FALSE, call = rlang::caller_env()) {
+                        binnable = TRUE, m = NROW(x), grid = NULL, range = NULL,
+                        categorical = NULL, lambda = NULL, unit_mass = FALSE,
+                        family = "gaussian", n_threads = 1L, verbose = FALSE,
+                        call = rlang::caller_env()) {
   d <- NCOL(x)
+  if (d == 0L) {
+    x <- matrix(0, nrow(x), 1L)
+    scale <- 1
+    degree <- 0L
+  }
+  range <- range %||% column_ranges(x)
   spec <- list(x = x, values = values, prior = prior, point_scale = point_scale,
-               kernel = kernel, degree = degree, nn = nn,
-               binnable = binnable && d <= 2L && is.null(nn) && is.null(point_scale),
+               kernel = kernel, degree = degree, nn = nn, numeric_vars = d,
+               binnable = binnable && d <= 2L && is.null(nn) && is.null(point_scale) &&
+                 is.null(categorical) && family == "gaussian",
                requested_method = method, cutoff = control$cutoff %||% 0,
                fixed_grid = !is.null(grid$size %||% control$gridsize),
                control_gridsize = grid$size %||% control$gridsize, grid_range = grid$range,
                range = range, span = diff(range)[1L, ],
+               categorical = if (!is.null(categorical)) {
+                 list(codes = categorical$codes, levels = lengths(categorical$levels),
+                      ordered = categorical$ordered, unit_mass = unit_mass)
+               },
+               family = family, max_iter = control$max_iter, tol = control$tol,
                chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose)
-  with_scale(spec, if (is.null(nn)) scale else nn$scale, m, call)
+  with_scale(spec, if (is.null(nn)) scale else nn$scale, m, call, lambda)
 }
 
-# The specification with other per-variable scales: the grid and the strategy follow them.
-with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env()) {
+# The specification with other per-variable scales (and categorical lambdas): the grid and the
+# strategy follow them.
+with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env(),
+                       lambda = spec$categorical$lambda) {
   d <- NCOL(spec$x)
+  if (spec$numeric_vars == 0L) scale <- 1
   spec$scale <- scale
+  if (!is.null(spec$categorical)) spec$categorical$lambda <- as.double(lambda)
   spec$bandwidth <- if (is.null(spec$nn)) scale
   spec$gridsize <- rep_len(spec$control_gridsize %||% default_gridsize(d, spec$bandwidth, spec$span),
                            d)
@@ -133,8 +163,13 @@ default_gridsize <- function(d, bandwidth, span) {
 # var (m x nb, with want_var), s00, wsum, status, radius (nn) and powers (the basis exponents).
 # `method` overrides the specification's strategy; rtol > 0 approximates weight sums (kd-tree).
 engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rtol = 0,
-                       n_threads = spec$n_threads, verbose = spec$verbose) {
+                       n_threads = spec$n_threads, verbose = spec$verbose,
+                       query_codes = NULL) {
   spec$method <- method
+  if (spec$numeric_vars == 0L) queries <- matrix(0, nrow(queries), 1L)
+  if (!is.null(spec$categorical) && is.null(query_codes)) {
+    abort("Internal error: categorical variables need the queries' levels.", call = NULL)
+  }
   # The binned grid spans the data and every query, so that all chunks share one grid.
   if (method == "binned" && is.null(spec$grid_range)) {
     rx <- spec$range
@@ -143,8 +178,10 @@ engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rt
   }
   m <- nrow(queries)
   run <- function(idx, threads) {
-    q <- if (is.null(idx)) queries else queries[idx, , drop = FALSE]
-    engine_chunk(spec, q, want_var, rtol, threads, verbose)
+    if (is.null(idx)) return(engine_chunk(spec, queries, query_codes, want_var, rtol, threads,
+                                          verbose))
+    engine_chunk(spec, queries[idx, , drop = FALSE], query_codes[idx, , drop = FALSE],
+                 want_var, rtol, threads, verbose)
   }
   if (m <= spec$chunk_size) return(run(NULL, n_threads))
   starts <- seq(1, m, by = spec$chunk_size)
@@ -178,7 +215,7 @@ bind_fits <- function(parts) {
   out
 }
 
-engine_chunk <- function(spec, queries, want_var, rtol, n_threads, verbose) {
+engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, verbose) {
   scale <- spec$scale
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
@@ -192,7 +229,9 @@ engine_chunk <- function(spec, queries, want_var, rtol, n_threads, verbose) {
                        spec$point_scale %||% numeric(0), queries, radius, spec$kernel,
                        spec$degree, want_var, spec$method, spec$cutoff,
                        if (spec$method == "binned") spec$gridsize else integer(0),
-                       grid_range[1L, ], grid_range[2L, ], n_threads, verbose, rtol)
+                       grid_range[1L, ], grid_range[2L, ], n_threads, verbose, rtol,
+                       spec$categorical %||% list(), query_codes %||% integer(0), spec$family,
+                       spec$max_iter %||% 25L, spec$tol %||% 1e-8)
   # Queries without a usable window are NA (the engine leaves NaN there).
   undefined <- res$status != 0L
   if (any(undefined)) {

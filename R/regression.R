@@ -109,10 +109,10 @@ local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gauss
 local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth = "cv",
                                weights = NULL, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
-  x <- check_predictors(x)
-  y <- check_response(y, nrow(x))
-  fit <- fit_local_model(x, matrix(y, ncol = 1L), weights, degree, kernel, bandwidth, method,
-                         n_threads, verbose, control, max_degree = 3L)
+  predictors <- split_predictors(x)
+  y <- check_response(y, nrow(predictors$x))
+  fit <- fit_local_model(predictors, matrix(y, ncol = 1L), weights, degree, kernel, bandwidth,
+                         method, n_threads, verbose, control, max_degree = 3L)
   fit$y <- y
   fit$fitted <- drop(fit$fitted)
   fit$residuals <- y - fit$fitted
@@ -150,19 +150,6 @@ call_model_frame <- function(call, env) {
   eval(call, env)
 }
 
-# Predictors of a model frame as a numeric matrix; interactions and factors are refused.
-formula_parts <- function(mf, call = rlang::caller_env()) {
-  tt <- attr(mf, "terms")
-  if (nrow(mf) == 0L) abort("{.arg data} has no complete rows.", call = call)
-  if (any(attr(tt, "order") > 1L)) {
-    abort("Interaction terms are not supported in {.arg formula}; the kernel already
-           localizes in all predictors jointly.", call = call)
-  }
-  labels <- attr(tt, "term.labels")
-  if (length(labels) == 0L) abort("{.arg formula} has no predictors.", call = call)
-  list(x = check_predictors(mf[labels], arg = "data", call = call))
-}
-
 with_formula <- function(fit, mf, call) {
   fit$terms <- attr(mf, "terms")
   fit$na.action <- attr(mf, "na.action")
@@ -171,9 +158,12 @@ with_formula <- function(fit, mf, call) {
 }
 
 # The shared fitting path of every local model: checks, bandwidth, fits at the data points.
-fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, method, n_threads,
-                            verbose, control, max_degree, family = "regression",
-                            call = rlang::caller_env()) {
+# `predictors` comes from split_predictors(); `likelihood` is the engine's family ("gaussian":
+# least squares).
+fit_local_model <- function(predictors, values, weights, degree, kernel, bandwidth, method,
+                            n_threads, verbose, control, max_degree, family = "regression",
+                            likelihood = "gaussian", call = rlang::caller_env()) {
+  x <- predictors$x
   n <- nrow(x)
   d <- ncol(x)
   degree <- check_count(degree, min = 0, call = call)
@@ -192,51 +182,68 @@ fit_local_model <- function(x, values, weights, degree, kernel, bandwidth, metho
   constant <- colnames(x)[diff(range)[1L, ] == 0]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
-                          n_threads, verbose, call, family, range)
+                          n_threads, verbose, call, family, range, predictors, likelihood)
   f <- fit_at_data(bw$spec, verbose = verbose)
   missing <- sum(f$status != 0L)
-  if (missing) {
-    warn(c("{missing} fitted value{?s} {?is/are} NA: the kernel window holds too few points.",
+  if (missing) warn_missing_fits(f$status, "fitted value")
+  colnames(f$fitted) <- colnames(values)
+  list(x = x, categorical = predictors$categorical,
+       predictors = predictors[c("names", "kind")], values = values, weights = prior,
+       degree = degree, kernel = kernel,
+       bandwidth = join_bandwidth(bw$spec$bandwidth, bw$spec$categorical$lambda, predictors),
+       nn = bw$spec$nn, bandwidth_method = bw$how, cv_curve = bw$curve, spec = bw$spec,
+       fitted = f$fitted, leverage = f$leverage, n_threads = n_threads, control = control)
+}
+
+# Warns that some fits are NA, saying why from the engine's status codes.
+warn_missing_fits <- function(status, what) {
+  sparse <- sum(status %in% 1:2)
+  if (sparse) {
+    warn(c("{sparse} {what}{?s} {?is/are} NA: the kernel window holds too few points.",
            i = "Increase the bandwidth or lower the degree."))
   }
-  colnames(f$fitted) <- colnames(values)
-  list(x = x, values = values, weights = prior, degree = degree, kernel = kernel,
-       bandwidth = bw$spec$bandwidth, nn = bw$spec$nn, bandwidth_method = bw$how,
-       cv_curve = bw$curve, spec = bw$spec, fitted = f$fitted, leverage = f$leverage,
-       n_threads = n_threads, control = control)
+  no_fit <- sum(status == 3L)
+  if (no_fit) {
+    warn(c("{no_fit} {what}{?s} {?is/are} NA: the local likelihood has no maximum there.",
+           i = "The response separates perfectly (or is all 0) within the kernel window, or
+                the Newton steps did not converge; increase the bandwidth."))
+  }
 }
 
 # Turns the `bandwidth` argument into an engine specification and says how it was chosen.
 resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, method, control,
                               n_threads, verbose, call, family = "regression",
-                              range = column_ranges(x)) {
+                              range = column_ranges(x), predictors = NULL,
+                              likelihood = "gaussian") {
   n <- nrow(x)
   d <- ncol(x)
-  spec_for <- function(h, nn = NULL) {
+  categorical <- predictors$categorical
+  spec_for <- function(h, nn = NULL, lambda = NULL) {
     engine_spec(x, kernel, h, values = values, prior = prior, nn = nn, degree = degree,
-                method = method, control = control, range = range, n_threads = n_threads,
-                call = call)
+                method = method, control = control, range = range,
+                categorical = categorical, lambda = lambda, family = likelihood,
+                n_threads = n_threads, call = call)
   }
   if (inherits(bandwidth, "nn_bandwidth")) {
     if (bandwidth$k >= n) {
       abort("{.code nn(k)} needs k < n: k = {bandwidth$k}, n = {n}.", call = call)
+    }
+    if (!is.null(categorical)) {
+      abort("{.fn nn} bandwidths are for numeric predictors only.", call = call)
     }
     scale <- if (bandwidth$scale) apply(x, 2L, stats::sd) else rep(1, d)
     nn <- list(k = bandwidth$k, scale = scale, standardise = bandwidth$scale)
     return(list(spec = spec_for(NULL, nn), how = "nn", curve = NULL))
   }
   if (is.numeric(bandwidth)) {
-    if (!length(bandwidth) %in% c(1L, d) || any(!is.finite(bandwidth)) || any(bandwidth <= 0)) {
-      abort(c("{.arg bandwidth} must be positive and finite, one value or one per predictor ({d}).",
-              x = "Got {.val {bandwidth}}."), call = call)
-    }
-    return(list(spec = spec_for(rep_len(as.double(bandwidth), d)), how = "fixed", curve = NULL))
+    bw <- split_bandwidth(bandwidth, predictors %||% split_predictors(x), call = call)
+    return(list(spec = spec_for(bw$h, lambda = bw$lambda), how = "fixed", curve = NULL))
   }
   if (!is_selector_name(bandwidth, family)) {
     abort("{.arg bandwidth} must be a number, {.fn nn}, or one of {.val {selector_names(family)}}.",
           call = call)
   }
-  spec <- spec_for(bw_rot(x, kernel))
+  spec <- spec_for(if (d) bw_rot(x, kernel), lambda = lambda_rot(categorical, n, d))
   problem <- list(x = x, values = values, weights = prior, kernel = kernel, degree = degree,
                   spec = spec, control = control, n_threads = n_threads, verbose = verbose)
   sel <- run_selector(bandwidth, family, problem, call = call)
@@ -244,7 +251,15 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
   if (any(!is.finite(h)) || any(h <= 0)) {
     abort("The {.val {bandwidth}} bandwidth could not be computed.", call = call)
   }
-  list(spec = with_scale(spec, h, call = call), how = bandwidth, curve = sel$curve)
+  list(spec = with_scale(spec, h, call = call, lambda = sel$lambda %||% spec$categorical$lambda),
+       how = bandwidth, curve = sel$curve)
+}
+
+# A starting value for categorical lambdas: lambda shrinks like h^2, at the rate n^(-2/(4 + d))
+# of the numeric bandwidths (Li and Racine 2007), capped at the upper bound.
+lambda_rot <- function(categorical, n, d) {
+  if (is.null(categorical)) return(NULL)
+  pmin(lambda_upper(categorical), n^(-2 / (4 + d)))
 }
 
 add_fit_statistics <- function(fit) {
@@ -264,7 +279,10 @@ add_fit_statistics <- function(fit) {
 
 bandwidth_label <- function(object) {
   if (!is.null(object$nn)) return(sprintf("nn(%d)", object$nn$k))
-  paste(format(signif(object$bandwidth, 4)), collapse = ", ")
+  bw <- object$bandwidth
+  values <- format(signif(bw, 4), trim = TRUE)
+  if (length(bw) == 1L || is.null(names(bw))) return(paste(values, collapse = ", "))
+  paste(names(bw), "=", values, collapse = ", ")
 }
 
 #' @export
@@ -313,46 +331,24 @@ print.summary.local_model <- function(x, ...) {
   invisible(x)
 }
 
-# Predictor matrix of new data, with the model's columns in the model's order.
-new_predictors <- function(object, newdata, call = rlang::caller_env()) {
-  if (is.null(object$terms)) {
-    nd <- newdata
-    if (is.data.frame(nd) || is.matrix(nd)) {
-      cols <- colnames(object$x)
-      if (!is.null(colnames(nd)) && all(cols %in% colnames(nd))) nd <- nd[, cols, drop = FALSE]
-    }
-    x <- check_predictors(nd, arg = "newdata", call = call)
-    if (ncol(x) == ncol(object$x)) colnames(x) <- colnames(object$x)
-  } else {
-    tt <- stats::delete.response(object$terms)
-    if (!is.data.frame(newdata)) newdata <- as.data.frame(newdata)
-    missing <- setdiff(all.vars(tt), names(newdata))
-    if (length(missing)) {
-      abort("{.arg newdata} lacks the predictor{?s} {.field {missing}}.", call = call)
-    }
-    mf <- stats::model.frame(tt, newdata, na.action = stats::na.pass)
-    x <- check_predictors(mf[attr(tt, "term.labels")], arg = "newdata", call = call)
-  }
-  if (ncol(x) != ncol(object$x)) {
-    abort("{.arg newdata} has {ncol(x)} predictor{?s}; the model has {ncol(object$x)}.",
-          call = call)
-  }
-  x
+# The query points of a model's predictions: new_predictors() of newdata, or the data.
+model_queries <- function(object, newdata, call = rlang::caller_env()) {
+  if (!is.null(newdata)) return(new_predictors(object, newdata, call = call))
+  list(x = object$x, codes = object$categorical$codes, ok = rep(TRUE, nrow(object$x)))
 }
 
-# Engine fits of a model at new points, with NA and a warning where no data are in the window.
-# `method` overrides the fit's strategy (e.g. exact predictions from a binned fit).
-predict_engine <- function(object, x, want_var, n_threads, verbose, method = NULL,
+# Engine fits of a model at query points (model_queries()), with NA and a warning where the
+# fit does not exist. `method` overrides the fit's strategy (e.g. exact predictions from a
+# binned fit).
+predict_engine <- function(object, queries, want_var, n_threads, verbose, method = NULL,
                            call = rlang::caller_env()) {
   spec <- object$spec
+  x <- queries$x
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
   res <- engine_run(spec, x, want_var = want_var,
-                    n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose)
-  bad <- sum(res$status != 0L)
-  if (bad) {
-    warn(c("{bad} prediction{?s} {?is/are} NA: no data (or too few) within the kernel window.",
-           i = "Use a wider bandwidth or a kernel with unbounded support."))
-  }
+                    n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose,
+                    query_codes = queries$codes)
+  if (any(res$status != 0L)) warn_missing_fits(res$status, "prediction")
   res
 }
 
@@ -377,17 +373,17 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   }
   if (deriv > 2L) abort("{.arg deriv} must be 0, 1 or 2.")
   if (is.null(newdata) && !se.fit && deriv == 0L && is.null(method)) return(fitted(object))
-  x <- if (is.null(newdata)) object$x else new_predictors(object, newdata)
-  res <- predict_engine(object, x, se.fit, n_threads, verbose, method)
+  queries <- model_queries(object, newdata)
+  res <- predict_engine(object, queries, se.fit, n_threads, verbose, method)
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
   fit <- mult * res$coef[, cols, 1L]
   se <- if (se.fit) mult * object$sigma * sqrt(res$var[, cols]) else NULL
   shape <- function(v) {
-    if (length(cols) == 1L) return(as.vector(v))
+    if (length(cols) == 1L) return(expand_rows(as.vector(v), queries$ok))
     v <- matrix(v, ncol = length(cols))
     colnames(v) <- colnames(object$x)
-    v
+    expand_rows(v, queries$ok)
   }
   if (!se.fit) return(shape(fit))
   list(fit = shape(fit), se.fit = shape(se), df = length(object$y) - object$df,

@@ -53,19 +53,54 @@ std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
   return scaled(Points(x), scale);
 }
 
+// Categorical variables from R: list(codes = n x count integer matrix of 1-based level codes,
+// levels, ordered, lambda, unit_mass); an empty list for none. `codes0` receives the 0-based
+// codes the core reads.
+localmean::CategoricalVars categorical_vars(const List& spec, std::vector<int>& codes0) {
+  localmean::CategoricalVars cat;
+  if (spec.size() == 0) return cat;
+  const IntegerVector codes = spec["codes"], levels = spec["levels"];
+  const LogicalVector ordered = spec["ordered"];
+  const NumericVector lambda = spec["lambda"];
+  codes0.resize(codes.size());
+  for (R_xlen_t i = 0; i < codes.size(); ++i) codes0[i] = codes[i] - 1;
+  cat.codes = codes0.data();
+  cat.count = levels.size();
+  for (R_xlen_t j = 0; j < levels.size(); ++j) {
+    cat.levels.push_back(levels[j]);
+    cat.kernels.push_back(ordered[j] ? localmean::DiscreteKernel::li_racine
+                                     : localmean::DiscreteKernel::aitchison_aitken);
+    cat.lambda.push_back(lambda[j]);
+  }
+  cat.unit_mass = as<bool>(spec["unit_mass"]);
+  return cat;
+}
+
+localmean::Family family_type(const std::string& name) {
+  if (name == "binomial") return localmean::Family::binomial;
+  if (name == "poisson") return localmean::Family::poisson;
+  if (name == "gaussian") return localmean::Family::gaussian;
+  stop("unknown family '%s'", name);
+}
+
 }  // namespace
 
 // Local polynomial fits at `queries` (m x d) from data `x` (n x d), in coordinates divided by
 // `scale`; `radius` (length m) multiplies the scales per query (nn bandwidths) and
 // `point_scale` (length n) per data point (sample-point bandwidths; not binned). The binned
 // strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
+// `categorical` describes categorical variables (see categorical_vars) and `query_codes` the
+// queries' 1-based levels (m x count); `family` other than "gaussian" fits the local likelihood
+// with at most max_iter Newton steps to a relative deviance change of tol (not binned).
 // [[Rcpp::export]]
 List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
                    NumericVector prior, NumericVector point_scale, NumericMatrix queries,
                    NumericVector radius,
                    std::string kernel, int degree, bool want_var, std::string method,
                    double cutoff, IntegerVector gridsize, NumericVector grid_lo,
-                   NumericVector grid_hi, int n_threads, bool verbose, double rtol = 0.0) {
+                   NumericVector grid_hi, int n_threads, bool verbose, double rtol,
+                   List categorical, IntegerVector query_codes, std::string family,
+                   int max_iter, double tol) {
   // `x`: an n x d matrix or a vector (d = 1); `values`: n x nv, a matrix or (nv = 1) a vector.
   // rtol > 0: weight sums (nv = 0) within that relative error, by node-level approximation.
   const Points pts(x);
@@ -77,6 +112,9 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
   set.want_var = want_var;
   set.cutoff = cutoff;
   set.rtol = rtol;
+  set.family = family_type(family);
+  set.max_iter = max_iter;
+  set.tol = tol;
   const std::size_t nb = localmean::Basis(static_cast<int>(d), degree).size();
   FitArrays res(m, nb, nv, want_var);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
@@ -109,10 +147,14 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
   } else {
     set.use_tree = method == "tree";
     const std::vector<double> xs = scaled(pts, scale);
+    std::vector<int> codes, qcodes(query_codes.begin(), query_codes.end());
+    for (int& c : qcodes) --c;
     const localmean::LocalData data(xs.data(), n, d, values.begin(), nv, w,
-                                    point_scale.size() ? point_scale.begin() : nullptr);
+                                    point_scale.size() ? point_scale.begin() : nullptr,
+                                    categorical_vars(categorical, codes));
     done = localmean::local_fit(data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
-                                set, res.output(want_var), pfor, monitor.callback());
+                                qcodes.empty() ? nullptr : qcodes.data(), set,
+                                res.output(want_var), pfor, monitor.callback());
   }
   monitor.finish();
   if (!done) stop("the computation was stopped");

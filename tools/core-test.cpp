@@ -365,9 +365,9 @@ int main() {
       std::vector<double> serial(m), parallel(m);
       EngineOutput out;
       out.coef = serial.data();
-      local_fit(data, q.data(), m, nullptr, set, out);
+      local_fit(data, q.data(), m, nullptr, nullptr, set, out);
       out.coef = parallel.data();
-      local_fit(data, q.data(), m, nullptr, set, out, two_threads);
+      local_fit(data, q.data(), m, nullptr, nullptr, set, out, two_threads);
       expect(serial == parallel, "serial and threaded fits are identical");
       // The local mean computed directly, untruncated.
       double worst = 0.0;
@@ -415,7 +415,7 @@ int main() {
     EngineOutput out;
     out.coef = coef.data();
     out.wsum = wsum.data();
-    local_fit(stretched, q.data(), m, nullptr, set, out);
+    local_fit(stretched, q.data(), m, nullptr, nullptr, set, out);
     double worst = 0.0;
     for (std::size_t k = 0; k < m; ++k) {
       double sw = 0.0;

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "family.hpp"
 #include "kernels.hpp"
 #include "neighbors.hpp"
 #include "parallel.hpp"
@@ -72,7 +73,9 @@ private:
   }
 };
 
-enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2 };
+// kNoFit: the local likelihood has no maximum (Newton did not converge, or fitted probabilities
+// reached 0 or 1: separation).
+enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2, kNoFit = 3 };
 
 // A Cholesky pivot of S below this share of S's largest diagonal entry marks the local design as
 // singular (rank deficient): about 5e4 times the double epsilon, so that rounding in sums of
@@ -181,17 +184,36 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
   }
 }
 
+// Categorical variables of the data, which enter through the generalized product kernel: the
+// weight of point i is its numeric kernel weight times prod_j L_j(level of the query, z_ij).
+// Level codes are 0-based, n x count column-major; per variable its levels, kernel and lambda.
+struct CategoricalVars {
+  const int* codes = nullptr;
+  std::size_t count = 0;
+  std::vector<int> levels;
+  std::vector<DiscreteKernel> kernels;
+  std::vector<double> lambda;
+  bool unit_mass = false;  // weights as probabilities (densities), see discrete_weight
+};
+
 // The data side of the engine: points in scaled coordinates, kept in kd-tree order together with
-// their values and prior weights, so that every strategy sweeps contiguous memory.
-// Optional per-point scales s_i (sample-point bandwidths, as in adaptive density estimation)
-// stretch the kernel of point i: its weight is k(|x_i - q| / (h_q s_i)).
+// their values, prior weights and categorical levels, so that every strategy sweeps contiguous
+// memory. Optional per-point scales s_i (sample-point bandwidths, as in adaptive density
+// estimation) stretch the kernel of point i: its weight is k(|x_i - q| / (h_q s_i)).
 class LocalData {
 public:
   LocalData(const double* x, std::size_t n, std::size_t d, const double* values, std::size_t nv,
-            const double* prior, const double* point_scale = nullptr)
+            const double* prior, const double* point_scale = nullptr,
+            const CategoricalVars& categorical = {})
       : tree_(x, n, d), nv_(nv), values_(n * nv), prior_(prior ? n : 0),
-        inv_scale2_(point_scale ? n : 0) {
+        inv_scale2_(point_scale ? n : 0), cat_(categorical),
+        codes_(categorical.count * n) {
     const std::vector<std::size_t>& ord = tree_.order();
+    for (std::size_t j = 0; j < cat_.count; ++j)
+      for (std::size_t i = 0; i < n; ++i) codes_[j * n + i] = cat_.codes[j * n + ord[i]];
+    cat_.codes = nullptr;  // the caller's order; codes_ holds tree order
+    table_size_ = 0;
+    for (int c : cat_.levels) table_size_ += static_cast<std::size_t>(c);
     for (std::size_t j = 0; j < nv; ++j)
       for (std::size_t i = 0; i < n; ++i) values_[j * n + i] = values[j * n + ord[i]];
     for (std::size_t i = 0; i < prior_.size(); ++i) prior_[i] = prior[ord[i]];
@@ -220,12 +242,36 @@ public:
   std::size_t nv() const { return nv_; }
   const double* values() const { return values_.data(); }
   const double* prior() const { return prior_.empty() ? nullptr : prior_.data(); }
+  bool categorical() const { return cat_.count > 0; }
+  // Entries of a query's level table: one weight per level of every categorical variable.
+  std::size_t table_size() const { return table_size_; }
+  // The level table of a query whose code of variable j is query_codes[j * stride].
+  void level_table(const int* query_codes, std::size_t stride, double* table) const {
+    for (std::size_t j = 0; j < cat_.count; ++j) {
+      const int c = cat_.levels[j], query = query_codes[j * stride];
+      for (int level = 0; level < c; ++level)
+        *table++ = discrete_weight(cat_.kernels[j], query, level, c, cat_.lambda[j], cat_.unit_mass);
+    }
+  }
+  // Multiplies the weights w of the points at tree positions [s, s + len) by their level weights.
+  template <class Len>
+  void weigh_levels(const double* table, std::size_t s, Len len, double* w) const {
+    const std::size_t n = this->n();
+    for (std::size_t j = 0; j < cat_.count; ++j) {
+      const int* code = codes_.data() + j * n + s;
+      for (std::size_t k = 0; k < len; ++k) w[k] *= table[code[k]];
+      table += cat_.levels[j];
+    }
+  }
 
 private:
   KdTree tree_;
   std::size_t nv_;
   std::vector<double> values_, prior_, inv_scale2_, weight_prefix_;
   double min_scale_ = kInf, max_scale_ = 0.0;
+  CategoricalVars cat_;
+  std::vector<int> codes_;
+  std::size_t table_size_ = 0;
 };
 
 struct EngineSettings {
@@ -235,6 +281,11 @@ struct EngineSettings {
   bool use_tree = true;  // prune with the tree; otherwise sweep every point
   double cutoff = 0.0;   // truncation radius in scales; 0: the kernel's own cut-off
   double rtol = 0.0;     // weight sums only: relative error allowed (0: exact), see density_sum
+  // The local likelihood (families other than the Gaussian): at most max_iter Newton steps,
+  // converged when the deviance changes by less than tol relative (glm.control's rule).
+  Family family = Family::gaussian;
+  int max_iter = 25;
+  double tol = 1e-8;
 };
 
 // The truncation radius that applies: the user's, else the registry's (infinite for the Cauchy).
@@ -259,16 +310,16 @@ inline double block_sum(const double* v, std::size_t len) {
 }
 
 
-// Accumulates `len` points from tree position s into the moments of query q. Len is either the
-// compile-time block length (so that the weight loops vectorise) or a run-time tail length.
+// The kernel weights w of `len` points from tree position s for query q (without the prior
+// weights): the numeric kernel times the level weights of the query's `table` (null: none). Len
+// is either the compile-time block length (so that the loops vectorise) or a run-time tail length.
 template <class K, class Len>
-LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
-                                  double inv_h, double cut2, DistanceRange range, std::size_t s,
-                                  Len len, Moments& mo) {
-  const std::size_t n = data.n(), d = data.d(), nv = data.nv();
+LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, const double* table,
+                                    double inv_h, double cut2, DistanceRange range, std::size_t s,
+                                    Len len, double* w) {
+  const std::size_t n = data.n(), d = data.d();
   const double* pts = data.tree().points();
-  const double* prior = data.prior();
-  double r2[kBlock] = {0.0}, w[kBlock];
+  double r2[kBlock] = {0.0};
   for (std::size_t j = 0; j < d; ++j) {
     const double* col = pts + j * n + s;
     const double qj = q[j];
@@ -294,6 +345,19 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
         if (r2[k] > limit) w[k] = within(r2[k], cut2) * K::exact(r2[k]);
     }
   }
+  if (table) data.weigh_levels(table, s, len, w);
+}
+
+// Accumulates `len` points from tree position s into the moments of query q (see block_weights).
+template <class K, class Len>
+LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
+                                  const double* table, double inv_h, double cut2,
+                                  DistanceRange range, std::size_t s, Len len, Moments& mo) {
+  const std::size_t n = data.n(), nv = data.nv();
+  const double* pts = data.tree().points();
+  const double* prior = data.prior();
+  double w[kBlock];
+  block_weights<K>(data, q, table, inv_h, cut2, range, s, len, w);
   if (mo.nb == 1 && !mo.want_var) {
     // The local mean: the block's sums are formed pairwise, then added in block order.
     if (prior)
@@ -345,21 +409,23 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
 // Accumulates the points at tree positions [begin, end) into the moments of query q.
 template <class K>
 LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, const double* q,
-                                 double inv_h, double cut2, DistanceRange range,
-                                 std::size_t begin, std::size_t end, Moments& mo) {
+                                 const double* table, double inv_h, double cut2,
+                                 DistanceRange range, std::size_t begin, std::size_t end,
+                                 Moments& mo) {
   std::size_t s = begin;
   for (; s + kBlock <= end; s += kBlock)
-    sweep_block<K>(data, basis, q, inv_h, cut2, range, s,
+    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s,
                    std::integral_constant<std::size_t, kBlock>(), mo);
-  if (s < end) sweep_block<K>(data, basis, q, inv_h, cut2, range, s, end - s, mo);
+  if (s < end) sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, end - s, mo);
 }
 
 // The sweep in its best build for the processor (see simd.hpp).
 template <class K>
-void sweep(const LocalData& data, const Basis& basis, const double* q, double inv_h, double cut2,
-           DistanceRange range, std::size_t begin, std::size_t end, Moments& mo) {
+void sweep(const LocalData& data, const Basis& basis, const double* q, const double* table,
+           double inv_h, double cut2, DistanceRange range, std::size_t begin, std::size_t end,
+           Moments& mo) {
   best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-    sweep_body<K>(data, basis, q, inv_h, cut2, range, begin, end, mo);
+    sweep_body<K>(data, basis, q, table, inv_h, cut2, range, begin, end, mo);
   });
 }
 
@@ -380,10 +446,12 @@ struct Reach {
 // points are swept whole (fewer, longer sweeps), still in the tree's fixed order.
 constexpr std::size_t kWholeSweepGroup = 1024;
 
-// Accumulates the moments of query q (scaled coordinates) with scale h, after mo.reset().
-template <class K>
-void accumulate_query(const LocalData& data, const Basis& basis, const double* q, double h,
-                      const Reach& how, Moments& mo) {
+// Visits the kd-tree leaves within reach of query q (scaled coordinates) with scale h:
+// visit(begin, end, range, cut2) for each, with the leaf's kernel range (see sweep_block) and the
+// squared truncation radius in scales.
+template <class K, class Visit>
+void visit_window(const LocalData& data, const double* q, double h, const Reach& how,
+                  Visit&& visit) {
   // Point scales widen the ball to the largest and bound the scaled distances of a leaf.
   double reach = how.cutoff;
   if (how.from_nearest) reach += data.tree().kth_distance(q, 1) / (h * data.min_scale());
@@ -393,14 +461,24 @@ void accumulate_query(const LocalData& data, const Basis& basis, const double* q
   const double cut2 = reach * reach;
   data.tree().visit_ball(q, reach * h * data.max_scale(),
                          [&](std::size_t b, std::size_t e, double near2, double far2) {
-    // Which kernel evaluation the leaf needs: see sweep_block.
     const detail::DistanceRange range =
         far2 * far_scale <= std::min(limit, cut2) ? detail::kInside
         : far2 * far_scale <= limit               ? detail::kNearOnly
         : near2 * near_scale > limit              ? detail::kFarOnly
                                                   : detail::kMixed;
-    detail::sweep<K>(data, basis, q, 1.0 / h, cut2, range, b, e, mo);
+    visit(b, e, range, cut2);
   }, std::isfinite(reach) ? 0 : kWholeSweepGroup);
+}
+
+// Accumulates the moments of query q (scaled coordinates, level weights `table`) with scale h,
+// after mo.reset().
+template <class K>
+void accumulate_query(const LocalData& data, const Basis& basis, const double* q,
+                      const double* table, double h, const Reach& how, Moments& mo) {
+  visit_window<K>(data, q, h, how,
+                  [&](std::size_t b, std::size_t e, detail::DistanceRange range, double cut2) {
+    detail::sweep<K>(data, basis, q, table, 1.0 / h, cut2, range, b, e, mo);
+  });
 }
 
 // The weight sum of query q alone (a kernel density up to its constant) with a relative error of
@@ -432,9 +510,132 @@ void density_sum(const LocalData& data, const Basis& basis, const double* q, dou
         const double before = mo.S[0];
         const detail::DistanceRange range =
             far2 * inv_h2 <= K::fast_limit() ? detail::kInside : detail::kMixed;
-        detail::sweep<K>(data, basis, q, 1.0 / h, kInf, range, b, e, mo);
+        detail::sweep<K>(data, basis, q, nullptr, 1.0 / h, kInf, range, b, e, mo);
         lower += mo.S[0] - before;
       });
+}
+
+// The points of one query's kernel window: tree positions, kernel weights (with level weights)
+// and the weights with the prior weights.
+struct Window {
+  std::vector<std::size_t> pos;
+  std::vector<double> kernel, weight;
+  void clear() {
+    pos.clear();
+    kernel.clear();
+    weight.clear();
+  }
+};
+
+// Collects the points of query q's kernel window that carry weight.
+template <class K>
+void collect_window(const LocalData& data, const double* q, const double* table, double h,
+                    const Reach& how, Window& win) {
+  const double* prior = data.prior();
+  visit_window<K>(data, q, h, how,
+                  [&](std::size_t b, std::size_t e, detail::DistanceRange range, double cut2) {
+    for (std::size_t s = b; s < e; s += kBlock) {
+      const std::size_t len = std::min(kBlock, e - s);
+      double w[kBlock];
+      detail::block_weights<K>(data, q, table, 1.0 / h, cut2, range, s, len, w);
+      for (std::size_t k = 0; k < len; ++k) {
+        const double weight = prior ? w[k] * prior[s + k] : w[k];
+        if (weight > 0.0) {
+          win.pos.push_back(s + k);
+          win.kernel.push_back(w[k]);
+          win.weight.push_back(weight);
+        }
+      }
+    }
+  });
+}
+
+// Fitted probabilities within this distance of 0 or 1 at a point of the window (of weight at
+// least kSeparationWeight of the largest) mean separation: the local likelihood has no maximum.
+constexpr double kSeparationMargin = 1e-13;
+constexpr double kSeparationWeight = 1e-8;
+
+// The local likelihood at query q (of m): Newton-Raphson on the kernel-weighted log-likelihood
+// sum_i W_i l(y_i, g^-1(phi(u_i)' beta)) of the local polynomial, from the local mean (beta =
+// (g(ybar), 0, ...)). Every step is a weighted least-squares solve of the moments with weights
+// W_i v(mu_i) and working values eta_i + (y_i - mu_i) / v(mu_i); a step that raises the deviance
+// is halved. The outputs are those of the last solve: the coefficients, [S^-1]_00 and the
+// variance diag(S^-1 S2 S^-1), S2 with the weights K_i W_i v(mu_i) (dispersion 1).
+inline void likelihood_solve(const LocalData& data, const Basis& basis, const double* q,
+                             double h, const EngineSettings& set, const Window& win, Moments& mo,
+                             std::size_t i, std::size_t m, const EngineOutput& out) {
+  const std::size_t nb = basis.size(), d = data.d(), n = data.n();
+  const double* pts = data.tree().points();
+  const double* y = data.values();
+  const Family family = set.family;
+  double sw = 0.0, swy = 0.0, wmax = 0.0;
+  for (std::size_t b = 0; b < win.pos.size(); ++b) {
+    sw += win.weight[b];
+    swy += win.weight[b] * y[win.pos[b]];
+    wmax = std::max(wmax, win.weight[b]);
+  }
+  std::vector<double> beta(nb, 0.0), previous(nb, 0.0), next(nb), phi(nb), u(d);
+  double s00 = 0.0, wsum = 0.0;
+  int status = kOk;
+  EngineOutput step;
+  step.coef = next.data();
+  step.s00 = &s00;
+  step.wsum = &wsum;
+  step.status = &status;
+  auto fail = [&](int why) {
+    mo.reset();  // a zero S: solve_moments writes NaN outputs
+    solve_moments(mo, i, m, out);
+    if (out.status) out.status[i] = why;
+  };
+  if (!(sw > 0.0)) return fail(kNoWeight);
+  if (!family_valid_mean(family, swy / sw)) return fail(kNoFit);
+  beta[0] = family_link(family, swy / sw);
+  double old_deviance = kInf;
+  int halvings = 0;
+  for (int iter = 0; iter < set.max_iter;) {
+    mo.reset();
+    double deviance = 0.0;
+    bool extreme = false;
+    for (std::size_t b = 0; b < win.pos.size(); ++b) {
+      const std::size_t p = win.pos[b];
+      for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + p] - q[j]) / h;
+      basis.eval(u.data(), phi.data());
+      double eta = 0.0;
+      for (std::size_t a = 0; a < nb; ++a) eta += phi[a] * beta[a];
+      const double mu = family_mean(family, eta), v = family_variance(family, mu);
+      deviance += win.weight[b] * family_deviance(family, y[p], mu);
+      if (family == Family::binomial && win.weight[b] >= kSeparationWeight * wmax &&
+          (mu < kSeparationMargin || mu > 1.0 - kSeparationMargin))
+        extreme = true;
+      const double W = win.weight[b] * v, z = eta + (y[p] - mu) / v;
+      for (std::size_t a = 0; a < nb; ++a) {
+        for (std::size_t c = a; c < nb; ++c) {
+          mo.S[a * nb + c] += W * phi[a] * phi[c];
+          if (mo.want_var) mo.S2[a * nb + c] += win.kernel[b] * W * phi[a] * phi[c];
+        }
+        mo.T[a] += W * phi[a] * z;
+      }
+    }
+    if (!(deviance <= old_deviance * (1.0 + 1e-12)) && halvings < set.max_iter) {
+      // Halve the step back towards the previous iterate.
+      for (std::size_t a = 0; a < nb; ++a) beta[a] = 0.5 * (beta[a] + previous[a]);
+      ++halvings;
+      continue;
+    }
+    if (extreme) return fail(kNoFit);
+    const bool converged = std::fabs(deviance - old_deviance) < set.tol * (std::fabs(deviance) + 0.1);
+    if (converged) {
+      solve_moments(mo, i, m, out);
+      return;
+    }
+    solve_moments(mo, 0, 1, step);
+    if (status != kOk) return fail(status);
+    previous = beta;
+    beta = next;
+    old_deviance = deviance;
+    ++iter;
+  }
+  fail(kNoFit);
 }
 
 // The local mean over a given neighbour list: sum_b w_b y_b / sum_b w_b over b < count, with
@@ -469,31 +670,47 @@ inline void listed_kernel_weights(KernelType kernel, const double* d2, std::size
 }
 
 // Local moments and their solution at m queries (m x d column-major, scaled coordinates) with
-// per-query scales radius[q] (null: 1). Returns false if the monitor stopped it.
+// per-query scales radius[q] (null: 1) and, with categorical variables, the queries' level codes
+// (m x count column-major). Returns false if the monitor stopped it.
 inline bool local_fit(const LocalData& data, const double* queries, std::size_t m,
-                      const double* radius, const EngineSettings& set, const EngineOutput& out,
-                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+                      const double* radius, const int* query_codes, const EngineSettings& set,
+                      const EngineOutput& out, const ParallelFor& parallel_for = serial_for,
+                      const Monitor& monitor = {}) {
   const std::size_t d = data.d();
   const Basis basis(static_cast<int>(d), set.degree);
   // The exact strategy truncates only at a cut-off the user asked for. The tree strategy's
   // default cut-off for unbounded kernels counts from the nearest data point, so that no weight
   // it drops exceeds exp(-32) of the largest, however far the query lies from the data.
   const Reach how(set);
-  // Approximate sums serve densities only: weight sums, no values, no point scales.
+  // Approximate sums serve densities only: weight sums, no values, no point scales or levels.
   const bool approximate = set.rtol > 0.0 && set.degree == 0 && data.nv() == 0 &&
-                           !set.want_var && !data.inv_scale2();
+                           !set.want_var && !data.inv_scale2() && !data.categorical();
+  const bool likelihood = set.family != Family::gaussian;
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
       Moments mo(basis.size(), data.nv(), set.want_var);
-      std::vector<double> q(d);
+      std::vector<double> q(d), table(data.table_size());
+      Window win;
       for (std::size_t i = begin; i < end; ++i) {
         for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
+        const double* levels = nullptr;
+        if (data.categorical()) {
+          data.level_table(query_codes + i, m, table.data());
+          levels = table.data();
+        }
+        const double h = radius ? radius[i] : 1.0;
         mo.reset();
+        if (likelihood) {
+          win.clear();
+          collect_window<K>(data, q.data(), levels, h, how, win);
+          likelihood_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
+          continue;
+        }
         if (approximate)
-          density_sum<K>(data, basis, q.data(), radius ? radius[i] : 1.0, set.rtol, mo);
+          density_sum<K>(data, basis, q.data(), h, set.rtol, mo);
         else
-          accumulate_query<K>(data, basis, q.data(), radius ? radius[i] : 1.0, how, mo);
+          accumulate_query<K>(data, basis, q.data(), levels, h, how, mo);
         solve_moments(mo, i, m, out);
       }
       return 0;

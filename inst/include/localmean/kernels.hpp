@@ -247,4 +247,30 @@ inline double radial_constant(KernelType type, int d) {
   return 1.0 / (sphere * sum * step / 3.0);
 }
 
+// Kernels of categorical variables, whose c levels are coded 0..c-1, with smoothing parameter
+// lambda: the weight of a data point's level given the query's level.
+// - Aitchison and Aitken (1976), unordered levels: 1 - lambda at the query's level and
+//   lambda / (c - 1) at the others; lambda in [0, (c - 1) / c], where every level weighs the same.
+// - Li and Racine (2007), ordered levels: lambda^|difference of ranks|, lambda in [0, 1].
+// lambda = 0 keeps the query's level only. For probabilities (densities) every data point must
+// carry unit mass: the Li-Racine weights are then divided by their sum over the query's levels
+// (np's "racineliyan" form); the Aitchison-Aitken weights already sum to 1.
+enum class DiscreteKernel { aitchison_aitken, li_racine };
+
+inline double discrete_weight(DiscreteKernel kernel, int query, int level, int levels,
+                              double lambda, bool unit_mass) {
+  if (kernel == DiscreteKernel::aitchison_aitken)
+    return query == level ? 1.0 - lambda : lambda / (levels - 1);
+  const double w = std::pow(lambda, std::abs(query - level));
+  if (!unit_mass) return w;
+  double mass = 0.0;
+  for (int other = 0; other < levels; ++other) mass += std::pow(lambda, std::abs(other - level));
+  return w / mass;
+}
+
+// The upper bound of lambda: beyond it a kernel would favour the other levels.
+inline double discrete_lambda_max(DiscreteKernel kernel, int levels) {
+  return kernel == DiscreteKernel::aitchison_aitken ? (levels - 1.0) / levels : 1.0;
+}
+
 }  // namespace localmean

@@ -146,7 +146,7 @@ inline bool shift_points(const LocalData& data, double* points, std::size_t m,
         status = kOk;
         while (iter < shift.max_iter) {
           mo.reset();
-          accumulate_query<K>(data, basis, x.data(), 1.0, how, mo);
+          accumulate_query<K>(data, basis, x.data(), nullptr, 1.0, how, mo);
           solve_moments(mo, 0, 1, one);
           last_wsum = wsum;
           if (status != kOk) break;
@@ -162,7 +162,7 @@ inline bool shift_points(const LocalData& data, double* points, std::size_t m,
         // The density where the point stopped (one more sum if it moved since the last one).
         if (status == kOk && iter > 0) {
           mo.reset();
-          accumulate_query<K>(data, basis, x.data(), 1.0, how, mo);
+          accumulate_query<K>(data, basis, x.data(), nullptr, 1.0, how, mo);
           last_wsum = mo.S[0];
         }
         for (std::size_t j = 0; j < d; ++j) points[j * m + i] = x[j];

@@ -1,0 +1,218 @@
+# Predictors of the local models: numeric columns, which the kernel of the registry localizes
+# and the local polynomial spans, and categorical columns (factors, ordered factors, character
+# and logical), which enter through the generalized product kernel with discrete kernels
+# (Aitchison-Aitken for unordered levels, Li-Racine for ordered ones; see kernels.hpp).
+
+# The predictors of a model frame as a data frame of plain columns: transformations such as
+# I(x^2) lose their class and matrix terms such as poly(x, 2) become one column each.
+formula_parts <- function(mf, call = rlang::caller_env()) {
+  tt <- attr(mf, "terms")
+  if (nrow(mf) == 0L) abort("{.arg data} has no complete rows.", call = call)
+  if (any(attr(tt, "order") > 1L)) {
+    abort("Interaction terms are not supported in {.arg formula}; the kernel already
+           localizes in all predictors jointly.", call = call)
+  }
+  labels <- attr(tt, "term.labels")
+  if (length(labels) == 0L) abort("{.arg formula} has no predictors.", call = call)
+  list(x = plain_columns(mf[labels], call))
+}
+
+plain_columns <- function(frame, call) {
+  cols <- lapply(names(frame), function(name) {
+    col <- frame[[name]]
+    if (inherits(col, "AsIs")) col <- unclass(col)
+    if (is.matrix(col)) {
+      if (!is.numeric(col)) abort("Predictor {.field {name}} is a non-numeric matrix.", call = call)
+      suffix <- colnames(col) %||% seq_len(ncol(col))
+      return(stats::setNames(as.data.frame(unclass(col)), paste0(name, suffix)))
+    }
+    stats::setNames(list(col), name)
+  })
+  out <- do.call(c, cols)
+  attr(out, "row.names") <- .set_row_names(nrow(frame))
+  class(out) <- "data.frame"
+  out
+}
+
+is_categorical <- function(col) is.factor(col) || is.character(col) || is.logical(col)
+
+# Splits predictors (a data frame, matrix or vector) into list(x = numeric matrix, categorical =
+# NULL or list(codes = integer n x dc matrix of level codes, levels = list of level labels,
+# ordered = logical), names = every predictor's name in the given order, kind = "numeric",
+# "unordered" or "ordered" per predictor).
+split_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  force(arg)
+  if (!is.data.frame(x) && !is_categorical(x)) {
+    x <- check_predictors(x, arg = arg, call = call)
+    return(list(x = x, categorical = NULL, names = colnames(x),
+                kind = rep("numeric", ncol(x))))
+  }
+  if (!is.data.frame(x)) x <- stats::setNames(data.frame(x, stringsAsFactors = FALSE), "x")
+  if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
+  if (nrow(x) == 0L) abort("{.arg {arg}} has no rows.", call = call)
+  cat <- vapply(x, is_categorical, TRUE)
+  num <- if (any(!cat)) check_predictors(x[!cat], arg = arg, call = call) else
+    matrix(numeric(0), nrow(x), 0L)
+  categorical <- if (any(cat)) categorical_columns(x[cat], arg, call)
+  kind <- ifelse(cat, "unordered", "numeric")
+  kind[cat][categorical$ordered] <- "ordered"
+  list(x = num, categorical = categorical, names = names(x), kind = unname(kind))
+}
+
+categorical_columns <- function(frame, arg, call) {
+  missing <- names(frame)[vapply(frame, anyNA, TRUE)]
+  if (length(missing)) {
+    abort("{.arg {arg}} has missing values in column{?s} {.field {missing}}.", call = call)
+  }
+  factors <- lapply(frame, function(col) droplevels(if (is.factor(col)) col else factor(col)))
+  levels <- lapply(factors, levels)
+  constant <- names(frame)[lengths(levels) < 2L]
+  if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
+  codes <- vapply(factors, as.integer, integer(nrow(frame)))
+  codes <- matrix(codes, nrow = nrow(frame), dimnames = list(NULL, names(frame)))
+  list(codes = codes, levels = levels, ordered = unname(vapply(factors, is.ordered, TRUE)))
+}
+
+# Level codes of new categorical columns in the model's levels; unseen levels are refused.
+categorical_codes <- function(categorical, frame, arg = "newdata", call = rlang::caller_env()) {
+  vars <- colnames(categorical$codes)
+  codes <- vapply(seq_along(vars), function(j) {
+    col <- frame[[vars[j]]]
+    value <- as.character(col)
+    code <- match(value, categorical$levels[[j]])
+    unseen <- unique(value[is.na(code) & !is.na(value)])
+    if (length(unseen)) {
+      abort(c("{.arg {arg}} has level{?s} {.val {unseen}} of {.field {vars[j]}} that the model
+               has not seen.", i = "Known levels: {.val {categorical$levels[[j]]}}."),
+            call = call)
+    }
+    code
+  }, integer(length(frame[[vars[1L]]])))
+  matrix(codes, ncol = length(vars), dimnames = list(NULL, vars))
+}
+
+# Splits a bandwidth vector given per predictor (in the predictors' order or by name) into the
+# numeric bandwidths h and the categorical lambdas, checking each against its range.
+split_bandwidth <- function(bandwidth, predictors, call = rlang::caller_env()) {
+  names_all <- predictors$names
+  kind <- predictors$kind
+  numeric_only <- all(kind == "numeric")
+  if (numeric_only && length(bandwidth) == 1L) bandwidth <- rep(bandwidth, length(kind))
+  if (length(bandwidth) != length(kind)) {
+    abort(c("{.arg bandwidth} needs one value per predictor ({length(kind)}), in the order
+             {.field {names_all}}{if (!numeric_only) ': h for numeric, lambda for categorical ones'}.",
+            x = "Got {length(bandwidth)} value{?s}."), call = call)
+  }
+  if (!is.null(names(bandwidth)) && all(nzchar(names(bandwidth)))) {
+    unknown <- setdiff(names(bandwidth), names_all)
+    if (length(unknown) || anyDuplicated(names(bandwidth))) {
+      abort("{.arg bandwidth} names must be the predictors {.field {names_all}}.", call = call)
+    }
+    bandwidth <- bandwidth[names_all]
+  }
+  bandwidth <- unname(as.double(bandwidth))
+  h <- bandwidth[kind == "numeric"]
+  if (any(!is.finite(h)) || any(h <= 0)) {
+    abort(c("{.arg bandwidth} must be positive and finite for numeric predictors.",
+            x = "Got {.val {h}}."), call = call)
+  }
+  lambda <- bandwidth[kind != "numeric"]
+  upper <- lambda_upper(predictors$categorical)
+  bad <- !is.finite(lambda) | lambda < 0 | lambda > upper + 1e-12
+  if (any(bad)) {
+    vars <- names_all[kind != "numeric"][bad]
+    abort(c("{.arg bandwidth} of categorical predictor{?s} {.field {vars}} must lie in [0, upper]:
+             (c - 1) / c for c unordered levels, 1 for ordered ones.",
+            x = "Got {.val {lambda[bad]}}."), call = call)
+  }
+  list(h = h, lambda = pmin(lambda, upper))
+}
+
+# The largest useful lambda of each categorical predictor: (c - 1) / c for c unordered levels
+# (all levels weigh the same), 1 for ordered ones.
+lambda_upper <- function(categorical) {
+  if (is.null(categorical)) return(numeric(0))
+  c <- lengths(categorical$levels)
+  ifelse(categorical$ordered, 1, (c - 1) / c)
+}
+
+# Bandwidths of all predictors in their order, named: h for numeric ones, lambda for the others.
+join_bandwidth <- function(h, lambda, predictors) {
+  out <- numeric(length(predictors$kind))
+  out[predictors$kind == "numeric"] <- h %||% numeric(0)
+  out[predictors$kind != "numeric"] <- lambda %||% numeric(0)
+  stats::setNames(out, predictors$names)
+}
+
+# The weight of a data point in its own window relative to its prior weight: the kernel is 1 at
+# distance 0, and a point's own levels weigh 1 - lambda (unordered) or 1 (ordered).
+self_weight <- function(spec) {
+  w <- spec$prior %||% 1
+  cat <- spec$categorical
+  if (is.null(cat)) return(w)
+  w * prod(ifelse(cat$ordered, 1, 1 - cat$lambda))
+}
+
+# Predictors of new data with the model's columns in the model's order: list(x = numeric
+# matrix, codes = level codes or NULL, ok = the rows without missing predictors, which alone x
+# and codes hold; predictions are NA in the others, as predict.lm's).
+new_predictors <- function(object, newdata, call = rlang::caller_env()) {
+  vars <- object$predictors$names %||% colnames(object$x)
+  if (is.null(object$terms)) {
+    nd <- newdata
+    if (is.data.frame(nd) || is.matrix(nd)) {
+      if (!is.null(colnames(nd)) && all(vars %in% colnames(nd))) nd <- nd[, vars, drop = FALSE]
+    }
+  } else {
+    tt <- stats::delete.response(object$terms)
+    if (!is.data.frame(newdata)) newdata <- as.data.frame(newdata)
+    missing <- setdiff(all.vars(tt), names(newdata))
+    if (length(missing)) {
+      abort("{.arg newdata} lacks the predictor{?s} {.field {missing}}.", call = call)
+    }
+    mf <- stats::model.frame(tt, newdata, na.action = stats::na.pass)
+    nd <- plain_columns(mf[attr(tt, "term.labels")], call)
+  }
+  if (is.null(object$categorical)) {
+    ok <- rep(TRUE, NROW(nd))
+    if (is.data.frame(nd) || is.matrix(nd) || is.numeric(nd)) {
+      ok <- stats::complete.cases(nd)
+      nd <- if (is.null(dim(nd))) nd[ok] else nd[ok, , drop = FALSE]
+    }
+    x <- check_predictors(nd, arg = "newdata", call = call)
+    if (ncol(x) != ncol(object$x)) {
+      abort("{.arg newdata} has {ncol(x)} predictor{?s}; the model has {ncol(object$x)}.",
+            call = call)
+    }
+    colnames(x) <- colnames(object$x)
+    return(list(x = x, codes = NULL, ok = ok))
+  }
+  if (!is.data.frame(nd)) abort("{.arg newdata} must be a data frame.", call = call)
+  missing <- setdiff(vars, names(nd))
+  if (length(missing)) {
+    abort("{.arg newdata} lacks the predictor{?s} {.field {missing}}.", call = call)
+  }
+  ok <- stats::complete.cases(nd[vars])
+  nd <- nd[ok, vars, drop = FALSE]
+  numeric_vars <- colnames(object$x)
+  x <- if (length(numeric_vars)) {
+    check_predictors(nd[numeric_vars], arg = "newdata", call = call)
+  } else {
+    matrix(numeric(0), nrow(nd), 0L)
+  }
+  list(x = x, codes = categorical_codes(object$categorical, nd, call = call), ok = ok)
+}
+
+# Values computed for the complete rows `ok` spread to all rows, NA elsewhere (vectors and
+# matrices by row).
+expand_rows <- function(value, ok) {
+  if (all(ok) || is.null(value)) return(value)
+  if (is.null(dim(value))) {
+    out <- rep(value[1L][NA], length(ok))
+    out[ok] <- value
+    return(out)
+  }
+  out <- matrix(value[1L][NA], length(ok), ncol(value), dimnames = list(NULL, colnames(value)))
+  out[ok, ] <- value
+  out
+}
