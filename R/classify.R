@@ -38,7 +38,7 @@ local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", ba
                                 bandwidth = bandwidth, weights = stats::model.weights(mf),
                                 method = method, n_threads = n_threads, verbose = verbose,
                                 control = control)
-  with_formula(fit, mf, match.call())
+  with_formula(fit, mf, generic_call(match.call(), "local_classify"))
 }
 
 #' @rdname local_classify
@@ -64,7 +64,7 @@ local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", 
   fit$levels <- levels(y)
   fit$accuracy <- mean(most_probable(fit$fitted, fit$levels) == y, na.rm = TRUE)
   fit$df <- sum(fit$leverage)
-  fit$call <- match.call()
+  fit$call <- generic_call(match.call(), "local_classify")
   class(fit) <- c("local_classify", "local_model")
   fit
 }

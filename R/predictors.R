@@ -136,12 +136,14 @@ lambda_upper <- function(categorical) {
   ifelse(categorical$ordered, 1, (c - 1) / c)
 }
 
-# Bandwidths of all predictors in their order, named: h for numeric ones, lambda for the others.
+# Bandwidths of all predictors in their order: h for numeric ones, lambda for the others (NULL
+# for nn() bandwidths).
 join_bandwidth <- function(h, lambda, predictors) {
+  if (is.null(h) && is.null(lambda)) return(NULL)
   out <- numeric(length(predictors$kind))
   out[predictors$kind == "numeric"] <- h %||% numeric(0)
   out[predictors$kind != "numeric"] <- lambda %||% numeric(0)
-  stats::setNames(out, predictors$names)
+  out
 }
 
 # The weight of a data point in its own window relative to its prior weight: the kernel is 1 at

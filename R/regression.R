@@ -6,11 +6,18 @@
 #' point by kernel-weighted least squares (the localization trick);
 #' `local_mean()` is degree 0, the Nadaraya-Watson local mean
 #' \eqn{\sum_i K(x^*, x_i) y_i / \sum_i K(x^*, x_i)}. Both work with any
-#' number of numeric predictors.
+#' number of numeric and categorical predictors. With `family` other than
+#' `"gaussian"` the local polynomial is fitted by the local likelihood: at each
+#' query \eqn{x^*} it maximises \eqn{\sum_i K(x^*, x_i) w_i \ell(y_i,
+#' g^{-1}(\beta' \phi(x_i - x^*)))}, a generalized linear model of the kernel
+#' window (local logistic or Poisson regression).
 #'
 #' **Bandwidths.** `bandwidth` is one of
-#' * a positive number (the same for every predictor) or one per predictor,
-#'   each on the scale of its predictor (see [kernels()] for the convention);
+#' * a positive number (the same for every predictor, when all are numeric) or
+#'   one per predictor in their order (or named by predictor): for a numeric
+#'   predictor its bandwidth h, on its own scale (see [kernels()] for the
+#'   convention), for a categorical one its smoothing parameter lambda (see
+#'   Predictors);
 #' * [nn()]`(k)`: adaptive, the distance to the k-th nearest neighbour;
 #' * a selector: `"cv"` (leave-one-out least squares, the default), `"gcv"`,
 #'   `"aicc"` (Hurvich, Simonoff and Tsai, 1998), each minimised over a grid of
@@ -23,9 +30,40 @@
 #' The leave-one-out fit uses the exact identity
 #' \eqn{y_i - \hat m_{-i}(x_i) = (y_i - \hat m(x_i)) / (1 - L_{ii})}.
 #'
-#' **Predictors.** Every predictor must be numeric; factors and character
-#' columns are refused (recode them, or fit one model per level). Duplicated
-#' predictor values are fine. A constant predictor is refused.
+#' **Predictors.** Numeric predictors are localized by `kernel` and span the
+#' local polynomial. Factors, character and logical columns are categorical:
+#' they enter through the generalized product kernel
+#' \eqn{K(x^*, x_i) = K_h(x^*_c - x_{ic}) \prod_j L_j(z^*_j, z_{ij})}, as in
+#' Li and Racine (2007) and the np package. Unordered levels use the
+#' Aitchison-Aitken kernel, \eqn{1 - \lambda} at the query's level and
+#' \eqn{\lambda / (c - 1)} at the other \eqn{c - 1} levels
+#' (\eqn{0 \le \lambda \le (c - 1) / c}); ordered factors use the Li-Racine
+#' kernel \eqn{\lambda^{|r^* - r_i|}} of the rank difference
+#' (\eqn{0 \le \lambda \le 1}). \eqn{\lambda = 0} fits each level (or
+#' combination) separately; \eqn{\lambda} at its upper bound ignores the
+#' predictor. Formula terms may be transformations (`log(x)`, `I(x^2)`,
+#' `poly(x, 2)`, which gives one predictor per column); interactions are
+#' refused, since the kernel already localizes in all predictors jointly.
+#' Levels that `predict()` meets but the fit has not seen are refused; rows of
+#' `newdata` with missing predictors give `NA`, as in [stats::predict.lm()].
+#' Duplicated predictor values are fine. A constant predictor is refused.
+#'
+#' **Local likelihood** (`family`): `"binomial"` takes 0/1, logical or
+#' two-level factor responses (the second level is success), proportions with
+#' the numbers of trials as `weights`, or a two-column matrix of successes and
+#' failures, as [stats::glm()]; `"poisson"` takes counts; quasi families
+#' estimate the dispersion from the Pearson residuals. Links are canonical
+#' (logit, log). At each query, Newton steps start from the local mean and stop
+#' when the local deviance changes by less than `control$tol` relative to it
+#' (at most `control$max_iter` steps, see [local_control()]); a step that
+#' raises the deviance is halved. Where the local likelihood has no maximum
+#' (the steps do not converge, or the fit reproduces the responses of every
+#' point of the window: the classes separate there, or are all the same) the
+#' fit is `NA` with a warning. Leverages are the diagonal of the influence
+#' matrix, \eqn{w_i v(\hat\mu_i) [S^{-1}]_{00}}, so the effective degrees of
+#' freedom, `deviance()`, `logLik()` and `AIC()` follow as for [stats::glm()];
+#' the `"cv"` score is the mean leave-one-out deviance from one Newton step
+#' away from the full fit.
 #'
 #' **Strategies** (`method`): `"exact"` sweeps every data point for every
 #' query; `"tree"` visits only the kd-tree leaves within the kernel's support
@@ -45,10 +83,15 @@
 #' @param formula A formula `y ~ x1 + x2`; terms may be transformations such as
 #'   `log(x)` but not interactions.
 #' @param data A data frame holding the variables of `formula`.
-#' @param x Numeric predictors: a vector, matrix or data frame.
-#' @param y Numeric response.
+#' @param x Predictors: a numeric vector or matrix, or a data frame whose
+#'   columns may also be factors, ordered factors, character or logical.
+#' @param y The response: numeric, or as described under Local likelihood.
 #' @param degree Degree of the local polynomial (0 to 3).
 #' @param kernel A kernel name, see [kernels()].
+#' @param family The local likelihood's family: `"gaussian"` (least squares,
+#'   the default), `"binomial"`, `"poisson"`, `"quasibinomial"`,
+#'   `"quasipoisson"`, or the [stats::family] object or function of one of them
+#'   with its canonical link.
 #' @param bandwidth A number, one number per predictor, [nn()], or a selector
 #'   name (see Details).
 #' @param weights Optional non-negative prior weights of the observations.
@@ -73,6 +116,11 @@
 #' selection in nonparametric regression using an improved Akaike information
 #' criterion. *JRSS B* 60, 271-293.
 #'
+#' Li, Q. and Racine, J. S. (2007). *Nonparametric Econometrics: Theory and
+#' Practice*. Princeton University Press.
+#'
+#' Loader, C. (1999). *Local Regression and Likelihood*. Springer.
+#'
 #' Ruppert, D., Sheather, S. J. and Wand, M. P. (1995). An effective bandwidth
 #' selector for local least squares regression. *JASA* 90, 1257-1270.
 #' @family regression
@@ -92,34 +140,49 @@ local_mean <- function(x, ...) UseMethod("local_mean")
 #' @rdname local_poly
 #' @export
 local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gaussian",
-                               bandwidth = "cv", weights = NULL, subset,
+                               bandwidth = "cv", family = "gaussian", weights = NULL, subset,
                                na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
   mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
   parts <- formula_parts(mf)
   fit <- local_poly.default(parts$x, stats::model.response(mf), degree = degree, kernel = kernel,
-                            bandwidth = bandwidth, weights = stats::model.weights(mf),
-                            method = method, n_threads = n_threads, verbose = verbose,
-                            control = control)
-  with_formula(fit, mf, match.call())
+                            bandwidth = bandwidth, family = family,
+                            weights = stats::model.weights(mf), method = method,
+                            n_threads = n_threads, verbose = verbose, control = control)
+  with_formula(fit, mf, generic_call(match.call(), "local_poly"))
 }
 
 #' @rdname local_poly
 #' @export
 local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth = "cv",
-                               weights = NULL, method = "auto", n_threads = NULL,
-                               verbose = interactive(), control = local_control(), ...) {
+                               family = "gaussian", weights = NULL, method = "auto",
+                               n_threads = NULL, verbose = interactive(),
+                               control = local_control(), ...) {
   predictors <- split_predictors(x)
-  y <- check_response(y, nrow(predictors$x))
-  fit <- fit_local_model(predictors, matrix(y, ncol = 1L), weights, degree, kernel, bandwidth,
-                         method, n_threads, verbose, control, max_degree = 3L)
+  family <- check_family(family)
+  response <- family_response(y, weights, family, nrow(predictors$x))
+  y <- response$y
+  fit <- fit_local_model(predictors, matrix(y, ncol = 1L), response$weights, degree, kernel,
+                         bandwidth, method, n_threads, verbose, control, max_degree = 3L,
+                         likelihood = engine_family(family))
   fit$y <- y
+  fit$family <- family
   fit$fitted <- drop(fit$fitted)
-  fit$residuals <- y - fit$fitted
-  fit <- add_fit_statistics(fit)
-  fit$call <- match.call()
+  fit <- if (family$family == "gaussian") {
+    fit$residuals <- y - fit$fitted
+    add_fit_statistics(fit)
+  } else {
+    add_likelihood_statistics(fit)
+  }
+  fit$call <- generic_call(match.call(), "local_poly")
   class(fit) <- c("local_poly", "local_model")
   fit
+}
+
+# A method's matched call under its generic's name, so that update() calls the generic.
+generic_call <- function(call, generic) {
+  call[[1L]] <- as.name(generic)
+  call
 }
 
 #' @rdname local_poly
@@ -127,7 +190,7 @@ local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth 
 local_mean.formula <- function(formula, data = NULL, ...) {
   if ("degree" %in% ...names()) abort("{.fn local_mean} has degree 0; use {.fn local_poly}.")
   fit <- local_poly.formula(formula, data, degree = 0, ...)
-  fit$call <- match.call()
+  fit$call <- generic_call(match.call(), "local_mean")
   class(fit) <- c("local_mean", class(fit))
   fit
 }
@@ -137,7 +200,7 @@ local_mean.formula <- function(formula, data = NULL, ...) {
 local_mean.default <- function(x, y, ...) {
   if ("degree" %in% ...names()) abort("{.fn local_mean} has degree 0; use {.fn local_poly}.")
   fit <- local_poly.default(x, y, degree = 0, ...)
-  fit$call <- match.call()
+  fit$call <- generic_call(match.call(), "local_mean")
   class(fit) <- c("local_mean", class(fit))
   fit
 }
@@ -279,10 +342,10 @@ add_fit_statistics <- function(fit) {
 
 bandwidth_label <- function(object) {
   if (!is.null(object$nn)) return(sprintf("nn(%d)", object$nn$k))
-  bw <- object$bandwidth
-  values <- format(signif(bw, 4), trim = TRUE)
-  if (length(bw) == 1L || is.null(names(bw))) return(paste(values, collapse = ", "))
-  paste(names(bw), "=", values, collapse = ", ")
+  values <- format(signif(object$bandwidth, 4), trim = TRUE)
+  vars <- object$predictors$names
+  if (length(values) == 1L || length(vars) != length(values)) return(paste(values, collapse = ", "))
+  paste(vars, "=", values, collapse = ", ")
 }
 
 #' @export
@@ -290,7 +353,10 @@ print.local_model <- function(x, ...) {
   cat(sprintf("<%s> %s kernel, degree %d, n = %d\n", class(x)[1L], x$kernel, x$degree,
               length(x$leverage)))
   cat(sprintf("bandwidth: %s (%s)\n", bandwidth_label(x), x$bandwidth_method))
-  if (!is.null(x$sigma)) {
+  if (!is.null(x$deviance)) {
+    cat(sprintf("family: %s (%s link), effective df: %.2f, deviance: %.4g (null %.4g)\n",
+                x$family$family, x$family$link, x$df, x$deviance, x$null.deviance))
+  } else if (!is.null(x$sigma)) {
     cat(sprintf("effective df: %.2f, residual se: %.4g, R-squared: %.4f\n", x$df, x$sigma,
                 x$r.squared))
   }
@@ -309,8 +375,28 @@ summary.local_model <- function(object, ...) {
                  how = object$bandwidth_method, method = object$spec$method,
                  n = length(object$leverage), df = object$df, sigma = object$sigma,
                  r.squared = object$r.squared, cv = object$cv,
-                 accuracy = object$accuracy),
+                 accuracy = object$accuracy, family = object$family,
+                 deviance = object$deviance, null.deviance = object$null.deviance,
+                 dispersion = object$dispersion, bandwidths = bandwidth_table(object)),
             class = "summary.local_model")
+}
+
+# Each predictor's bandwidth, with a note where it smooths the predictor out: a numeric h of
+# more than `smoothed_out_ratio` times the predictor's range (the fit is then constant in it,
+# or for degree >= 1 linear), or a categorical lambda at its upper bound (all levels weigh the
+# same: the predictor is irrelevant).
+bandwidth_table <- function(object, smoothed_out_ratio = 2) {
+  vars <- object$predictors$names
+  bw <- object$bandwidth
+  if (is.null(vars) || length(bw) != length(vars)) return(NULL)
+  kind <- object$predictors$kind
+  out <- logical(length(vars))
+  out[kind == "numeric"] <- bw[kind == "numeric"] > smoothed_out_ratio * object$spec$span
+  out[kind != "numeric"] <- bw[kind != "numeric"] >= (1 - 1e-3) * lambda_upper(object$categorical)
+  note <- ifelse(!out, "", ifelse(kind != "numeric" | object$degree == 0L, "smoothed out: irrelevant",
+                                  "smoothed out: enters linearly"))
+  data.frame(predictor = vars, type = ifelse(kind == "numeric", "h", paste("lambda,", kind)),
+             bandwidth = bw, note = note)
 }
 
 #' @export
@@ -321,13 +407,25 @@ print.summary.local_model <- function(x, ...) {
   rows <- c(Model = x$class, Kernel = x$kernel, Degree = x$degree,
             Bandwidth = sprintf("%s (%s)", x$bandwidth, x$how), Strategy = x$method,
             Observations = x$n, `Effective df` = sprintf("%.3f", x$df))
-  if (!is.null(x$sigma)) {
+  if (!is.null(x$deviance)) {
+    rows <- c(rows, Family = sprintf("%s (%s link)", x$family$family, x$family$link),
+              Deviance = format(signif(x$deviance, 5)),
+              `Null deviance` = format(signif(x$null.deviance, 5)),
+              Dispersion = format(signif(x$dispersion, 5)),
+              `LOO deviance (mean)` = format(signif(x$cv, 5)))
+  } else if (!is.null(x$sigma)) {
     rows <- c(rows, `Residual std. error` = format(signif(x$sigma, 5)),
               `R-squared` = sprintf("%.4f", x$r.squared),
               `LOO CV score` = format(signif(x$cv, 5)))
   }
   if (!is.null(x$accuracy)) rows <- c(rows, `Training accuracy` = sprintf("%.4f", x$accuracy))
   cat(paste0(format(names(rows)), " : ", rows), sep = "\n")
+  if (!is.null(x$bandwidths) && nrow(x$bandwidths) > 1L) {
+    cat("\nBandwidths:\n")
+    tab <- x$bandwidths
+    tab$bandwidth <- format(signif(tab$bandwidth, 4))
+    print(tab, row.names = FALSE, right = FALSE)
+  }
   invisible(x)
 }
 
@@ -358,6 +456,9 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' @param se.fit Return pointwise standard errors.
 #' @param deriv Order of derivative to estimate (at most `degree`): 0 the
 #'   function, 1 the gradient, 2 the pure second partial derivatives.
+#' @param type For `predict()`: predictions on the scale of the response or of
+#'   the linear predictor (the link); derivatives are always on the link
+#'   scale.
 #' @param method For `predict()`: `NULL` (the fit's strategy) or a strategy
 #'   for these predictions, e.g. `"exact"` after a binned fit.
 #' @return `predict()`: a vector (a matrix with one column per predictor for
@@ -365,20 +466,31 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #'   `fit`, `se.fit`, `df` and `residual.scale`.
 #' @export
 predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0,
-                               method = NULL, n_threads = NULL, verbose = FALSE, ...) {
+                               type = c("response", "link"), method = NULL, n_threads = NULL,
+                               verbose = FALSE, ...) {
+  type <- match.arg(type)
   check_flag(se.fit)
   deriv <- check_count(deriv, min = 0)
   if (deriv > object$degree) {
     abort("{.arg deriv} = {deriv} needs a local polynomial of degree at least {deriv}.")
   }
   if (deriv > 2L) abort("{.arg deriv} must be 0, 1 or 2.")
-  if (is.null(newdata) && !se.fit && deriv == 0L && is.null(method)) return(fitted(object))
+  family <- object$family %||% stats::gaussian()
+  response <- type == "response" && deriv == 0L
+  if (is.null(newdata) && !se.fit && deriv == 0L && is.null(method) && response) {
+    return(fitted(object))
+  }
   queries <- model_queries(object, newdata)
   res <- predict_engine(object, queries, se.fit, n_threads, verbose, method)
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
   fit <- mult * res$coef[, cols, 1L]
   se <- if (se.fit) mult * object$sigma * sqrt(res$var[, cols]) else NULL
+  if (response && family$family != "gaussian") {
+    # The delta method: se(mu) = |dmu/deta| se(eta).
+    if (se.fit) se <- se * abs(family$mu.eta(fit))
+    fit <- family$linkinv(fit)
+  }
   shape <- function(v) {
     if (length(cols) == 1L) return(expand_rows(as.vector(v), queries$ok))
     v <- matrix(v, ncol = length(cols))
@@ -427,9 +539,56 @@ logLik.local_poly <- function(object, ...) {
   w <- object$weights %||% rep(1, length(object$y))
   ok <- is.finite(object$fitted)
   n <- sum(w[ok] > 0)
-  rss <- sum((w * object$residuals^2)[ok])
-  val <- 0.5 * (sum(log(w[ok & w > 0])) - n * (log(2 * pi) + 1 - log(n) + log(rss)))
-  structure(val, nobs = n, df = object$df + 1, class = "logLik")
+  family <- object$family$family %||% "gaussian"
+  if (family == "gaussian") {
+    rss <- sum((w * object$residuals^2)[ok])
+    val <- 0.5 * (sum(log(w[ok & w > 0])) - n * (log(2 * pi) + 1 - log(n) + log(rss)))
+    return(structure(val, nobs = n, df = object$df + 1, class = "logLik"))
+  }
+  # As glm's: no likelihood for quasi families; the family's aic() is -2 log-likelihood.
+  val <- if (family %in% c("binomial", "poisson")) {
+    -0.5 * object$family$aic(object$y[ok], n, object$fitted[ok], w[ok], object$deviance)
+  } else {
+    NA_real_
+  }
+  structure(val, nobs = n, df = object$df, class = "logLik")
+}
+
+#' @rdname local_poly
+#' @param type For `residuals()`: `"deviance"`, `"pearson"`, `"response"` or
+#'   `"working"`, as for [stats::glm()]; the default is `"response"` for the
+#'   Gaussian family (as [stats::lm()]) and `"deviance"` for the others.
+#' @export
+residuals.local_poly <- function(object, type = NULL, ...) {
+  family <- object$family %||% stats::gaussian()
+  type <- type %||% if (family$family == "gaussian") "response" else "deviance"
+  type <- check_choice(type, c("deviance", "pearson", "response", "working"))
+  w <- object$weights %||% rep(1, length(object$y))
+  y <- object$y
+  mu <- object$fitted
+  r <- switch(type,
+    response = y - mu,
+    deviance = sign(y - mu) * sqrt(pmax(family$dev.resids(y, mu, w), 0)),
+    pearson = sqrt(w) * (y - mu) / sqrt(family$variance(mu)),
+    working = (y - mu) / family$mu.eta(family$linkfun(mu))
+  )
+  stats::naresid(object$na.action, r)
+}
+
+#' @export
+sigma.local_poly <- function(object, ...) object$sigma
+
+#' @export
+df.residual.local_poly <- function(object, ...) {
+  w <- object$weights %||% rep(1, length(object$y))
+  sum(w > 0 & is.finite(object$fitted)) - object$df
+}
+
+#' @export
+deviance.local_poly <- function(object, ...) {
+  if (!is.null(object$deviance)) return(object$deviance)
+  w <- object$weights %||% rep(1, length(object$y))
+  sum((w * object$residuals^2)[is.finite(object$fitted)])
 }
 
 #' @rdname local_poly

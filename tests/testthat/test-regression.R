@@ -393,17 +393,18 @@ test_that("a constant predictor is a clear error", {
                class = "localmean_error", regexp = "b")
 })
 
-test_that("character and factor predictors are refused", {
+test_that("character and factor predictors are categorical; interactions are refused", {
+  # Factors and character columns were refused before issue 15; they are categorical now
+  # (test-predictors.R checks their fits against a brute-force product kernel).
   df <- data.frame(y = d1$y, x = d1$x, f = factor(rep(c("a", "b"), 75)),
                    s = rep(c("u", "v", "w"), 50))
+  fit <- local_poly(y ~ x + f, data = df, bandwidth = c(0.1, 0.2), verbose = FALSE)
+  expect_identical(fit$predictors$kind, c("numeric", "unordered"))
+  expect_equal(fitted(fit), fitted(local_poly(df[c("x", "f")], df$y, bandwidth = c(0.1, 0.2),
+                                              verbose = FALSE)))
+  expect_length(fitted(local_mean(df$s, df$y, bandwidth = 0.5, verbose = FALSE)), 150)
   expect_error(local_poly(y ~ x + f, data = df, bandwidth = 0.1, verbose = FALSE),
-               class = "localmean_error", regexp = "f")
-  expect_error(local_poly(y ~ s, data = df, bandwidth = 0.1, verbose = FALSE),
-               class = "localmean_error", regexp = "s")
-  expect_error(local_poly(df[c("x", "f")], df$y, bandwidth = 0.1, verbose = FALSE),
-               class = "localmean_error", regexp = "numeric")
-  expect_error(local_poly(df$s, df$y, bandwidth = 0.1, verbose = FALSE),
-               class = "localmean_error")
+               class = "localmean_error", regexp = "one value per predictor")
   df$z <- runif(150)
   expect_error(local_poly(y ~ x * z, data = df, bandwidth = 0.1, verbose = FALSE),
                class = "localmean_error", regexp = "Interaction")

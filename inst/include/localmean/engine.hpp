@@ -73,8 +73,8 @@ private:
   }
 };
 
-// kNoFit: the local likelihood has no maximum (Newton did not converge, or fitted probabilities
-// reached 0 or 1: separation).
+// kNoFit: the local likelihood has no maximum (Newton did not converge, or the fit reproduces
+// the window's responses: separation).
 enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2, kNoFit = 3 };
 
 // A Cholesky pivot of S below this share of S's largest diagonal entry marks the local design as
@@ -550,10 +550,11 @@ void collect_window(const LocalData& data, const double* q, const double* table,
   });
 }
 
-// Fitted probabilities within this distance of 0 or 1 at a point of the window (of weight at
-// least kSeparationWeight of the largest) mean separation: the local likelihood has no maximum.
-constexpr double kSeparationMargin = 1e-13;
-constexpr double kSeparationWeight = 1e-8;
+// A local fit that reproduces every response of the window (all within kPerfectFit, at the
+// points of weight at least kPerfectFitWeight of the largest) has no interior maximum: the
+// responses separate (or are all 0, or all 1) and the coefficients diverge.
+constexpr double kPerfectFit = 1e-8;
+constexpr double kPerfectFitWeight = 1e-8;
 
 // The local likelihood at query q (of m): Newton-Raphson on the kernel-weighted log-likelihood
 // sum_i W_i l(y_i, g^-1(phi(u_i)' beta)) of the local polynomial, from the local mean (beta =
@@ -595,7 +596,7 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
   for (int iter = 0; iter < set.max_iter;) {
     mo.reset();
     double deviance = 0.0;
-    bool extreme = false;
+    bool perfect = true;
     for (std::size_t b = 0; b < win.pos.size(); ++b) {
       const std::size_t p = win.pos[b];
       for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + p] - q[j]) / h;
@@ -604,9 +605,8 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
       for (std::size_t a = 0; a < nb; ++a) eta += phi[a] * beta[a];
       const double mu = family_mean(family, eta), v = family_variance(family, mu);
       deviance += win.weight[b] * family_deviance(family, y[p], mu);
-      if (family == Family::binomial && win.weight[b] >= kSeparationWeight * wmax &&
-          (mu < kSeparationMargin || mu > 1.0 - kSeparationMargin))
-        extreme = true;
+      if (win.weight[b] >= kPerfectFitWeight * wmax && !(std::fabs(y[p] - mu) < kPerfectFit))
+        perfect = false;
       const double W = win.weight[b] * v, z = eta + (y[p] - mu) / v;
       for (std::size_t a = 0; a < nb; ++a) {
         for (std::size_t c = a; c < nb; ++c) {
@@ -622,7 +622,7 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
       ++halvings;
       continue;
     }
-    if (extreme) return fail(kNoFit);
+    if (perfect) return fail(kNoFit);
     const bool converged = std::fabs(deviance - old_deviance) < set.tol * (std::fabs(deviance) + 0.1);
     if (converged) {
       solve_moments(mo, i, m, out);
