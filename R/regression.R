@@ -262,12 +262,14 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
 warn_missing_fits <- function(status, what) {
   sparse <- sum(status %in% 1:2)
   if (sparse) {
-    warn(c("{sparse} {what}{?s} {?is/are} NA: the kernel window holds too few points.",
+    warn(c("{sparse} {what}{cli::qty(sparse)}{?s} {?is/are} NA: the kernel window holds too
+            few points.",
            i = "Increase the bandwidth or lower the degree."))
   }
   no_fit <- sum(status == 3L)
   if (no_fit) {
-    warn(c("{no_fit} {what}{?s} {?is/are} NA: the local likelihood has no maximum there.",
+    warn(c("{no_fit} {what}{cli::qty(no_fit)}{?s} {?is/are} NA: the local likelihood has no
+            maximum there.",
            i = "The response separates perfectly (or is all 0) within the kernel window, or
                 the Newton steps did not converge; increase the bandwidth."))
   }
@@ -342,7 +344,7 @@ add_fit_statistics <- function(fit) {
 
 bandwidth_label <- function(object) {
   if (!is.null(object$nn)) return(sprintf("nn(%d)", object$nn$k))
-  values <- format(signif(object$bandwidth, 4), trim = TRUE)
+  values <- vapply(signif(object$bandwidth, 4), format, "")
   vars <- object$predictors$names
   if (length(values) == 1L || length(vars) != length(values)) return(paste(values, collapse = ", "))
   paste(vars, "=", values, collapse = ", ")

@@ -629,7 +629,9 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
       return;
     }
     solve_moments(mo, 0, 1, step);
-    if (status != kOk) return fail(status);
+    // Singular at the start: too few distinct points; later: the Newton weights v(mu) vanish
+    // as the fit diverges.
+    if (status != kOk) return fail(iter == 0 ? status : static_cast<int>(kNoFit));
     previous = beta;
     beta = next;
     old_deviance = deviance;
