@@ -118,28 +118,46 @@ arc_lengths <- function(t) {
 # The tube's geometric constants over the box [lower, upper] (one bound per predictor): kappa0,
 # the length (1-D) or area (2-D) of the curve or surface T(x) on the unit sphere, and in 2-D
 # zeta0, the length of the image of the box's boundary. T is evaluated on a regular grid of
-# `grid_size` points per predictor: in 1-D kappa0 is the length of the geodesic polygon through
-# the grid images (a finite-difference approximation of the integral of ||dT/dx||); in 2-D the
-# area of the triangulated grid images (two triangles a cell), and zeta0 the polygon along the
-# box's edges. Both converge from below as the grid refines; the defaults give at least ten
-# grid points (1-D) or five (2-D) per bandwidth.
+# `grid_size` points per predictor (made odd): in 1-D kappa0 is the length of the geodesic
+# polygon through the grid images (a finite-difference approximation of the integral of
+# ||dT/dx||); in 2-D the area of the triangulated grid images (two triangles a cell), and zeta0
+# the polygon along the box's edges. These errors are O(step^2), so the values on the grid and
+# on its every-other-point subgrid are combined by Richardson extrapolation, f + (f - f2) / 3.
+# The defaults give at least eight grid points (1-D) or four (2-D) per bandwidth (up to 1001
+# and 41 x 41): in tests the extrapolated values change by less than 1e-4 on finer grids.
 tube_constants <- function(object, lower, upper, col = 1L, variance = "constant",
                            grid_size = NULL, call = rlang::caller_env()) {
   d <- length(lower)
   h <- object$bandwidth
   if (is.null(grid_size)) {
-    per_bandwidth <- if (d == 1L) 10 else 5
-    limits <- if (d == 1L) c(200, 2000) else c(25, 60)
+    per_bandwidth <- if (d == 1L) 8 else 4
+    limits <- if (d == 1L) c(101, 1001) else c(21, 41)
     grid_size <- pmin(limits[2L], pmax(limits[1L], ceiling(per_bandwidth * (upper - lower) / h)))
   }
   grid_size <- rep_len(as.integer(grid_size), d)
+  grid_size <- grid_size + (grid_size %% 2L == 0L)
   axes <- lapply(seq_len(d), function(j) seq(lower[j], upper[j], length.out = grid_size[j]))
   grid <- as.matrix(expand.grid(axes))
   colnames(grid) <- colnames(object$x)
   t <- tube_directions(tube_smoother(object, variance), grid, col, call)
-  if (d == 1L) return(list(kappa0 = sum(arc_lengths(t)), zeta0 = 0))
-  index <- matrix(seq_len(nrow(grid)), grid_size[1L], grid_size[2L])
-  edges <- list(index[, 1L], index[grid_size[1L], ], rev(index[, grid_size[2L]]), rev(index[1L, ]))
+  index <- array(seq_len(nrow(grid)), grid_size)
+  fine <- tube_measures(t, index)
+  coarse <- tube_measures(t, if (d == 1L) index[c(TRUE, FALSE)] else
+    index[c(TRUE, FALSE), c(TRUE, FALSE), drop = FALSE])
+  if (min(grid_size) < 5L) return(fine)
+  list(kappa0 = fine$kappa0 + (fine$kappa0 - coarse$kappa0) / 3,
+       zeta0 = fine$zeta0 + (fine$zeta0 - coarse$zeta0) / 3)
+}
+
+# kappa0 and zeta0 of the unit vectors `t` (rows) laid out on the grid `index` (a vector of row
+# numbers in 1-D, a matrix in 2-D).
+tube_measures <- function(t, index) {
+  if (is.null(dim(index)) || length(dim(index)) == 1L) {
+    return(list(kappa0 = sum(arc_lengths(t[as.vector(index), , drop = FALSE])), zeta0 = 0))
+  }
+  g1 <- nrow(index)
+  g2 <- ncol(index)
+  edges <- list(index[, 1L], index[g1, ], rev(index[, g2]), rev(index[1L, ]))
   zeta0 <- sum(vapply(edges, function(e) sum(arc_lengths(t[e, , drop = FALSE])), 1))
   list(kappa0 = surface_area(t, index), zeta0 = zeta0)
 }

@@ -404,10 +404,11 @@ predict_engine <- function(object, x, want_var, n_threads, verbose, method = NUL
 #' 2-D. \eqn{\kappa_0} is the length (area in 2-D) of the curve
 #' \eqn{T(x) = l(x) / \|l(x)\|} on the unit sphere over the range of the
 #' points (in 2-D their bounding box). The equivalent kernels \eqn{l(x)}
-#' come from the engine on a grid of at least ten points per bandwidth (1-D;
-#' five in 2-D), and the length by finite differences (the polygon through
-#' the grid's images); above 1,000 observations the data are first binned
-#' linearly (1,000 nodes; 40 x 40 in 2-D). The formula assumes a band without
+#' come from the engine on a grid of at least eight points per bandwidth
+#' (1-D; four in 2-D), and the length (area) by finite differences: the
+#' polygon (triangulated surface) through the grid's images, refined by
+#' Richardson extrapolation. Above 1,000 observations the data are first
+#' binned linearly (1,000 nodes; 40 x 40 in 2-D). The formula assumes a band without
 #' bias: with a bandwidth chosen for prediction the band covers the smoothed
 #' curve, as all such bands do. It needs a fixed bandwidth and a kernel that is
 #' continuous at its edge (not `"uniform"`).
