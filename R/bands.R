@@ -27,6 +27,11 @@ check_level <- function(level, call = rlang::caller_env()) {
 # x_i. These factors add up to n - 2 tr L + tr L'L, the residual degrees of freedom for which
 # RSS / df is unbiased (Cleveland and Devlin 1988), so the correction is that of the global
 # estimate point by point. The local mean uses the fit's kernel, bandwidth and prior weights.
+# Its degrees of freedom: each corrected p_i r_i^2 is about sigma^2 chi^2_1, so the local mean
+# is about sigma^2 chi^2_df / df with df the effective number of points (sum w)^2 / sum w^2,
+# w_i = k_i p_i (Satterthwaite; residual correlations ignored). The degree-0 engine's variance
+# factor is sum k^2 p / (sum k p)^2, exactly 1 / df without prior weights (an approximation
+# with them).
 local_variance <- function(object, at) {
   spec <- object$spec
   data_fit <- fit_at_data(spec, want_var = TRUE)
@@ -36,12 +41,16 @@ local_variance <- function(object, at) {
   spec$values <- matrix(ifelse(usable, p * object$residuals^2 / expected, 0))
   spec$prior <- p * usable
   spec$degree <- 0L
-  engine_run(spec, at)$coef[, 1L, 1L]
+  res <- engine_run(spec, at, want_var = TRUE)
+  list(sigma2 = res$coef[, 1L, 1L], df = 1 / res$var[, 1L])
 }
 
-# Residual scale at the query points: the fit's sigma (RSS / (n - tr L)) or the local estimate.
+# Residual scale at the query points and its degrees of freedom: the fit's sigma
+# (RSS / (n - tr L)) with n - tr L, or the local estimate with its local df.
 residual_scale <- function(object, x, variance) {
-  if (variance == "constant") object$sigma else sqrt(local_variance(object, x))
+  if (variance == "constant") return(list(scale = object$sigma, df = length(object$y) - object$df))
+  local <- local_variance(object, x)
+  list(scale = sqrt(local$sigma2), df = local$df)
 }
 
 # ---- Equivalent kernels and the tube formula -------------------------------------------------
@@ -92,7 +101,7 @@ tube_smoother <- function(object, variance, max_points = 1000L,
   }
   # the tree strategy is exact (every point within the kernel's cut-off), unlike binned fits
   spec$method <- choose_method(spec, "tree", nrow(x))
-  scale <- if (variance == "local") sqrt(pmax(local_variance(object, x), 0)) else 1
+  scale <- if (variance == "local") sqrt(pmax(local_variance(object, x)$sigma2, 0)) else 1
   list(spec = spec, whiten = ifelse(p > 0, scale / sqrt(p), 0))
 }
 
@@ -207,10 +216,13 @@ tube_tail <- function(c, kappa0, zeta0, d, df = Inf) {
 
 # The critical value c of a band fit +- c se with coverage `level`: the pointwise quantile, or
 # for simultaneous bands the root of tube_tail(c) = 1 - level (uniroot, from the pointwise
-# quantile, where the tail already exceeds 1 - level, upwards).
+# quantile, where the tail already exceeds 1 - level, upwards). With local degrees of freedom
+# (a vector) the pointwise quantiles are one per point and the simultaneous band takes the
+# smallest df (conservative).
 band_critical <- function(level, df, constants = NULL, d = 1L) {
   alpha <- 1 - level
-  pointwise <- if (is.finite(df)) stats::qt(1 - alpha / 2, df) else stats::qnorm(1 - alpha / 2)
+  if (!is.null(constants)) df <- min(df)
+  pointwise <- ifelse(is.finite(df), stats::qt(1 - alpha / 2, df), stats::qnorm(1 - alpha / 2))
   if (is.null(constants) || constants$kappa0 + constants$zeta0 == 0) return(pointwise)
   excess <- function(c) tube_tail(c, constants$kappa0, constants$zeta0, d, df) - alpha
   stats::uniroot(excess, c(pointwise, pointwise + 10), extendInt = "downX",
@@ -242,9 +254,8 @@ check_simultaneous <- function(object, deriv, call = rlang::caller_env()) {
 
 # Confidence band at the rows of x: a matrix with columns fit, lwr, upr and the critical value.
 # The simultaneous band covers the box spanned by x (the data's range for the fitted values).
-confidence_band <- function(object, x, fit, se, col, level, simultaneous, variance, deriv,
+confidence_band <- function(object, x, fit, se, df, col, level, simultaneous, variance, deriv,
                             call = rlang::caller_env()) {
-  df <- if (variance == "constant") length(object$y) - object$df else Inf
   constants <- NULL
   if (simultaneous) {
     check_simultaneous(object, deriv, call)
@@ -253,7 +264,7 @@ confidence_band <- function(object, x, fit, se, col, level, simultaneous, varian
   }
   crit <- band_critical(level, df, constants, ncol(object$x))
   band <- cbind(fit = fit, lwr = fit - crit * se, upr = fit + crit * se)
-  list(band = band, critical = crit, df = df, constants = constants)
+  list(band = band, critical = crit, constants = constants)
 }
 
 # A band (columns lwr and upr) as a translucent polygon over `grid`.

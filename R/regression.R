@@ -378,7 +378,7 @@ predict_engine <- function(object, x, want_var, n_threads, verbose, method = NUL
 #' @return `predict()`: a vector (a matrix with one column per predictor for
 #'   derivatives of several predictors), or with `se.fit = TRUE` a list with
 #'   `fit`, `se.fit`, `df` and `residual.scale` (with `variance = "local"`,
-#'   the local scale at each point, and `df = Inf`). With `interval =
+#'   the local scale and its degrees of freedom at each point). With `interval =
 #'   "confidence"`, `fit` is a matrix with columns `fit`, `lwr` and `upr`, and
 #'   the list of `se.fit = TRUE` also holds the band's `critical` value.
 #'   `cbind(newdata, predict(fit, newdata, interval = "confidence"))` is a
@@ -390,7 +390,10 @@ predict_engine <- function(object, x, want_var, n_threads, verbose, method = NUL
 #' residual standard error of the fit, \eqn{\sqrt{RSS / (n - tr L)}}. The
 #' band is `fit` \eqn{\pm c} `se.fit`. Pointwise, \eqn{c} is the Student t
 #' quantile with `df` \eqn{= n - tr L} residual degrees of freedom, as
-#' `predict.lm()`; with `variance = "local"` it is the normal quantile.
+#' `predict.lm()`; with `variance = "local"` the t quantile with the local
+#' estimate's degrees of freedom, \eqn{(\sum_i w_i)^2 / \sum_i w_i^2} for
+#' its kernel weights \eqn{w_i} (Satterthwaite; the smallest over the
+#' points for simultaneous bands).
 #' `variance = "local"` replaces \eqn{\sigma^2} by \eqn{\hat\sigma^2(x)},
 #' the local mean (same kernel, bandwidth and weights) of \eqn{p_i r_i^2 /
 #' (1 - 2 L_{ii} + p_i \|l(x_i)\|^2)}: each squared residual divided by its
@@ -398,10 +401,10 @@ predict_engine <- function(object, x, want_var, n_threads, verbose, method = NUL
 #' to \eqn{n - 2 tr L + tr L'L}.
 #'
 #' Simultaneous bands use the tube formula (Sun and Loader 1994), as
-#' `locfit::scb()`: \eqn{c} solves \eqn{2[P(t > c) + \kappa_0/(2\pi)
-#' (1 + c^2/\nu)^{-\nu/2}] = 1 - } `level` in 1-D (normal versions for
-#' `variance = "local"`), with the boundary term \eqn{\zeta_0} added in
-#' 2-D. \eqn{\kappa_0} is the length (area in 2-D) of the curve
+#' `locfit::scb()`: \eqn{c} solves \eqn{2[P(t_\nu > c) + \kappa_0/(2\pi)
+#' (1 + c^2/\nu)^{-\nu/2}] = 1 - } `level` in 1-D, with the boundary term
+#' \eqn{\zeta_0} added in 2-D (`locfit::crit()` uses the normal limit,
+#' \eqn{\nu = \infty}). \eqn{\kappa_0} is the length (area in 2-D) of the curve
 #' \eqn{T(x) = l(x) / \|l(x)\|} on the unit sphere over the range of the
 #' points (in 2-D their bounding box). The equivalent kernels \eqn{l(x)}
 #' come from the engine on a grid of at least eight points per bandwidth
@@ -443,8 +446,8 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
   fit <- mult * res$coef[, cols, 1L]
-  scale <- if (want_var) residual_scale(object, x, variance) else NULL
-  se <- if (want_var) mult * scale * sqrt(res$var[, cols]) else NULL
+  noise <- if (want_var) residual_scale(object, x, variance) else NULL
+  se <- if (want_var) mult * noise$scale * sqrt(res$var[, cols]) else NULL
   shape <- function(v) {
     if (length(cols) == 1L) return(as.vector(v))
     v <- matrix(v, ncol = length(cols))
@@ -453,15 +456,14 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   }
   if (interval != "none") {
     if (length(cols) > 1L) abort("{.arg interval} with {.arg deriv} > 0 needs one predictor.")
-    band <- confidence_band(object, x, fit, se, cols, level, simultaneous, variance, deriv)
+    band <- confidence_band(object, x, fit, se, noise$df, cols, level, simultaneous, variance,
+                            deriv)
     if (!se.fit) return(band$band)
-    return(list(fit = band$band, se.fit = se, df = band$df, residual.scale = scale,
+    return(list(fit = band$band, se.fit = se, df = noise$df, residual.scale = noise$scale,
                 critical = band$critical))
   }
   if (!se.fit) return(shape(fit))
-  list(fit = shape(fit), se.fit = shape(se),
-       df = if (variance == "constant") length(object$y) - object$df else Inf,
-       residual.scale = scale)
+  list(fit = shape(fit), se.fit = shape(se), df = noise$df, residual.scale = noise$scale)
 }
 
 # Basis columns holding the derivatives of a given order (pure partials, in predictor order).
