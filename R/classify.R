@@ -10,7 +10,16 @@
 #' distance). Selectors: `"cv"` minimises the leave-one-out Brier score
 #' (squared error of the one-hot labels), `"rot"` is the normal-reference rule.
 #'
+#' With `degree = 1` (or more) and two classes it is local logistic
+#' regression: the local likelihood fit of `local_poly(family = "binomial")`
+#' to the second class's indicator (the probabilities of both classes are
+#' returned); its `"cv"` selector minimises the leave-one-out deviance.
+#' Categorical predictors enter through the product kernel as in
+#' [local_poly()].
+#'
 #' @inheritParams local_poly
+#' @param degree 0 for the local mode (local means of the class indicators),
+#'   1 or more for local logistic regression of two classes.
 #' @param formula A formula `class ~ x1 + x2` with a factor (or character)
 #'   response.
 #' @param y A factor (or character vector) of class labels.
@@ -28,14 +37,15 @@ local_classify <- function(x, ...) UseMethod("local_classify")
 
 #' @rdname local_classify
 #' @export
-local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
-                                   weights = NULL, subset, na.action = stats::na.omit,
-                                   method = "auto", n_threads = NULL, verbose = interactive(),
-                                   control = local_control(), ...) {
+local_classify.formula <- function(formula, data = NULL, degree = 0, kernel = "gaussian",
+                                   bandwidth = "cv", weights = NULL, subset,
+                                   na.action = stats::na.omit, method = "auto", n_threads = NULL,
+                                   verbose = interactive(), control = local_control(), ...) {
   mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
   parts <- formula_parts(mf)
-  fit <- local_classify.default(parts$x, stats::model.response(mf), kernel = kernel,
-                                bandwidth = bandwidth, weights = stats::model.weights(mf),
+  fit <- local_classify.default(parts$x, stats::model.response(mf), degree = degree,
+                                kernel = kernel, bandwidth = bandwidth,
+                                weights = stats::model.weights(mf),
                                 method = method, n_threads = n_threads, verbose = verbose,
                                 control = control)
   with_formula(fit, mf, generic_call(match.call(), "local_classify"))
@@ -43,9 +53,9 @@ local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", ba
 
 #' @rdname local_classify
 #' @export
-local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", weights = NULL,
-                                   method = "auto", n_threads = NULL, verbose = interactive(),
-                                   control = local_control(), ...) {
+local_classify.default <- function(x, y, degree = 0, kernel = "gaussian", bandwidth = "cv",
+                                   weights = NULL, method = "auto", n_threads = NULL,
+                                   verbose = interactive(), control = local_control(), ...) {
   predictors <- split_predictors(x)
   n <- nrow(predictors$x)
   if (is.character(y)) y <- factor(y)
@@ -56,10 +66,16 @@ local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", 
   if (anyNA(y)) abort("{.arg y} has missing values.")
   y <- droplevels(y)
   if (nlevels(y) < 2L) abort("{.arg y} must have at least two classes.")
-  onehot <- outer(as.integer(y), seq_len(nlevels(y)), `==`) + 0
-  colnames(onehot) <- levels(y)
-  fit <- fit_local_model(predictors, onehot, weights, 0L, kernel, bandwidth, method, n_threads, verbose,
-                         control, max_degree = 0L, family = "classification")
+  degree <- check_count(degree, min = 0)
+  fit <- if (degree == 0L) {
+    onehot <- outer(as.integer(y), seq_len(nlevels(y)), `==`) + 0
+    colnames(onehot) <- levels(y)
+    fit_local_model(predictors, onehot, weights, 0L, kernel, bandwidth, method, n_threads,
+                    verbose, control, max_degree = 0L, family = "classification")
+  } else {
+    local_logistic(predictors, y, weights, degree, kernel, bandwidth, method, n_threads,
+                   verbose, control)
+  }
   fit$y <- y
   fit$levels <- levels(y)
   fit$accuracy <- mean(most_probable(fit$fitted, fit$levels) == y, na.rm = TRUE)
@@ -67,6 +83,37 @@ local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", 
   fit$call <- generic_call(match.call(), "local_classify")
   class(fit) <- c("local_classify", "local_model")
   fit
+}
+
+# Local logistic regression of two classes: the local likelihood fit of the second class's
+# indicator, whose probabilities become the two columns of `fitted`.
+local_logistic <- function(predictors, y, weights, degree, kernel, bandwidth, method, n_threads,
+                           verbose, control, call = rlang::caller_env()) {
+  if (nlevels(y) != 2L) {
+    abort(c("{.arg degree} >= 1 (local logistic regression) needs two classes; {.arg y} has
+             {nlevels(y)}.", i = "Use {.code degree = 0}, the local mode, for more classes."),
+          call = call)
+  }
+  second <- matrix(as.integer(y) - 1, dimnames = list(NULL, levels(y)[2L]))
+  fit <- fit_local_model(predictors, second, weights, degree, kernel, bandwidth, method,
+                         n_threads, verbose, control, max_degree = 3L,
+                         family = "classification", likelihood = "binomial", call = call)
+  p <- stats::plogis(fit$fitted[, 1L])
+  fit$linear.predictors <- fit$fitted[, 1L]
+  fit$fitted <- cbind(1 - p, p)
+  colnames(fit$fitted) <- levels(y)
+  fit
+}
+
+# Class probabilities of a fit at model_queries(): local means of the indicators, or for local
+# logistic regression the two probabilities of its fit.
+class_probabilities <- function(object, res) {
+  if (object$degree == 0L) {
+    return(matrix(res$coef[, 1L, ], ncol = length(object$levels),
+                  dimnames = list(NULL, object$levels)))
+  }
+  p <- stats::plogis(res$coef[, 1L, 1L])
+  matrix(c(1 - p, p), ncol = 2L, dimnames = list(NULL, object$levels))
 }
 
 most_probable <- function(prob, levels) {
@@ -92,8 +139,7 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
   } else {
     queries <- new_predictors(object, newdata)
     res <- predict_engine(object, queries, FALSE, n_threads, verbose, method)
-    expand_rows(matrix(res$coef[, 1L, ], ncol = length(object$levels),
-                       dimnames = list(NULL, object$levels)), queries$ok)
+    expand_rows(class_probabilities(object, res), queries$ok)
   }
   if (type == "prob") prob else most_probable(prob, object$levels)
 }

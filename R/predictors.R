@@ -158,7 +158,7 @@ self_weight <- function(spec) {
 # Predictors of new data with the model's columns in the model's order: list(x = numeric
 # matrix, codes = level codes or NULL, ok = the rows without missing predictors, which alone x
 # and codes hold; predictions are NA in the others, as predict.lm's).
-new_predictors <- function(object, newdata, call = rlang::caller_env()) {
+new_predictors <- function(object, newdata, arg = "newdata", call = rlang::caller_env()) {
   vars <- object$predictors$names %||% colnames(object$x)
   if (is.null(object$terms)) {
     nd <- newdata
@@ -170,7 +170,7 @@ new_predictors <- function(object, newdata, call = rlang::caller_env()) {
     if (!is.data.frame(newdata)) newdata <- as.data.frame(newdata)
     missing <- setdiff(all.vars(tt), names(newdata))
     if (length(missing)) {
-      abort("{.arg newdata} lacks the predictor{?s} {.field {missing}}.", call = call)
+      abort("{.arg {arg}} lacks the predictor{?s} {.field {missing}}.", call = call)
     }
     mf <- stats::model.frame(tt, newdata, na.action = stats::na.pass)
     nd <- plain_columns(mf[attr(tt, "term.labels")], call)
@@ -181,28 +181,28 @@ new_predictors <- function(object, newdata, call = rlang::caller_env()) {
       ok <- stats::complete.cases(nd)
       nd <- if (is.null(dim(nd))) nd[ok] else nd[ok, , drop = FALSE]
     }
-    x <- check_predictors(nd, arg = "newdata", call = call)
+    x <- check_predictors(nd, arg = arg, call = call)
     if (ncol(x) != ncol(object$x)) {
-      abort("{.arg newdata} has {ncol(x)} predictor{?s}; the model has {ncol(object$x)}.",
+      abort("{.arg {arg}} has {ncol(x)} predictor{?s}; the model has {ncol(object$x)}.",
             call = call)
     }
     colnames(x) <- colnames(object$x)
     return(list(x = x, codes = NULL, ok = ok))
   }
-  if (!is.data.frame(nd)) abort("{.arg newdata} must be a data frame.", call = call)
+  if (!is.data.frame(nd)) abort("{.arg {arg}} must be a data frame.", call = call)
   missing <- setdiff(vars, names(nd))
   if (length(missing)) {
-    abort("{.arg newdata} lacks the predictor{?s} {.field {missing}}.", call = call)
+    abort("{.arg {arg}} lacks the predictor{?s} {.field {missing}}.", call = call)
   }
   ok <- stats::complete.cases(nd[vars])
   nd <- nd[ok, vars, drop = FALSE]
   numeric_vars <- colnames(object$x)
   x <- if (length(numeric_vars)) {
-    check_predictors(nd[numeric_vars], arg = "newdata", call = call)
+    check_predictors(nd[numeric_vars], arg = arg, call = call)
   } else {
     matrix(numeric(0), nrow(nd), 0L)
   }
-  list(x = x, codes = categorical_codes(object$categorical, nd, call = call), ok = ok)
+  list(x = x, codes = categorical_codes(object$categorical, nd, arg = arg, call = call), ok = ok)
 }
 
 # Values computed for the complete rows `ok` spread to all rows, NA elsewhere (vectors and

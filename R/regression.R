@@ -755,7 +755,8 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #'   the columns of `x`; `NULL` for a regular grid (one or two predictors).
 #' @param bandwidth A positive number, one per predictor, or [nn()].
 #' @param deriv Order of derivative (at most `degree`), as in
-#'   [predict.local_poly()].
+#'   [predict.local_poly()]; derivatives of local likelihood fits are on the
+#'   link scale, estimates on the response scale.
 #' @return A data frame with the columns of `at` and `estimate` (for
 #'   derivatives of several predictors, one column per predictor:
 #'   `d_<name>`).
@@ -767,10 +768,12 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #' est <- local_smooth(x, y, bandwidth = 0.02)
 #' plot(est, type = "l")
 local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandwidth,
-                         deriv = 0, weights = NULL, method = "auto", n_threads = NULL,
-                         verbose = interactive(), control = local_control()) {
-  x <- check_predictors(x)
-  y <- check_response(y, nrow(x))
+                         deriv = 0, family = "gaussian", weights = NULL, method = "auto",
+                         n_threads = NULL, verbose = interactive(), control = local_control()) {
+  predictors <- split_predictors(x)
+  x <- predictors$x
+  family <- check_family(family)
+  response <- family_response(y, weights, family, nrow(x))
   degree <- check_count(degree, min = 0)
   deriv <- check_count(deriv, min = 0)
   if (degree > 3L) abort("{.arg degree} must be at most 3.")
@@ -781,28 +784,33 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
   }
   kernel <- check_kernel(kernel)
   control <- check_control(control)
-  prior <- check_weights(weights, nrow(x))
-  bw <- resolve_bandwidth(bandwidth, x, matrix(y), prior, degree, kernel, method, control,
-                          n_threads(n_threads), FALSE, rlang::current_env())
+  prior <- check_weights(response$weights, nrow(x), arg = "weights")
+  bw <- resolve_bandwidth(bandwidth, x, matrix(response$y), prior, degree, kernel, method,
+                          control, n_threads(n_threads), FALSE, rlang::current_env(),
+                          predictors = predictors, likelihood = engine_family(family))
   if (is.null(at)) {
-    if (ncol(x) > 2L) abort("{.arg at} is needed for more than two predictors.")
+    if (ncol(x) > 2L || !is.null(predictors$categorical)) {
+      abort("{.arg at} is needed for more than two predictors or categorical ones.")
+    }
     ranges <- bw$spec$range
     grids <- lapply(seq_len(ncol(x)), function(j) {
       seq(ranges[1L, j], ranges[2L, j], length.out = bw$spec$gridsize[j])
     })
     at <- as.matrix(expand.grid(grids))
     colnames(at) <- colnames(x)
-  } else {
+  }
+  if (is.null(predictors$categorical) && !is.data.frame(at)) {
     at <- check_predictors(at, arg = "at")
     if (ncol(at) != ncol(x)) abort("{.arg at} must have {ncol(x)} column{?s}.")
     colnames(at) <- colnames(x)
   }
-  res <- engine_run(bw$spec, at, verbose = verbose)
+  model <- list(x = x, categorical = predictors$categorical, predictors = predictors)
+  queries <- new_predictors(model, at, arg = "at")
+  res <- engine_run(bw$spec, queries$x, verbose = verbose, query_codes = queries$codes)
   cols <- deriv_columns(res$powers, deriv)
-  est <- (if (deriv == 2L) 2 else 1) * matrix(res$coef[, cols, 1L], nrow = nrow(at))
+  est <- (if (deriv == 2L) 2 else 1) * matrix(res$coef[, cols, 1L], nrow = nrow(queries$x))
+  if (deriv == 0L) est <- family$linkinv(est)
   colnames(est) <- if (length(cols) == 1L) "estimate" else paste0("d_", colnames(x))
-  if (any(res$status != 0L)) {
-    warn("{sum(res$status != 0L)} estimate{?s} {?is/are} NA: too few data in the kernel window.")
-  }
-  data.frame(at, est, check.names = FALSE)
+  if (any(res$status != 0L)) warn_missing_fits(res$status, "estimate")
+  data.frame(at, expand_rows(est, queries$ok), check.names = FALSE)
 }
