@@ -217,14 +217,7 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
                 method = method, control = control, range = range, n_threads = n_threads,
                 call = call)
   }
-  if (inherits(bandwidth, "nn_bandwidth")) {
-    if (bandwidth$k >= n) {
-      abort("{.code nn(k)} needs k < n: k = {bandwidth$k}, n = {n}.", call = call)
-    }
-    scale <- if (bandwidth$scale) apply(x, 2L, stats::sd) else rep(1, d)
-    nn <- list(k = bandwidth$k, scale = scale, standardise = bandwidth$scale)
-    return(list(spec = spec_for(NULL, nn), how = "nn", curve = NULL))
-  }
+  if (inherits(bandwidth, "nn_bandwidth")) return(resolve_nn(bandwidth, x, spec_for, verbose, call))
   if (is.numeric(bandwidth)) {
     if (!length(bandwidth) %in% c(1L, d) || any(!is.finite(bandwidth)) || any(bandwidth <= 0)) {
       abort(c("{.arg bandwidth} must be positive and finite, one value or one per predictor ({d}).",

@@ -464,6 +464,58 @@ inline bool knn_radius(const double* x, std::size_t n, std::size_t d, const doub
   return nearest_neighbours(x, n, d, queries, m, k, store, parallel_for, monitor);
 }
 
+// Radius of the smallest ball about every query that holds its k nearest data points and data
+// points at `distinct` different distances from it (all the data when they have fewer): the
+// k-th distance, or beyond it on tied data, so that a window holds enough distinct points for a
+// local polynomial. Queries short of `distinct` distances among their `want` nearest points ask
+// again with twice as many, until the data run out.
+inline bool knn_distinct_radius(const double* x, std::size_t n, std::size_t d,
+                                const double* queries, std::size_t m, std::size_t k,
+                                std::size_t distinct, double* radius,
+                                const ParallelFor& parallel_for = serial_for,
+                                const Monitor& monitor = {}) {
+  std::vector<std::size_t> pending(m);
+  std::iota(pending.begin(), pending.end(), std::size_t(0));
+  std::vector<char> unresolved(m);
+  std::vector<double> sub;
+  std::size_t want = k;
+  bool first = true;
+  while (!pending.empty()) {
+    const std::size_t p = pending.size();
+    sub.resize(p * d);
+    for (std::size_t j = 0; j < d; ++j)
+      for (std::size_t r = 0; r < p; ++r) sub[j * p + r] = queries[j * m + pending[r]];
+    auto store = [&](std::size_t r, const Candidates& best) {
+      double reach = best[std::min(k, best.size()) - 1].first;
+      std::size_t count = 0;
+      bool found = false;
+      for (std::size_t a = 0; a < best.size() && !found; ++a) {
+        if (a == 0 || best[a].first != best[a - 1].first) ++count;
+        if (count == distinct) {
+          reach = std::max(reach, best[a].first);
+          found = true;
+        }
+      }
+      const bool exhausted = best.size() < want || want >= n;
+      if (!found && exhausted) reach = best.back().first;
+      unresolved[r] = !found && !exhausted;
+      radius[pending[r]] = std::sqrt(reach);
+    };
+    // Later passes (tied data only) report the progress as complete and still poll interrupts.
+    const Monitor later = [&](std::size_t, std::size_t) { return !monitor || monitor(m, m); };
+    if (!nearest_neighbours(x, n, d, sub.data(), p, want, store, parallel_for,
+                            first ? monitor : later))
+      return false;
+    std::size_t kept = 0;
+    for (std::size_t r = 0; r < p; ++r)
+      if (unresolved[r]) pending[kept++] = pending[r];
+    pending.resize(kept);
+    want = std::min(n, 2 * want);
+    first = false;
+  }
+  return true;
+}
+
 // Original index of the nearest data point of every query (the lower index among ties).
 inline bool nearest_index(const double* x, std::size_t n, std::size_t d, const double* queries,
                           std::size_t m, std::size_t* index,
