@@ -61,8 +61,8 @@ cpp_knn_radius <- function(x, scale, queries, k, n_threads, verbose) {
     .Call(`_localmean_cpp_knn_radius`, x, scale, queries, k, n_threads, verbose)
 }
 
-cpp_knn_distinct_radius <- function(x, scale, queries, k, distinct, n_threads, verbose) {
-    .Call(`_localmean_cpp_knn_distinct_radius`, x, scale, queries, k, distinct, n_threads, verbose)
+cpp_knn_distinct_radius <- function(x, scale, queries, k, distinct, slack, n_threads, verbose) {
+    .Call(`_localmean_cpp_knn_distinct_radius`, x, scale, queries, k, distinct, slack, n_threads, verbose)
 }
 
 cpp_kernel_table <- function() {

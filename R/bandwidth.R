@@ -12,16 +12,18 @@
 #'
 #' **Windows on tied data.** A local polynomial with \eqn{p} coefficients
 #' (\eqn{p = 1} for the local mean, \eqn{p = 2} for local linear in one
-#' predictor) needs data at \eqn{p} distinct places. With a compact kernel,
-#' the window therefore reaches out to the k-th neighbour or, where the k
-#' nearest points lie at fewer than \eqn{p} different distances from the
-#' query (tied data), to the nearest point at the \eqn{p}-th different
-#' distance. Compact kernels other than the uniform vanish at the edge of
-#' their support, so their radius is that distance times 1.01: the boundary
-#' points (and any tied with them) keep a small positive weight, and a fit
-#' exists at every data point. The uniform kernel keeps the exact distance,
-#' so that it stays k-nearest-neighbour averaging (degree 0), and kernels with
-#' unbounded support use the k-th distance as their scale.
+#' predictor) needs data at \eqn{p} distinct places with positive weight.
+#' With a compact kernel the window therefore reaches the k-th neighbour or,
+#' on tied data, farther: the uniform kernel to the \eqn{p}-th different
+#' distance from the query, the other compact kernels, which vanish at the
+#' edge of their support, to the \eqn{(p + 1)}-th, so that points at
+#' \eqn{p} different distances lie strictly inside (where the data hold
+#' fewer different distances, the radius is twice the farthest distance).
+#' Untied windows are unchanged, the local mean with the uniform kernel is
+#' exactly k-nearest-neighbour averaging, and a fit exists at every data point
+#' whose window is not degenerate in several predictors (e.g. all points on
+#' one line). Kernels with unbounded support use the k-th distance as their
+#' scale.
 #'
 #' **Choosing k.** `nn("cv")` chooses k by leave-one-out cross-validation:
 #' about 20 log-spaced candidates from \eqn{p + 1} to \eqn{n / 2} (extended
@@ -60,27 +62,32 @@ print.nn_bandwidth <- function(x, ...) {
   invisible(x)
 }
 
-# Relative widening of the nn radius for compact kernels that vanish at the edge of their
-# support, so that the farthest points of the window keep a positive weight (see nn()).
-nn_edge_margin <- 0.01
-
-# Per-query radii of an nn(k) specification (in its standardising scales): the distance to the
-# k-th neighbour, or for compact kernels to the nearest point at as many distances as the local
-# polynomial has coefficients (tied data). Uniform: widened by rounding error only, so that the
-# points at the radius count and the fit stays exactly k-NN; other compact kernels: by
-# nn_edge_margin. A zero radius (every point of the window on the query) becomes the smallest
-# positive number: only those points count.
+# Per-query radii of an nn(k) specification (in its standardising scales), widened by rounding
+# error so that points at the radius count. Distances equal up to a relative 1e-9 are ties. Kernels with unbounded support: the distance to the
+# k-th neighbour. Compact kernels need the window to hold data at p different distances (p: the
+# coefficients of the local polynomial) with positive weight: the uniform kernel reaches the
+# k-th or the p-th distinct distance, whichever is farther (so degree 0 is exact k-NN); the
+# others, which vanish at the edge, the k-th or the (p + 1)-th distinct distance. Where the
+# data hold fewer distinct distances, twice the farthest distance. A zero radius (every point of
+# the window on the query) becomes the smallest positive number: only those points count.
 nn_radius <- function(spec, queries, n_threads, verbose) {
   k <- spec$nn$k
   row <- kernel_row(spec$kernel)
   reach <- if (row$compact) {
-    terms <- choose(NCOL(spec$x) + spec$degree, spec$degree)
-    cpp_knn_distinct_radius(spec$x, spec$scale, queries, k, terms, n_threads, verbose)
+    uniform <- spec$kernel == "uniform"
+    distinct <- choose(NCOL(spec$x) + spec$degree, spec$degree) + !uniform
+    # the uniform kernel takes in every point tied (up to rounding) at the last distance
+    cpp_knn_distinct_radius(spec$x, spec$scale, queries, k, distinct, if (uniform) 1e-9 else 0,
+                            n_threads, verbose)
   } else {
     cpp_knn_radius(spec$x, spec$scale, queries, k, n_threads, verbose)
   }
-  margin <- if (row$compact && spec$kernel != "uniform") nn_edge_margin else 1e-12
-  pmax(reach * (1 + margin), .Machine$double.xmin)
+  short <- !is.finite(reach)
+  if (any(short)) {
+    far <- queries[short, , drop = FALSE]
+    reach[short] <- 2 * cpp_knn_radius(spec$x, spec$scale, far, NROW(spec$x), n_threads, FALSE)
+  }
+  pmax(reach * (1 + 1e-12), .Machine$double.xmin)
 }
 
 # The engine specification of an `nn()` bandwidth, with k chosen by leave-one-out CV for

@@ -263,8 +263,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_knn_distinct_radius
-NumericVector cpp_knn_distinct_radius(NumericMatrix x, NumericVector scale, NumericMatrix queries, int k, int distinct, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_knn_distinct_radius(SEXP xSEXP, SEXP scaleSEXP, SEXP queriesSEXP, SEXP kSEXP, SEXP distinctSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+NumericVector cpp_knn_distinct_radius(NumericMatrix x, NumericVector scale, NumericMatrix queries, int k, int distinct, double slack, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_knn_distinct_radius(SEXP xSEXP, SEXP scaleSEXP, SEXP queriesSEXP, SEXP kSEXP, SEXP distinctSEXP, SEXP slackSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -273,9 +273,10 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
     Rcpp::traits::input_parameter< int >::type k(kSEXP);
     Rcpp::traits::input_parameter< int >::type distinct(distinctSEXP);
+    Rcpp::traits::input_parameter< double >::type slack(slackSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_knn_distinct_radius(x, scale, queries, k, distinct, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_knn_distinct_radius(x, scale, queries, k, distinct, slack, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -531,7 +532,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},
     {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 6},
-    {"_localmean_cpp_knn_distinct_radius", (DL_FUNC) &_localmean_cpp_knn_distinct_radius, 7},
+    {"_localmean_cpp_knn_distinct_radius", (DL_FUNC) &_localmean_cpp_knn_distinct_radius, 8},
     {"_localmean_cpp_kernel_table", (DL_FUNC) &_localmean_cpp_kernel_table, 0},
     {"_localmean_cpp_basis_powers", (DL_FUNC) &_localmean_cpp_basis_powers, 2},
     {"_localmean_cpp_kernel_value", (DL_FUNC) &_localmean_cpp_kernel_value, 2},
