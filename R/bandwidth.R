@@ -63,12 +63,13 @@ print.nn_bandwidth <- function(x, ...) {
 }
 
 # Per-query radii of an nn(k) specification (in its standardising scales), widened by rounding
-# error so that points at the radius count. Distances equal up to a relative 1e-9 are ties. Kernels with unbounded support: the distance to the
-# k-th neighbour. Compact kernels need the window to hold data at p different distances (p: the
-# coefficients of the local polynomial) with positive weight: the uniform kernel reaches the
-# k-th or the p-th distinct distance, whichever is farther (so degree 0 is exact k-NN); the
-# others, which vanish at the edge, the k-th or the (p + 1)-th distinct distance. Where the
-# data hold fewer distinct distances, twice the farthest distance. A zero radius (every point of
+# error so that points at the radius count; distances equal up to a relative 1e-9 are ties.
+# Kernels with unbounded support: the distance to the k-th neighbour. Compact kernels need the
+# window to hold data at p different distances (p: the coefficients of the local polynomial)
+# with positive weight: the uniform kernel reaches the k-th or the p-th distinct distance,
+# whichever is farther (so degree 0 is exact k-NN); the others, which vanish at the edge, the
+# k-th or the (p + 1)-th distinct distance. Where the data hold fewer distinct distances, twice
+# the farthest distance. A zero radius (every point of
 # the window on the query) becomes the smallest positive number: only those points count.
 nn_radius <- function(spec, queries, n_threads, verbose) {
   k <- spec$nn$k
@@ -136,7 +137,9 @@ select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
     ks <- sort(as.integer(names(memo)))
     list(k = ks, score = vapply(as.character(ks), function(k) memo[[k]], 1, USE.NAMES = FALSE))
   }
-  log_spaced <- function(lo, hi, m) unique(as.integer(round(exp(seq(log(lo), log(hi), length.out = m)))))
+  log_spaced <- function(lo, hi, m) {
+    unique(as.integer(round(exp(seq(log(lo), log(hi), length.out = m)))))
+  }
   top <- max(k_min, min(n - 1L, ceiling(n / 2)))
   score_ks(log_spaced(k_min, top, n_candidates))
   ev <- evaluated()
@@ -150,7 +153,8 @@ select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
     span <- ev$k[max(best - 1L, 1L)]:ev$k[min(best + 1L, length(ev$k))]
     todo <- setdiff(span, ev$k)
     if (length(todo) == 0L) break
-    score_ks(if (length(todo) <= 8L) todo else todo[unique(round(seq(1, length(todo), length.out = 6)))])
+    if (length(todo) > 8L) todo <- todo[unique(round(seq(1, length(todo), length.out = 6)))]
+    score_ks(todo)
   }
   list(k = ev$k[best], curve = data.frame(k = ev$k, score = ev$score))
 }
