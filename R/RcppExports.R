@@ -61,6 +61,10 @@ cpp_knn_radius <- function(x, scale, queries, k, n_threads, verbose) {
     .Call(`_localmean_cpp_knn_radius`, x, scale, queries, k, n_threads, verbose)
 }
 
+cpp_knn_distinct_radius <- function(x, scale, queries, k, distinct, slack, n_threads, verbose) {
+    .Call(`_localmean_cpp_knn_distinct_radius`, x, scale, queries, k, distinct, slack, n_threads, verbose)
+}
+
 cpp_kernel_table <- function() {
     .Call(`_localmean_cpp_kernel_table`)
 }

@@ -10,8 +10,32 @@
 #' computed after dividing every column by its standard deviation
 #' (`scale = TRUE`) or on the raw columns (`scale = FALSE`).
 #'
+#' **Windows on tied data.** A local polynomial with \eqn{p} coefficients
+#' (\eqn{p = 1} for the local mean, \eqn{p = 2} for local linear in one
+#' predictor) needs data at \eqn{p} distinct places with positive weight.
+#' With a compact kernel the window therefore reaches the k-th neighbour or,
+#' on tied data, farther: the uniform kernel to the \eqn{p}-th different
+#' distance from the query, the other compact kernels, which vanish at the
+#' edge of their support, to the \eqn{(p + 1)}-th, so that points at
+#' \eqn{p} different distances lie strictly inside (where the data hold
+#' fewer different distances, the radius is twice the farthest distance).
+#' Untied windows are unchanged, the local mean with the uniform kernel is
+#' exactly k-nearest-neighbour averaging, and a fit exists at every data point
+#' whose window is not degenerate in several predictors (e.g. all points on
+#' one line). Kernels with unbounded support use the k-th distance as their
+#' scale.
+#'
+#' **Choosing k.** `nn("cv")` chooses k by leave-one-out cross-validation:
+#' about 20 log-spaced candidates from \eqn{p + 1} to \eqn{n / 2} (extended
+#' to \eqn{n - 1} when the best is the largest), then every whole number
+#' between the best candidate's neighbours is narrowed down. The
+#' leave-one-out residuals use the leverage identity with the windows of the
+#' full data (leaving a point out does not move the other windows), as for
+#' the spans of `loess()`. The fit records the chosen k and the scores
+#' (`cv_curve`).
+#'
 #' @param k Number of neighbours, at least 1 and less than the number of
-#'   observations.
+#'   observations, or `"cv"` to choose it by leave-one-out cross-validation.
 #' @param scale Standardise the predictors before computing distances.
 #' @return An object of class `nn_bandwidth`.
 #' @family regression
@@ -19,14 +43,120 @@
 #' @examples
 #' fit <- local_mean(dist ~ speed, cars, kernel = "uniform", bandwidth = nn(5))
 #' predict(fit, data.frame(speed = 10))
+#' loess_like <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn("cv"))
+#' loess_like$nn$k
 nn <- function(k, scale = TRUE) {
-  structure(list(k = check_count(k), scale = check_flag(scale)), class = "nn_bandwidth")
+  if (is.character(k)) {
+    if (!identical(k, "cv")) {
+      abort("{.arg k} must be a whole number or {.val cv}, not {.val {k}}.")
+    }
+  } else {
+    k <- check_count(k)
+  }
+  structure(list(k = k, scale = check_flag(scale)), class = "nn_bandwidth")
 }
 
 #' @export
 print.nn_bandwidth <- function(x, ...) {
   cat("<nn bandwidth: k = ", x$k, if (x$scale) ", standardised" else "", ">\n", sep = "")
   invisible(x)
+}
+
+# Per-query radii of an nn(k) specification (in its standardising scales), widened by rounding
+# error so that points at the radius count; distances equal up to a relative 1e-9 are ties.
+# Kernels with unbounded support: the distance to the k-th neighbour. Compact kernels need the
+# window to hold data at p different distances (p: the coefficients of the local polynomial)
+# with positive weight: the uniform kernel reaches the k-th or the p-th distinct distance,
+# whichever is farther (so degree 0 is exact k-NN); the others, which vanish at the edge, the
+# k-th or the (p + 1)-th distinct distance. Where the data hold fewer distinct distances, twice
+# the farthest distance. A zero radius (every point of
+# the window on the query) becomes the smallest positive number: only those points count.
+nn_radius <- function(spec, queries, n_threads, verbose) {
+  k <- spec$nn$k
+  row <- kernel_row(spec$kernel)
+  reach <- if (row$compact) {
+    uniform <- spec$kernel == "uniform"
+    distinct <- choose(NCOL(spec$x) + spec$degree, spec$degree) + !uniform
+    # the uniform kernel takes in every point tied (up to rounding) at the last distance
+    cpp_knn_distinct_radius(spec$x, spec$scale, queries, k, distinct, if (uniform) 1e-9 else 0,
+                            n_threads, verbose)
+  } else {
+    cpp_knn_radius(spec$x, spec$scale, queries, k, n_threads, verbose)
+  }
+  short <- !is.finite(reach)
+  if (any(short)) {
+    far <- queries[short, , drop = FALSE]
+    reach[short] <- 2 * cpp_knn_radius(spec$x, spec$scale, far, NROW(spec$x), n_threads, FALSE)
+  }
+  pmax(reach * (1 + 1e-12), .Machine$double.xmin)
+}
+
+# The engine specification of an `nn()` bandwidth, with k chosen by leave-one-out CV for
+# nn("cv"): list(spec, how, curve). `spec_for(h, nn)` builds a specification of the fit.
+resolve_nn <- function(bandwidth, x, spec_for, verbose, call = rlang::caller_env()) {
+  n <- nrow(x)
+  scale <- if (bandwidth$scale) apply(x, 2L, stats::sd) else rep(1, ncol(x))
+  nn <- list(k = bandwidth$k, scale = scale, standardise = bandwidth$scale)
+  if (!identical(bandwidth$k, "cv")) {
+    if (bandwidth$k >= n) {
+      abort("{.code nn(k)} needs k < n: k = {bandwidth$k}, n = {n}.", call = call)
+    }
+    return(list(spec = spec_for(NULL, nn), how = "nn", curve = NULL))
+  }
+  nn$k <- 1L
+  spec <- spec_for(NULL, nn)
+  terms <- choose(ncol(x) + spec$degree, spec$degree)
+  if (n < terms + 2L) {
+    abort("{.code nn(\"cv\")} needs at least {terms + 2} observations for degree {spec$degree}.",
+          call = call)
+  }
+  sel <- select_nn_k(spec, terms + 1L, verbose)
+  if (is.null(sel)) {
+    abort(c("No k gives a usable leave-one-out score for {.code nn(\"cv\")}.",
+            i = "Use a kernel with unbounded support or a lower degree."), call = call)
+  }
+  spec$nn$k <- sel$k
+  list(spec = spec, how = "cv", curve = sel$curve)
+}
+
+# Leave-one-out choice of k for an nn specification: log-spaced candidates from k_min to n / 2
+# (extended to n - 1 when the best is the largest), then narrowed between the best candidate's
+# neighbours until every whole number there is scored. list(k, curve), NULL when no k scores.
+select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
+  n <- NROW(spec$x)
+  memo <- new.env(parent = emptyenv())
+  score_ks <- function(ks) {
+    for (k in setdiff(ks, as.integer(names(memo)))) {
+      spec$nn$k <- k
+      f <- fit_at_data(spec, verbose = verbose)
+      memo[[as.character(k)]] <- smoother_score("cv", spec$values, f$fitted, f$leverage,
+                                                spec$prior)
+    }
+  }
+  evaluated <- function() {
+    ks <- sort(as.integer(names(memo)))
+    list(k = ks, score = vapply(as.character(ks), function(k) memo[[k]], 1, USE.NAMES = FALSE))
+  }
+  log_spaced <- function(lo, hi, m) {
+    unique(as.integer(round(exp(seq(log(lo), log(hi), length.out = m)))))
+  }
+  top <- max(k_min, min(n - 1L, ceiling(n / 2)))
+  score_ks(log_spaced(k_min, top, n_candidates))
+  ev <- evaluated()
+  if (!any(is.finite(ev$score))) return(NULL)
+  if (which.min(ev$score) == length(ev$k) && top < n - 1L) {
+    score_ks(log_spaced(top, n - 1L, n_candidates %/% 2L))
+  }
+  repeat {
+    ev <- evaluated()
+    best <- which.min(ev$score)
+    span <- ev$k[max(best - 1L, 1L)]:ev$k[min(best + 1L, length(ev$k))]
+    todo <- setdiff(span, ev$k)
+    if (length(todo) == 0L) break
+    if (length(todo) > 8L) todo <- todo[unique(round(seq(1, length(todo), length.out = 6)))]
+    score_ks(todo)
+  }
+  list(k = ev$k[best], curve = data.frame(k = ev$k, score = ev$score))
 }
 
 # Normal-reference rule of thumb: 1.06 s n^(-1/(4 + d)) per variable for the Gaussian, with the
@@ -65,24 +195,120 @@ fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_
   list(fitted = fitted, leverage = leverage, status = res$status, fit = res)
 }
 
-# Grid search of a selector over candidate bandwidths (rows of `candidates`), then a golden-
-# section refinement of the common multiplier between the best candidate's neighbours.
-select_bandwidth <- function(criterion, spec, candidates, refine, verbose) {
-  score_of <- function(h, threads = spec$n_threads) {
-    f <- fit_at_data(with_scale(spec, h), threads)
-    smoother_score(criterion, spec$values, f$fitted, f$leverage, spec$prior)
-  }
-  rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
-  scores <- if (length(rows) > 1L && future_plan_active()) {
-    unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL))
-  } else {
-    out <- numeric(length(rows))
-    if (verbose) cli::cli_progress_bar("Bandwidth search", total = length(rows))
-    for (i in seq_along(rows)) {
-      out[i] <- score_of(rows[[i]])
-      if (verbose) cli::cli_progress_update()
+# ---- The cv, gcv and aicc search -----------------------------------------------------------
+#
+# 1. A grid of candidate bandwidths (rows), by default multiples of the rule of thumb (one common
+#    multiplier): its scores are the curve of plot(which = "bandwidth").
+# 2. With the default candidates, the grid extends itself by factors of 1.5 upwards while no
+#    candidate scores or the best is the largest, and downwards while the best is the smallest,
+#    within the search limits below (skewed predictors need bandwidths far beyond the rule of
+#    thumb for their sparse tails).
+# 3. With `refine`: one predictor, a golden-section search between the best candidate's
+#    neighbours; several, a joint search of every bandwidth (joint_search()).
+
+# Search limits and the smoothed-out threshold, in multiples of each predictor's range, on the
+# Gaussian kernel's scale (times kernel_scale_factor() for other kernels). At 3 ranges Gaussian
+# weights vary by less than 6% across the data: the fit is nearly global (polynomial) in that
+# predictor, which is then irrelevant to the local fit. At 10 ranges they vary by 0.5%.
+bandwidth_limits <- list(lower = 1e-3, upper = 10, smoothed_out = 3)
+
+# Per-predictor bandwidth bounds of the search (2 x d: lower, upper) from the numeric
+# predictors' ranges.
+bandwidth_bounds <- function(spec) {
+  unit <- spec$span[seq_len(spec$numeric_vars)] * kernel_scale_factor(spec$kernel)
+  rbind(bandwidth_limits$lower * unit, bandwidth_limits$upper * unit)
+}
+
+# Which numeric predictors a bandwidth smooths out (h beyond bandwidth_limits$smoothed_out
+# ranges) and which categorical ones (lambda at its upper bound).
+smoothed_out <- function(spec, h, lambda = NULL) {
+  numeric_vars <- seq_len(spec$numeric_vars)
+  out <- h >= bandwidth_limits$smoothed_out * spec$span[numeric_vars] *
+    kernel_scale_factor(spec$kernel)
+  c(stats::setNames(out, colnames(spec$x)[numeric_vars]),
+    lambda >= (1 - 1e-3) * lambda_upper_of(spec))
+}
+
+# The upper bounds of a specification's categorical lambdas (see lambda_upper()).
+lambda_upper_of <- function(spec) {
+  cat <- spec$categorical
+  if (is.null(cat)) return(numeric(0))
+  stats::setNames(ifelse(cat$ordered, 1, (cat$levels - 1) / cat$levels), colnames(cat$codes))
+}
+
+# The score of a selector as a function of the bandwidths (and categorical lambdas), remembering
+# every score it computed (the searches revisit points).
+bandwidth_scorer <- function(criterion, spec) {
+  memo <- new.env(parent = emptyenv())
+  function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
+    key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
+    if (is.null(memo[[key]])) {
+      f <- fit_at_data(with_scale(spec, h, lambda = lambda), threads)
+      memo[[key]] <- fit_score(criterion, spec, f)
     }
-    out
+    memo[[key]]
+  }
+}
+
+# The selector's score of fits at the data: of the linear smoother for least squares, of the
+# deviance for the local likelihood (see likelihood_score()).
+fit_score <- function(criterion, spec, f) {
+  family <- spec$family %||% "gaussian"
+  if (family == "gaussian") {
+    return(smoother_score(criterion, spec$values, f$fitted, f$leverage, spec$prior))
+  }
+  likelihood_score(criterion, spec$values[, 1L], f$fitted[, 1L], f$leverage, spec$prior,
+                   get(family, envir = asNamespace("stats"))())
+}
+
+# Scores of the candidate rows, on the user's future plan when one is set.
+score_candidates <- function(score_of, candidates, verbose) {
+  rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
+  if (length(rows) > 1L && future_plan_active()) {
+    return(unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL)))
+  }
+  out <- numeric(length(rows))
+  if (verbose) cli::cli_progress_bar("Bandwidth search", total = length(rows))
+  for (i in seq_along(rows)) {
+    out[i] <- score_of(rows[[i]])
+    if (verbose) cli::cli_progress_update()
+  }
+  out
+}
+
+# Extends a grid of common multiples (rows of `candidates`, increasing) by factors of `step`:
+# upwards while no candidate scores or the best is the largest, until every bandwidth reaches its
+# upper bound; downwards while the best is the smallest and scores, until one reaches its lower
+# bound. Returns the grid and its scores.
+extend_candidates <- function(score_of, candidates, scores, bounds, step = 1.5) {
+  grow <- function(row, factor) {
+    candidates <<- if (factor > 1) rbind(candidates, row) else rbind(row, candidates)
+    scores <<- if (factor > 1) c(scores, score_of(row)) else c(score_of(row), scores)
+  }
+  repeat {
+    last <- candidates[nrow(candidates), ]
+    stuck <- !any(is.finite(scores)) || which.min(scores) == length(scores)
+    if (!stuck || all(last >= bounds[2L, ])) break
+    grow(last * step, step)
+  }
+  repeat {
+    first <- candidates[1L, ]
+    if (which.min(scores) != 1L || !is.finite(scores[1L]) || any(first <= bounds[1L, ])) break
+    grow(first / step, 1 / step)
+  }
+  rownames(candidates) <- NULL
+  list(candidates = candidates, scores = scores)
+}
+
+# The cv, gcv or aicc search (see above): list(bandwidth, curve, score, smoothed_out).
+select_bandwidth <- function(criterion, spec, candidates, refine, verbose, extend = FALSE) {
+  score_of <- bandwidth_scorer(criterion, spec)
+  scores <- score_candidates(score_of, candidates, verbose)
+  bounds <- bandwidth_bounds(spec)
+  if (extend) {
+    grid <- extend_candidates(score_of, candidates, scores, bounds)
+    candidates <- grid$candidates
+    scores <- grid$scores
   }
   if (!any(is.finite(scores))) {
     abort(c("No candidate bandwidth gives a usable {.val {criterion}} score.",
@@ -90,24 +316,113 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose) {
           call = NULL)
   }
   best <- which.min(scores)
-  h <- candidates[best, ]
-  chosen <- h
-  if (refine && best > 1L && best < nrow(candidates)) {
+  chosen <- candidates[best, ]
+  lambda <- spec$categorical$lambda
+  if (refine && (ncol(candidates) > 1L || length(lambda))) {
+    joint <- joint_search(score_of, chosen, lambda, bounds, spec)
+    chosen <- joint$h
+    lambda <- joint$lambda
+  } else if (refine && best > 1L && best < nrow(candidates)) {
     base <- candidates[best, ]
     ratio <- candidates[c(best - 1L, best + 1L), 1L] / base[1L]
-    opt <- stats::optimize(function(lr) score_of(base * exp(lr)), log(ratio),
-                           tol = 1e-3)
+    opt <- stats::optimize(function(lr) score_of(base * exp(lr)), log(ratio), tol = 1e-3)
     if (opt$objective < scores[best]) chosen <- base * exp(opt$minimum)
   }
   curve <- data.frame(candidates, score = scores)
   names(curve) <- c(colnames(spec$x), "score")
-  list(bandwidth = chosen, curve = curve, score = min(scores, score_of(chosen)))
+  list(bandwidth = chosen, lambda = lambda, curve = curve,
+       score = min(scores, score_of(chosen, lambda = lambda)),
+       smoothed_out = smoothed_out(spec, chosen, lambda))
 }
 
 default_candidates <- function(x, kernel, n_candidates) {
   rot <- bw_rot(x, kernel)
   mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
   outer(mult, rot)
+}
+
+# ---- Joint search of every bandwidth ----------------------------------------------------------
+#
+# The parameters theta of the joint search: log h for each numeric predictor, then, for each
+# categorical one, the logit of lambda / upper (upper = (c - 1) / c unordered, 1 ordered), so that
+# every parameter is unbounded in principle and bounded in practice by `theta_bounds()`.
+
+# The parameter layout of a specification: bounds of theta (2 x p) and the categorical upper
+# limits. Categorical predictors add their logits in [-8, 8] (lambda from 3e-4 to 0.9997 of its
+# upper bound; the search's widen_flat() step reaches the bound itself).
+theta_layout <- function(spec, bounds) {
+  lambda_upper <- unname(lambda_upper_of(spec))
+  logit_bounds <- matrix(rep(c(-8, 8), length(lambda_upper)), nrow = 2L)
+  list(numeric = spec$numeric_vars, lambda_upper = lambda_upper,
+       bounds = cbind(log(bounds), logit_bounds))
+}
+
+# Bandwidths and lambdas of theta; a logit at its upper bound of 8 means lambda's upper bound.
+theta_scales <- function(theta, layout) {
+  num <- seq_len(layout$numeric)
+  logit <- if (length(num)) theta[-num] else theta
+  share <- ifelse(logit >= 8, 1, stats::plogis(logit))
+  list(h = exp(theta[num]), lambda = layout$lambda_upper * share)
+}
+
+# Score of theta, clamped to its bounds.
+theta_score <- function(score_of, layout) {
+  function(theta) {
+    theta <- pmin(pmax(theta, layout$bounds[1L, ]), layout$bounds[2L, ])
+    s <- theta_scales(theta, layout)
+    score_of(s$h, lambda = s$lambda)
+  }
+}
+
+# Joint minimisation of the score over every bandwidth from the grid's best `start` (h), with
+# bounds. Three starts: (1) the grid's best; (2) one coordinate sweep from it, which tries each
+# predictor at 1/e, 1/sqrt(e), sqrt(e), e, e^2 times its bandwidth and at its upper bound (so an
+# irrelevant predictor can jump to a wide bandwidth); Nelder-Mead from both, (3) restarted
+# from the better result, as restarts help Nelder-Mead past early collapse of its simplex.
+# Returns the best bandwidths h and lambdas found (never worse than the start).
+joint_search <- function(score_of, start, lambda, bounds, spec) {
+  layout <- theta_layout(spec, bounds)
+  score <- theta_score(score_of, layout)
+  clamp <- function(theta) pmin(pmax(theta, layout$bounds[1L, ]), layout$bounds[2L, ])
+  theta0 <- clamp(c(log(start), stats::qlogis(lambda / layout$lambda_upper)))
+  nelder_mead <- function(theta) {
+    # in units of 1/5 log: optim's first simplex steps 0.1, i.e. factors of exp(0.5)
+    opt <- stats::optim(numeric(length(theta)), function(u) score(theta + 5 * u),
+                        method = "Nelder-Mead",
+                        control = list(reltol = 1e-4, maxit = 100L * length(theta)))
+    list(theta = clamp(theta + 5 * opt$par), value = opt$value)
+  }
+  sweep <- coordinate_sweep(score, theta0, layout$bounds)
+  runs <- list(list(theta = theta0, value = score(theta0)), nelder_mead(theta0))
+  if (!identical(sweep, theta0)) runs <- c(runs, list(nelder_mead(sweep)))
+  values <- vapply(runs, `[[`, 1, "value")
+  best <- runs[[which.min(values)]]
+  again <- nelder_mead(best$theta)
+  if (again$value < best$value) best <- again
+  theta <- widen_flat(score, best$theta, best$value, layout$bounds[2L, ])
+  theta_scales(theta, layout)
+}
+
+# Moves each parameter to its upper bound when that costs at most a relative `tol` of the best
+# score: the score is flat there (an irrelevant predictor, or one the local polynomial fits
+# globally), and the simpler model is preferred. The total cost stays within `tol`.
+widen_flat <- function(score, theta, value, upper, tol = 1e-4) {
+  for (j in seq_along(theta)) {
+    wide <- replace(theta, j, upper[j])
+    if (score(wide) <= value * (1 + tol)) theta <- wide
+  }
+  theta
+}
+
+# One pass over the parameters, each moved to its best of a few steps and its upper bound.
+coordinate_sweep <- function(score, theta, bounds, moves = c(-3, -2, -1.5, -1, -0.5, 0.5, 1, 2)) {
+  for (j in seq_along(theta)) {
+    steps <- pmin(pmax(c(theta[j] + moves, bounds[2L, j]), bounds[1L, j]), bounds[2L, j])
+    tries <- lapply(steps, function(t) replace(theta, j, t))
+    values <- vapply(tries, score, 1)
+    if (min(values) < score(theta)) theta <- tries[[which.min(values)]]
+  }
+  theta
 }
 
 # Ruppert, Sheather and Wand (1995) direct plug-in bandwidth for 1-D local linear regression,

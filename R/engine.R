@@ -219,10 +219,7 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   scale <- spec$scale
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
-    # The k-th neighbour lies exactly on the boundary: widen by rounding error so it counts.
-    # A zero distance (k points on the query) becomes the smallest scale: only they count.
-    radius <- cpp_knn_radius(spec$x, scale, queries, spec$nn$k, n_threads, verbose) * (1 + 1e-12)
-    radius <- pmax(radius, .Machine$double.xmin)
+    radius <- nn_radius(spec, queries, n_threads, verbose)
   }
   grid_range <- spec$grid_range %||% matrix(numeric(0), 2L)
   res <- cpp_local_fit(spec$x, scale, spec$values %||% numeric(0), spec$prior %||% numeric(0),

@@ -80,6 +80,23 @@ add_likelihood_statistics <- function(fit) {
   fit
 }
 
+# Selector scores of a local likelihood fit (linear predictors eta at the data, leverages):
+# "cv" the mean leave-one-out deviance (likelihood_cv()); "gcv" n D / (n - df)^2 and "aicc"
+# (D + 2 df + 2 df (df + 1) / (n - df - 1)) / n, with the deviance D in place of the residual
+# sum of squares and of -2 log-likelihood (Loader 1999, ch. 4).
+likelihood_score <- function(criterion, y, eta, leverage, prior, family) {
+  if (any(!is.finite(eta)) || any(!is.finite(leverage))) return(Inf)
+  w <- prior %||% rep(1, length(y))
+  if (criterion == "cv") return(likelihood_cv(y, eta, leverage, w, family))
+  n <- sum(w > 0)
+  dev <- sum(family$dev.resids(y, family$linkinv(eta), w))
+  df <- sum(leverage)
+  switch(criterion,
+    gcv = if (df >= n) Inf else n * dev / (n - df)^2,
+    aicc = if (df + 1 >= n) Inf else (dev + 2 * df + 2 * df * (df + 1) / (n - df - 1)) / n
+  )
+}
+
 # Mean leave-one-out deviance, each point left out by one Newton step from the full fit: for a
 # canonical link, eta_-i = eta_i - L_ii / (1 - L_ii) (y_i - mu_i) / v(mu_i).
 likelihood_cv <- function(y, eta, leverage, w, family) {

@@ -290,15 +290,10 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
                 n_threads = n_threads, call = call)
   }
   if (inherits(bandwidth, "nn_bandwidth")) {
-    if (bandwidth$k >= n) {
-      abort("{.code nn(k)} needs k < n: k = {bandwidth$k}, n = {n}.", call = call)
-    }
     if (!is.null(categorical)) {
       abort("{.fn nn} bandwidths are for numeric predictors only.", call = call)
     }
-    scale <- if (bandwidth$scale) apply(x, 2L, stats::sd) else rep(1, d)
-    nn <- list(k = bandwidth$k, scale = scale, standardise = bandwidth$scale)
-    return(list(spec = spec_for(NULL, nn), how = "nn", curve = NULL))
+    return(resolve_nn(bandwidth, x, spec_for, verbose, call))
   }
   if (is.numeric(bandwidth)) {
     bw <- split_bandwidth(bandwidth, predictors %||% split_predictors(x), call = call)
@@ -383,21 +378,22 @@ summary.local_model <- function(object, ...) {
             class = "summary.local_model")
 }
 
-# Each predictor's bandwidth, with a note where it smooths the predictor out: a numeric h of
-# more than `smoothed_out_ratio` times the predictor's range (the fit is then constant in it,
-# or for degree >= 1 linear), or a categorical lambda at its upper bound (all levels weigh the
-# same: the predictor is irrelevant).
-bandwidth_table <- function(object, smoothed_out_ratio = 2) {
+# Each predictor's bandwidth, with a note where it smooths the predictor out (see
+# smoothed_out()): for a categorical predictor or a local mean it is then irrelevant; for
+# degree >= 1 a numeric predictor enters the fit as a global polynomial.
+bandwidth_table <- function(object) {
   vars <- object$predictors$names
   bw <- object$bandwidth
   if (is.null(vars) || length(bw) != length(vars)) return(NULL)
   kind <- object$predictors$kind
+  numeric_vars <- kind == "numeric"
+  flags <- smoothed_out(object$spec, bw[numeric_vars], bw[!numeric_vars])
   out <- logical(length(vars))
-  out[kind == "numeric"] <- bw[kind == "numeric"] > smoothed_out_ratio * object$spec$span
-  out[kind != "numeric"] <- bw[kind != "numeric"] >= (1 - 1e-3) * lambda_upper(object$categorical)
-  note <- ifelse(!out, "", ifelse(kind != "numeric" | object$degree == 0L, "smoothed out: irrelevant",
-                                  "smoothed out: enters linearly"))
-  data.frame(predictor = vars, type = ifelse(kind == "numeric", "h", paste("lambda,", kind)),
+  out[numeric_vars] <- flags[seq_len(sum(numeric_vars))]
+  out[!numeric_vars] <- flags[-seq_len(sum(numeric_vars))]
+  note <- ifelse(!out, "", ifelse(!numeric_vars | object$degree == 0L, "smoothed out: irrelevant",
+                                  "smoothed out: enters globally"))
+  data.frame(predictor = vars, type = ifelse(numeric_vars, "h", paste("lambda,", kind)),
              bandwidth = bw, note = note)
 }
 

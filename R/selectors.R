@@ -3,7 +3,9 @@
 # A selector is the name users type as `bandwidth`, the families it serves ("regression",
 # "classification", "density", "modes"), the most variables it handles (`max_d`), and
 # `select(problem)`, which returns list(bandwidth, curve): bandwidths for the problem's kernel
-# (one per variable) and the curve it searched (a data frame of candidates and scores, or NULL).
+# (one per variable) and the curve it searched (a data frame of candidates and scores, or NULL);
+# the cv, gcv and aicc selectors add the score and `smoothed_out`, a logical per variable (TRUE
+# where the bandwidth is so wide that the variable is irrelevant to the local fit).
 # A problem is a list with the family's inputs: always `x` (n x d), `kernel`, `weights` (or
 # NULL), `n_threads` and `verbose`; regression adds `spec` (an engine specification of the fit),
 # `degree`, `values` and `control`; density adds `plugin`. `applies(problem)` returns NULL or
@@ -16,13 +18,14 @@ selector <- function(name, families, select, max_d = Inf, applies = function(pro
 scored_selector <- function(name, families) {
   selector(name, families, function(p) {
     d <- ncol(p$x)
-    candidates <- p$control$candidates
-    candidates <- if (is.null(candidates)) {
+    given <- p$control$candidates
+    candidates <- if (is.null(given)) {
       default_candidates(p$x, p$kernel, p$control$n_candidates)
     } else {
-      matrix(candidates, ncol = d)
+      matrix(given, ncol = d)
     }
-    select_bandwidth(name, p$spec, candidates, p$control$refine, p$verbose)
+    select_bandwidth(name, p$spec, candidates, p$control$refine, p$verbose,
+                     extend = is.null(given))
   })
 }
 

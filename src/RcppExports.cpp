@@ -267,6 +267,24 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_knn_distinct_radius
+NumericVector cpp_knn_distinct_radius(NumericMatrix x, NumericVector scale, NumericMatrix queries, int k, int distinct, double slack, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_knn_distinct_radius(SEXP xSEXP, SEXP scaleSEXP, SEXP queriesSEXP, SEXP kSEXP, SEXP distinctSEXP, SEXP slackSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
+    Rcpp::traits::input_parameter< int >::type k(kSEXP);
+    Rcpp::traits::input_parameter< int >::type distinct(distinctSEXP);
+    Rcpp::traits::input_parameter< double >::type slack(slackSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_knn_distinct_radius(x, scale, queries, k, distinct, slack, n_threads, verbose));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_kernel_table
 DataFrame cpp_kernel_table();
 RcppExport SEXP _localmean_cpp_kernel_table() {
@@ -519,6 +537,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},
     {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 6},
+    {"_localmean_cpp_knn_distinct_radius", (DL_FUNC) &_localmean_cpp_knn_distinct_radius, 8},
     {"_localmean_cpp_kernel_table", (DL_FUNC) &_localmean_cpp_kernel_table, 0},
     {"_localmean_cpp_basis_powers", (DL_FUNC) &_localmean_cpp_basis_powers, 2},
     {"_localmean_cpp_kernel_value", (DL_FUNC) &_localmean_cpp_kernel_value, 2},

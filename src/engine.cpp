@@ -270,6 +270,25 @@ NumericVector cpp_knn_radius(NumericMatrix x, NumericVector scale, NumericMatrix
   return radius;
 }
 
+// Radius of the ball about every query that holds its k nearest data points and reaches the
+// `distinct`-th different distance (see knn_distinct_radius()), in coordinates divided by
+// `scale`.
+// [[Rcpp::export]]
+NumericVector cpp_knn_distinct_radius(NumericMatrix x, NumericVector scale, NumericMatrix queries,
+                                      int k, int distinct, double slack, int n_threads,
+                                      bool verbose) {
+  const std::vector<double> xs = scaled(x, scale), qs = scaled(queries, scale);
+  NumericVector radius(queries.nrow());
+  localmean_r::Monitor monitor(verbose, queries.nrow(), "neighbours");
+  const bool done = localmean::knn_distinct_radius(
+      xs.data(), x.nrow(), x.ncol(), qs.data(), queries.nrow(), static_cast<std::size_t>(k),
+      static_cast<std::size_t>(distinct), slack, radius.begin(),
+      localmean_r::parallel_for(n_threads), monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  return radius;
+}
+
 // The kernel registry as a data frame, one row per kernel in the core's table order.
 // [[Rcpp::export]]
 DataFrame cpp_kernel_table() {

@@ -206,3 +206,199 @@ test_that("selectors that find no usable candidate fail clearly", {
   expect_error(local_control(candidates = c(0.1, NA)), class = "localmean_error",
                regexp = "candidates")
 })
+
+# ---- Issue 15: per-variable search, self-extending grid, nn windows on tied data, nn("cv") ----
+
+# The cv/gcv/aicc selector result (bandwidth, curve, score, smoothed_out) for plain data.
+select_for <- function(x, y, criterion = "cv", kernel = "gaussian", degree = 1L, n_threads = 1L,
+                       control = local_control()) {
+  x <- as.matrix(x)
+  spec <- localmean:::engine_spec(x, kernel, localmean:::bw_rot(x, kernel), values = matrix(y),
+                                  degree = degree, n_threads = n_threads)
+  problem <- list(x = x, values = matrix(y), weights = NULL, kernel = kernel, degree = degree,
+                  spec = spec, control = control, n_threads = n_threads, verbose = FALSE)
+  localmean:::run_selector(criterion, "regression", problem)
+}
+
+test_that("the joint cv search is within 1% of a brute-force LOO minimised by optim()", {
+  set.seed(15)
+  n <- 60
+  x <- cbind(x1 = runif(n), x2 = runif(n), x3 = runif(n))  # x3 is irrelevant
+  y <- sin(2 * pi * x[, 1]) + 2 * x[, 2]^2 + rnorm(n, sd = 0.2)
+  # leave point i out, fit a Gaussian local linear at x_i, for every i
+  loo <- function(log_h) {
+    h <- exp(log_h)
+    err <- vapply(seq_len(n), function(i) {
+      u <- sweep(sweep(x[-i, ], 2, x[i, ]), 2, h, "/")
+      w <- exp(-0.5 * rowSums(u^2))
+      X <- cbind(1, u)
+      b <- tryCatch(solve(crossprod(X, w * X), crossprod(X, w * y[-i])), error = function(e) NA)
+      y[i] - b[1]
+    }, 1)
+    if (anyNA(err)) 1e10 else mean(err^2)
+  }
+  starts <- list(log(c(0.1, 0.1, 0.1)), log(c(0.3, 0.3, 0.3)))
+  brute <- min(vapply(starts, function(s) {
+    stats::optim(s, loo, control = list(maxit = 400, reltol = 1e-9))$value
+  }, 1))
+  fit <- local_poly(x, y, bandwidth = "cv", verbose = FALSE)
+  expect_lte(fit$cv, 1.01 * brute)
+  expect_equal(fit$cv, loo(log(fit$bandwidth)), tolerance = 1e-8)
+  # the irrelevant predictor is smoothed out, the others are not
+  sel <- select_for(x, y)
+  expect_equal(sel$bandwidth, fit$bandwidth)
+  expect_identical(sel$smoothed_out, c(x1 = FALSE, x2 = FALSE, x3 = TRUE))
+  expect_gt(sel$bandwidth[["x3"]], 3 * diff(range(x[, 3])))
+  # the curve is still the common-multiplier grid, and the joint search beats its best
+  expect_identical(nrow(fit$cv_curve), 40L)
+  expect_lte(fit$cv, min(fit$cv_curve$score))
+})
+
+test_that("gcv and aicc search every bandwidth jointly within the bounds", {
+  dat <- make_data_2d(120)
+  for (crit in c("gcv", "aicc")) {
+    grid <- select_for(dat$x, dat$y, crit, control = local_control(refine = FALSE))
+    joint <- select_for(dat$x, dat$y, crit)
+    expect_lte(joint$score, min(grid$curve$score), label = crit)
+    expect_false(isTRUE(all.equal(joint$bandwidth[1] / joint$bandwidth[2],
+                                  grid$bandwidth[1] / grid$bandwidth[2])), label = crit)
+    # the score reported is the score of the bandwidths returned
+    fit <- local_poly(dat$x, dat$y, bandwidth = joint$bandwidth, verbose = FALSE)
+    L <- fit$leverage
+    rss <- sum(residuals(fit)^2)
+    expected <- if (crit == "gcv") 120 * rss / (120 - sum(L))^2 else
+      log(rss / 120) + 1 + 2 * (sum(L) + 1) / (120 - sum(L) - 2)
+    expect_equal(joint$score, expected, tolerance = 1e-10, label = crit)
+    expect_true(all(joint$bandwidth <= 10 * apply(dat$x, 2, function(v) diff(range(v)))))
+  }
+})
+
+test_that("selected bandwidths do not depend on the thread count", {
+  dat <- make_data_2d(150)
+  x <- cbind(dat$x, x3 = runif(150))
+  a <- select_for(x, dat$y, n_threads = 1L)
+  b <- select_for(x, dat$y, n_threads = 2L)
+  expect_identical(a$bandwidth, b$bandwidth)
+  expect_identical(a$curve, b$curve)
+  fa <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn("cv"), n_threads = 1,
+                   verbose = FALSE)
+  fb <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn("cv"), n_threads = 2,
+                   verbose = FALSE)
+  expect_identical(fa$nn$k, fb$nn$k)
+  expect_identical(fa$cv_curve, fb$cv_curve)
+})
+
+test_that("the search extends itself on a skewed predictor (Boston crim)", {
+  boston <- MASS::Boston
+  rot <- quiet_fit(local_poly(medv ~ crim, boston, bandwidth = "rot", verbose = FALSE))$bandwidth
+  for (crit in c("cv", "gcv", "aicc")) {
+    fit <- local_poly(medv ~ crim, boston, bandwidth = crit, verbose = FALSE)
+    expect_true(is.finite(fit$bandwidth) && all(is.finite(fitted(fit))), label = crit)
+    # the best lies beyond the default grid (3 x the rule of thumb), inside the curve
+    expect_gt(fit$bandwidth, 3 * rot)
+    expect_gt(max(fit$cv_curve$crim), fit$bandwidth)
+  }
+  fit <- local_poly(medv ~ lstat + rm + crim, boston, bandwidth = "cv", verbose = FALSE)
+  expect_true(all(is.finite(fit$bandwidth)) && all(is.finite(fitted(fit))))
+  # user candidates are searched as given: no extension
+  expect_error(local_poly(medv ~ crim, boston, bandwidth = "cv", verbose = FALSE,
+                          control = local_control(candidates = c(0.5, 1), refine = FALSE)),
+               class = "localmean_error", regexp = "candidate")
+})
+
+test_that("the search extends downwards when the best candidate is the smallest", {
+  set.seed(4)
+  x <- sort(runif(300))
+  y <- sin(40 * x) + rnorm(300, sd = 0.05)  # wiggly: the best is far below the rule of thumb
+  fit <- local_poly(x, y, bandwidth = "cv", verbose = FALSE,
+                    control = local_control(n_candidates = 10))
+  rot <- local_poly(x, y, bandwidth = "rot", verbose = FALSE)$bandwidth
+  expect_lt(min(fit$cv_curve$x), 0.05 * rot)
+  expect_gt(fit$bandwidth, min(fit$cv_curve$x))
+  expect_lt(fit$bandwidth, 0.05 * rot)
+})
+
+# Radius of the nn window by brute force: the k-th distance, or the `distinct`-th different
+# distance (ties up to a relative 1e-9) when farther, times 1 + slack (twice the farthest
+# distance when there are fewer), widened by 1e-12.
+nn_radius_ref <- function(x, query, k, distinct, slack = 0) {
+  vapply(seq_len(nrow(query)), function(q) {
+    dist <- sort(sqrt(colSums((t(x) - query[q, ])^2)))
+    levels <- dist[1]
+    for (v in dist) if (v > levels[length(levels)] * (1 + 1e-9)) levels <- c(levels, v)
+    reach <- if (distinct > length(levels)) 2 * max(dist) else
+      if (levels[distinct] > dist[k]) levels[distinct] * (1 + slack) else dist[k]
+    reach * (1 + 1e-12)
+  }, 1)
+}
+
+test_that("nn(k) windows reach the k-th distinct distance on tied data (cars)", {
+  fit <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn(10), verbose = FALSE)
+  expect_true(all(is.finite(fitted(fit))))
+  z <- cbind(cars$speed / sd(cars$speed))
+  res <- localmean:::engine_run(fit$spec, fit$x)
+  expect_equal(res$radius, nn_radius_ref(z, z, 10, 3), tolerance = 1e-14)
+  # the fit is the weighted least squares fit with those windows
+  h <- sd(cars$speed) * res$radius
+  ref <- local_poly_ref(cars$speed, cars$dist, cbind(cars$speed), cbind(h), "tricube", 1)
+  expect_equal(unname(fitted(fit)), ref$coef[, 1], tolerance = 1e-10)
+  # the k nearest all have positive weight at speed 12 (4 ties, 6 points at distance 1)
+  expect_equal(res$radius[cars$speed == 12], rep(2 / sd(cars$speed) * (1 + 1e-12), 4))
+  # quadratic fits need three distances inside; 2-D windows as many as coefficients
+  fit2 <- local_poly(dist ~ speed, cars, degree = 2, kernel = "epanechnikov", bandwidth = nn(4),
+                     verbose = FALSE)
+  expect_true(all(is.finite(fitted(fit2))))
+  r2 <- localmean:::engine_run(fit2$spec, fit2$x)$radius
+  expect_equal(r2, nn_radius_ref(z, z, 4, 4), tolerance = 1e-14)
+  set.seed(7)
+  xy <- cbind(round(runif(80) * 4), round(runif(80) * 4))
+  y <- rnorm(80)
+  fit3 <- local_poly(xy, y, kernel = "biweight", bandwidth = nn(5, scale = FALSE),
+                     verbose = FALSE)
+  r3 <- localmean:::engine_run(fit3$spec, xy)$radius
+  expect_equal(r3, nn_radius_ref(xy, xy, 5, 4), tolerance = 1e-14)
+})
+
+test_that("uniform nn(k) stays exact k-NN on tied data, extending only degenerate windows", {
+  fit <- local_mean(dist ~ speed, cars, kernel = "uniform", bandwidth = nn(10), verbose = FALSE)
+  sets <- knn_sets_ref(cars$speed, cars$speed, 10)
+  expect_equal(unname(fitted(fit)), vapply(sets, function(i) mean(cars$dist[i]), 1),
+               tolerance = 1e-12)
+  lin <- local_poly(dist ~ speed, cars, kernel = "uniform", bandwidth = nn(3), verbose = FALSE)
+  expect_true(all(is.finite(fitted(lin))))
+  z <- cbind(cars$speed / sd(cars$speed))
+  expect_equal(localmean:::engine_run(lin$spec, lin$x)$radius,
+               nn_radius_ref(z, z, 3, 2, 1e-9), tolerance = 1e-14)
+})
+
+test_that("nn(\"cv\") chooses k by leave-one-out and reports the curve", {
+  fit <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn("cv"), verbose = FALSE)
+  k <- fit$nn$k
+  expect_identical(fit$bandwidth_method, "cv")
+  expect_output(print(fit), sprintf("nn\\(%d\\) \\(cv\\)", k))
+  curve <- fit$cv_curve
+  expect_named(curve, c("k", "score"))
+  expect_identical(k, curve$k[which.min(curve$score)])
+  # every score is the cv of the fixed-k fit; k beats every k from 3 to 49
+  each <- vapply(3:49, function(j) {
+    quiet_fit(local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn(j),
+                         verbose = FALSE))$cv
+  }, 1)
+  expect_equal(curve$score, each[curve$k - 2L], tolerance = 1e-12)
+  expect_equal(min(curve$score), min(each), tolerance = 1e-12)
+  expect_equal(fitted(fit), fitted(local_poly(dist ~ speed, cars, kernel = "tricube",
+                                              bandwidth = nn(k), verbose = FALSE)))
+  # k-NN classification by cv
+  cls <- local_classify(Species ~ Petal.Length, iris, kernel = "uniform", bandwidth = nn("cv"),
+                        verbose = FALSE)
+  expect_true(cls$nn$k >= 2 && cls$nn$k < 150)
+})
+
+test_that("nn() refuses strings other than \"cv\" and bad counts", {
+  expect_error(nn("aicc"), class = "localmean_error", regexp = "cv")
+  expect_error(nn(0), class = "localmean_error", regexp = "k")
+  expect_error(nn(c(2, 3)), class = "localmean_error", regexp = "k")
+  expect_output(print(nn("cv")), "k = cv")
+  expect_error(local_poly(1:4, c(1, 3, 2, 4), degree = 2, bandwidth = nn("cv"), verbose = FALSE),
+               class = "localmean_error", regexp = "observations")
+})

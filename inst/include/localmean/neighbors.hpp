@@ -464,6 +464,65 @@ inline bool knn_radius(const double* x, std::size_t n, std::size_t d, const doub
   return nearest_neighbours(x, n, d, queries, m, k, store, parallel_for, monitor);
 }
 
+// Distances within this relative gap of the nearest of their group count as one distance (a
+// tie up to the rounding of scaled coordinates).
+constexpr double kTieTolerance = 1e-9;
+
+// Radius of the ball about every query that holds its k nearest data points and reaches the
+// `distinct`-th different distance from it (groups of distances within kTieTolerance count as
+// one): the k-th distance, or, where the data are tied, the first distance of that group times
+// (1 + slack) (slack >= kTieTolerance takes in the whole group); infinite when the data have
+// fewer different distances. Queries short of `distinct` groups among their `want` nearest
+// points ask again with twice as many, until the data run out.
+inline bool knn_distinct_radius(const double* x, std::size_t n, std::size_t d,
+                                const double* queries, std::size_t m, std::size_t k,
+                                std::size_t distinct, double slack, double* radius,
+                                const ParallelFor& parallel_for = serial_for,
+                                const Monitor& monitor = {}) {
+  const double tie2 = (1.0 + kTieTolerance) * (1.0 + kTieTolerance);
+  std::vector<std::size_t> pending(m);
+  std::iota(pending.begin(), pending.end(), std::size_t(0));
+  std::vector<char> unresolved(m);
+  std::vector<double> sub;
+  std::size_t want = k;
+  bool first = true;
+  while (!pending.empty()) {
+    const std::size_t p = pending.size();
+    sub.resize(p * d);
+    for (std::size_t j = 0; j < d; ++j)
+      for (std::size_t r = 0; r < p; ++r) sub[j * p + r] = queries[j * m + pending[r]];
+    auto store = [&](std::size_t r, const Candidates& best) {
+      const double kth = std::sqrt(best[std::min(k, best.size()) - 1].first);
+      double group = -1.0;  // squared distance of the current group's nearest point
+      std::size_t count = 0;
+      for (std::size_t a = 0; a < best.size() && count < distinct; ++a) {
+        if (count == 0 || best[a].first > group * tie2) {
+          group = best[a].first;
+          ++count;
+        }
+      }
+      const bool found = count == distinct;
+      const bool exhausted = best.size() < want || want >= n;
+      unresolved[r] = !found && !exhausted;
+      const double level = std::sqrt(group);
+      radius[pending[r]] = !found ? std::numeric_limits<double>::infinity()
+                                  : (level > kth ? level * (1.0 + slack) : kth);
+    };
+    // Later passes (tied data only) report the progress as complete and still poll interrupts.
+    const Monitor later = [&](std::size_t, std::size_t) { return !monitor || monitor(m, m); };
+    if (!nearest_neighbours(x, n, d, sub.data(), p, want, store, parallel_for,
+                            first ? monitor : later))
+      return false;
+    std::size_t kept = 0;
+    for (std::size_t r = 0; r < p; ++r)
+      if (unresolved[r]) pending[kept++] = pending[r];
+    pending.resize(kept);
+    want = std::min(n, 2 * want);
+    first = false;
+  }
+  return true;
+}
+
 // Original index of the nearest data point of every query (the lower index among ties).
 inline bool nearest_index(const double* x, std::size_t n, std::size_t d, const double* queries,
                           std::size_t m, std::size_t* index,
