@@ -246,7 +246,7 @@ test_that("the joint cv search is within 1% of a brute-force LOO minimised by op
   expect_equal(fit$cv, loo(log(fit$bandwidth)), tolerance = 1e-8)
   # the irrelevant predictor is smoothed out, the others are not
   sel <- select_for(x, y)
-  expect_equal(sel$bandwidth, fit$bandwidth)
+  expect_equal(unname(sel$bandwidth), fit$bandwidth)
   expect_identical(sel$smoothed_out, c(x1 = FALSE, x2 = FALSE, x3 = TRUE))
   expect_gt(sel$bandwidth[["x3"]], 3 * diff(range(x[, 3])))
   # the curve is still the common-multiplier grid, and the joint search beats its best
