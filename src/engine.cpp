@@ -8,6 +8,8 @@ using namespace Rcpp;
 
 namespace {
 
+using localmean_r::categorical_vars;
+
 struct FitArrays {
   NumericVector coef, var, s00, wsum;
   IntegerVector status;
@@ -51,29 +53,6 @@ std::vector<double> scaled(const Points& x, const NumericVector& scale) {
 }
 std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
   return scaled(Points(x), scale);
-}
-
-// Categorical variables from R: list(codes = n x count integer matrix of 1-based level codes,
-// levels, ordered, lambda, unit_mass); an empty list for none. `codes0` receives the 0-based
-// codes the core reads.
-localmean::CategoricalVars categorical_vars(const List& spec, std::vector<int>& codes0) {
-  localmean::CategoricalVars cat;
-  if (spec.size() == 0) return cat;
-  const IntegerVector codes = spec["codes"], levels = spec["levels"];
-  const LogicalVector ordered = spec["ordered"];
-  const NumericVector lambda = spec["lambda"];
-  codes0.resize(codes.size());
-  for (R_xlen_t i = 0; i < codes.size(); ++i) codes0[i] = codes[i] - 1;
-  cat.codes = codes0.data();
-  cat.count = levels.size();
-  for (R_xlen_t j = 0; j < levels.size(); ++j) {
-    cat.levels.push_back(levels[j]);
-    cat.kernels.push_back(ordered[j] ? localmean::DiscreteKernel::li_racine
-                                     : localmean::DiscreteKernel::aitchison_aitken);
-    cat.lambda.push_back(lambda[j]);
-  }
-  cat.unit_mass = as<bool>(spec["unit_mass"]);
-  return cat;
 }
 
 localmean::Family family_type(const std::string& name) {

@@ -17,6 +17,30 @@ inline localmean::KernelType kernel_type(const std::string& name) {
   return type;
 }
 
+// Categorical variables from R: list(codes = n x count integer matrix of 1-based level codes,
+// levels, ordered, lambda, unit_mass); an empty list for none. `codes0` receives the 0-based
+// codes the core reads.
+inline localmean::CategoricalVars categorical_vars(const Rcpp::List& spec,
+                                                 std::vector<int>& codes0) {
+  localmean::CategoricalVars cat;
+  if (spec.size() == 0) return cat;
+  const Rcpp::IntegerVector codes = spec["codes"], levels = spec["levels"];
+  const Rcpp::LogicalVector ordered = spec["ordered"];
+  const Rcpp::NumericVector lambda = spec["lambda"];
+  codes0.resize(codes.size());
+  for (R_xlen_t i = 0; i < codes.size(); ++i) codes0[i] = codes[i] - 1;
+  cat.codes = codes0.data();
+  cat.count = levels.size();
+  for (R_xlen_t j = 0; j < levels.size(); ++j) {
+    cat.levels.push_back(levels[j]);
+    cat.kernels.push_back(ordered[j] ? localmean::DiscreteKernel::li_racine
+                                     : localmean::DiscreteKernel::aitchison_aitken);
+    cat.lambda.push_back(lambda[j]);
+  }
+  cat.unit_mass = Rcpp::as<bool>(spec["unit_mass"]);
+  return cat;
+}
+
 struct FunctionWorker : public RcppParallel::Worker {
   const std::function<void(std::size_t, std::size_t)>& fn;
   explicit FunctionWorker(const std::function<void(std::size_t, std::size_t)>& f) : fn(f) {}

@@ -1,0 +1,40 @@
+// Glue for the learned metric of the Gaussian kernel (see localmean/metric.hpp).
+#include "r_policies.h"
+
+#include <localmean/metric.hpp>
+
+using namespace Rcpp;
+
+// Leave-one-out squared error of the Gaussian-kernel fit of `degree` (0 or 1) under the metric
+// x -> A x, with its gradient with respect to A: list(loss, gradient (d x d), failed = the
+// points without a leave-one-out fit; the loss is then Inf). `x` is n x d, `prior` empty or
+// length n, `categorical` as for cpp_local_fit (lambdas held fixed).
+// [[Rcpp::export]]
+List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A,
+                     int degree, List categorical, int n_threads, bool verbose) {
+  const std::size_t n = x.nrow(), d = x.ncol();
+  const bool bad_prior = prior.size() && static_cast<std::size_t>(prior.size()) != n;
+  if (static_cast<std::size_t>(y.size()) != n || static_cast<std::size_t>(A.nrow()) != d ||
+      static_cast<std::size_t>(A.ncol()) != d || bad_prior)
+    stop("cpp_metric_loss: inconsistent dimensions");
+  if (degree != 0 && degree != 1) stop("cpp_metric_loss: degree must be 0 or 1");
+  std::vector<int> codes;
+  const localmean::CategoricalVars cat = localmean_r::categorical_vars(categorical, codes);
+  localmean::MetricProblem problem;
+  problem.x = x.begin();
+  problem.n = n;
+  problem.d = d;
+  problem.y = y.begin();
+  problem.prior = prior.size() ? prior.begin() : nullptr;
+  problem.categorical = cat.count ? &cat : nullptr;
+  problem.degree = degree;
+  localmean::MetricLoss out;
+  localmean_r::Monitor monitor(verbose, static_cast<double>(n), "metric loss");
+  localmean::metric_loo_loss(problem, A.begin(), out, localmean_r::parallel_for(n_threads),
+                             monitor.callback());
+  monitor.finish();
+  NumericMatrix gradient(d, d);
+  std::copy(out.gradient.begin(), out.gradient.end(), gradient.begin());
+  return List::create(_["loss"] = out.loss, _["gradient"] = gradient,
+                      _["failed"] = static_cast<double>(out.failed));
+}
