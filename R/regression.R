@@ -250,12 +250,15 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
   missing <- sum(f$status != 0L)
   if (missing) warn_missing_fits(f$status, "fitted value")
   colnames(f$fitted) <- colnames(values)
-  list(x = x, categorical = predictors$categorical,
-       predictors = predictors[c("names", "kind")], values = values, weights = prior,
-       degree = degree, kernel = kernel,
-       bandwidth = join_bandwidth(bw$spec$bandwidth, bw$spec$categorical$lambda, predictors),
-       nn = bw$spec$nn, bandwidth_method = bw$how, cv_curve = bw$curve, spec = bw$spec,
-       fitted = f$fitted, leverage = f$leverage, n_threads = n_threads, control = control)
+  fit <- list(x = x, categorical = predictors$categorical,
+              predictors = predictors[c("names", "kind")], values = values, weights = prior,
+              degree = degree, kernel = kernel,
+              bandwidth = join_bandwidth(bw$spec$bandwidth, bw$spec$categorical$lambda,
+                                         predictors),
+              nn = bw$spec$nn, bandwidth_method = bw$how, cv_curve = bw$curve, spec = bw$spec,
+              fitted = f$fitted, leverage = f$leverage, n_threads = n_threads, control = control)
+  fit$metric <- bw$metric
+  fit
 }
 
 # Warns that some fits are NA, saying why from the engine's status codes.
@@ -299,6 +302,13 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
     bw <- split_bandwidth(bandwidth, predictors %||% split_predictors(x), call = call)
     return(list(spec = spec_for(bw$h, lambda = bw$lambda), how = "fixed", curve = NULL))
   }
+  if (identical(bandwidth, "metric")) {
+    return(resolve_metric(x, values, prior, degree, kernel, method, control, n_threads, verbose,
+                          call, family, categorical, likelihood, function() {
+      resolve_bandwidth("cv", x, values, prior, degree, kernel, method, control, n_threads,
+                        verbose, call, family, range, predictors, likelihood)
+    }))
+  }
   if (!is_selector_name(bandwidth, family)) {
     abort("{.arg bandwidth} must be a number, {.fn nn}, or one of {.val {selector_names(family)}}.",
           call = call)
@@ -339,6 +349,7 @@ add_fit_statistics <- function(fit) {
 
 bandwidth_label <- function(object) {
   if (!is.null(object$nn)) return(sprintf("nn(%d)", object$nn$k))
+  if (!is.null(object$metric)) return(metric_label(object))
   values <- vapply(signif(object$bandwidth, 4), format, "")
   vars <- object$predictors$names
   if (length(values) == 1L || length(vars) != length(values)) return(paste(values, collapse = ", "))
@@ -374,7 +385,8 @@ summary.local_model <- function(object, ...) {
                  r.squared = object$r.squared, cv = object$cv,
                  accuracy = object$accuracy, family = object$family,
                  deviance = object$deviance, null.deviance = object$null.deviance,
-                 dispersion = object$dispersion, bandwidths = bandwidth_table(object)),
+                 dispersion = object$dispersion, bandwidths = bandwidth_table(object),
+                 metric = object$metric$A),
             class = "summary.local_model")
 }
 
@@ -384,7 +396,7 @@ summary.local_model <- function(object, ...) {
 bandwidth_table <- function(object) {
   vars <- object$predictors$names
   bw <- object$bandwidth
-  if (is.null(vars) || length(bw) != length(vars)) return(NULL)
+  if (is.null(vars) || length(bw) != length(vars) || !is.null(object$metric)) return(NULL)
   kind <- object$predictors$kind
   numeric_vars <- kind == "numeric"
   flags <- smoothed_out(object$spec, bw[numeric_vars], bw[!numeric_vars])
@@ -424,6 +436,10 @@ print.summary.local_model <- function(x, ...) {
     tab$bandwidth <- format(signif(tab$bandwidth, 4))
     print(tab, row.names = FALSE, right = FALSE)
   }
+  if (!is.null(x$metric)) {
+    cat("\nLearned metric A (the kernel is Gaussian in A x, unit bandwidth):\n")
+    print(signif(x$metric, 4))
+  }
   invisible(x)
 }
 
@@ -439,7 +455,7 @@ model_queries <- function(object, newdata, call = rlang::caller_env()) {
 predict_engine <- function(object, queries, want_var, n_threads, verbose, method = NULL,
                            call = rlang::caller_env()) {
   spec <- object$spec
-  x <- queries$x
+  x <- metric_transform(object, queries$x)
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
   res <- engine_run(spec, x, want_var = want_var,
                     n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose,
@@ -543,6 +559,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
     abort("Simultaneous bands and {.code variance = \"local\"} are for Gaussian fits on numeric
            predictors.")
   }
+  check_metric_predict(object, deriv, se.fit || interval != "none", simultaneous, variance)
   response <- type == "response" && deriv == 0L
   want_var <- se.fit || interval != "none"
   if (is.null(newdata) && !want_var && deriv == 0L && is.null(method) && response) {
@@ -553,7 +570,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   res <- predict_engine(object, queries, want_var, n_threads, verbose, method)
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
-  fit <- mult * res$coef[, cols, 1L]
+  fit <- metric_gradient(object, mult * res$coef[, cols, 1L], deriv)
   noise <- if (want_var) residual_scale(object, x, variance) else NULL
   se <- if (want_var) mult * noise$scale * sqrt(res$var[, cols]) else NULL
   shape <- function(v) {

@@ -8,10 +8,12 @@ using namespace Rcpp;
 // Leave-one-out squared error of the Gaussian-kernel fit of `degree` (0 or 1) under the metric
 // x -> A x, with its gradient with respect to A: list(loss, gradient (d x d), failed = the
 // points without a leave-one-out fit; the loss is then Inf). `x` is n x d, `prior` empty or
-// length n, `categorical` as for cpp_local_fit (lambdas held fixed).
+// length n, `categorical` as for cpp_local_fit (lambdas held fixed), `cutoff` the kernel's
+// truncation radius (0: the registry's).
 // [[Rcpp::export]]
 List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A,
-                     int degree, List categorical, int n_threads, bool verbose) {
+                     int degree, List categorical, double cutoff, int n_threads,
+                     bool verbose) {
   const std::size_t n = x.nrow(), d = x.ncol();
   const bool bad_prior = prior.size() && static_cast<std::size_t>(prior.size()) != n;
   if (static_cast<std::size_t>(y.size()) != n || static_cast<std::size_t>(A.nrow()) != d ||
@@ -28,6 +30,7 @@ List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, Nume
   problem.prior = prior.size() ? prior.begin() : nullptr;
   problem.categorical = cat.count ? &cat : nullptr;
   problem.degree = degree;
+  problem.cutoff = cutoff;
   localmean::MetricLoss out;
   localmean_r::Monitor monitor(verbose, static_cast<double>(n), "metric loss");
   localmean::metric_loo_loss(problem, A.begin(), out, localmean_r::parallel_for(n_threads),

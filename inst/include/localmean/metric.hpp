@@ -4,8 +4,8 @@
 //
 // With z = A x the weight of data point j in the window of point i is
 //   w_ij = p_j exp(-|A (x_i - x_j)|^2 / 2) prod_c L_c(level_ic, level_jc)
-// (prior weights p, categorical kernels L with fixed lambdas), and the leave-one-out fit at x_i
-// uses every j != i. The loss is L(A) = sum_i p_i r_i^2 / sum_i p_i with r_i = y_i - yhat_i.
+// (prior weights p, categorical kernels L with fixed lambdas; zero beyond the engine's cut-off),
+// and the leave-one-out fit at x_i uses every j != i. The loss is L(A) = sum_i p_i r_i^2 / sum_i p_i with r_i = y_i - yhat_i.
 // Only the kernel depends on A: dw_ij/dA = -w_ij A d d' with d = x_i - x_j. Hence
 //   dL/dA = A M,  M = sum_{i != j} (2 p_i r_i / W) (dyhat_i / dw_ij) w_ij d d'.
 // Degree 0: dyhat_i/dw_ij = (y_j - yhat_i) / sum_j w_ij.
@@ -35,6 +35,9 @@ struct MetricProblem {
   const double* prior = nullptr;
   const CategoricalVars* categorical = nullptr;
   int degree = 0;  // 0: local mean, 1: local linear
+  // Truncation radius of the kernel in metric units, as the engine's (0: the registry's, 8 for
+  // the Gaussian), so that the loss scores the fit the engine will compute.
+  double cutoff = 0.0;
 };
 
 // The loss, its gradient dL/dA (d x d column-major) and how many points had no leave-one-out fit
@@ -45,11 +48,15 @@ struct MetricLoss {
   std::size_t failed = 0;
 };
 
+// The smallest share of a point's own weight that the other points of its window must weigh
+// for its leave-one-out fit to count: the "cv" score's rule, a leverage below 1 - 1e-10.
+constexpr double kMetricMinShare = 1e-10;
+
 namespace detail {
 
 // Cholesky factorisation of a small symmetric positive definite matrix (p x p, column-major, in
 // place, lower triangle); false when a pivot is not above `tol` times the largest diagonal.
-inline bool small_cholesky(double* s, std::size_t p, double tol = 1e-11) {
+inline bool small_cholesky(double* s, std::size_t p, double tol) {
   double top = 0.0;
   for (std::size_t k = 0; k < p; ++k) top = std::max(top, s[k * p + k]);
   if (!(top > 0.0)) return false;
@@ -93,10 +100,11 @@ inline double categorical_factor(const CategoricalVars* cat, std::size_t n, std:
   return w;
 }
 
-// Leave-one-out fit at point i from its weights w (w[i] = 0): the residual r_i and the
-// derivatives g_j = dyhat_i/dw_ij. False when the fit does not exist.
+// Leave-one-out fit at point i from its weights w (w[i] = 0; `own` is the weight of the point
+// in its own window): the residual r_i and the derivatives g_j = dyhat_i/dw_ij. False when the
+// fit does not exist.
 inline bool loo_point(const MetricProblem& p, const double* z, std::size_t i, const double* w,
-                      double* g, double* r) {
+                      double own, double* g, double* r) {
   const std::size_t n = p.n, d = p.d;
   if (p.degree == 0) {
     double den = 0.0, num = 0.0;
@@ -122,7 +130,12 @@ inline bool loo_point(const MetricProblem& p, const double* z, std::size_t i, co
       for (std::size_t r2 = c; r2 < q; ++r2) s[c * q + r2] += w[j] * phi[c] * phi[r2];
     }
   }
-  if (!small_cholesky(s.data(), q)) return false;
+  // The engine's rank check on the design with the point itself (weight `own` at phi = e_1),
+  // whose fit the "cv" score corrects by the leverage; then the leave-one-out design's own.
+  std::vector<double> full(s);
+  full[0] += own;
+  if (!small_cholesky(full.data(), q, kRankTolerance)) return false;
+  if (!small_cholesky(s.data(), q, kRankTolerance)) return false;
   small_solve(s.data(), q, b.data());  // b is now beta
   a[0] = 1.0;
   small_solve(s.data(), q, a.data());  // a = S^-1 e_1
@@ -163,6 +176,8 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
   std::vector<double> xr(n * d);  // the data row-major, for the outer products
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t c = 0; c < d; ++c) xr[i * d + c] = p.x[c * n + i];
+  const double reach = p.cutoff > 0.0 ? p.cutoff : kernel_info(KernelType::gaussian).cutoff;
+  const double reach2 = reach * reach;
   std::vector<double> sq_res(n, 0.0), contrib(n * dd, 0.0);
   std::vector<char> ok(n, 1);
   const auto work = [&](std::size_t begin, std::size_t end) {
@@ -175,12 +190,20 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
           const double v = z[j * d + k] - zi[k];
           d2 += v * v;
         }
-        w[j] = j == i ? 0.0
-                      : (p.prior ? p.prior[j] : 1.0) * std::exp(-0.5 * d2) *
-                            detail::categorical_factor(p.categorical, n, i, j);
+        w[j] = (j == i || d2 > reach2)
+                   ? 0.0
+                   : (p.prior ? p.prior[j] : 1.0) * std::exp(-0.5 * d2) *
+                         detail::categorical_factor(p.categorical, n, i, j);
       }
+      // A window whose other points weigh almost nothing next to the point itself gives the
+      // engine's fit at x_i a leverage of about 1 (the "cv" score is then infinite): a failure.
+      double others = 0.0;
+      for (std::size_t j = 0; j < n; ++j) others += w[j];
+      const double own = (p.prior ? p.prior[i] : 1.0) *
+                         detail::categorical_factor(p.categorical, n, i, i);
       double r = 0.0;
-      if (!detail::loo_point(p, z.data(), i, w.data(), g.data(), &r)) {
+      if (!(others > kMetricMinShare * own) ||
+          !detail::loo_point(p, z.data(), i, w.data(), own, g.data(), &r)) {
         ok[i] = 0;
         continue;
       }

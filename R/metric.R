@@ -1,0 +1,156 @@
+# The learned metric of bandwidth = "metric": a linear map x -> A x of the numeric predictors
+# for the Gaussian kernel, chosen by minimising the leave-one-out squared error with the
+# analytic gradient of the C++ core (metric learning for kernel regression, Weinberger and
+# Tesauro 2007), started from the diagonal "cv" solution A = diag(1 / h). The fit then uses the
+# unit bandwidth on A x.
+
+# The engine specification of a "metric" bandwidth: list(spec, how, curve, metric). `spec_for`
+# builds the diagonal "cv" specification of the original predictors, `resolve_cv()` its "cv"
+# bandwidths; the returned specification holds the transformed data x A' with unit scales.
+resolve_metric <- function(x, values, prior, degree, kernel, method, control, n_threads, verbose,
+                           call, family, categorical, likelihood, resolve_cv) {
+  check_metric_problem(x, values, degree, kernel, family, likelihood, call)
+  cv <- resolve_cv()
+  h <- cv$spec$scale
+  lambda <- cv$spec$categorical$lambda
+  learned <- learn_metric(x, values[, 1L], prior, degree, h,
+                          categorical = cv$spec$categorical, cutoff = cv$spec$cutoff,
+                          n_threads = n_threads, verbose = verbose, call = call)
+  z <- apply_metric(x, learned$A)
+  spec <- engine_spec(z, kernel, rep(1, ncol(x)), values = values, prior = prior, degree = degree,
+                      method = method, control = control, categorical = categorical,
+                      lambda = lambda, family = likelihood, n_threads = n_threads, call = call)
+  learned$cv_bandwidth <- h
+  list(spec = spec, how = "metric", curve = NULL, metric = learned)
+}
+
+# "metric" needs the Gaussian kernel, least squares on one response, degree 0 or 1 and at least
+# one numeric predictor.
+check_metric_problem <- function(x, values, degree, kernel, family, likelihood, call) {
+  why <- if (family != "regression") {
+    "is for {.fn local_poly} and {.fn local_mean}, not classification"
+  } else if (likelihood != "gaussian") {
+    "is for the Gaussian family (least squares) only"
+  } else if (kernel != "gaussian") {
+    "needs {.code kernel = \"gaussian\"}"
+  } else if (degree > 1L) {
+    "is for degree 0 or 1"
+  } else if (ncol(x) == 0L) {
+    "needs at least one numeric predictor"
+  } else if (ncol(values) != 1L) {
+    "needs one response"
+  }
+  if (!is.null(why)) abort(paste("{.code bandwidth = \"metric\"}", why, "."), call = call)
+}
+
+# Rows of x (n x d) mapped to A x: x A'.
+apply_metric <- function(x, A) {
+  z <- x %*% t(A)
+  colnames(z) <- colnames(x)
+  z
+}
+
+# Numeric query points of a metric fit in the coordinates of its engine specification (A x);
+# other fits' points unchanged.
+metric_transform <- function(object, x) {
+  if (is.null(object$metric)) return(x)
+  apply_metric(x, object$metric$A)
+}
+
+# Minimises the leave-one-out squared error of the Gaussian-kernel fit of `degree` over the
+# metric A, from A = diag(1 / h). The search runs on the data divided by h, where the start is
+# the identity B = I and every entry of B is of order one, and returns A = B diag(1 / h). BFGS
+# takes the C++ gradient; an infinite loss (a point without a leave-one-out fit) makes it step
+# back. Between evaluations R checks for interrupts and a spinner shows progress. Returns
+# list(A, loss, start_loss, evaluations, convergence).
+learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
+                         n_threads = 1L, verbose = FALSE, maxit = 200L, reltol = 1e-8,
+                         call = rlang::caller_env()) {
+  d <- ncol(x)
+  xs <- sweep(x, 2L, h, "/")
+  prior <- prior %||% numeric(0)
+  categorical <- categorical %||% list()
+  last <- new.env(parent = emptyenv())
+  evaluate <- function(b) {
+    if (!identical(b, last$b)) {
+      last$b <- b
+      last$value <- cpp_metric_loss(xs, y, prior, matrix(b, d), degree, categorical,
+                                    cutoff, n_threads, FALSE)
+      if (verbose) cli::cli_progress_update(.envir = frame)
+    }
+    last$value
+  }
+  frame <- environment()
+  if (verbose) cli::cli_progress_bar("Learning the metric", total = NA, .envir = frame)
+  start <- as.vector(diag(d))
+  start_loss <- evaluate(start)$loss
+  if (!is.finite(start_loss)) {
+    abort(c("The leave-one-out loss of the diagonal {.val cv} bandwidths is not finite.",
+            i = "Some point has no leave-one-out fit; use {.code bandwidth = \"cv\"}."),
+          call = call)
+  }
+  opt <- stats::optim(start, function(b) evaluate(b)$loss, function(b) evaluate(b)$gradient,
+                      method = "BFGS", control = list(maxit = maxit, reltol = reltol))
+  if (verbose) cli::cli_progress_done(.envir = frame)
+  b <- if (is.finite(opt$value) && opt$value <= start_loss) opt$par else start
+  B <- widen_metric(matrix(b, d), xs)
+  loss <- evaluate(as.vector(B))$loss
+  if (!is.finite(loss)) {
+    B <- matrix(b, d)
+    loss <- evaluate(b)$loss
+  }
+  A <- sweep(B, 2L, h, "/")
+  dimnames(A) <- list(NULL, colnames(x))
+  list(A = A, loss = loss, start_loss = start_loss, evaluations = opt$counts[["function"]],
+       convergence = opt$convergence)
+}
+
+# The metric B with its singular values raised to at least 1 / (bandwidth_limits$upper times
+# the data's range along their directions): the diagonal selectors' widest bandwidth. Along
+# such a direction the kernel is flat over the data (the predictor combination is smoothed
+# out) and the fit barely changes, but the local linear design stays well conditioned for the
+# engine's rank check.
+widen_metric <- function(B, x) {
+  s <- svd(B)
+  span <- apply(x %*% s$v, 2L, function(v) diff(range(v)))
+  floor <- 1 / (bandwidth_limits$upper * span)
+  s$u %*% (pmax(s$d, floor) * t(s$v))
+}
+
+# The label of a metric fit's bandwidth: the singular values of A (inverse bandwidths along
+# its principal directions), and any categorical lambdas.
+metric_label <- function(object) {
+  sv <- signif(svd(object$metric$A, 0L, 0L)$d, 3)
+  label <- paste0("metric A, singular values ", paste(format(sv), collapse = ", "))
+  kind <- object$predictors$kind
+  if (all(kind == "numeric")) return(label)
+  lambda <- signif(object$bandwidth[kind != "numeric"], 4)
+  paste0(label, "; ", paste(object$predictors$names[kind != "numeric"], "=", lambda,
+                            collapse = ", "))
+}
+
+# What predict() cannot do with a metric fit: standard errors of derivatives (they need the
+# covariances of the local slopes, which the engine does not return), simultaneous bands and
+# the local variance (they assume the fit's own coordinates).
+check_metric_predict <- function(object, deriv, want_var, simultaneous, variance,
+                                 call = rlang::caller_env()) {
+  if (is.null(object$metric)) return(invisible())
+  if (deriv > 0L && want_var) {
+    abort("Standard errors and bands of derivatives are not available with
+           {.code bandwidth = \"metric\"}.", call = call)
+  }
+  if (simultaneous || variance == "local") {
+    abort("Simultaneous bands and {.code variance = \"local\"} are not available with
+           {.code bandwidth = \"metric\"}.", call = call)
+  }
+}
+
+# Derivatives of a metric fit with respect to the original predictors: the engine's gradient
+# g in the coordinates z = A x, mapped back by the chain rule, dm/dx = A' g (row by row: g' A).
+# Metric fits have degree at most 1, so only first derivatives arise.
+metric_gradient <- function(object, fit, deriv) {
+  if (is.null(object$metric) || deriv == 0L) return(fit)
+  A <- object$metric$A
+  out <- matrix(fit, ncol = ncol(A)) %*% A
+  if (ncol(A) == 1L) drop(out) else out
+}
