@@ -59,9 +59,9 @@ metric_transform <- function(object, x) {
 
 # Minimises the leave-one-out squared error of the Gaussian-kernel fit of `degree` over the
 # metric A, from A = diag(1 / h). The search runs on the data divided by h, where the start is
-# the identity B = I and every entry of B is of order one, and returns A = B diag(1 / h). BFGS
-# takes the C++ gradient; an infinite loss (a point without a leave-one-out fit) makes it step
-# back. Between evaluations R checks for interrupts and a spinner shows progress. Returns
+# the identity B = I and every entry of B is of order one, and returns A = B diag(1 / h) (then
+# widened, see widen_metric()). BFGS takes the C++ gradient; an infinite loss (a point without a
+# leave-one-out fit) makes it step back. Between evaluations R checks for interrupts and a spinner shows progress. Returns
 # list(A, loss, start_loss, evaluations, convergence).
 learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
                          n_threads = 1L, verbose = FALSE, maxit = 200L, reltol = 1e-8,
@@ -71,11 +71,17 @@ learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
   prior <- prior %||% numeric(0)
   categorical <- categorical %||% list()
   last <- new.env(parent = emptyenv())
+  best <- new.env(parent = emptyenv())
+  best$loss <- Inf
   evaluate <- function(b) {
     if (!identical(b, last$b)) {
       last$b <- b
       last$value <- cpp_metric_loss(xs, y, prior, matrix(b, d), degree, categorical,
                                     cutoff, n_threads, FALSE)
+      if (last$value$loss < best$loss) {
+        best$b <- b
+        best$loss <- last$value$loss
+      }
       if (verbose) cli::cli_progress_update(.envir = frame)
     }
     last$value
@@ -92,28 +98,34 @@ learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
   opt <- stats::optim(start, function(b) evaluate(b)$loss, function(b) evaluate(b)$gradient,
                       method = "BFGS", control = list(maxit = maxit, reltol = reltol))
   if (verbose) cli::cli_progress_done(.envir = frame)
-  b <- if (is.finite(opt$value) && opt$value <= start_loss) opt$par else start
-  B <- widen_metric(matrix(b, d), xs)
-  loss <- evaluate(as.vector(B))$loss
-  if (!is.finite(loss)) {
-    B <- matrix(b, d)
-    loss <- evaluate(b)$loss
+  # The best point evaluated: optim's `par` can be a rejected last trial when the line search
+  # ends next to an infinite loss.
+  b <- best$b
+  loss <- best$loss
+  A <- sweep(matrix(b, d), 2L, h, "/")
+  wide <- widen_metric(A, x)
+  if (!identical(wide, A)) {
+    wide_loss <- evaluate(as.vector(sweep(wide, 2L, h, "*")))$loss
+    if (is.finite(wide_loss)) {
+      A <- wide
+      loss <- wide_loss
+    }
   }
-  A <- sweep(B, 2L, h, "/")
   dimnames(A) <- list(NULL, colnames(x))
   list(A = A, loss = loss, start_loss = start_loss, evaluations = opt$counts[["function"]],
        convergence = opt$convergence)
 }
 
-# The metric B with its singular values raised to at least 1 / (bandwidth_limits$upper times
-# the data's range along their directions): the diagonal selectors' widest bandwidth. Along
-# such a direction the kernel is flat over the data (the predictor combination is smoothed
-# out) and the fit barely changes, but the local linear design stays well conditioned for the
-# engine's rank check.
-widen_metric <- function(B, x) {
-  s <- svd(B)
+# The metric A with its singular values raised to at least 1 / (bandwidth_limits$upper times
+# the data's range along their right singular vectors): the selectors' widest bandwidth. Along
+# such a direction the kernel is flat over the data (that combination of the predictors is
+# smoothed out) and the fit barely changes, but the local linear design stays well conditioned
+# for the engine's rank check.
+widen_metric <- function(A, x) {
+  s <- svd(A)
   span <- apply(x %*% s$v, 2L, function(v) diff(range(v)))
   floor <- 1 / (bandwidth_limits$upper * span)
+  if (all(s$d >= floor)) return(A)
   s$u %*% (pmax(s$d, floor) * t(s$v))
 }
 
@@ -121,7 +133,7 @@ widen_metric <- function(B, x) {
 # its principal directions), and any categorical lambdas.
 metric_label <- function(object) {
   sv <- signif(svd(object$metric$A, 0L, 0L)$d, 3)
-  label <- paste0("metric A, singular values ", paste(format(sv), collapse = ", "))
+  label <- paste0("metric A, singular values ", paste(sv, collapse = ", "))
   kind <- object$predictors$kind
   if (all(kind == "numeric")) return(label)
   lambda <- signif(object$bandwidth[kind != "numeric"], 4)

@@ -52,7 +52,7 @@ for (degree in degrees) {
   (%d loss evaluations, optim convergence %d); singular values of A: %s\n",
               me[["mse"]] / cv[["mse"]], me[["mse_true"]] / cv[["mse_true"]],
               me[["secs"]] - cv[["secs"]], m$evaluations, m$convergence,
-              paste(format(signif(svd(m$A)$d, 3)), collapse = ", ")))
+              paste(signif(svd(m$A)$d, 3), collapse = ", ")))
   cat(sprintf("  target (metric test MSE below cv's): %s\n",
               if (me[["mse"]] < cv[["mse"]]) "met" else "MISSED"))
 }

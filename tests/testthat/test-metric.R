@@ -1,0 +1,152 @@
+# The learned metric of bandwidth = "metric" (R/metric.R, inst/include/localmean/metric.hpp).
+
+# Plain-R leave-one-out squared error of the Gaussian-kernel fit of `degree` under the metric A:
+# weights p_j exp(-|A (x_i - x_j)|^2 / 2) times the categorical kernel (Aitchison-Aitken, one
+# factor `g` with smoothing `lambda`), zero beyond 8 sd, every j != i; weighted mean of the
+# squared residuals.
+metric_loss_ref <- function(x, y, A, degree, prior = rep(1, length(y)), g = NULL, lambda = 0) {
+  n <- nrow(x)
+  z <- x %*% t(A)
+  r <- numeric(n)
+  for (i in seq_len(n)) {
+    d2 <- colSums((t(z) - z[i, ])^2)
+    w <- prior * exp(-d2 / 2) * (d2 <= 64)
+    if (!is.null(g)) {
+      c <- length(unique(g))
+      w <- w * ifelse(g == g[i], 1 - lambda, lambda / (c - 1))
+    }
+    w[i] <- 0
+    fit <- if (degree == 0) {
+      sum(w * y) / sum(w)
+    } else {
+      design <- cbind(1, sweep(z, 2L, z[i, ]))
+      keep <- w > 0
+      stats::lm.wfit(design[keep, , drop = FALSE], y[keep], w[keep])$coefficients[[1L]]
+    }
+    r[i] <- y[i] - fit
+  }
+  sum(prior * r^2) / sum(prior)
+}
+
+metric_loss <- function(x, y, A, degree, prior = numeric(0), categorical = list(),
+                        n_threads = 1L) {
+  localmean:::cpp_metric_loss(x, y, prior, A, degree, categorical, 0, n_threads, FALSE)
+}
+
+rotated_data <- function(n, d = 3, sd = 0.1) {
+  x <- matrix(rnorm(n * d), n, d, dimnames = list(NULL, paste0("x", seq_len(d))))
+  truth <- sin(2 * (x[, 1] + x[, 2]) / sqrt(2))
+  list(x = x, y = truth + rnorm(n, sd = sd), truth = truth)
+}
+
+test_that("the C++ loss equals a plain-R leave-one-out loss, and its gradient central differences", {
+  set.seed(1)
+  n <- 60
+  x <- cbind(rnorm(n), runif(n))
+  y <- sin(x[, 1] + 2 * x[, 2]) + rnorm(n, sd = 0.2)
+  prior <- runif(n, 0.5, 2)
+  g <- rep(c("a", "b", "c"), length.out = n)
+  categorical <- list(codes = matrix(match(g, c("a", "b", "c"))), levels = 3L, ordered = FALSE,
+                      lambda = 0.3, unit_mass = FALSE)
+  A <- matrix(c(1.3, 0.4, -0.5, 1.6), 2)
+  for (degree in 0:1) {
+    plain <- metric_loss(x, y, A, degree)
+    expect_equal(plain$loss, metric_loss_ref(x, y, A, degree), tolerance = 1e-10)
+    full <- metric_loss(x, y, A, degree, prior, categorical)
+    expect_equal(full$loss, metric_loss_ref(x, y, A, degree, prior, g, 0.3), tolerance = 1e-10)
+    fd <- vapply(seq_len(4), function(k) {
+      e <- replace(numeric(4), k, 1e-6)
+      (metric_loss(x, y, A + e, degree, prior, categorical)$loss -
+         metric_loss(x, y, A - e, degree, prior, categorical)$loss) / 2e-6
+    }, 1)
+    expect_equal(as.vector(full$gradient), fd, tolerance = 1e-6, info = paste("degree", degree))
+  }
+})
+
+test_that("at A = diag(1 / h) the loss is the fit's leave-one-out CV score", {
+  set.seed(2)
+  d <- rotated_data(150, d = 2)
+  h <- c(0.4, 0.7)
+  for (degree in 0:1) {
+    fit <- local_poly(d$x, d$y, degree = degree, bandwidth = h, verbose = FALSE)
+    expect_equal(metric_loss(d$x, d$y, diag(1 / h), degree)$loss, fit$cv, tolerance = 1e-8)
+  }
+})
+
+test_that("the loss does not depend on the number of threads", {
+  set.seed(3)
+  d <- rotated_data(300)
+  A <- matrix(c(2, 0.3, -0.2, 0.5, 1.5, 0.1, 0, 0.2, 1), 3)
+  for (degree in 0:1) {
+    expect_identical(metric_loss(d$x, d$y, A, degree, n_threads = 1L),
+                     metric_loss(d$x, d$y, A, degree, n_threads = 2L))
+  }
+})
+
+test_that("the learned metric beats the diagonal cv bandwidths on a rotated direction", {
+  set.seed(4)
+  train <- rotated_data(300)
+  test <- rotated_data(1000)
+  for (degree in 0:1) {
+    cv <- local_poly(train$x, train$y, degree = degree, n_threads = 2, verbose = FALSE)
+    me <- local_poly(train$x, train$y, degree = degree, bandwidth = "metric", n_threads = 2,
+                     verbose = FALSE)
+    expect_identical(me$bandwidth_method, "metric")
+    expect_lt(me$metric$loss, me$metric$start_loss)
+    # equal up to rounding in the leave-one-out residuals of nearly singular local designs
+    expect_equal(me$metric$start_loss, cv$cv, tolerance = 1e-2)
+    expect_true(all(is.finite(fitted(me))))
+    err <- function(fit) mean((suppressWarnings(predict(fit, test$x)) - test$truth)^2,
+                              na.rm = TRUE)
+    expect_lt(err(me), 0.7 * err(cv))
+  }
+})
+
+test_that("a metric fit predicts as a unit-bandwidth fit on A x, derivatives by the chain rule", {
+  set.seed(5)
+  train <- rotated_data(200, d = 2)
+  fit <- local_poly(train$x, train$y, bandwidth = "metric", verbose = FALSE)
+  A <- fit$metric$A
+  z <- train$x %*% t(A)
+  ref <- local_poly(z, train$y, bandwidth = 1, verbose = FALSE)
+  expect_equal(fitted(fit), fitted(ref))
+  expect_equal(predict(fit, train$x), fitted(fit))
+  nd <- matrix(c(-0.5, 0, 0.5, 0.2, -0.1, 0.3), 3, dimnames = list(NULL, c("x1", "x2")))
+  expect_equal(predict(fit, nd), predict(ref, nd %*% t(A)))
+  expect_equal(predict(fit, nd, se.fit = TRUE)$se.fit, predict(ref, nd %*% t(A), se.fit = TRUE)$se.fit)
+  slope <- predict(fit, nd, deriv = 1)
+  expect_equal(unname(slope), unname(predict(ref, nd %*% t(A), deriv = 1) %*% A))
+  expect_identical(colnames(slope), c("x1", "x2"))
+  expect_output(print(fit), "metric A, singular values")
+  expect_output(print(summary(fit)), "Learned metric A")
+})
+
+test_that("categorical predictors keep the cv lambdas; the formula interface works", {
+  set.seed(6)
+  d <- rotated_data(200, d = 2)
+  df <- data.frame(d$x, g = factor(sample(c("a", "b"), 200, TRUE)))
+  df$y <- d$y + (df$g == "b")
+  cv <- local_poly(y ~ x1 + x2 + g, df, degree = 0, verbose = FALSE)
+  me <- local_mean(y ~ x1 + x2 + g, df, bandwidth = "metric", verbose = FALSE)
+  expect_equal(me$bandwidth[3], cv$bandwidth[3])
+  expect_lt(me$metric$loss, me$metric$start_loss)
+  expect_equal(predict(me, df[1:5, ]), unname(fitted(me)[1:5]))
+  expect_output(print(me), "g =")
+})
+
+test_that("metric input that does not apply is refused clearly", {
+  set.seed(7)
+  d <- rotated_data(60, d = 2)
+  fit_with <- function(...) local_poly(d$x, d$y, bandwidth = "metric", verbose = FALSE, ...)
+  expect_error(fit_with(kernel = "epanechnikov"), "gaussian", class = "localmean_error")
+  expect_error(fit_with(degree = 2), "degree 0 or 1", class = "localmean_error")
+  expect_error(local_poly(d$x, d$y > 0, bandwidth = "metric", family = "binomial",
+                          verbose = FALSE), "Gaussian family", class = "localmean_error")
+  expect_error(local_classify(d$x, factor(d$y > 0), bandwidth = "metric", verbose = FALSE),
+               "classification", class = "localmean_error")
+  fit <- fit_with()
+  expect_error(predict(fit, d$x[1:3, ], deriv = 1, se.fit = TRUE), "derivatives",
+               class = "localmean_error")
+  expect_error(predict(fit, d$x[1:3, ], interval = "confidence", variance = "local"),
+               "metric", class = "localmean_error")
+})
