@@ -58,61 +58,94 @@ metric_transform <- function(object, x) {
 }
 
 # Minimises the leave-one-out squared error of the Gaussian-kernel fit of `degree` over the
-# metric A, from A = diag(1 / h). The search runs on the data divided by h, where the start is
-# the identity B = I and every entry of B is of order one, and returns A = B diag(1 / h) (then
-# widened, see widen_metric()). BFGS takes the C++ gradient; an infinite loss (a point without a
-# leave-one-out fit) makes it step back. Between evaluations R checks for interrupts and a spinner shows progress. Returns
-# list(A, loss, start_loss, evaluations, convergence).
+# metric A, from the diagonal "cv" solution A = diag(1 / h). Degree 1 first learns the local
+# mean's metric (its loss is smoother: no nearly singular local designs) and starts the local
+# linear search from it, widened until every point has a leave-one-out fit; it runs the search
+# from the diagonal too when that does better than the local mean's start. The result is
+# widened (widen_metric()). Between evaluations R checks for interrupts and a spinner shows
+# progress. Returns list(A, loss, start_loss (the diagonal's), evaluations, convergence).
 learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
-                         n_threads = 1L, verbose = FALSE, maxit = 200L, reltol = 1e-8,
-                         call = rlang::caller_env()) {
-  d <- ncol(x)
-  xs <- sweep(x, 2L, h, "/")
-  prior <- prior %||% numeric(0)
-  categorical <- categorical %||% list()
-  last <- new.env(parent = emptyenv())
-  best <- new.env(parent = emptyenv())
-  best$loss <- Inf
-  evaluate <- function(b) {
-    if (!identical(b, last$b)) {
-      last$b <- b
-      last$value <- cpp_metric_loss(xs, y, prior, matrix(b, d), degree, categorical,
-                                    cutoff, n_threads, FALSE)
-      if (last$value$loss < best$loss) {
-        best$b <- b
-        best$loss <- last$value$loss
-      }
-      if (verbose) cli::cli_progress_update(.envir = frame)
-    }
-    last$value
-  }
-  frame <- environment()
-  if (verbose) cli::cli_progress_bar("Learning the metric", total = NA, .envir = frame)
-  start <- as.vector(diag(d))
-  start_loss <- evaluate(start)$loss
+                         n_threads = 1L, verbose = FALSE, call = rlang::caller_env()) {
+  loss_of <- metric_loss_function(x, y, prior, categorical, cutoff, n_threads,
+                                  progress = if (verbose) environment())
+  diagonal <- diag(1 / h, length(h))
+  start_loss <- loss_of(diagonal, degree)$loss
   if (!is.finite(start_loss)) {
     abort(c("The leave-one-out loss of the diagonal {.val cv} bandwidths is not finite.",
             i = "Some point has no leave-one-out fit; use {.code bandwidth = \"cv\"}."),
           call = call)
   }
-  opt <- stats::optim(start, function(b) evaluate(b)$loss, function(b) evaluate(b)$gradient,
-                      method = "BFGS", control = list(maxit = maxit, reltol = reltol))
-  if (verbose) cli::cli_progress_done(.envir = frame)
-  # The best point evaluated: optim's `par` can be a rejected last trial when the line search
-  # ends next to an infinite loss.
-  b <- best$b
+  if (verbose) cli::cli_progress_bar("Learning the metric", total = NA)
+  best <- descend_metric(loss_of, diagonal, 0L)
+  evaluations <- best$evaluations
+  if (degree == 1L) {
+    start <- best$A
+    while (!is.finite(loss_of(start, 1L)$loss)) start <- start / 1.25
+    best <- descend_metric(loss_of, start, 1L)
+    evaluations <- evaluations + best$evaluations
+    if (best$loss > start_loss) {
+      direct <- descend_metric(loss_of, diagonal, 1L)
+      evaluations <- evaluations + direct$evaluations
+      if (direct$loss < best$loss) best <- direct
+    }
+  }
+  if (verbose) cli::cli_progress_done()
+  A <- best$A
   loss <- best$loss
-  A <- sweep(matrix(b, d), 2L, h, "/")
   wide <- widen_metric(A, x)
   if (!identical(wide, A)) {
-    wide_loss <- evaluate(as.vector(sweep(wide, 2L, h, "*")))$loss
+    wide_loss <- loss_of(wide, degree)$loss
     if (is.finite(wide_loss)) {
       A <- wide
       loss <- wide_loss
     }
   }
   dimnames(A) <- list(NULL, colnames(x))
-  list(A = A, loss = loss, start_loss = start_loss, evaluations = opt$counts[["function"]],
+  list(A = A, loss = loss, start_loss = start_loss, evaluations = evaluations,
+       convergence = best$convergence)
+}
+
+# The C++ loss as a function of the metric A and the degree. R checks for interrupts between
+# calls; `progress` is the frame of a cli progress bar to advance, or NULL.
+metric_loss_function <- function(x, y, prior, categorical, cutoff, n_threads, progress = NULL) {
+  prior <- prior %||% numeric(0)
+  categorical <- categorical %||% list()
+  function(A, degree) {
+    if (!is.null(progress)) cli::cli_progress_update(.envir = progress)
+    cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, 0, n_threads, FALSE)
+  }
+}
+
+# BFGS on the metric from `start` (invertible): the search runs over B in A = B start, from B = I,
+# so that the parameters are of order one. An infinite loss (a point without a leave-one-out
+# fit) makes the line search step back. Points whose fit nearly interpolates them (a leverage
+# within 1e-10 of 1, which makes the "cv" score's leverage identity infinite) are allowed: their
+# leave-one-out residuals are computed directly. Returns the best point evaluated (optim's
+# `par` can be a rejected last trial when the line search ends next to an infinite loss):
+# list(A, loss, evaluations, convergence).
+descend_metric <- function(loss_of, start, degree, maxit = 200L, reltol = 1e-8) {
+  d <- nrow(start)
+  last <- new.env(parent = emptyenv())
+  best <- new.env(parent = emptyenv())
+  best$loss <- Inf
+  evaluate <- function(b) {
+    if (!identical(b, last$b)) {
+      last$b <- b
+      A <- matrix(b, d) %*% start
+      value <- loss_of(A, degree)
+      # dL/dB = dL/dA start'
+      last$value <- list(loss = value$loss, gradient = as.vector(value$gradient %*% t(start)))
+      if (value$loss < best$loss) {
+        best$A <- A
+        best$loss <- value$loss
+      }
+    }
+    last$value
+  }
+  opt <- stats::optim(as.vector(diag(d)), function(b) evaluate(b)$loss,
+                      function(b) evaluate(b)$gradient, method = "BFGS",
+                      control = list(maxit = maxit, reltol = reltol))
+  list(A = best$A, loss = best$loss, evaluations = opt$counts[["function"]],
        convergence = opt$convergence)
 }
 

@@ -366,6 +366,9 @@ add_fit_statistics <- function(fit) {
   fit$r.squared <- 1 - rss / sum((w * (fit$y - ybar)^2)[ok])
   fit$cv <- smoother_score("cv", matrix(fit$y[ok]), matrix(fit$fitted[ok]), fit$leverage[ok],
                            fit$weights[ok])
+  # a learned metric's score, computed directly (it may hold leverages too close to 1 for the
+  # identity)
+  if (!is.null(fit$metric)) fit$cv <- fit$metric$loss
   fit
 }
 

@@ -430,8 +430,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_metric_loss
-List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -442,9 +442,10 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< int >::type degree(degreeSEXP);
     Rcpp::traits::input_parameter< List >::type categorical(categoricalSEXP);
     Rcpp::traits::input_parameter< double >::type cutoff(cutoffSEXP);
+    Rcpp::traits::input_parameter< double >::type min_gap(min_gapSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -567,7 +568,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
-    {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 9},
+    {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 10},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_layout", (DL_FUNC) &_localmean_cpp_qkv_layout, 1},

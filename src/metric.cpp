@@ -7,13 +7,14 @@ using namespace Rcpp;
 
 // Leave-one-out squared error of the Gaussian-kernel fit of `degree` (0 or 1) under the metric
 // x -> A x, with its gradient with respect to A: list(loss, gradient (d x d), failed = the
-// points without a leave-one-out fit; the loss is then Inf). `x` is n x d, `prior` empty or
-// length n, `categorical` as for cpp_local_fit (lambdas held fixed), `cutoff` the kernel's
-// truncation radius (0: the registry's).
+// points without a leave-one-out fit, whose loss is then Inf; gap = the smallest 1 - L_ii over
+// the others). `x` is n x d, `prior` empty or length n, `categorical` as for cpp_local_fit
+// (lambdas held fixed), `cutoff` the kernel's truncation radius (0: the registry's), `min_gap`
+// the smallest 1 - L_ii of a point that counts (L_ii: its leverage in the full fit).
 // [[Rcpp::export]]
 List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A,
-                     int degree, List categorical, double cutoff, int n_threads,
-                     bool verbose) {
+                     int degree, List categorical, double cutoff, double min_gap,
+                     int n_threads, bool verbose) {
   const std::size_t n = x.nrow(), d = x.ncol();
   const bool bad_prior = prior.size() && static_cast<std::size_t>(prior.size()) != n;
   if (static_cast<std::size_t>(y.size()) != n || static_cast<std::size_t>(A.nrow()) != d ||
@@ -31,6 +32,7 @@ List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, Nume
   problem.categorical = cat.count ? &cat : nullptr;
   problem.degree = degree;
   problem.cutoff = cutoff;
+  problem.min_gap = min_gap;
   localmean::MetricLoss out;
   localmean_r::Monitor monitor(verbose, static_cast<double>(n), "metric loss");
   localmean::metric_loo_loss(problem, A.begin(), out, localmean_r::parallel_for(n_threads),
@@ -39,5 +41,5 @@ List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, Nume
   NumericMatrix gradient(d, d);
   std::copy(out.gradient.begin(), out.gradient.end(), gradient.begin());
   return List::create(_["loss"] = out.loss, _["gradient"] = gradient,
-                      _["failed"] = static_cast<double>(out.failed));
+                      _["failed"] = static_cast<double>(out.failed), _["gap"] = out.gap);
 }

@@ -30,7 +30,7 @@ metric_loss_ref <- function(x, y, A, degree, prior = rep(1, length(y)), g = NULL
 
 metric_loss <- function(x, y, A, degree, prior = numeric(0), categorical = list(),
                         n_threads = 1L) {
-  localmean:::cpp_metric_loss(x, y, prior, A, degree, categorical, 0, n_threads, FALSE)
+  localmean:::cpp_metric_loss(x, y, prior, A, degree, categorical, 0, 0, n_threads, FALSE)
 }
 
 rotated_data <- function(n, d = 3, sd = 0.1) {

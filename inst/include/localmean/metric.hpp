@@ -38,19 +38,20 @@ struct MetricProblem {
   // Truncation radius of the kernel in metric units, as the engine's (0: the registry's, 8 for
   // the Gaussian), so that the loss scores the fit the engine will compute.
   double cutoff = 0.0;
+  // A point's leave-one-out fit counts when the leverage L_ii of the full fit (the point in its
+  // own window) is below 1 - min_gap: the "cv" score's rule for 1e-10.
+  double min_gap = 1e-10;
 };
 
 // The loss, its gradient dL/dA (d x d column-major) and how many points had no leave-one-out fit
-// (an empty window or, at degree 1, a singular local design); the loss is +Inf when any had.
+// (an empty window, at degree 1 a singular local design, or a leverage L_ii of the full fit of
+// at least 1 - min_gap); the loss is +Inf when any had.
 struct MetricLoss {
   double loss = 0.0;
   std::vector<double> gradient;
   std::size_t failed = 0;
+  double gap = 1.0;  // the smallest 1 - L_ii of the points with a fit
 };
-
-// The smallest share of a point's own weight that the other points of its window must weigh
-// for its leave-one-out fit to count: the "cv" score's rule, a leverage below 1 - 1e-10.
-constexpr double kMetricMinShare = 1e-10;
 
 namespace detail {
 
@@ -101,10 +102,10 @@ inline double categorical_factor(const CategoricalVars* cat, std::size_t n, std:
 }
 
 // Leave-one-out fit at point i from its weights w (w[i] = 0; `own` is the weight of the point
-// in its own window): the residual r_i and the derivatives g_j = dyhat_i/dw_ij. False when the
-// fit does not exist.
+// in its own window): the residual r_i, the derivatives g_j = dyhat_i/dw_ij and 1 - L_ii, L_ii
+// the leverage of the full fit. False when the fit does not exist.
 inline bool loo_point(const MetricProblem& p, const double* z, std::size_t i, const double* w,
-                      double own, double* g, double* r) {
+                      double own, double* g, double* r, double* gap) {
   const std::size_t n = p.n, d = p.d;
   if (p.degree == 0) {
     double den = 0.0, num = 0.0;
@@ -113,6 +114,7 @@ inline bool loo_point(const MetricProblem& p, const double* z, std::size_t i, co
       num += w[j] * p.y[j];
     }
     if (!(den > 0.0)) return false;
+    *gap = den / (den + own);
     const double fit = num / den;
     for (std::size_t j = 0; j < n; ++j) g[j] = (p.y[j] - fit) / den;
     *r = p.y[i] - fit;
@@ -131,11 +133,16 @@ inline bool loo_point(const MetricProblem& p, const double* z, std::size_t i, co
     }
   }
   // The engine's rank check on the design with the point itself (weight `own` at phi = e_1),
-  // whose fit the "cv" score corrects by the leverage; then the leave-one-out design's own.
-  std::vector<double> full(s);
+  // whose fit the "cv" score corrects by the leverage. The leave-one-out design need only be
+  // positive definite: where it is nearly singular the leverage is nearly 1, and the "cv"
+  // score's identity as well as this direct solve give a large residual.
+  std::vector<double> full(s), e1(q, 0.0);
   full[0] += own;
   if (!small_cholesky(full.data(), q, kRankTolerance)) return false;
-  if (!small_cholesky(s.data(), q, kRankTolerance)) return false;
+  e1[0] = 1.0;
+  small_solve(full.data(), q, e1.data());
+  *gap = 1.0 - own * e1[0];
+  if (!small_cholesky(s.data(), q, 0.0)) return false;
   small_solve(s.data(), q, b.data());  // b is now beta
   a[0] = 1.0;
   small_solve(s.data(), q, a.data());  // a = S^-1 e_1
@@ -178,7 +185,7 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
     for (std::size_t c = 0; c < d; ++c) xr[i * d + c] = p.x[c * n + i];
   const double reach = p.cutoff > 0.0 ? p.cutoff : kernel_info(KernelType::gaussian).cutoff;
   const double reach2 = reach * reach;
-  std::vector<double> sq_res(n, 0.0), contrib(n * dd, 0.0);
+  std::vector<double> sq_res(n, 0.0), contrib(n * dd, 0.0), gaps(n, 1.0);
   std::vector<char> ok(n, 1);
   const auto work = [&](std::size_t begin, std::size_t end) {
     std::vector<double> w(n), g(n);
@@ -195,15 +202,11 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
                    : (p.prior ? p.prior[j] : 1.0) * std::exp(-0.5 * d2) *
                          detail::categorical_factor(p.categorical, n, i, j);
       }
-      // A window whose other points weigh almost nothing next to the point itself gives the
-      // engine's fit at x_i a leverage of about 1 (the "cv" score is then infinite): a failure.
-      double others = 0.0;
-      for (std::size_t j = 0; j < n; ++j) others += w[j];
       const double own = (p.prior ? p.prior[i] : 1.0) *
                          detail::categorical_factor(p.categorical, n, i, i);
       double r = 0.0;
-      if (!(others > kMetricMinShare * own) ||
-          !detail::loo_point(p, z.data(), i, w.data(), own, g.data(), &r)) {
+      if (!detail::loo_point(p, z.data(), i, w.data(), own, g.data(), &r, &gaps[i]) ||
+          !(gaps[i] > p.min_gap)) {
         ok[i] = 0;
         continue;
       }
@@ -227,12 +230,14 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
   double total_prior = 0.0, loss = 0.0;
   std::vector<double> msum(dd, 0.0);
   out.failed = 0;
+  out.gap = 1.0;
   for (std::size_t i = 0; i < n; ++i) {
     total_prior += p.prior ? p.prior[i] : 1.0;
     if (!ok[i]) {
       ++out.failed;
       continue;
     }
+    out.gap = std::min(out.gap, gaps[i]);
     loss += sq_res[i];
     for (std::size_t k = 0; k < dd; ++k) msum[k] += contrib[i * dd + k];
   }
