@@ -31,20 +31,23 @@
 #'   degree 0 or 1 (Weinberger and Tesauro, 2007). The kernel becomes
 #'   \eqn{\exp(-\|A(x_i - x^*)\|^2 / 2)} with a full \eqn{d \times d} matrix
 #'   \eqn{A} on the numeric predictors, the fit that of the unit bandwidth on
-#'   \eqn{A x}. \eqn{A} minimises the leave-one-out squared error (the `"cv"`
-#'   score) by BFGS with its analytic gradient, from the diagonal `"cv"`
-#'   solution \eqn{A = \mathrm{diag}(1/h)}; categorical lambdas keep their
-#'   `"cv"` values. Singular values of \eqn{A} are then raised to at least
-#'   1 / (10 times the range of the data along their right singular vector),
-#'   the widest bandwidth of the selectors. So the kernel can follow directions that are combinations
-#'   of the predictors (a response that depends on \eqn{x_1 + x_2}, say).
-#'   The fit stores the metric (`metric$A`, its leave-one-out score
-#'   `metric$loss` and the start's `metric$start_loss`); `summary()` prints
-#'   \eqn{A}. Derivatives (`predict(deriv = 1)`) are mapped back to the
-#'   original predictors by the chain rule; their standard errors,
-#'   simultaneous bands and `variance = "local"` are not available. Where the
-#'   metric is sharp, queries farther than the kernel's cut-off (8 in units of
-#'   \eqn{A x}) from every data point predict `NA`.
+#'   \eqn{A x}, so that the kernel can follow directions that combine the
+#'   predictors (a response that depends on \eqn{x_1 + x_2}, say). \eqn{A}
+#'   minimises the leave-one-out squared error by BFGS with its analytic
+#'   gradient, starting from the diagonal `"cv"` solution
+#'   \eqn{A = \mathrm{diag}(1/h)} (degree 1: from the local mean's learned
+#'   metric, whose criterion is smoother, and from the diagonal when that does
+#'   better); categorical lambdas keep their `"cv"` values. Singular values of
+#'   \eqn{A} are then raised to at least 1 / (10 times the range of the data
+#'   along their right singular vector), the selectors' widest bandwidth. The
+#'   fit stores `metric$A`, its leave-one-out score `metric$loss` (also the
+#'   fit's LOO CV score, computed directly) and the diagonal start's
+#'   `metric$start_loss`; `summary()` prints \eqn{A}. Derivatives
+#'   (`predict(deriv = 1)`) are mapped back to the original predictors by the
+#'   chain rule; their standard errors, simultaneous bands and
+#'   `variance = "local"` are not available. Where the metric is sharp, queries
+#'   farther than the kernel's cut-off (8 in units of \eqn{A x}) from every data
+#'   point predict `NA`.
 #' The leave-one-out fit uses the exact identity
 #' \eqn{y_i - \hat m_{-i}(x_i) = (y_i - \hat m(x_i)) / (1 - L_{ii})}.
 #'

@@ -633,7 +633,8 @@ static void metric_tests() {
     p.degree = degree;
     MetricLoss serial, threaded;
     metric_loo_loss(p, A, serial);
-    expect(serial.failed == 0 && serial.gap > 0.0 && serial.gap < 1.0, "metric leverages are reported");
+    expect(serial.failed == 0 && serial.gap > 0.0 && serial.gap < 1.0,
+           "metric leverages are reported");
     metric_loo_loss(p, A, threaded, two_threads);
     expect(serial.loss == threaded.loss && serial.gradient == threaded.gradient,
            "metric loss does not depend on the threads");

@@ -39,7 +39,7 @@ rotated_data <- function(n, d = 3, sd = 0.1) {
   list(x = x, y = truth + rnorm(n, sd = sd), truth = truth)
 }
 
-test_that("the C++ loss equals a plain-R leave-one-out loss, and its gradient central differences", {
+test_that("the C++ loss equals a plain-R LOO loss, and its gradient central differences", {
   set.seed(1)
   n <- 60
   x <- cbind(rnorm(n), runif(n))
@@ -98,7 +98,7 @@ test_that("the learned metric beats the diagonal cv bandwidths on a rotated dire
     expect_true(all(is.finite(fitted(me))))
     err <- function(fit) mean((suppressWarnings(predict(fit, test$x)) - test$truth)^2,
                               na.rm = TRUE)
-    expect_lt(err(me), 0.7 * err(cv))
+    expect_lt(err(me), 0.5 * err(cv))
   }
 })
 
@@ -113,7 +113,8 @@ test_that("a metric fit predicts as a unit-bandwidth fit on A x, derivatives by 
   expect_equal(predict(fit, train$x), fitted(fit))
   nd <- matrix(c(-0.5, 0, 0.5, 0.2, -0.1, 0.3), 3, dimnames = list(NULL, c("x1", "x2")))
   expect_equal(predict(fit, nd), predict(ref, nd %*% t(A)))
-  expect_equal(predict(fit, nd, se.fit = TRUE)$se.fit, predict(ref, nd %*% t(A), se.fit = TRUE)$se.fit)
+  expect_equal(predict(fit, nd, se.fit = TRUE)$se.fit,
+               predict(ref, nd %*% t(A), se.fit = TRUE)$se.fit)
   slope <- predict(fit, nd, deriv = 1)
   expect_equal(unname(slope), unname(predict(ref, nd %*% t(A), deriv = 1) %*% A))
   expect_identical(colnames(slope), c("x1", "x2"))
@@ -127,7 +128,7 @@ test_that("categorical predictors keep the cv lambdas; the formula interface wor
   df <- data.frame(d$x, g = factor(sample(c("a", "b"), 200, TRUE)))
   df$y <- d$y + (df$g == "b")
   cv <- local_poly(y ~ x1 + x2 + g, df, degree = 0, verbose = FALSE)
-  me <- local_mean(y ~ x1 + x2 + g, df, bandwidth = "metric", verbose = FALSE)
+  me <- local_mean(y ~ x1 + x2 + g, df, bandwidth = "metric", verbose = TRUE)
   expect_equal(me$bandwidth[3], cv$bandwidth[3])
   expect_lt(me$metric$loss, me$metric$start_loss)
   expect_equal(predict(me, df[1:5, ]), unname(fitted(me)[1:5]))

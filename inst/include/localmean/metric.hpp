@@ -5,9 +5,10 @@
 // With z = A x the weight of data point j in the window of point i is
 //   w_ij = p_j exp(-|A (x_i - x_j)|^2 / 2) prod_c L_c(level_ic, level_jc)
 // (prior weights p, categorical kernels L with fixed lambdas; zero beyond the engine's cut-off),
-// and the leave-one-out fit at x_i uses every j != i. The loss is L(A) = sum_i p_i r_i^2 / sum_i p_i with r_i = y_i - yhat_i.
+// and the leave-one-out fit at x_i uses every j != i. The loss is
+// L(A) = sum_i p_i r_i^2 / W, W = sum_i p_i, r_i = y_i - yhat_i.
 // Only the kernel depends on A: dw_ij/dA = -w_ij A d d' with d = x_i - x_j. Hence
-//   dL/dA = A M,  M = sum_{i != j} (2 p_i r_i / W) (dyhat_i / dw_ij) w_ij d d'.
+//   dL/dA = A M, M = sum_{i != j} (2 p_i r_i / W) (dyhat_i / dw_ij) w_ij d d'.
 // Degree 0: dyhat_i/dw_ij = (y_j - yhat_i) / sum_j w_ij.
 // Degree 1: the local linear fit beta = S^-1 b, S = sum_j w_ij phi_j phi_j', b = sum_j w_ij phi_j
 // y_j with phi_j = (1, z_j - z_i); dyhat_i/dw_ij = (a' phi_j)(y_j - phi_j' beta), a = S^-1 e_1.
