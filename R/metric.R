@@ -4,9 +4,10 @@
 # Tesauro 2007), started from the diagonal "cv" solution A = diag(1 / h). The fit then uses the
 # unit bandwidth on A x.
 
-# The engine specification of a "metric" bandwidth: list(spec, how, curve, metric). `spec_for`
-# builds the diagonal "cv" specification of the original predictors, `resolve_cv()` its "cv"
-# bandwidths; the returned specification holds the transformed data x A' with unit scales.
+# The engine specification of a "metric" bandwidth: list(spec, how, curve, metric).
+# `resolve_cv()` resolves the diagonal "cv" bandwidths of the original predictors (the start,
+# and the categorical lambdas kept); the returned specification holds the transformed data x A'
+# with unit scales.
 resolve_metric <- function(x, values, prior, degree, kernel, method, control, n_threads, verbose,
                            call, family, categorical, likelihood, resolve_cv) {
   check_metric_problem(x, values, degree, kernel, family, likelihood, call)
@@ -40,7 +41,7 @@ check_metric_problem <- function(x, values, degree, kernel, family, likelihood, 
   } else if (ncol(values) != 1L) {
     "needs one response"
   }
-  if (!is.null(why)) abort(paste("{.code bandwidth = \"metric\"}", why, "."), call = call)
+  if (!is.null(why)) abort(paste0("{.code bandwidth = \"metric\"} ", why, "."), call = call)
 }
 
 # Rows of x (n x d) mapped to A x: x A'.
@@ -60,8 +61,8 @@ metric_transform <- function(object, x) {
 # Minimises the leave-one-out squared error of the Gaussian-kernel fit of `degree` over the
 # metric A, from the diagonal "cv" solution A = diag(1 / h). Degree 1 first learns the local
 # mean's metric (its loss is smoother: no nearly singular local designs) and starts the local
-# linear search from it, widened until every point has a leave-one-out fit; it runs the search
-# from the diagonal too when that does better than the local mean's start. The result is
+# linear search from it, widened until every point has a leave-one-out fit; when that search
+# ends above the diagonal's loss, it searches from the diagonal as well. The result is
 # widened (widen_metric()). Between evaluations R checks for interrupts and a spinner shows
 # progress. Returns list(A, loss, start_loss (the diagonal's), evaluations, convergence).
 learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
@@ -79,8 +80,7 @@ learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
   best <- descend_metric(loss_of, diagonal, 0L)
   evaluations <- best$evaluations
   if (degree == 1L) {
-    start <- best$A
-    while (!is.finite(loss_of(start, 1L)$loss)) start <- start / 1.25
+    start <- widen_to_fit(loss_of, best$A, diagonal)
     best <- descend_metric(loss_of, start, 1L)
     evaluations <- evaluations + best$evaluations
     if (best$loss > start_loss) {
@@ -103,6 +103,16 @@ learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
   dimnames(A) <- list(NULL, colnames(x))
   list(A = A, loss = loss, start_loss = start_loss, evaluations = evaluations,
        convergence = best$convergence)
+}
+
+# The metric A divided by 1.25 until every point has a local linear leave-one-out fit (wider
+# windows), at most 30 times (a factor of about 800); `fallback` if none does.
+widen_to_fit <- function(loss_of, A, fallback) {
+  for (k in seq_len(30L)) {
+    if (is.finite(loss_of(A, 1L)$loss)) return(A)
+    A <- A / 1.25
+  }
+  fallback
 }
 
 # The C++ loss as a function of the metric A and the degree. R checks for interrupts between
