@@ -325,7 +325,8 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   } else if (refine && best > 1L && best < nrow(candidates)) {
     base <- candidates[best, ]
     ratio <- candidates[c(best - 1L, best + 1L), 1L] / base[1L]
-    opt <- stats::optimize(function(lr) score_of(base * exp(lr)), log(ratio), tol = 1e-3)
+    opt <- stats::optimize(function(lr) finite_or_max(score_of(base * exp(lr))), log(ratio),
+                           tol = 1e-3)
     if (opt$objective < scores[best]) chosen <- base * exp(opt$minimum)
   }
   curve <- data.frame(candidates, score = scores)

@@ -19,14 +19,27 @@
 #'   convention), for a categorical one its smoothing parameter lambda (see
 #'   Predictors);
 #' * [nn()]`(k)`: adaptive, the distance to the k-th nearest neighbour;
-#' * a selector: `"cv"` (leave-one-out least squares, the default), `"gcv"`,
-#'   `"aicc"` (Hurvich, Simonoff and Tsai, 1998), each minimised over a grid of
-#'   multiples of the rule-of-thumb bandwidths (see [local_control()]) and
-#'   refined by golden-section search; `"rot"` (normal-reference rule
+#' * a selector: `"cv"` (leave-one-out least squares, the default; the
+#'   leave-one-out deviance for other families), `"gcv"`, `"aicc"` (Hurvich,
+#'   Simonoff and Tsai, 1998). Each is first scored on a grid of common
+#'   multiples of the rule-of-thumb bandwidths (see [local_control()]; the
+#'   curve of `plot(which = "bandwidth")`), which extends itself by factors of
+#'   1.5 while the best candidate is at its upper end or no candidate has a
+#'   score (skewed predictors need wide bandwidths for their sparse tails),
+#'   within 0.001 to 10 times each predictor's range. One numeric predictor is
+#'   then refined by golden-section search; several predictors, or any
+#'   categorical one, by a joint search of every bandwidth h and every lambda
+#'   (Nelder-Mead from the grid's best and from a coordinate sweep, restarted
+#'   once, within the same bounds). A predictor whose h exceeds 3 times its
+#'   range, or whose lambda reaches its upper bound, is *smoothed out*: the
+#'   fit is (nearly) global in it, so it does not matter locally, and
+#'   `summary()` says so (as np's bandwidths do, Hall, Li and Racine, 2007);
+#'   `"rot"` (normal-reference rule
 #'   \eqn{1.06\,\hat\sigma n^{-1/(4+d)}}, with \eqn{\hat\sigma} the smaller of
 #'   the sd and IQR/1.349, converted to the kernel); `"plugin"` (the direct
-#'   plug-in of Ruppert, Sheather and Wand, 1995, for one predictor and
-#'   degree 1).
+#'   plug-in of Ruppert, Sheather and Wand, 1995, for one numeric predictor
+#'   and degree 1; its pilot fits assume a roughly symmetric predictor, so on
+#'   skewed data prefer `"cv"`).
 #' The leave-one-out fit uses the exact identity
 #' \eqn{y_i - \hat m_{-i}(x_i) = (y_i - \hat m(x_i)) / (1 - L_{ii})}.
 #'
@@ -107,10 +120,16 @@
 #'   `c("local_mean", "local_poly", "local_model")`) with the fitted values,
 #'   residuals, leverages, bandwidth, how it was chosen and the selector's
 #'   curve (`cv_curve`). Methods: `print()`, `summary()`, `predict()`,
-#'   `fitted()`, `residuals()`, `nobs()`, `formula()`, `logLik()`, `plot()`.
+#'   `fitted()`, `residuals()`, `nobs()`, `formula()`, `logLik()` (so `AIC()`
+#'   and `BIC()`), `deviance()`, `sigma()`, `df.residual()`, `update()`,
+#'   `plot()`.
 #' @references
 #' Fan, J. and Gijbels, I. (1996). *Local Polynomial Modelling and Its
 #' Applications*. Chapman & Hall.
+#'
+#' Hall, P., Li, Q. and Racine, J. S. (2007). Nonparametric estimation of
+#' regression functions in the presence of irrelevant regressors. *Review of
+#' Economics and Statistics* 89, 784-789.
 #'
 #' Hurvich, C. M., Simonoff, J. S. and Tsai, C.-L. (1998). Smoothing parameter
 #' selection in nonparametric regression using an improved Akaike information
@@ -131,6 +150,12 @@
 #' predict(fit, data.frame(speed = c(10, 20)), se.fit = TRUE)
 #' nw <- local_mean(dist ~ speed, data = cars, bandwidth = 3)
 #' plot(fit)
+#' # a factor enters through the kernel: h for wt, lambda for cyl
+#' mixed <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1))
+#' predict(mixed, data.frame(wt = 3, cyl = c(4, 8)))
+#' # local logistic regression, with a 95% confidence interval
+#' logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5)
+#' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "confidence")
 local_poly <- function(x, ...) UseMethod("local_poly")
 
 #' @rdname local_poly
