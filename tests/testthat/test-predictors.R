@@ -139,3 +139,17 @@ test_that("mixed fits do not depend on the thread count", {
   expect_identical(fitted(one), fitted(two))
   expect_identical(one$leverage, two$leverage)
 })
+
+test_that("plot() draws one curve per level over one numeric predictor, or says why not", {
+  fit <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1), verbose = FALSE)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_identical(plot(fit), fit)
+  expect_error(plot(fit, simultaneous = TRUE), class = "localmean_error")
+  two <- local_poly(mpg ~ wt + hp + factor(cyl), data = mtcars, bandwidth = c(1, 50, 0.1),
+                    verbose = FALSE)
+  expect_error(plot(two), "one numeric predictor", class = "localmean_error")
+  many <- local_poly(mpg ~ wt + factor(cyl) + factor(gear), data = mtcars,
+                     bandwidth = c(1, 0.1, 0.1), verbose = FALSE)
+  expect_error(plot(many), "at most 8 curves", class = "localmean_error")
+})
