@@ -39,7 +39,9 @@
 #'   the sd and IQR/1.349, converted to the kernel); `"plugin"` (the direct
 #'   plug-in of Ruppert, Sheather and Wand, 1995, for one numeric predictor
 #'   and degree 1; its pilot fits assume a roughly symmetric predictor, so on
-#'   skewed data prefer `"cv"`).
+#'   skewed data prefer `"cv"`). Both formulas are widened by factors of 1.5
+#'   where needed until the fit exists at every data point (the sparse tail of
+#'   a skewed predictor leaves narrow windows empty).
 #' The leave-one-out fit uses the exact identity
 #' \eqn{y_i - \hat m_{-i}(x_i) = (y_i - \hat m(x_i)) / (1 - L_{ii})}.
 #'
