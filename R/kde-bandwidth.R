@@ -129,6 +129,17 @@
 #' kde_bandwidth(faithful, "plugin")
 kde_bandwidth <- function(x, method = "rot", kernel = "gaussian", plugin = NULL,
                           weights = NULL, n_threads = NULL) {
+  if (has_categorical(x)) {
+    predictors <- split_predictors(x)
+    method <- check_choice(method, selector_names("density"))
+    if (!method %in% mixed_kde_selectors) {
+      abort(c("{.arg method} {.val {method}} is for numeric data only.",
+              i = "With categorical columns choose {.val {mixed_kde_selectors}}."))
+    }
+    if (nrow(predictors$x) < 2L) abort("{.arg x} needs at least 2 points to choose a bandwidth.")
+    return(kde_mixed_bandwidth(predictors, method, check_kernel(kernel),
+                               check_weights(weights, nrow(predictors$x)), n_threads(n_threads)))
+  }
   x <- check_predictors(x)
   method <- check_choice(method, selector_names("density"))
   problem <- list(x = x, kernel = check_kernel(kernel), weights = check_weights(weights, nrow(x)),
@@ -722,4 +733,104 @@ dct_coefficients <- function(u, w, m) {
   k <- 0:(m - 1L)
   a <- 2 * Re(exp(-1i * pi * k / (2 * m)) * spec)
   a[-1L]
+}
+
+# ---- Data with categorical columns -------------------------------------------------------------
+
+# Selectors for data with categorical columns (see kde()).
+mixed_kde_selectors <- c("rot", "lscv")
+
+# Whether x (a vector or data frame) has categorical columns: factors, character or logical.
+has_categorical <- function(x) {
+  is_categorical(x) || (is.data.frame(x) && any(vapply(x, is_categorical, TRUE)))
+}
+
+# Bandwidths of mixed data, one per column in column order (h on the scale of `kernel` for numeric
+# columns, lambda for categorical ones), by "rot" or "lscv" (see kde()).
+kde_mixed_bandwidth <- function(predictors, method, kernel, weights, n_threads,
+                                call = rlang::caller_env()) {
+  num <- predictors$x
+  cat <- predictors$categorical
+  d <- ncol(num)
+  if (method == "lscv") {
+    if (d) check_spread(num, weights, method, call = call)
+    bw <- bw_lscv_mixed(num, cat, weights, n_threads)
+  } else {
+    bw <- list(h = if (d) bw_kde_rot(num, weights),
+               lambda = lambda_rot(cat, weight_summary(weights, nrow(num))$n, d))
+  }
+  out <- join_bandwidth(bw$h * kernel_scale_factor(kernel), bw$lambda, predictors)
+  stats::setNames(out, predictors$names)
+}
+
+# Least-squares cross-validation of every bandwidth of mixed data with the Gaussian kernel,
+# weights w_i summing to one. The criterion is the integrated squared error less its constant,
+#   LSCV(h, lambda) = sum_z int f(x, z)^2 dx - 2 sum_i w_i f_{-i}(x_i, z_i),
+# z running over every combination of levels. The integral of two Gaussian kernels of scale h is
+# one of scale sqrt(2) h, and for the levels the integral becomes the sum over z of
+# L(z, z_i) L(z, z_j) (the discrete kernels of each column multiplied). Hence
+#   sum_z int f^2 = sum_j w_j sum_z L(z, z_j) S_z(x_j),   S_z(x) = sum_i w_i phi_{sqrt(2) h}(x - x_i) L(z, z_i),
+# the engine's weight sums at the data points with every combination z as the query's levels;
+# and the leave-one-out term removes each point's own weight phi_h(0) L(z_i, z_i) from the
+# engine's sums at the data, with the normaliser 1 / (1 - sum w_i^2) (1 / (n - 1) unweighted).
+lscv_mixed_criterion <- function(num, categorical, weights, n_threads) {
+  n <- nrow(num)
+  d <- ncol(num)
+  ws <- weight_summary(weights, n)
+  codes <- categorical$codes
+  combos <- as.matrix(expand.grid(lapply(categorical$levels, seq_along), KEEP.OUT.ATTRS = FALSE))
+  storage.mode(combos) <- "integer"
+  ise_points <- num[rep(seq_len(n), nrow(combos)), , drop = FALSE]
+  ise_codes <- combos[rep(seq_len(nrow(combos)), each = n), , drop = FALSE]
+  spec <- engine_spec(num, "gaussian", rep(1, d), prior = ws$w, method = "tree",
+                      categorical = categorical, lambda = lambda_upper(categorical),
+                      unit_mass = TRUE, n_threads = n_threads)
+  sums <- function(scale, lambda, points, query_codes) {
+    engine_run(with_scale(spec, scale, lambda = lambda), points, query_codes = query_codes)$wsum
+  }
+  norm <- function(s) (2 * pi)^(-d / 2) / prod(s)
+  criterion <- function(h, lambda) {
+    own <- 1   # L(z, z_j): combinations z in rows, points j in columns
+    self <- 1  # L(z_j, z_j)
+    for (j in seq_along(lambda)) {
+      table <- discrete_kernel_table(categorical, j, lambda[j])
+      own <- own * table[combos[, j], codes[, j], drop = FALSE]
+      self <- self * diag(table)[codes[, j]]
+    }
+    s_z <- matrix(sums(sqrt(2) * h, lambda, ise_points, ise_codes), n)
+    ise <- norm(sqrt(2) * h) * sum(ws$w * s_z * t(own))
+    loo <- (sum(ws$w * sums(h, lambda, num, codes)) - sum(ws$w^2 * self)) / (1 - ws$self)
+    ise - 2 * norm(h) * loo
+  }
+  list(criterion = criterion, spec = spec, ws = ws)
+}
+
+# The search: from the normal-reference scales and the lambda rule of thumb, the best common
+# multiple of the scales on a grid, then the joint search of every bandwidth (joint_search(),
+# as the regression selectors); a lone lambda by a golden-section search over [0, upper].
+bw_lscv_mixed <- function(num, categorical, weights, n_threads) {
+  d <- ncol(num)
+  lscv <- lscv_mixed_criterion(num, categorical, weights, n_threads)
+  memo <- new.env(parent = emptyenv())
+  score_of <- function(h, threads = NULL, lambda) {
+    key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
+    if (is.null(memo[[key]])) memo[[key]] <- lscv$criterion(h, lambda)
+    memo[[key]]
+  }
+  upper <- lambda_upper(categorical)
+  lambda <- lambda_rot(categorical, lscv$ws$n, d)
+  if (d == 0L && length(upper) == 1L) {
+    opt <- stats::optimize(function(l) score_of(numeric(0), lambda = l), c(0, upper),
+                           tol = 1e-6 * upper)
+    return(list(h = numeric(0), lambda = opt$minimum))
+  }
+  start <- numeric(0)
+  if (d) {
+    sd <- apply(num, 2L, weighted_sd, weights = lscv$ws$w)
+    start <- sd * (4 / ((d + 2) * lscv$ws$n))^(1 / (d + 4))
+    mult <- exp(seq(log(0.1), log(2), length.out = 14L))
+    values <- vapply(mult, function(a) score_of(a * start, lambda = lambda), 1)
+    start <- mult[which.min(values)] * start
+  }
+  joint_search(score_of, start, lambda, bandwidth_bounds(lscv$spec), lscv$spec)
 }
