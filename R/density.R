@@ -798,7 +798,8 @@ summary_kde_mixed <- function(out) {
     out$integral <- sum(w * est)
     best <- arrayInd(which.max(est), .dim = dim(est))
     at <- c(mapply(function(g, i) format(signif(g[i], 4)), fit$grid, best[seq_len(fit$d)]),
-            mapply(function(l, i) l[i], fit$categorical$levels, best[-seq_len(fit$d)]))
+            mapply(function(l, i) l[i], fit$categorical$levels,
+                   best[fit$d + seq_along(fit$categorical$levels)]))
     out$highest <- paste(paste0(c(fit$vars, colnames(fit$categorical$codes)), " = ", at),
                          collapse = ", ")
   }
