@@ -770,18 +770,24 @@ kde_mixed_bandwidth <- function(predictors, method, kernel, weights, n_threads,
 # one of scale sqrt(2) h, and for the levels the integral becomes the sum over z of
 # L(z, z_i) L(z, z_j) (the discrete kernels of each column multiplied). Hence
 #   sum_z int f^2 = sum_j w_j sum_z L(z, z_j) S_z(x_j),   S_z(x) = sum_i w_i phi_{sqrt(2) h}(x - x_i) L(z, z_i),
-# the engine's weight sums at the data points with every combination z as the query's levels;
-# and the leave-one-out term removes each point's own weight phi_h(0) L(z_i, z_i) from the
-# engine's sums at the data, with the normaliser 1 / (1 - sum w_i^2) (1 / (n - 1) unweighted).
+# the engine's weight sums at the data points with every combination z as the query's levels.
+# For an unordered column the sum over its levels is again an Aitchison-Aitken kernel, with
+# lambda' = 1 - sum_z L(z, l)^2 (its weights at equal levels; the others share the rest evenly),
+# so the engine takes it directly at the point's own level and only ordered columns are
+# enumerated. The leave-one-out term removes each point's own weight phi_h(0) L(z_i, z_i) from
+# the engine's sums at the data, with the normaliser 1 / (1 - sum w_i^2) (1 / (n - 1) unweighted).
 lscv_mixed_criterion <- function(num, categorical, weights, n_threads) {
   n <- nrow(num)
   d <- ncol(num)
   ws <- weight_summary(weights, n)
   codes <- categorical$codes
-  combos <- as.matrix(expand.grid(lapply(categorical$levels, seq_along), KEEP.OUT.ATTRS = FALSE))
-  storage.mode(combos) <- "integer"
-  ise_points <- num[rep(seq_len(n), nrow(combos)), , drop = FALSE]
-  ise_codes <- combos[rep(seq_len(nrow(combos)), each = n), , drop = FALSE]
+  ordered <- categorical$ordered
+  combos <- as.matrix(expand.grid(lapply(categorical$levels[ordered], seq_along),
+                                  KEEP.OUT.ATTRS = FALSE))
+  rows <- rep(seq_len(n), max(1L, nrow(combos)))
+  ise_points <- num[rows, , drop = FALSE]
+  ise_codes <- codes[rows, , drop = FALSE]
+  ise_codes[, ordered] <- combos[rep(seq_len(nrow(combos)), each = n), , drop = FALSE]
   spec <- engine_spec(num, "gaussian", rep(1, d), prior = ws$w, method = "tree",
                       categorical = categorical, lambda = lambda_upper(categorical),
                       unit_mass = TRUE, n_threads = n_threads)
@@ -790,15 +796,20 @@ lscv_mixed_criterion <- function(num, categorical, weights, n_threads) {
   }
   norm <- function(s) (2 * pi)^(-d / 2) / prod(s)
   criterion <- function(h, lambda) {
-    own <- 1   # L(z, z_j): combinations z in rows, points j in columns
+    own <- 1   # L(z, z_j) of the ordered columns: combinations z in rows, points j in columns
     self <- 1  # L(z_j, z_j)
+    convolved <- lambda
     for (j in seq_along(lambda)) {
       table <- discrete_kernel_table(categorical, j, lambda[j])
-      own <- own * table[combos[, j], codes[, j], drop = FALSE]
       self <- self * diag(table)[codes[, j]]
+      if (ordered[j]) {
+        own <- own * table[combos[, match(j, which(ordered))], codes[, j], drop = FALSE]
+      } else {
+        convolved[j] <- 1 - sum(table[, 1L]^2)
+      }
     }
-    s_z <- matrix(sums(sqrt(2) * h, lambda, ise_points, ise_codes), n)
-    ise <- norm(sqrt(2) * h) * sum(ws$w * s_z * t(own))
+    s_z <- matrix(sums(sqrt(2) * h, convolved, ise_points, ise_codes), n)
+    ise <- norm(sqrt(2) * h) * sum(ws$w * s_z * if (is.matrix(own)) t(own) else own)
     loo <- (sum(ws$w * sums(h, lambda, num, codes)) - sum(ws$w^2 * self)) / (1 - ws$self)
     ise - 2 * norm(h) * loo
   }
@@ -832,5 +843,12 @@ bw_lscv_mixed <- function(num, categorical, weights, n_threads) {
     values <- vapply(mult, function(a) score_of(a * start, lambda = lambda), 1)
     start <- mult[which.min(values)] * start
   }
-  joint_search(score_of, start, lambda, bandwidth_bounds(lscv$spec), lscv$spec)
+  bounds <- bandwidth_bounds(lscv$spec)
+  best <- joint_search(score_of, start, lambda, bounds, lscv$spec)
+  if (any(best$h <= bounds[1L, ] * (1 + 1e-6))) {
+    # LSCV is known to collapse on rounded or tied data (Silverman 1986, section 3.4.3).
+    warn(c("The {.val lscv} criterion has its minimum at the smallest bandwidth searched.",
+           i = "Rounded or tied data make it collapse; consider {.val rot} or a fixed bandwidth."))
+  }
+  best
 }
