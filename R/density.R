@@ -34,12 +34,64 @@
 #' reflection: the data mirrored at every finite bound are added, and the
 #' density is zero outside the bounds, so that it still integrates to one.
 #'
-#' @param x A numeric vector, matrix or data frame (one column per variable),
-#'   or for the formula method a one-sided formula such as `~ a + b`.
+#' **Mixed data.** Factors, ordered factors, logical and character columns
+#' of a data frame (or formula terms such as `factor(g)`) are categorical,
+#' and the estimate is the generalized product kernel estimate (Li and
+#' Racine 2007, as `np::npudens()`)
+#' \deqn{\hat f(x, z) = \sum_i w_i K_h(x - x_i) \prod_k L_k(z_k, z_{ik}),}
+#' a density in the numeric columns \eqn{x} and a probability over the
+#' levels \eqn{z}: it integrates over \eqn{x} and sums over \eqn{z} to one.
+#' Unordered columns (factors, logical, character) use the Aitchison-Aitken
+#' kernel, \eqn{1 - \lambda} at the point's own level and
+#' \eqn{\lambda / (c - 1)} at each of the other \eqn{c - 1} levels
+#' (\eqn{0 \le \lambda \le (c - 1)/c}); ordered factors use the Li-Racine
+#' kernel \eqn{\lambda^{|r - r_i|}} of the rank difference divided by its
+#' sum over the levels, \eqn{\sum_{r'} \lambda^{|r' - r_i|}}, so that it is
+#' a probability too (\eqn{0 \le \lambda \le 1}). This is np's
+#' `okertype = "racineliyan"`; np's default for densities, "liracine",
+#' multiplies by \eqn{(1 - \lambda)/(1 + \lambda)} instead, which sums to
+#' one only over infinitely many levels. Only the ranks of ordered levels
+#' count (np takes numeric labels as distances). \eqn{\lambda = 0} estimates
+#' each level apart (its share of the weights times the density within it);
+#' \eqn{\lambda} at its upper bound ignores the column.
+#'
+#' With categorical columns `bandwidth` is one value per column in column
+#' order (or named): \eqn{h} for a numeric column, \eqn{\lambda} for a
+#' categorical one; or "rot": \eqn{h} by the numeric rule of thumb of the
+#' numeric columns (see [kde_bandwidth()]) and
+#' \eqn{\lambda = n^{-2/(4 + d)}}, capped at its upper bound, with \eqn{d}
+#' the number of numeric columns (\eqn{\lambda} of the order of \eqn{h^2},
+#' Li and Racine 2007, section 4.1; a cautious start rather than an optimum);
+#' or "lscv": least-squares cross-validation of every \eqn{h} and
+#' \eqn{\lambda} jointly (see [kde_bandwidth()]). Matrix and [nn()]
+#' bandwidths, `bounds` and the binned strategy are for numeric data only.
+#' The `estimate` on the grid of the numeric columns (at most two, as above)
+#' is an array with one dimension per numeric grid axis followed by one per
+#' categorical column, named by its levels: for `kde(iris[c("Petal.Length",
+#' "Species")])`, `estimate[, "setosa"]` is the joint density of
+#' `Petal.Length` and `Species == "setosa"` on the grid. Without numeric
+#' columns it is the smoothed probability table. `predict()` takes a data
+#' frame with every column and refuses levels that the fit has not seen.
+#'
+#' @references
+#' Aitchison, J. and Aitken, C. G. G. (1976). Multivariate binary
+#' discrimination by the kernel method. *Biometrika* 63, 413-420.
+#'
+#' Li, Q. and Racine, J. S. (2007). *Nonparametric Econometrics: Theory and
+#' Practice*. Princeton University Press.
+#'
+#' Racine, J. S., Li, Q. and Yan, K. X. (2020). Kernel smoothed probability
+#' mass functions for ordered datatypes. *Journal of Nonparametric
+#' Statistics* 32, 563-586.
+#'
+#' @param x A numeric vector, matrix or data frame (one column per variable;
+#'   a data frame may have categorical columns, see "Mixed data"), or for the
+#'   formula method a one-sided formula such as `~ a + b`.
 #' @param data A data frame for the formula method.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
 #'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
-#'   [kde_bandwidth()]).
+#'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}
+#'   or \eqn{\lambda}), "rot" or "lscv".
 #' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
 #'   density in more than one dimension; a full matrix `H` needs a kernel
 #'   other than the Cauchy too.
@@ -65,7 +117,11 @@
 #'   `bandwidth` (a list with its `type`, "scale", "matrix" or "nn", and
 #'   values), `bandwidth_method`, `bounds`, `grid` (a list of grid axes) and
 #'   `estimate` (the density on the grid: a vector in 1-D, an array
-#'   otherwise), `method` and `call`.
+#'   otherwise), `method` and `call`. With categorical columns `x` holds the
+#'   numeric columns only (`d` counts them), `categorical` the level codes,
+#'   levels and orderedness of the others, `predictors` every column's name
+#'   and kind, `bandwidth$lambda` the categorical bandwidths, and `estimate`
+#'   the array described in "Mixed data".
 #' @family density
 #' @export
 #' @examples
@@ -75,6 +131,14 @@
 #' predict(fit, c(2, 4.5))
 #' fit2 <- kde(~ eruptions + waiting, faithful, bandwidth = "plugin")
 #' plot(fit2)
+#' # mixed data: the density of petal length jointly with the species
+#' fit3 <- kde(iris[c("Petal.Length", "Species")])
+#' fit3
+#' plot(fit3)
+#' predict(fit3, data.frame(Petal.Length = 4.5, Species = c("versicolor", "virginica")))
+#' kde(~ eruptions + factor(waiting > 70), faithful, bandwidth = "lscv")
+#' # a smoothed probability table
+#' kde(~ factor(cyl) + factor(gear), mtcars)$estimate
 kde <- function(x, ...) UseMethod("kde")
 
 #' @rdname kde
@@ -360,7 +424,14 @@ kde_binning_grid <- function(fit, range) {
 #' cross-validated); `as.data.frame()` gives the grid and the estimate;
 #' `simulate()` draws a smoothed bootstrap sample: data points drawn with
 #' their weights plus kernel noise scaled by the bandwidth (mirrored back at
-#' the bounds).
+#' the bounds); the levels of categorical columns are drawn from their kernel
+#' around the drawn point's level (kept with probability \eqn{1 - \lambda},
+#' else one of the other levels at random, for unordered columns).
+#'
+#' With categorical columns (see [kde()]) `plot()` draws one curve per
+#' combination of levels (one numeric column) or bars of the smoothed
+#' probabilities (no numeric column), and `summary()` gives the total mass
+#' on the grid and its highest cell.
 #'
 #' In two dimensions `plot()` shades highest-density regions: their levels
 #' are the quantiles of the estimate at the data points (Hyndman, 1996), so
@@ -369,7 +440,9 @@ kde_binning_grid <- function(fit, range) {
 #'
 #' @param object,x A `local_kde` object made by [kde()].
 #' @param newdata Points: a vector (1-D), or a matrix or data frame with the
-#'   variables of the fit as columns (matched by name when named).
+#'   variables of the fit as columns (matched by name when named); a data
+#'   frame with every column of the fit when it has categorical columns
+#'   (rows with missing values give `NA`).
 #' @param method "tree" (kd-tree with the kernel's cut-off) or "exact".
 #' @param rtol Relative error allowed at every point (0: exact). With
 #'   `rtol > 0` whole kd-tree nodes whose kernel values vary little are
@@ -385,7 +458,7 @@ kde_binning_grid <- function(fit, range) {
 #' @inheritParams kde
 #' @param ... Unused, or passed to the plotting functions.
 #' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
-#'   matrix of draws; `summary()`: an object of class `summary.local_kde`.
+#'   matrix of draws (a data frame with categorical columns); `summary()`: an object of class `summary.local_kde`.
 #' @name kde-methods
 #' @family density
 #' @examples

@@ -78,6 +78,30 @@
 #' With `weights`, the pair sums are weighted and \eqn{n} is the effective
 #' sample size \eqn{1/\sum w_i^2} (weights normalised to sum one).
 #'
+#' **Categorical columns** (a data frame with factor, ordered, logical or
+#' character columns; see "Mixed data" in [kde()]): "rot" and "lscv" only,
+#' with one value per column: \eqn{h} for numeric columns, \eqn{\lambda} for
+#' categorical ones. "rot" takes \eqn{h} from the rule above for the numeric
+#' columns alone and \eqn{\lambda = n^{-2/(4 + d)}} (at most its upper bound;
+#' \eqn{d} numeric columns). "lscv" minimises
+#' \eqn{\sum_z \int \hat f(x, z)^2 dx - 2 \sum_i w_i \hat f_{-i}(x_i, z_i)}
+#' jointly over every \eqn{h} and \eqn{\lambda}, as `np::npudensbw(bwmethod =
+#' "cv.ls")`: for the categorical columns the integral of the squared
+#' estimate is a sum over every combination \eqn{z} of levels, so that with
+#' the Gaussian kernel the pairs \eqn{(i, j)} weigh
+#' \eqn{\phi_{\sqrt 2 h}(x_i - x_j) \prod_k \sum_{z_k} L_k(z_k, z_{ik})
+#' L_k(z_k, z_{jk})}. The search starts from the normal-reference scales
+#' (the best common multiple of them on a grid) and the \eqn{\lambda} rule
+#' above, then moves every bandwidth jointly as the regression selectors do
+#' (Nelder-Mead on \eqn{\log h} and the logit of \eqn{\lambda} over its upper
+#' bound, so \eqn{\lambda} stays between 3e-4 and 1 times that bound, with a
+#' coordinate sweep and restarts); a lone categorical column without numeric
+#' ones gets a golden-section search over \eqn{[0, upper]}. For kernels other
+#' than the Gaussian \eqn{h} is converted by the ratio of canonical
+#' bandwidths, as above. As for numeric data, \eqn{h} stays above 1/20 of
+#' the normal-reference scale, since LSCV collapses towards zero on rounded
+#' or tied data; a warning says when the minimum is there.
+#'
 #' @references
 #' Botev, Z. I., Grotowski, J. F. and Kroese, D. P. (2010). Kernel density
 #' estimation via diffusion. *Annals of Statistics* 38, 2916-2957.
@@ -112,14 +136,16 @@
 #'
 #' Wand, M. P. and Jones, M. C. (1995). *Kernel Smoothing*. Chapman & Hall.
 #'
-#' @param x A numeric vector or matrix.
+#' @param x A numeric vector or matrix, or a data frame (which may have
+#'   categorical columns).
 #' @param method The selector.
 #' @param plugin The one-dimensional plug-in: "ste" (Sheather-Jones
 #'   solve-the-equation) or "dpi" (two-stage direct plug-in). `NULL` means
 #'   "ste" in one dimension and "dpi", the only one available, in more.
 #' @inheritParams kde
 #' @return A bandwidth in the package convention: a number (1-D), a vector
-#'   (one scale per variable) or a bandwidth matrix.
+#'   (one scale per variable) or a bandwidth matrix; with categorical columns
+#'   a named vector with one value per column (\eqn{h} or \eqn{\lambda}).
 #' @family density
 #' @export
 #' @examples
@@ -127,6 +153,8 @@
 #' kde_bandwidth(faithful$eruptions, "plugin")
 #' kde_bandwidth(faithful$eruptions, "isj")
 #' kde_bandwidth(faithful, "plugin")
+#' kde_bandwidth(data.frame(eruptions = faithful$eruptions,
+#'                          long_wait = faithful$waiting > 70), "lscv")
 kde_bandwidth <- function(x, method = "rot", kernel = "gaussian", plugin = NULL,
                           weights = NULL, n_threads = NULL) {
   if (has_categorical(x)) {
@@ -818,7 +846,9 @@ lscv_mixed_criterion <- function(num, categorical, weights, n_threads) {
 
 # The search: from the normal-reference scales and the lambda rule of thumb, the best common
 # multiple of the scales on a grid, then the joint search of every bandwidth (joint_search(),
-# as the regression selectors); a lone lambda by a golden-section search over [0, upper].
+# as the regression selectors); a lone lambda by a golden-section search over [0, upper]. As
+# for numeric data (bw_lscv_diag()), h stays above 1/20 of the normal-reference scale: LSCV
+# tends to zero bandwidths on rounded or tied data, and a warning says when the minimum is there.
 bw_lscv_mixed <- function(num, categorical, weights, n_threads) {
   d <- ncol(num)
   lscv <- lscv_mixed_criterion(num, categorical, weights, n_threads)
@@ -835,19 +865,20 @@ bw_lscv_mixed <- function(num, categorical, weights, n_threads) {
                            tol = 1e-6 * upper)
     return(list(h = numeric(0), lambda = opt$minimum))
   }
+  bounds <- bandwidth_bounds(lscv$spec)
   start <- numeric(0)
   if (d) {
     sd <- apply(num, 2L, weighted_sd, weights = lscv$ws$w)
-    start <- sd * (4 / ((d + 2) * lscv$ws$n))^(1 / (d + 4))
-    mult <- exp(seq(log(0.1), log(2), length.out = 14L))
-    values <- vapply(mult, function(a) score_of(a * start, lambda = lambda), 1)
-    start <- mult[which.min(values)] * start
+    reference <- sd * (4 / ((d + 2) * lscv$ws$n))^(1 / (d + 4))
+    bounds[1L, ] <- reference / 20
+    mult <- exp(seq(log(0.05), log(2), length.out = 16L))
+    values <- vapply(mult, function(a) score_of(a * reference, lambda = lambda), 1)
+    start <- mult[which.min(values)] * reference
   }
-  bounds <- bandwidth_bounds(lscv$spec)
   best <- joint_search(score_of, start, lambda, bounds, lscv$spec)
   if (any(best$h <= bounds[1L, ] * (1 + 1e-6))) {
-    # LSCV is known to collapse on rounded or tied data (Silverman 1986, section 3.4.3).
-    warn(c("The {.val lscv} criterion has its minimum at the smallest bandwidth searched.",
+    warn(c("The {.val lscv} criterion has its minimum at the smallest bandwidth searched,
+            1/20 of the normal-reference scale.",
            i = "Rounded or tied data make it collapse; consider {.val rot} or a fixed bandwidth."))
   }
   best
