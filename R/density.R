@@ -855,7 +855,8 @@ format_mixed_bandwidth <- function(x) {
   kind <- x$predictors$kind
   value <- join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors)
   label <- ifelse(kind == "numeric", "h", paste0("lambda (", kind, ")"))
-  paste(paste0(x$predictors$names, " ", label, " = ", format(signif(value, 4))), collapse = ", ")
+  shown <- vapply(value, function(v) format(signif(v, 4)), "")
+  paste(paste0(x$predictors$names, " ", label, " = ", shown), collapse = ", ")
 }
 
 # Summary of a mixed fit: the total mass on the grid (trapezoid rule over the numeric axes, a sum
