@@ -48,9 +48,11 @@ mixed_data <- function(n = 60, seed = 1) {
 
 test_that("mixed densities match a brute-force product kernel", {
   d <- mixed_data()
+  d$s <- as.character(d$g)
   nd <- d[c(1, 5, 9, 20), ]
   nd$x <- nd$x + 0.1
   cases <- list(list(cols = c("x", "g"), bw = c(0.5, 0.3)),
+                list(cols = c("s", "y"), bw = c(0.6, 0.2)),
                 list(cols = c("x", "o"), bw = c(0.4, 0.6)),
                 list(cols = c("b", "x"), bw = c(0.25, 0.3)),
                 list(cols = c("x", "o", "y", "b"), bw = c(0.6, 0.2, 0.3, 0.1)),
