@@ -861,8 +861,8 @@ bw_lscv_mixed <- function(num, categorical, weights, n_threads) {
   upper <- lambda_upper(categorical)
   lambda <- lambda_rot(categorical, lscv$ws$n, d)
   if (d == 0L && length(upper) == 1L) {
-    opt <- stats::optimize(function(l) score_of(numeric(0), lambda = l), c(0, upper),
-                           tol = 1e-6 * upper)
+    lone <- function(l) finite_or_max(score_of(numeric(0), lambda = l))
+    opt <- stats::optimize(lone, c(0, upper), tol = 1e-6 * upper)
     return(list(h = numeric(0), lambda = opt$minimum))
   }
   bounds <- bandwidth_bounds(lscv$spec)
