@@ -1,5 +1,6 @@
 # kde() with categorical columns: the generalized product kernel, checked against a
-# brute-force product-kernel density written here.
+# brute-force product-kernel density written here (the agreement with np::npudens, 4e-15, is
+# measured by bench/bench-kde-mixed.R: np is not a dependency).
 
 # Discrete kernels with unit mass over the levels (codes 1..c), as documented in kde():
 # Aitchison-Aitken for unordered columns, Li-Racine divided by its sum over the levels for
@@ -100,21 +101,6 @@ test_that("mixed estimates sum and integrate to one", {
   # the ordered kernel at lambda = 1 spreads every point evenly over the levels
   flat <- kde(d["o"], bandwidth = 1)
   expect_equal(as.vector(flat$estimate), rep(1 / 4, 4), tolerance = 1e-14)
-})
-
-test_that("mixed densities agree with np::npudens (Racine-Li-Yan ordered kernel)", {
-  skip_if_not_installed("np")
-  options(np.messages = FALSE)
-  d <- mixed_data(80)
-  data <- d[c("x", "g", "o", "y", "b")]
-  data$b <- factor(data$b)
-  bw <- c(0.5, 0.3, 0.4, 0.2, 0.25)
-  nd <- data[seq(1, 80, by = 7), ]
-  fit <- kde(data, bandwidth = bw, n_threads = 1)
-  bws <- np::npudensbw(dat = data, bws = bw, bandwidth.compute = FALSE, ckertype = "gaussian",
-                       ukertype = "aitchisonaitken", okertype = "racineliyan")
-  theirs <- stats::fitted(np::npudens(bws = bws, tdat = data, edat = nd))
-  expect_equal(predict(fit, nd), theirs, tolerance = 1e-12)
 })
 
 test_that("kde() takes formulas with factor terms", {
