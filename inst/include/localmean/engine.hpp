@@ -757,6 +757,12 @@ inline void multinomial_solve(const LocalData& data, const Basis& basis, const d
   const std::size_t J = static_cast<std::size_t>(free_classes), dim = J * nb;
   std::vector<double> beta(dim, 0.0), previous(dim, 0.0), grad(dim), H(dim * dim), L(dim * dim),
       step(dim), phi(nb), u(d), eta(J + 1), prob(J + 1);
+  // The basis values of the window's points, once for all Newton steps (count x nb).
+  std::vector<double> window_phi(count * nb);
+  for (std::size_t b = 0; b < count; ++b) {
+    for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + win.pos[b]] - q[j]) / h;
+    basis.eval(u.data(), window_phi.data() + b * nb);
+  }
   for (std::size_t k = 0; k < nk; ++k)
     if (slot[k] > 0) beta[(slot[k] - 1) * nb] = std::log(class_weight[k] / class_weight[base]);
   if (J == 0) return finish(kOk, &beta, &slot, 0.0);  // one class: probability 1
@@ -786,21 +792,21 @@ inline void multinomial_solve(const LocalData& data, const Basis& basis, const d
     for (std::size_t b = 0; b < count; ++b) {
       const int own = slot[cls[b]];
       if (own < 0) continue;
-      const std::size_t p = win.pos[b];
-      for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + p] - q[j]) / h;
-      basis.eval(u.data(), phi.data());
+      const double* ph = window_phi.data() + b * nb;
       const double w = win.weight[b];
-      const double log_normaliser = probabilities(beta, phi.data());
+      const double log_normaliser = probabilities(beta, ph);
       deviance -= 2.0 * w * (eta[own] - log_normaliser);  // -2 W log p_own
       if (w >= kPerfectFitWeight * wmax && !(1.0 - prob[own] < kPerfectFit)) perfect = false;
       for (std::size_t s = 1; s <= J; ++s) {
         const double r = (static_cast<int>(s) == own ? 1.0 : 0.0) - prob[s];
-        for (std::size_t a = 0; a < nb; ++a) grad[(s - 1) * nb + a] += w * phi[a] * r;
+        for (std::size_t a = 0; a < nb; ++a) grad[(s - 1) * nb + a] += w * ph[a] * r;
         for (std::size_t t = s; t <= J; ++t) {
           const double c = w * prob[s] * ((s == t ? 1.0 : 0.0) - prob[t]);
-          for (std::size_t a = 0; a < nb; ++a)
-            for (std::size_t e = 0; e < nb; ++e)
-              H[((t - 1) * nb + e) * dim + (s - 1) * nb + a] += c * phi[a] * phi[e];
+          for (std::size_t e = 0; e < nb; ++e) {
+            double* row = H.data() + ((t - 1) * nb + e) * dim + (s - 1) * nb;
+            const double ce = c * ph[e];
+            for (std::size_t a = 0; a < nb; ++a) row[a] += ce * ph[a];
+          }
         }
       }
     }
