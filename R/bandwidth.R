@@ -193,6 +193,19 @@ fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_
   list(fitted = fitted, leverage = leverage, status = res$status, fit = res)
 }
 
+# A formula bandwidth (rule of thumb, plug-in) widened by factors of 1.5 until the fit exists at
+# every data point (or the search's upper limit): formulas assume well-spread data, and on a
+# skewed predictor they leave the sparse tail's windows without enough points.
+widen_to_fit <- function(spec, h, step = 1.5) {
+  upper <- bandwidth_bounds(spec)[2L, ]
+  repeat {
+    f <- fit_at_data(with_scale(spec, h, lambda = spec$categorical$lambda))
+    # (local likelihood fits that do not exist because the classes separate stay NA)
+    if (all(f$status %in% c(0L, 3L)) || all(h >= upper)) return(h)
+    h <- pmin(h * step, upper)
+  }
+}
+
 # ---- The cv, gcv and aicc search -----------------------------------------------------------
 #
 # 1. A grid of candidate bandwidths (rows), by default multiples of the rule of thumb (one common
@@ -329,7 +342,8 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   } else if (refine && best > 1L && best < nrow(candidates)) {
     base <- candidates[best, ]
     ratio <- candidates[c(best - 1L, best + 1L), 1L] / base[1L]
-    opt <- stats::optimize(function(lr) score_of(base * exp(lr)), log(ratio), tol = 1e-3)
+    opt <- stats::optimize(function(lr) finite_or_max(score_of(base * exp(lr))), log(ratio),
+                           tol = 1e-3)
     if (opt$objective < scores[best]) chosen <- base * exp(opt$minimum)
   }
   curve <- data.frame(candidates, score = scores)

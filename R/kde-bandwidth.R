@@ -584,7 +584,8 @@ minimise_1d <- function(criterion, range, method, call = rlang::caller_env(2L)) 
           [{signif(range[1L], 3)}, {signif(range[2L], 3)}].")
     return(grid[best])
   }
-  stats::optimize(criterion, grid[best + c(-1L, 1L)], tol = 1e-8 * grid[best])$minimum
+  stats::optimize(function(h) finite_or_max(criterion(h)), grid[best + c(-1L, 1L)],
+                  tol = 1e-8 * grid[best])$minimum
 }
 
 # Diagonal LSCV: the pair sums come from the engine, sum_q w_q sum_i w_i exp(-|(x_i - x_q)/s|^2/2)

@@ -77,9 +77,11 @@ private:
 // the window's responses: separation).
 enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2, kNoFit = 3 };
 
-// A Cholesky pivot of S below this share of S's largest diagonal entry marks the local design as
+// A Cholesky pivot of S below this share of its own diagonal entry marks the local design as
 // singular (rank deficient): about 5e4 times the double epsilon, so that rounding in sums of
 // many terms is not taken for information, while designs merely ill-conditioned are solved.
+// Relative to each column's own scale, so that a predictor with a huge bandwidth (tiny scaled
+// coordinates, the kernel nearly constant in it) still spans its polynomial terms.
 constexpr double kRankTolerance = 1e-11;
 
 // Points per block of the kernel sweep: a fixed length lets the weight loops vectorise.
@@ -120,14 +122,12 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
   if (!(mo.S[0] > 0.0)) status = kNoWeight;
   // Cholesky S = L L' (L stored row-major in chol, lower part).
   std::vector<double>& L = mo.chol;
-  double max_diag = 0.0;
-  for (std::size_t a = 0; a < nb; ++a) max_diag = std::max(max_diag, mo.S[a * nb + a]);
   for (std::size_t a = 0; a < nb && status == kOk; ++a) {
     for (std::size_t b = 0; b <= a; ++b) {
       double s = mo.S[b * nb + a];  // upper triangle holds S[b][a] for b <= a
       for (std::size_t c = 0; c < b; ++c) s -= L[a * nb + c] * L[b * nb + c];
       if (a == b) {
-        if (!(s > kRankTolerance * max_diag)) {
+        if (!(s > kRankTolerance * mo.S[a * nb + a])) {
           status = kSingular;
           break;
         }
