@@ -652,17 +652,16 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
 namespace detail {
 
 // Cholesky factor A = L L' of a dense symmetric dim x dim matrix (row-major; the lower part is
-// read and overwritten by L). False when a pivot falls below kRankTolerance of the largest
-// diagonal entry, the rank rule of solve_moments().
+// read and overwritten by L). False when a pivot falls below kRankTolerance of its own diagonal
+// entry, the rank rule of solve_moments().
 inline bool dense_cholesky(std::vector<double>& A, std::size_t dim) {
-  double max_diag = 0.0;
-  for (std::size_t a = 0; a < dim; ++a) max_diag = std::max(max_diag, A[a * dim + a]);
   for (std::size_t a = 0; a < dim; ++a) {
+    const double diag = A[a * dim + a];
     for (std::size_t b = 0; b <= a; ++b) {
       double s = A[a * dim + b];
       for (std::size_t c = 0; c < b; ++c) s -= A[a * dim + c] * A[b * dim + c];
       if (a == b) {
-        if (!(s > kRankTolerance * max_diag)) return false;
+        if (!(s > kRankTolerance * diag)) return false;
         A[a * dim + a] = std::sqrt(s);
       } else {
         A[a * dim + b] = s / A[b * dim + b];
