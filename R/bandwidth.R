@@ -128,9 +128,7 @@ select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
   score_ks <- function(ks) {
     for (k in setdiff(ks, as.integer(names(memo)))) {
       spec$nn$k <- k
-      f <- fit_at_data(spec, verbose = verbose)
-      memo[[as.character(k)]] <- smoother_score("cv", spec$values, f$fitted, f$leverage,
-                                                spec$prior)
+      memo[[as.character(k)]] <- spec_score("cv", spec, verbose = verbose)
     }
   }
   evaluated <- function() {
@@ -256,11 +254,17 @@ bandwidth_scorer <- function(criterion, spec) {
   function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
     key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
     if (is.null(memo[[key]])) {
-      f <- fit_at_data(with_scale(spec, h, lambda = lambda), threads)
-      memo[[key]] <- fit_score(criterion, spec, f)
+      memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda), threads)
     }
     memo[[key]]
   }
+}
+
+# The selector's score of a specification: the exact leave-one-out deviance for the local
+# multinomial logit (multinomial_cv()), else the score of its fits at the data (fit_score()).
+spec_score <- function(criterion, spec, n_threads = spec$n_threads, verbose = FALSE) {
+  if (identical(spec$family, "multinomial")) return(multinomial_cv(spec, n_threads, verbose))
+  fit_score(criterion, spec, fit_at_data(spec, n_threads, verbose))
 }
 
 # The selector's score of fits at the data: of the linear smoother for least squares, of the
