@@ -6,8 +6,8 @@
 #
 #   Rscript bench/bench-np-mixed.R
 # Environment: BENCH_SIZES ("2000,5000"), BENCH_REPS (3), BENCH_THREADS ("1,2"),
-# BENCH_NP_MULTI (np's nmulti: random restarts; np's default for 4 predictors is 4, 1 keeps np's
-# time to one search and favours np).
+# BENCH_NP_MULTI (np's nmulti, its number of starts; unset: np's default, min(5, predictors) = 4;
+# 1 times one search, which favours np).
 
 suppressPackageStartupMessages(library(localmean))
 script <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])
@@ -15,7 +15,7 @@ source(file.path(dirname(script), "common.R"))
 sizes <- as.integer(strsplit(Sys.getenv("BENCH_SIZES", "2000,5000"), ",")[[1]])
 reps <- env_num("BENCH_REPS", 3)
 threads <- env_threads()
-np_multi <- env_num("BENCH_NP_MULTI", 1)
+np_multi <- env_num("BENCH_NP_MULTI", 4)  # np's default for 4 predictors
 if (!requireNamespace("np", quietly = TRUE)) stop("bench-np-mixed.R needs np (install.packages(\"np\")).")
 options(np.messages = FALSE)
 
