@@ -128,9 +128,7 @@ select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
   score_ks <- function(ks) {
     for (k in setdiff(ks, as.integer(names(memo)))) {
       spec$nn$k <- k
-      f <- fit_at_data(spec, verbose = verbose)
-      memo[[as.character(k)]] <- smoother_score("cv", spec$values, f$fitted, f$leverage,
-                                                spec$prior)
+      memo[[as.character(k)]] <- spec_score("cv", spec, verbose = verbose)
     }
   }
   evaluated <- function() {
@@ -195,6 +193,19 @@ fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_
   list(fitted = fitted, leverage = leverage, status = res$status, fit = res)
 }
 
+# A formula bandwidth (rule of thumb, plug-in) widened by factors of 1.5 until the fit exists at
+# every data point (or the search's upper limit): formulas assume well-spread data, and on a
+# skewed predictor they leave the sparse tail's windows without enough points.
+widen_to_fit <- function(spec, h, step = 1.5) {
+  upper <- bandwidth_bounds(spec)[2L, ]
+  repeat {
+    f <- fit_at_data(with_scale(spec, h, lambda = spec$categorical$lambda))
+    # (local likelihood fits that do not exist because the classes separate stay NA)
+    if (all(f$status %in% c(0L, 3L)) || all(h >= upper)) return(h)
+    h <- pmin(h * step, upper)
+  }
+}
+
 # ---- The cv, gcv and aicc search -----------------------------------------------------------
 #
 # 1. A grid of candidate bandwidths (rows), by default multiples of the rule of thumb (one common
@@ -243,11 +254,17 @@ bandwidth_scorer <- function(criterion, spec) {
   function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
     key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
     if (is.null(memo[[key]])) {
-      f <- fit_at_data(with_scale(spec, h, lambda = lambda), threads)
-      memo[[key]] <- fit_score(criterion, spec, f)
+      memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda), threads)
     }
     memo[[key]]
   }
+}
+
+# The selector's score of a specification: the exact leave-one-out deviance for the local
+# multinomial logit (multinomial_cv()), else the score of its fits at the data (fit_score()).
+spec_score <- function(criterion, spec, n_threads = spec$n_threads, verbose = FALSE) {
+  if (identical(spec$family, "multinomial")) return(multinomial_cv(spec, n_threads, verbose))
+  fit_score(criterion, spec, fit_at_data(spec, n_threads, verbose))
 }
 
 # The selector's score of fits at the data: of the linear smoother for least squares, of the
@@ -325,7 +342,8 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   } else if (refine && best > 1L && best < nrow(candidates)) {
     base <- candidates[best, ]
     ratio <- candidates[c(best - 1L, best + 1L), 1L] / base[1L]
-    opt <- stats::optimize(function(lr) score_of(base * exp(lr)), log(ratio), tol = 1e-3)
+    opt <- stats::optimize(function(lr) finite_or_max(score_of(base * exp(lr))), log(ratio),
+                           tol = 1e-3)
     if (opt$objective < scores[best]) chosen <- base * exp(opt$minimum)
   }
   curve <- data.frame(candidates, score = scores)

@@ -17,9 +17,33 @@
 #' Categorical predictors enter through the product kernel as in
 #' [local_poly()].
 #'
+#' **Local multinomial logit.** With `degree >= 1` and more than two classes,
+#' each query point \eqn{x^*} gets its own multinomial logit (baseline-category
+#' logits, as `nnet::multinom()`): the log-odds of every class against a
+#' baseline class are local polynomials in \eqn{x - x^*}, fitted by maximising
+#' the kernel-weighted log-likelihood \eqn{\sum_i K(x^*, x_i) w_i \log
+#' p_{y_i}(x_i)}{sum_i K(x*, x_i) w_i log p[y_i](x_i)} with Newton steps (the
+#' convergence rule and step halving of the local likelihood, see
+#' [local_poly()] and `max_iter`, `tol` in [local_control()]). The class
+#' probabilities at \eqn{x^*} are those of the local fit there and sum to one.
+#' A class that is absent from the kernel window (its share of the window's
+#' weight at most 1e-8, e.g. no point of it within a compact kernel's reach)
+#' gets probability 0 there: that is the limit the local likelihood tends to
+#' (its log-odds go to \eqn{-\infty}), and the other classes are fitted among
+#' themselves. A window holding one class only gives it probability 1. Where
+#' the classes present are separated within the window (the fit gives every
+#' point its own class with probability 1), or the Newton steps do not
+#' converge, the local fit does not exist: the probabilities are `NA`, with a
+#' warning. The `"cv"` selector then minimises the exact leave-one-out
+#' deviance \eqn{-2 \sum_i w_i \log p_{y_i}^{(-i)}(x_i) / \sum_i w_i}{-2 sum_i
+#' w_i log p[y_i](x_i without i) / sum_i w_i}: each data point's class
+#' probabilities are refitted without it (as costly as the fit itself); it is
+#' infinite where a point's own class is absent from its leave-one-out window.
+#'
 #' @inheritParams local_poly
 #' @param degree 0 for the local mode (local means of the class indicators),
-#'   1 or more for local logistic regression of two classes.
+#'   1 or more (at most 3) for local logistic regression of two classes and
+#'   the local multinomial logit of more.
 #' @param formula A formula `class ~ x1 + x2` with a factor (or character)
 #'   response.
 #' @param y A factor (or character vector) of class labels.
@@ -33,6 +57,9 @@
 #' predict(fit, iris[c(1, 51, 101), ], type = "prob")
 #' knn <- local_classify(Species ~ ., data = iris, kernel = "uniform", bandwidth = nn(7))
 #' mean(predict(knn) == iris$Species)
+#' # local multinomial logit of three classes
+#' multi <- local_classify(Species ~ Sepal.Length, data = iris, degree = 1, bandwidth = 0.5)
+#' predict(multi, data.frame(Sepal.Length = c(5, 6, 7)), type = "prob")
 local_classify <- function(x, ...) UseMethod("local_classify")
 
 #' @rdname local_classify
@@ -72,9 +99,12 @@ local_classify.default <- function(x, y, degree = 0, kernel = "gaussian", bandwi
     colnames(onehot) <- levels(y)
     fit_local_model(predictors, onehot, weights, 0L, kernel, bandwidth, method, n_threads,
                     verbose, control, max_degree = 0L, family = "classification")
-  } else {
+  } else if (nlevels(y) == 2L) {
     local_logistic(predictors, y, weights, degree, kernel, bandwidth, method, n_threads,
                    verbose, control)
+  } else {
+    local_multinomial(predictors, y, weights, degree, kernel, bandwidth, method, n_threads,
+                      verbose, control)
   }
   fit$y <- y
   fit$levels <- levels(y)
@@ -89,11 +119,6 @@ local_classify.default <- function(x, y, degree = 0, kernel = "gaussian", bandwi
 # indicator, whose probabilities become the two columns of `fitted`.
 local_logistic <- function(predictors, y, weights, degree, kernel, bandwidth, method, n_threads,
                            verbose, control, call = rlang::caller_env()) {
-  if (nlevels(y) != 2L) {
-    abort(c("{.arg degree} >= 1 (local logistic regression) needs two classes; {.arg y} has
-             {nlevels(y)}.", i = "Use {.code degree = 0}, the local mode, for more classes."),
-          call = call)
-  }
   second <- matrix(as.integer(y) - 1, dimnames = list(NULL, levels(y)[2L]))
   fit <- fit_local_model(predictors, second, weights, degree, kernel, bandwidth, method,
                          n_threads, verbose, control, max_degree = 3L,
@@ -105,15 +130,68 @@ local_logistic <- function(predictors, y, weights, degree, kernel, bandwidth, me
   fit
 }
 
-# Class probabilities of a fit at model_queries(): local means of the indicators, or for local
-# logistic regression the two probabilities of its fit.
+# The local multinomial logit of three or more classes (the engine's "multinomial" family on the
+# one-hot labels): `fitted` holds the class probabilities at the data, the softmax of the local
+# fits' intercepts (see multinomial_solve() in engine.hpp); `class_deviance` is -2 sum_i w_i log
+# p_{y_i}(x_i) over the fits that exist.
+local_multinomial <- function(predictors, y, weights, degree, kernel, bandwidth, method,
+                              n_threads, verbose, control, call = rlang::caller_env()) {
+  onehot <- outer(as.integer(y), seq_len(nlevels(y)), `==`) + 0
+  colnames(onehot) <- levels(y)
+  fit <- fit_local_model(predictors, onehot, weights, degree, kernel, bandwidth, method,
+                         n_threads, verbose, control, max_degree = 3L,
+                         family = "classification", likelihood = "multinomial", call = call)
+  fit$fitted <- class_softmax(fit$fitted, levels(y))
+  w <- fit$weights %||% rep(1, length(y))
+  own <- fit$fitted[cbind(seq_along(y), as.integer(y))]
+  ok <- is.finite(own) & w > 0
+  fit$class_deviance <- -2 * sum(w[ok] * log(own[ok]))
+  fit
+}
+
+# Class probabilities from rows of linear predictors (the local fits' intercepts; -Inf for a
+# class absent from the window, NA where the fit does not exist).
+class_softmax <- function(eta, levels) {
+  eta <- matrix(eta, ncol = length(levels))
+  top <- apply(eta, 1L, max)
+  top[!is.finite(top)] <- 0
+  e <- exp(eta - top)
+  matrix(e / rowSums(e), ncol = length(levels), dimnames = list(NULL, levels))
+}
+
+# The exact leave-one-out deviance of a local multinomial logit's specification: every data
+# point's class probabilities refitted without it, -2 sum_i w_i log p_{y_i} / sum_i w_i; Inf
+# where a fit does not exist or gives a point's own class probability 0.
+multinomial_cv <- function(spec, n_threads = spec$n_threads, verbose = FALSE) {
+  n <- NROW(spec$x)
+  res <- engine_run(spec, spec$x, n_threads = n_threads, verbose = verbose,
+                    query_codes = spec$categorical$codes, leave_out = seq_len(n))
+  p <- class_softmax(res$coef[, 1L, ], colnames(spec$values))
+  w <- spec$prior %||% rep(1, n)
+  own <- p[cbind(seq_len(n), max.col(spec$values, ties.method = "first"))][w > 0]
+  if (length(own) == 0L || anyNA(own)) return(Inf)
+  -2 * sum(w[w > 0] * log(own)) / sum(w)
+}
+
+# Class probabilities of a fit at model_queries(): local means of the indicators, for local
+# logistic regression the two probabilities of its fit, for the local multinomial logit the
+# softmax of its intercepts.
 class_probabilities <- function(object, res) {
   if (object$degree == 0L) {
     return(matrix(res$coef[, 1L, ], ncol = length(object$levels),
                   dimnames = list(NULL, object$levels)))
   }
+  if (length(object$levels) > 2L) return(class_softmax(res$coef[, 1L, ], object$levels))
   p <- stats::plogis(res$coef[, 1L, 1L])
   matrix(c(1 - p, p), ncol = 2L, dimnames = list(NULL, object$levels))
+}
+
+# How a classifier estimates its class probabilities.
+classifier_model <- function(object) {
+  if (object$degree == 0L) return("local mode (local means of the class indicators)")
+  if (length(object$levels) == 2L) return("local logistic regression")
+  sprintf("local multinomial logit (%d classes, baseline %s)", length(object$levels),
+          object$levels[1L])
 }
 
 most_probable <- function(prob, levels) {
@@ -142,6 +220,33 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
     expand_rows(class_probabilities(object, res), queries$ok)
   }
   if (type == "prob") prob else most_probable(prob, object$levels)
+}
+
+#' @export
+print.local_classify <- function(x, ...) {
+  NextMethod()
+  cat("model: ", classifier_model(x), "\n", sep = "")
+  if (!is.null(x$class_deviance)) cat(sprintf("deviance: %.4g\n", x$class_deviance))
+  invisible(x)
+}
+
+#' @export
+summary.local_classify <- function(object, ...) {
+  out <- NextMethod()
+  out$model <- classifier_model(object)
+  out$classifier_deviance <- object$class_deviance
+  class(out) <- c("summary.local_classify", class(out))
+  out
+}
+
+#' @export
+print.summary.local_classify <- function(x, ...) {
+  NextMethod()
+  cat("\nClassifier: ", x$model, "\n", sep = "")
+  if (!is.null(x$classifier_deviance)) {
+    cat(sprintf("Deviance: %.5g\n", x$classifier_deviance))
+  }
+  invisible(x)
 }
 
 #' @export

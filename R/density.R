@@ -34,12 +34,64 @@
 #' reflection: the data mirrored at every finite bound are added, and the
 #' density is zero outside the bounds, so that it still integrates to one.
 #'
-#' @param x A numeric vector, matrix or data frame (one column per variable),
-#'   or for the formula method a one-sided formula such as `~ a + b`.
+#' **Mixed data.** Factors, ordered factors, logical and character columns
+#' of a data frame (or formula terms such as `factor(g)`) are categorical,
+#' and the estimate is the generalized product kernel estimate (Li and
+#' Racine 2007, as `np::npudens()`)
+#' \deqn{\hat f(x, z) = \sum_i w_i K_h(x - x_i) \prod_k L_k(z_k, z_{ik}),}
+#' a density in the numeric columns \eqn{x} and a probability over the
+#' levels \eqn{z}: it integrates over \eqn{x} and sums over \eqn{z} to one.
+#' Unordered columns (factors, logical, character) use the Aitchison-Aitken
+#' kernel, \eqn{1 - \lambda} at the point's own level and
+#' \eqn{\lambda / (c - 1)} at each of the other \eqn{c - 1} levels
+#' (\eqn{0 \le \lambda \le (c - 1)/c}); ordered factors use the Li-Racine
+#' kernel \eqn{\lambda^{|r - r_i|}} of the rank difference divided by its
+#' sum over the levels, \eqn{\sum_{r'} \lambda^{|r' - r_i|}}, so that it is
+#' a probability too (\eqn{0 \le \lambda \le 1}). This is np's
+#' `okertype = "racineliyan"`; np's default for densities, "liracine",
+#' multiplies by \eqn{(1 - \lambda)/(1 + \lambda)} instead, which sums to
+#' one only over infinitely many levels. Only the ranks of ordered levels
+#' count (np takes numeric labels as distances). \eqn{\lambda = 0} estimates
+#' each level apart (its share of the weights times the density within it);
+#' \eqn{\lambda} at its upper bound ignores the column.
+#'
+#' With categorical columns `bandwidth` is one value per column in column
+#' order (or named): \eqn{h} for a numeric column, \eqn{\lambda} for a
+#' categorical one; or "rot": \eqn{h} by the numeric rule of thumb of the
+#' numeric columns (see [kde_bandwidth()]) and
+#' \eqn{\lambda = n^{-2/(4 + d)}}, capped at its upper bound, with \eqn{d}
+#' the number of numeric columns (\eqn{\lambda} of the order of \eqn{h^2},
+#' Li and Racine 2007, section 4.1; a cautious start rather than an optimum);
+#' or "lscv": least-squares cross-validation of every \eqn{h} and
+#' \eqn{\lambda} jointly (see [kde_bandwidth()]). Matrix and [nn()]
+#' bandwidths, `bounds` and the binned strategy are for numeric data only.
+#' The `estimate` on the grid of the numeric columns (at most two, as above)
+#' is an array with one dimension per numeric grid axis followed by one per
+#' categorical column, named by its levels: for `kde(iris[c("Petal.Length",
+#' "Species")])`, `estimate[, "setosa"]` is the joint density of
+#' `Petal.Length` and `Species == "setosa"` on the grid. Without numeric
+#' columns it is the smoothed probability table. `predict()` takes a data
+#' frame with every column and refuses levels that the fit has not seen.
+#'
+#' @references
+#' Aitchison, J. and Aitken, C. G. G. (1976). Multivariate binary
+#' discrimination by the kernel method. *Biometrika* 63, 413-420.
+#'
+#' Li, Q. and Racine, J. S. (2007). *Nonparametric Econometrics: Theory and
+#' Practice*. Princeton University Press.
+#'
+#' Racine, J. S., Li, Q. and Yan, K. X. (2020). Kernel smoothed probability
+#' mass functions for ordered datatypes. *Journal of Nonparametric
+#' Statistics* 32, 563-586.
+#'
+#' @param x A numeric vector, matrix or data frame (one column per variable;
+#'   a data frame may have categorical columns, see "Mixed data"), or for the
+#'   formula method a one-sided formula such as `~ a + b`.
 #' @param data A data frame for the formula method.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
 #'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
-#'   [kde_bandwidth()]).
+#'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}
+#'   or \eqn{\lambda}), "rot" or "lscv".
 #' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
 #'   density in more than one dimension; a full matrix `H` needs a kernel
 #'   other than the Cauchy too.
@@ -65,7 +117,11 @@
 #'   `bandwidth` (a list with its `type`, "scale", "matrix" or "nn", and
 #'   values), `bandwidth_method`, `bounds`, `grid` (a list of grid axes) and
 #'   `estimate` (the density on the grid: a vector in 1-D, an array
-#'   otherwise), `method` and `call`.
+#'   otherwise), `method` and `call`. With categorical columns `x` holds the
+#'   numeric columns only (`d` counts them), `categorical` the level codes,
+#'   levels and orderedness of the others, `predictors` every column's name
+#'   and kind, `bandwidth$lambda` the categorical bandwidths, and `estimate`
+#'   the array described in "Mixed data".
 #' @family density
 #' @export
 #' @examples
@@ -75,6 +131,14 @@
 #' predict(fit, c(2, 4.5))
 #' fit2 <- kde(~ eruptions + waiting, faithful, bandwidth = "plugin")
 #' plot(fit2)
+#' # mixed data: the density of petal length jointly with the species
+#' fit3 <- kde(iris[c("Petal.Length", "Species")])
+#' fit3
+#' plot(fit3)
+#' predict(fit3, data.frame(Petal.Length = 4.5, Species = c("versicolor", "virginica")))
+#' kde(~ eruptions + factor(waiting > 70), faithful, bandwidth = "lscv")
+#' # a smoothed probability table
+#' kde(~ factor(cyl) + factor(gear), mtcars)$estimate
 kde <- function(x, ...) UseMethod("kde")
 
 #' @rdname kde
@@ -95,6 +159,10 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
 kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NULL,
                         gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
                         verbose = interactive(), control = local_control(), ...) {
+  if (has_categorical(x)) {
+    return(kde_mixed(x, bandwidth, kernel, weights, gridsize, bounds, method, n_threads,
+                     verbose, control, match.call()))
+  }
   data <- check_kde_data(x)
   weights <- check_weights(weights, data$n)
   bounds <- check_bounds(bounds, data)
@@ -244,7 +312,8 @@ kde_frame <- function(fit, method = "tree", call = rlang::caller_env()) {
   }
   bw <- fit$bandwidth
   d <- fit$d
-  constant <- cpp_radial_constant(fit$kernel, d)
+  # Categorical columns: no numeric kernel constant when there are no numeric columns.
+  constant <- if (d) cpp_radial_constant(fit$kernel, d) else 1
   frame <- switch(bw$type,
     # Equal weights are left to the normalising constant: no weight vector.
     scale = list(x = x, prior = prior, scale = bw$h, point = NULL,
@@ -265,17 +334,22 @@ kde_frame <- function(fit, method = "tree", call = rlang::caller_env()) {
                             point_scale = frame$point, method = method, control = fit$control,
                             binnable = bw$type == "scale",
                             m = if (length(fit$grid)) prod(lengths(fit$grid)) else 0,
-                            grid = grid, range = range, call = call)
+                            grid = grid, range = range, categorical = fit$categorical,
+                            lambda = bw$lambda, unit_mass = TRUE, call = call)
   frame
 }
 
-# Density at the rows of `queries` (original units), from a frame made by kde_frame().
+# Density at the rows of `queries` (original units), from a frame made by kde_frame(); `codes`
+# are the queries' level codes of the categorical columns (mixed fits).
 kde_at <- function(fit, queries, method = "tree", n_threads = 1L, verbose = FALSE, rtol = 0,
-                   frame = kde_frame(fit, method)) {
+                   frame = kde_frame(fit, method), codes = NULL) {
   res <- engine_run(frame$spec, frame$to_engine(queries), rtol = rtol, n_threads = n_threads,
-                    verbose = verbose)
+                    verbose = verbose, query_codes = codes)
   outside_bounds(fit, queries, frame$norm * res$wsum)
 }
+
+# Density at the data points themselves.
+kde_at_data <- function(fit) kde_at(fit, kde_data(fit), codes = fit$categorical$codes)
 
 outside_bounds <- function(fit, points, dens) {
   if (is.null(fit$bounds)) return(dens)
@@ -350,7 +424,14 @@ kde_binning_grid <- function(fit, range) {
 #' cross-validated); `as.data.frame()` gives the grid and the estimate;
 #' `simulate()` draws a smoothed bootstrap sample: data points drawn with
 #' their weights plus kernel noise scaled by the bandwidth (mirrored back at
-#' the bounds).
+#' the bounds); the levels of categorical columns are drawn from their kernel
+#' around the drawn point's level (kept with probability \eqn{1 - \lambda},
+#' else one of the other levels at random, for unordered columns).
+#'
+#' With categorical columns (see [kde()]) `plot()` draws one curve per
+#' combination of levels (one numeric column) or bars of the smoothed
+#' probabilities (no numeric column), and `summary()` gives the total mass
+#' on the grid and its highest cell.
 #'
 #' In two dimensions `plot()` shades highest-density regions: their levels
 #' are the quantiles of the estimate at the data points (Hyndman, 1996), so
@@ -359,7 +440,9 @@ kde_binning_grid <- function(fit, range) {
 #'
 #' @param object,x A `local_kde` object made by [kde()].
 #' @param newdata Points: a vector (1-D), or a matrix or data frame with the
-#'   variables of the fit as columns (matched by name when named).
+#'   variables of the fit as columns (matched by name when named); a data
+#'   frame with every column of the fit when it has categorical columns
+#'   (rows with missing values give `NA`).
 #' @param method "tree" (kd-tree with the kernel's cut-off) or "exact".
 #' @param rtol Relative error allowed at every point (0: exact). With
 #'   `rtol > 0` whole kd-tree nodes whose kernel values vary little are
@@ -375,7 +458,7 @@ kde_binning_grid <- function(fit, range) {
 #' @inheritParams kde
 #' @param ... Unused, or passed to the plotting functions.
 #' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
-#'   matrix of draws; `summary()`: an object of class `summary.local_kde`.
+#'   matrix of draws (a data frame with categorical columns); `summary()`: an object of class `summary.local_kde`.
 #' @name kde-methods
 #' @family density
 #' @examples
@@ -392,10 +475,17 @@ NULL
 predict.local_kde <- function(object, newdata, method = "tree", rtol = 0, n_threads = NULL,
                               verbose = FALSE, ...) {
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
-  points <- kde_points(object, newdata)
   method <- check_choice(method, c("tree", "exact"))
   rtol <- check_positive(rtol, zero = TRUE)
   if (rtol >= 1) abort("{.arg rtol} must be below 1.")
+  if (!is.null(object$categorical)) {
+    if (rtol > 0) abort("{.arg rtol} is for numeric data only; this fit has categorical columns.")
+    points <- new_predictors(object, newdata)
+    dens <- kde_at(object, points$x, method, n_threads(n_threads), check_flag(verbose),
+                   codes = points$codes)
+    return(expand_rows(dens, points$ok))
+  }
+  points <- kde_points(object, newdata)
   if (rtol > 0 && object$bandwidth$type == "nn") {
     abort("{.arg rtol} needs a fixed bandwidth (a number, vector or matrix), not {.code nn(k)}.")
   }
@@ -426,6 +516,7 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
 #' @rdname kde-methods
 #' @export
 print.local_kde <- function(x, ...) {
+  if (!is.null(x$categorical)) return(print_kde_mixed(x))
   d <- x$d
   cat("Kernel density estimate: n = ", x$n, ", ", d, " variable", if (d > 1L) "s",
       ", ", x$kernel, " kernel\n", sep = "")
@@ -456,6 +547,7 @@ format_kde_bandwidth <- function(bw) {
 #' @export
 summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
   out <- list(fit = object, levels = hdr_levels(object, probs))
+  if (!is.null(object$categorical)) return(summary_kde_mixed(out))
   if (length(object$grid)) {
     steps <- vapply(object$grid, function(g) g[2L] - g[1L], 1)
     est <- object$estimate
@@ -473,7 +565,7 @@ summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
 # Density levels whose superlevel sets hold `probs` of the mass: quantiles of the density at the
 # data (weighted).
 hdr_levels <- function(object, probs) {
-  dens <- kde_at(object, kde_data(object))
+  dens <- kde_at_data(object)
   ord <- order(dens)
   cw <- cumsum(kde_weights(object)[ord])
   levels <- vapply(probs, function(p) dens[ord][which(cw >= 1 - p - 1e-12)[1L]], 1)
@@ -492,7 +584,11 @@ grid_maxima <- function(g, est) {
 #' @export
 print.summary.local_kde <- function(x, ...) {
   print(x$fit)
-  if (!is.null(x$integral)) cat("Integral over the grid:", format(x$integral, digits = 6), "\n")
+  if (!is.null(x$integral)) {
+    cat(if (x$fit$d) "Integral over the grid" else "Total probability", ": ",
+        format(x$integral, digits = 6), "\n", sep = "")
+  }
+  if (!is.null(x$highest)) cat("Highest cell:", x$highest, "\n")
   if (!is.null(x$local_maxima)) {
     cat("Modes on the grid:", format(signif(x$local_maxima, 4)), "\n")
   } else if (!is.null(x$mode)) {
@@ -506,6 +602,7 @@ print.summary.local_kde <- function(x, ...) {
 #' @rdname kde-methods
 #' @export
 plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+  if (!is.null(x$categorical)) return(plot_kde_mixed(x, rug, ...))
   d <- x$d
   if (d > 2L || length(x$grid) == 0L) {
     abort("{.fn plot} needs a grid in one or two dimensions; fit with {.arg gridsize}.")
@@ -548,7 +645,7 @@ sample_rows <- function(n, max) if (n <= max) seq_len(n) else round(seq(1, n, le
 #' @export
 logLik.local_kde <- function(object, ...) {
   n <- object$n
-  dens <- kde_at(object, kde_data(object))
+  dens <- kde_at_data(object)
   structure(sum(n * kde_weights(object) * log(dens)), df = NA_real_, nobs = n,
             class = "logLik")
 }
@@ -560,8 +657,9 @@ nobs.local_kde <- function(object, ...) object$n
 #' @rdname kde-methods
 #' @export
 as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) {
-  if (length(x$grid) == 0L) abort("The fit has no grid; refit with {.arg gridsize}.")
-  out <- expand.grid(x$grid, KEEP.OUT.ATTRS = FALSE)
+  if (is.null(x$estimate)) abort("The fit has no grid; refit with {.arg gridsize}.")
+  out <- expand.grid(c(x$grid, kde_level_axes(x)), KEEP.OUT.ATTRS = FALSE,
+                     stringsAsFactors = FALSE)
   out$density <- as.vector(x$estimate)
   out
 }
@@ -574,6 +672,7 @@ simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
   x <- kde_data(object)
   d <- object$d
   rows <- sample.int(object$n, nsim, replace = TRUE, prob = object$weights)
+  if (!is.null(object$categorical)) return(simulate_kde_mixed(object, rows))
   noise <- kernel_draws(nsim, object$kernel, d)
   bw <- object$bandwidth
   noise <- switch(bw$type,
@@ -607,4 +706,233 @@ kernel_draws <- function(n, kernel, d) {
   radius <- stats::approx(cdf / cdf[length(cdf)], r, stats::runif(n), ties = "ordered")$y
   dir <- matrix(stats::rnorm(n * d), n)
   dir / sqrt(rowSums(dir^2)) * radius
+}
+
+# ---- Mixed data: the generalized product kernel -------------------------------------------------
+#
+# With categorical columns the estimate is
+#   f(x, z) = sum_i w_i K_h(x - x_i) prod_k L_k(z_k, z_ik),
+# a density in the numeric columns x and a probability in the levels z. The engine's discrete
+# kernels (kernels.hpp) with unit mass make every L_k(., z_ik) a probability over the levels:
+# Aitchison-Aitken for unordered columns, Li-Racine divided by its sum over the levels for
+# ordered ones (np's okertype = "racineliyan"). So f sums (integrates) to one.
+
+kde_mixed <- function(x, bandwidth, kernel, weights, gridsize, bounds, method, n_threads,
+                      verbose, control, call) {
+  predictors <- split_predictors(x, arg = "x")
+  num <- predictors$x
+  n <- nrow(num)
+  d <- ncol(num)
+  kernel <- check_kernel(kernel)
+  weights <- check_weights(weights, n)
+  method <- check_choice(method, c("auto", "exact", "tree"))
+  n_threads <- n_threads(n_threads)
+  verbose <- check_flag(verbose)
+  control <- check_control(control)
+  if (!is.null(bounds)) {
+    abort("{.arg bounds} is for numeric data only; {.arg x} has categorical columns.")
+  }
+  if (!kernel_row(kernel)$multivariate && d > 1L) {
+    abort("The {.val {kernel}} kernel has no density in more than one dimension; choose another
+           {.arg kernel}.")
+  }
+  columns <- if (is.data.frame(x)) x else stats::setNames(data.frame(x), "x")
+  fit <- structure(list(x = num, n = n, d = d, vars = colnames(num) %||% character(0),
+                        range = if (d) column_ranges(num),
+                        categorical = predictors$categorical,
+                        predictors = predictors[c("names", "kind")],
+                        level_type = level_types(columns[predictors$kind != "numeric"]),
+                        weights = if (!is.null(weights)) weights / sum(weights),
+                        kernel = kernel, bounds = NULL, control = control, call = call),
+                   class = "local_kde")
+  chosen <- resolve_kde_mixed_bandwidth(bandwidth, fit, predictors, weights, n_threads)
+  fit$bandwidth <- list(type = "scale", h = chosen$h, lambda = chosen$lambda)
+  fit$bandwidth_method <- chosen$method
+  fit$grid <- if (d) kde_grid(fit, gridsize)
+  frame <- kde_frame(fit, method)
+  fit$method <- frame$spec$method
+  if (d == 0L || length(fit$grid)) fit$estimate <- kde_mixed_estimate(fit, frame, n_threads, verbose)
+  fit
+}
+
+# The type of each categorical column, so that levels come back as they came in.
+level_types <- function(frame) {
+  vapply(frame, function(col) {
+    if (is.ordered(col)) "ordered" else if (is.factor(col)) "factor" else
+      if (is.logical(col)) "logical" else "character"
+  }, "")
+}
+
+# Level codes of categorical column j as values of the column's type.
+level_values <- function(fit, j, codes) {
+  cat <- fit$categorical
+  labels <- cat$levels[[j]]
+  switch(fit$level_type[[j]],
+    ordered = factor(labels[codes], levels = labels, ordered = TRUE),
+    factor = factor(labels[codes], levels = labels),
+    logical = as.logical(labels[codes]),
+    labels[codes]
+  )
+}
+
+# Every level of every categorical column, named (NULL without categorical columns).
+kde_level_axes <- function(fit) {
+  cat <- fit$categorical
+  if (is.null(cat)) return(NULL)
+  axes <- lapply(seq_along(cat$levels), function(j) level_values(fit, j, seq_along(cat$levels[[j]])))
+  stats::setNames(axes, colnames(cat$codes))
+}
+
+# Bandwidths of a mixed fit: one per column in column order (h or lambda), or "rot" / "lscv".
+resolve_kde_mixed_bandwidth <- function(bandwidth, fit, predictors, weights, n_threads,
+                                        call = rlang::caller_env()) {
+  method <- "user"
+  if (is.character(bandwidth)) {
+    method <- check_choice(bandwidth, selector_names("density"), arg = "bandwidth", call = call)
+    if (!method %in% mixed_kde_selectors) {
+      abort(c("{.arg bandwidth} {.val {method}} is for numeric data only.",
+              i = "With categorical columns choose {.val {mixed_kde_selectors}} or give one
+                   bandwidth per column."), call = call)
+    }
+    bandwidth <- kde_mixed_bandwidth(predictors, method, fit$kernel, weights, n_threads)
+  } else if (!is.numeric(bandwidth) || is.matrix(bandwidth)) {
+    abort("{.arg bandwidth} of data with categorical columns must be one number per column (h
+           for numeric, lambda for categorical ones), {.val rot} or {.val lscv}.", call = call)
+  }
+  bw <- split_bandwidth(bandwidth, predictors, call = call)
+  list(h = bw$h, lambda = bw$lambda, method = method)
+}
+
+# The estimate on the grid of the numeric columns times every combination of levels: an array
+# with one dimension per numeric grid axis, then one per categorical column (named by its
+# levels). Without numeric columns it is the smoothed probability table.
+kde_mixed_estimate <- function(fit, frame, n_threads, verbose) {
+  d <- fit$d
+  cat <- fit$categorical
+  codes <- lapply(cat$levels, seq_along)
+  cells <- expand.grid(c(fit$grid, codes), KEEP.OUT.ATTRS = FALSE)
+  points <- as.matrix(cells[seq_len(d)])
+  query_codes <- as.matrix(cells[d + seq_along(codes)])
+  storage.mode(query_codes) <- "integer"
+  dens <- kde_at(fit, points, n_threads = n_threads, verbose = verbose, frame = frame,
+                 codes = query_codes)
+  dims <- c(lengths(fit$grid), lengths(cat$levels))
+  array(dens, unname(dims), dimnames = c(lapply(fit$grid, function(g) NULL), cat$levels))
+}
+
+# The kernel of categorical column j as a c x c matrix: entry [z, l] is the probability
+# L(z, l) of level z for a data point at level l (columns sum to one). The values come from
+# the engine itself, one data point per level with one-hot values, so that they are the
+# registry's kernel.
+discrete_kernel_table <- function(categorical, j, lambda) {
+  c <- length(categorical$levels[[j]])
+  one <- list(codes = matrix(seq_len(c)), levels = categorical$levels[j],
+              ordered = categorical$ordered[j])
+  none <- matrix(numeric(0), c, 0L)
+  spec <- engine_spec(none, "gaussian", values = diag(c), method = "exact", categorical = one,
+                      lambda = lambda, unit_mass = TRUE)
+  res <- engine_run(spec, none, query_codes = one$codes)
+  matrix(res$coef[, 1L, ], c) * res$wsum
+}
+
+print_kde_mixed <- function(x) {
+  cat("Kernel density estimate: n = ", x$n, ", ", x$d, " numeric and ",
+      length(x$categorical$levels), " categorical variable",
+      if (length(x$categorical$levels) > 1L) "s", if (x$d) paste0(", ", x$kernel, " kernel"),
+      "\n", sep = "")
+  cat("Bandwidth (", x$bandwidth_method, "): ", format_mixed_bandwidth(x), "\n", sep = "")
+  levels <- lengths(x$categorical$levels)
+  if (x$d == 0L) {
+    cat("Probability table:", paste(levels, collapse = " x "), "cells\n")
+  } else if (length(x$grid)) {
+    cat("Grid: ", paste(lengths(x$grid), collapse = " x "), " points x ",
+        paste(levels, collapse = " x "), " levels (", x$method, ")\n", sep = "")
+  }
+  invisible(x)
+}
+
+format_mixed_bandwidth <- function(x) {
+  kind <- x$predictors$kind
+  value <- join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors)
+  label <- ifelse(kind == "numeric", "h", paste0("lambda (", kind, ")"))
+  shown <- vapply(value, function(v) format(signif(v, 4)), "")
+  paste(paste0(x$predictors$names, " ", label, " = ", shown), collapse = ", ")
+}
+
+# Summary of a mixed fit: the total mass on the grid (trapezoid rule over the numeric axes, a sum
+# over the levels) and the highest cell.
+summary_kde_mixed <- function(out) {
+  fit <- out$fit
+  est <- fit$estimate
+  if (!is.null(est)) {
+    trapezoid <- lapply(fit$grid, function(g) {
+      (g[2L] - g[1L]) * c(0.5, rep(1, length(g) - 2L), 0.5)
+    })
+    w <- Reduce(outer, c(trapezoid, lapply(fit$categorical$levels, function(l) rep(1, length(l)))))
+    out$integral <- sum(w * est)
+    best <- arrayInd(which.max(est), .dim = dim(est))
+    at <- c(mapply(function(g, i) format(signif(g[i], 4)), fit$grid, best[seq_len(fit$d)]),
+            mapply(function(l, i) l[i], fit$categorical$levels,
+                   best[fit$d + seq_along(fit$categorical$levels)]))
+    out$highest <- paste(paste0(c(fit$vars, colnames(fit$categorical$codes)), " = ", at),
+                         collapse = ", ")
+  }
+  class(out) <- "summary.local_kde"
+  out
+}
+
+# One curve per combination of levels (one numeric column), or bars of the probability table.
+plot_kde_mixed <- function(x, rug, ...) {
+  cat <- x$categorical
+  combos <- expand.grid(cat$levels, KEEP.OUT.ATTRS = FALSE, stringsAsFactors = FALSE)
+  labels <- do.call(paste, c(unname(combos), sep = ":"))
+  cols <- grDevices::hcl.colors(max(2L, length(labels)), "Dark 3")[seq_along(labels)]
+  title <- paste(colnames(cat$codes), collapse = ":")
+  if (x$d == 0L) {
+    graphics::barplot(stats::setNames(as.vector(x$estimate), labels), col = cols,
+                      ylab = "probability", main = paste("Smoothed probabilities of", title), ...)
+    return(invisible(x))
+  }
+  if (x$d > 1L || length(x$grid) == 0L) {
+    abort("{.fn plot} of data with categorical columns needs one numeric variable and a grid;
+           use {.fn predict} or {.fn as.data.frame}.")
+  }
+  g <- x$grid[[1L]]
+  est <- matrix(x$estimate, length(g))
+  plot_with_defaults(range(g), range(est), type = "n", xlab = x$vars, ylab = "density",
+                     main = paste("Kernel density by", title), ...)
+  cell <- 1L + colSums((t(cat$codes) - 1L) * cumprod(c(1L, lengths(cat$levels)))[seq_along(cat$levels)])
+  for (k in seq_along(labels)) {
+    graphics::lines(g, est[, k], col = cols[k], lwd = 2)
+    if (rug) graphics::rug(x$x[cell == k, 1L][sample_rows(sum(cell == k), 2000L)], col = cols[k])
+  }
+  graphics::legend("topright", legend = labels, col = cols, lwd = 2, bty = "n", title = title)
+  invisible(x)
+}
+
+# Draws from a mixed fit: each drawn data point's numeric columns plus kernel noise, and each of
+# its categorical levels redrawn from the column's kernel (kept with probability 1 - lambda,
+# else one of the other levels, for unordered columns).
+simulate_kde_mixed <- function(object, rows) {
+  nsim <- length(rows)
+  out <- vector("list", length(object$predictors$names))
+  numeric_cols <- which(object$predictors$kind == "numeric")
+  if (length(numeric_cols)) {
+    noise <- sweep(kernel_draws(nsim, object$kernel, object$d), 2L, object$bandwidth$h, `*`)
+    draws <- object$x[rows, , drop = FALSE] + noise
+    out[numeric_cols] <- lapply(seq_along(numeric_cols), function(j) unname(draws[, j]))
+  }
+  cat <- object$categorical
+  for (j in seq_along(cat$levels)) {
+    table <- discrete_kernel_table(cat, j, object$bandwidth$lambda[j])
+    from <- cat$codes[rows, j]
+    drawn <- integer(nsim)
+    for (l in unique(from)) {
+      at <- which(from == l)
+      drawn[at] <- sample.int(nrow(table), length(at), replace = TRUE, prob = table[, l])
+    }
+    out[[which(object$predictors$kind != "numeric")[j]]] <- level_values(object, j, drawn)
+  }
+  names(out) <- object$predictors$names
+  as.data.frame(out, stringsAsFactors = FALSE, optional = TRUE)
 }

@@ -73,7 +73,8 @@ check_control <- function(control, call = rlang::caller_env()) {
 #   parameters `lambda`, which enter through the generalized product kernel; unit_mass makes
 #   their weights probabilities (densities);
 # - family: "gaussian" (least squares), "binomial" or "poisson" (the local likelihood, with
-#   control$max_iter and control$tol).
+#   control$max_iter and control$tol), or "multinomial" (the local baseline-category logit of
+#   one-hot class indicators in `values`, see multinomial_solve() in engine.hpp).
 # `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales);
 # `range` (2 x d) the data's column ranges, when the caller has them (large data: one pass less).
 # Without numeric variables (d = 0) the engine sees one constant column: a local constant.
@@ -162,9 +163,11 @@ default_gridsize <- function(d, bandwidth, span) {
 # Local moments at `queries` (m x d, original units): coef (m x nb x nv, original units),
 # var (m x nb, with want_var), s00, wsum, status, radius (nn) and powers (the basis exponents).
 # `method` overrides the specification's strategy; rtol > 0 approximates weight sums (kd-tree).
+# Likelihood families: `leave_out` (one data row per query, 0: none) drops that row from the
+# query's window (exact leave-one-out fits at the data).
 engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rtol = 0,
                        n_threads = spec$n_threads, verbose = spec$verbose,
-                       query_codes = NULL) {
+                       query_codes = NULL, leave_out = NULL) {
   spec$method <- method
   if (spec$numeric_vars == 0L) queries <- matrix(0, nrow(queries), 1L)
   if (!is.null(spec$categorical) && is.null(query_codes)) {
@@ -179,9 +182,9 @@ engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rt
   m <- nrow(queries)
   run <- function(idx, threads) {
     if (is.null(idx)) return(engine_chunk(spec, queries, query_codes, want_var, rtol, threads,
-                                          verbose))
+                                          verbose, leave_out))
     engine_chunk(spec, queries[idx, , drop = FALSE], query_codes[idx, , drop = FALSE],
-                 want_var, rtol, threads, verbose)
+                 want_var, rtol, threads, verbose, leave_out[idx])
   }
   if (m <= spec$chunk_size) return(run(NULL, n_threads))
   starts <- seq(1, m, by = spec$chunk_size)
@@ -215,7 +218,8 @@ bind_fits <- function(parts) {
   out
 }
 
-engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, verbose) {
+engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, verbose,
+                         leave_out = NULL) {
   scale <- spec$scale
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
@@ -228,7 +232,8 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
                        if (spec$method == "binned") spec$gridsize else integer(0),
                        grid_range[1L, ], grid_range[2L, ], n_threads, verbose, rtol,
                        spec$categorical %||% list(), query_codes %||% integer(0), spec$family,
-                       spec$max_iter %||% 25L, spec$tol %||% 1e-8)
+                       spec$max_iter %||% 25L, spec$tol %||% 1e-8,
+                       as.integer(leave_out %||% integer(0)))
   # Queries without a usable window are NA (the engine leaves NaN there).
   undefined <- res$status != 0L
   if (any(undefined)) {

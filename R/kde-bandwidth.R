@@ -78,6 +78,30 @@
 #' With `weights`, the pair sums are weighted and \eqn{n} is the effective
 #' sample size \eqn{1/\sum w_i^2} (weights normalised to sum one).
 #'
+#' **Categorical columns** (a data frame with factor, ordered, logical or
+#' character columns; see "Mixed data" in [kde()]): "rot" and "lscv" only,
+#' with one value per column: \eqn{h} for numeric columns, \eqn{\lambda} for
+#' categorical ones. "rot" takes \eqn{h} from the rule above for the numeric
+#' columns alone and \eqn{\lambda = n^{-2/(4 + d)}} (at most its upper bound;
+#' \eqn{d} numeric columns). "lscv" minimises
+#' \eqn{\sum_z \int \hat f(x, z)^2 dx - 2 \sum_i w_i \hat f_{-i}(x_i, z_i)}
+#' jointly over every \eqn{h} and \eqn{\lambda}, as `np::npudensbw(bwmethod =
+#' "cv.ls")`: for the categorical columns the integral of the squared
+#' estimate is a sum over every combination \eqn{z} of levels, so that with
+#' the Gaussian kernel the pairs \eqn{(i, j)} weigh
+#' \eqn{\phi_{\sqrt 2 h}(x_i - x_j) \prod_k \sum_{z_k} L_k(z_k, z_{ik})
+#' L_k(z_k, z_{jk})}. The search starts from the normal-reference scales
+#' (the best common multiple of them on a grid) and the \eqn{\lambda} rule
+#' above, then moves every bandwidth jointly as the regression selectors do
+#' (Nelder-Mead on \eqn{\log h} and the logit of \eqn{\lambda} over its upper
+#' bound, so \eqn{\lambda} stays between 3e-4 and 1 times that bound, with a
+#' coordinate sweep and restarts); a lone categorical column without numeric
+#' ones gets a golden-section search over \eqn{[0, upper]}. For kernels other
+#' than the Gaussian \eqn{h} is converted by the ratio of canonical
+#' bandwidths, as above. As for numeric data, \eqn{h} stays above 1/20 of
+#' the normal-reference scale, since LSCV collapses towards zero on rounded
+#' or tied data; a warning says when the minimum is there.
+#'
 #' @references
 #' Botev, Z. I., Grotowski, J. F. and Kroese, D. P. (2010). Kernel density
 #' estimation via diffusion. *Annals of Statistics* 38, 2916-2957.
@@ -112,14 +136,16 @@
 #'
 #' Wand, M. P. and Jones, M. C. (1995). *Kernel Smoothing*. Chapman & Hall.
 #'
-#' @param x A numeric vector or matrix.
+#' @param x A numeric vector or matrix, or a data frame (which may have
+#'   categorical columns).
 #' @param method The selector.
 #' @param plugin The one-dimensional plug-in: "ste" (Sheather-Jones
 #'   solve-the-equation) or "dpi" (two-stage direct plug-in). `NULL` means
 #'   "ste" in one dimension and "dpi", the only one available, in more.
 #' @inheritParams kde
 #' @return A bandwidth in the package convention: a number (1-D), a vector
-#'   (one scale per variable) or a bandwidth matrix.
+#'   (one scale per variable) or a bandwidth matrix; with categorical columns
+#'   a named vector with one value per column (\eqn{h} or \eqn{\lambda}).
 #' @family density
 #' @export
 #' @examples
@@ -127,8 +153,21 @@
 #' kde_bandwidth(faithful$eruptions, "plugin")
 #' kde_bandwidth(faithful$eruptions, "isj")
 #' kde_bandwidth(faithful, "plugin")
+#' kde_bandwidth(data.frame(eruptions = faithful$eruptions,
+#'                          long_wait = faithful$waiting > 70), "lscv")
 kde_bandwidth <- function(x, method = "rot", kernel = "gaussian", plugin = NULL,
                           weights = NULL, n_threads = NULL) {
+  if (has_categorical(x)) {
+    predictors <- split_predictors(x)
+    method <- check_choice(method, selector_names("density"))
+    if (!method %in% mixed_kde_selectors) {
+      abort(c("{.arg method} {.val {method}} is for numeric data only.",
+              i = "With categorical columns choose {.val {mixed_kde_selectors}}."))
+    }
+    if (nrow(predictors$x) < 2L) abort("{.arg x} needs at least 2 points to choose a bandwidth.")
+    return(kde_mixed_bandwidth(predictors, method, check_kernel(kernel),
+                               check_weights(weights, nrow(predictors$x)), n_threads(n_threads)))
+  }
   x <- check_predictors(x)
   method <- check_choice(method, selector_names("density"))
   problem <- list(x = x, kernel = check_kernel(kernel), weights = check_weights(weights, nrow(x)),
@@ -584,7 +623,8 @@ minimise_1d <- function(criterion, range, method, call = rlang::caller_env(2L)) 
           [{signif(range[1L], 3)}, {signif(range[2L], 3)}].")
     return(grid[best])
   }
-  stats::optimize(criterion, grid[best + c(-1L, 1L)], tol = 1e-8 * grid[best])$minimum
+  stats::optimize(function(h) finite_or_max(criterion(h)), grid[best + c(-1L, 1L)],
+                  tol = 1e-8 * grid[best])$minimum
 }
 
 # Diagonal LSCV: the pair sums come from the engine, sum_q w_q sum_i w_i exp(-|(x_i - x_q)/s|^2/2)
@@ -721,4 +761,125 @@ dct_coefficients <- function(u, w, m) {
   k <- 0:(m - 1L)
   a <- 2 * Re(exp(-1i * pi * k / (2 * m)) * spec)
   a[-1L]
+}
+
+# ---- Data with categorical columns -------------------------------------------------------------
+
+# Selectors for data with categorical columns (see kde()).
+mixed_kde_selectors <- c("rot", "lscv")
+
+# Whether x (a vector or data frame) has categorical columns: factors, character or logical.
+has_categorical <- function(x) {
+  is_categorical(x) || (is.data.frame(x) && any(vapply(x, is_categorical, TRUE)))
+}
+
+# Bandwidths of mixed data, one per column in column order (h on the scale of `kernel` for numeric
+# columns, lambda for categorical ones), by "rot" or "lscv" (see kde()).
+kde_mixed_bandwidth <- function(predictors, method, kernel, weights, n_threads,
+                                call = rlang::caller_env()) {
+  num <- predictors$x
+  cat <- predictors$categorical
+  d <- ncol(num)
+  if (method == "lscv") {
+    if (d) check_spread(num, weights, method, call = call)
+    bw <- bw_lscv_mixed(num, cat, weights, n_threads)
+  } else {
+    bw <- list(h = if (d) bw_kde_rot(num, weights),
+               lambda = lambda_rot(cat, weight_summary(weights, nrow(num))$n, d))
+  }
+  out <- join_bandwidth(bw$h * kernel_scale_factor(kernel), bw$lambda, predictors)
+  stats::setNames(out, predictors$names)
+}
+
+# Least-squares cross-validation of every bandwidth of mixed data with the Gaussian kernel,
+# weights w_i summing to one. The criterion is the integrated squared error less its constant,
+#   LSCV(h, lambda) = sum_z int f(x, z)^2 dx - 2 sum_i w_i f_{-i}(x_i, z_i),
+# z running over every combination of levels. The integral of two Gaussian kernels of scale h is
+# one of scale sqrt(2) h, and for the levels the integral becomes the sum over z of
+# L(z, z_i) L(z, z_j) (the discrete kernels of each column multiplied). Hence
+#   sum_z int f^2 = sum_j w_j sum_z L(z, z_j) S_z(x_j),   S_z(x) = sum_i w_i phi_{sqrt(2) h}(x - x_i) L(z, z_i),
+# the engine's weight sums at the data points with every combination z as the query's levels.
+# For an unordered column the sum over its levels is again an Aitchison-Aitken kernel, with
+# lambda' = 1 - sum_z L(z, l)^2 (its weights at equal levels; the others share the rest evenly),
+# so the engine takes it directly at the point's own level and only ordered columns are
+# enumerated. The leave-one-out term removes each point's own weight phi_h(0) L(z_i, z_i) from
+# the engine's sums at the data, with the normaliser 1 / (1 - sum w_i^2) (1 / (n - 1) unweighted).
+lscv_mixed_criterion <- function(num, categorical, weights, n_threads) {
+  n <- nrow(num)
+  d <- ncol(num)
+  ws <- weight_summary(weights, n)
+  codes <- categorical$codes
+  ordered <- categorical$ordered
+  combos <- as.matrix(expand.grid(lapply(categorical$levels[ordered], seq_along),
+                                  KEEP.OUT.ATTRS = FALSE))
+  rows <- rep(seq_len(n), max(1L, nrow(combos)))
+  ise_points <- num[rows, , drop = FALSE]
+  ise_codes <- codes[rows, , drop = FALSE]
+  ise_codes[, ordered] <- combos[rep(seq_len(nrow(combos)), each = n), , drop = FALSE]
+  spec <- engine_spec(num, "gaussian", rep(1, d), prior = ws$w, method = "tree",
+                      categorical = categorical, lambda = lambda_upper(categorical),
+                      unit_mass = TRUE, n_threads = n_threads)
+  sums <- function(scale, lambda, points, query_codes) {
+    engine_run(with_scale(spec, scale, lambda = lambda), points, query_codes = query_codes)$wsum
+  }
+  norm <- function(s) (2 * pi)^(-d / 2) / prod(s)
+  criterion <- function(h, lambda) {
+    own <- 1   # L(z, z_j) of the ordered columns: combinations z in rows, points j in columns
+    self <- 1  # L(z_j, z_j)
+    convolved <- lambda
+    for (j in seq_along(lambda)) {
+      table <- discrete_kernel_table(categorical, j, lambda[j])
+      self <- self * diag(table)[codes[, j]]
+      if (ordered[j]) {
+        own <- own * table[combos[, match(j, which(ordered))], codes[, j], drop = FALSE]
+      } else {
+        convolved[j] <- 1 - sum(table[, 1L]^2)
+      }
+    }
+    s_z <- matrix(sums(sqrt(2) * h, convolved, ise_points, ise_codes), n)
+    ise <- norm(sqrt(2) * h) * sum(ws$w * s_z * if (is.matrix(own)) t(own) else own)
+    loo <- (sum(ws$w * sums(h, lambda, num, codes)) - sum(ws$w^2 * self)) / (1 - ws$self)
+    ise - 2 * norm(h) * loo
+  }
+  list(criterion = criterion, spec = spec, ws = ws)
+}
+
+# The search: from the normal-reference scales and the lambda rule of thumb, the best common
+# multiple of the scales on a grid, then the joint search of every bandwidth (joint_search(),
+# as the regression selectors); a lone lambda by a golden-section search over [0, upper]. As
+# for numeric data (bw_lscv_diag()), h stays above 1/20 of the normal-reference scale: LSCV
+# tends to zero bandwidths on rounded or tied data, and a warning says when the minimum is there.
+bw_lscv_mixed <- function(num, categorical, weights, n_threads) {
+  d <- ncol(num)
+  lscv <- lscv_mixed_criterion(num, categorical, weights, n_threads)
+  memo <- new.env(parent = emptyenv())
+  score_of <- function(h, threads = NULL, lambda) {
+    key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
+    if (is.null(memo[[key]])) memo[[key]] <- lscv$criterion(h, lambda)
+    memo[[key]]
+  }
+  upper <- lambda_upper(categorical)
+  lambda <- lambda_rot(categorical, lscv$ws$n, d)
+  if (d == 0L && length(upper) == 1L) {
+    lone <- function(l) finite_or_max(score_of(numeric(0), lambda = l))
+    opt <- stats::optimize(lone, c(0, upper), tol = 1e-6 * upper)
+    return(list(h = numeric(0), lambda = opt$minimum))
+  }
+  bounds <- bandwidth_bounds(lscv$spec)
+  start <- numeric(0)
+  if (d) {
+    sd <- apply(num, 2L, weighted_sd, weights = lscv$ws$w)
+    reference <- sd * (4 / ((d + 2) * lscv$ws$n))^(1 / (d + 4))
+    bounds[1L, ] <- reference / 20
+    mult <- exp(seq(log(0.05), log(2), length.out = 16L))
+    values <- vapply(mult, function(a) score_of(a * reference, lambda = lambda), 1)
+    start <- mult[which.min(values)] * reference
+  }
+  best <- joint_search(score_of, start, lambda, bounds, lscv$spec)
+  if (any(best$h <= bounds[1L, ] * (1 + 1e-6))) {
+    warn(c("The {.val lscv} criterion has its minimum at the smallest bandwidth searched,
+            1/20 of the normal-reference scale.",
+           i = "Rounded or tied data make it collapse; consider {.val rot} or a fixed bandwidth."))
+  }
+  best
 }

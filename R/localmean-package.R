@@ -21,5 +21,6 @@
 #' @importFrom rlang caller_env caller_arg
 #' @importFrom cli cli_abort cli_warn cli_progress_bar
 #' @importFrom stats predict fitted residuals nobs formula logLik model.frame simulate
+#' @importFrom stats sigma deviance df.residual
 #'   model.response na.omit sd quantile terms delete.response
 "_PACKAGE"

@@ -80,7 +80,7 @@ learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
   best <- descend_metric(loss_of, diagonal, 0L)
   evaluations <- best$evaluations
   if (degree == 1L) {
-    start <- widen_to_fit(loss_of, best$A, diagonal)
+    start <- feasible_metric_start(loss_of, best$A, diagonal)
     best <- descend_metric(loss_of, start, 1L)
     evaluations <- evaluations + best$evaluations
     if (best$loss > start_loss) {
@@ -107,7 +107,7 @@ learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
 
 # The metric A divided by 1.25 until every point has a local linear leave-one-out fit (wider
 # windows), at most 30 times (a factor of about 800); `fallback` if none does.
-widen_to_fit <- function(loss_of, A, fallback) {
+feasible_metric_start <- function(loss_of, A, fallback) {
   for (k in seq_len(30L)) {
     if (is.finite(loss_of(A, 1L)$loss)) return(A)
     A <- A / 1.25

@@ -19,14 +19,29 @@
 #'   convention), for a categorical one its smoothing parameter lambda (see
 #'   Predictors);
 #' * [nn()]`(k)`: adaptive, the distance to the k-th nearest neighbour;
-#' * a selector: `"cv"` (leave-one-out least squares, the default), `"gcv"`,
-#'   `"aicc"` (Hurvich, Simonoff and Tsai, 1998), each minimised over a grid of
-#'   multiples of the rule-of-thumb bandwidths (see [local_control()]) and
-#'   refined by golden-section search; `"rot"` (normal-reference rule
+#' * a selector: `"cv"` (leave-one-out least squares, the default; the
+#'   leave-one-out deviance for other families), `"gcv"`, `"aicc"` (Hurvich,
+#'   Simonoff and Tsai, 1998). Each is first scored on a grid of common
+#'   multiples of the rule-of-thumb bandwidths (see [local_control()]; the
+#'   curve of `plot(which = "bandwidth")`), which extends itself by factors of
+#'   1.5 while the best candidate is at its upper end or no candidate has a
+#'   score (skewed predictors need wide bandwidths for their sparse tails),
+#'   within 0.001 to 10 times each predictor's range. One numeric predictor is
+#'   then refined by golden-section search; several predictors, or any
+#'   categorical one, by a joint search of every bandwidth h and every lambda
+#'   (Nelder-Mead from the grid's best and from a coordinate sweep, restarted
+#'   once, within the same bounds). A predictor whose h exceeds 3 times its
+#'   range, or whose lambda reaches its upper bound, is *smoothed out*: the
+#'   fit is (nearly) global in it, so it does not matter locally, and
+#'   `summary()` says so (as np's bandwidths do, Hall, Li and Racine, 2007);
+#'   `"rot"` (normal-reference rule
 #'   \eqn{1.06\,\hat\sigma n^{-1/(4+d)}}, with \eqn{\hat\sigma} the smaller of
 #'   the sd and IQR/1.349, converted to the kernel); `"plugin"` (the direct
-#'   plug-in of Ruppert, Sheather and Wand, 1995, for one predictor and
-#'   degree 1);
+#'   plug-in of Ruppert, Sheather and Wand, 1995, for one numeric predictor
+#'   and degree 1; its pilot fits assume a roughly symmetric predictor, so on
+#'   skewed data prefer `"cv"`). Both formulas are widened by factors of 1.5
+#'   where needed until the fit exists at every data point (the sparse tail of
+#'   a skewed predictor leaves narrow windows empty).
 #' * `"metric"`: a learned metric, for the Gaussian kernel, least squares and
 #'   degree 0 or 1 (Weinberger and Tesauro, 2007). The kernel becomes
 #'   \eqn{\exp(-\|A(x_i - x^*)\|^2 / 2)} with a full \eqn{d \times d} matrix
@@ -36,8 +51,8 @@
 #'   minimises the leave-one-out squared error by BFGS with its analytic
 #'   gradient, starting from the diagonal `"cv"` solution
 #'   \eqn{A = \mathrm{diag}(1/h)} (degree 1: from the local mean's learned
-#'   metric, whose criterion is smoother, and from the diagonal when that does
-#'   better); categorical lambdas keep their `"cv"` values. Singular values of
+#'   metric, whose criterion is smoother, and also from the diagonal if that
+#'   search ends above the diagonal's score); categorical lambdas keep their `"cv"` values. Singular values of
 #'   \eqn{A} are then raised to at least 1 / (10 times the range of the data
 #'   along their right singular vector), the selectors' widest bandwidth. The
 #'   fit stores `metric$A`, its leave-one-out score `metric$loss` (also the
@@ -46,8 +61,8 @@
 #'   (`predict(deriv = 1)`) are mapped back to the original predictors by the
 #'   chain rule; their standard errors, simultaneous bands and
 #'   `variance = "local"` are not available. Where the metric is sharp, queries
-#'   farther than the kernel's cut-off (8 in units of \eqn{A x}) from every data
-#'   point predict `NA`.
+#'   far (in units of \eqn{A x}) from every data point may predict `NA`, as with
+#'   any small bandwidth.
 #' The leave-one-out fit uses the exact identity
 #' \eqn{y_i - \hat m_{-i}(x_i) = (y_i - \hat m(x_i)) / (1 - L_{ii})}.
 #'
@@ -128,10 +143,16 @@
 #'   `c("local_mean", "local_poly", "local_model")`) with the fitted values,
 #'   residuals, leverages, bandwidth, how it was chosen and the selector's
 #'   curve (`cv_curve`). Methods: `print()`, `summary()`, `predict()`,
-#'   `fitted()`, `residuals()`, `nobs()`, `formula()`, `logLik()`, `plot()`.
+#'   `fitted()`, `residuals()`, `nobs()`, `formula()`, `logLik()` (so `AIC()`
+#'   and `BIC()`), `deviance()`, `sigma()`, `df.residual()`, `update()`,
+#'   `plot()`.
 #' @references
 #' Fan, J. and Gijbels, I. (1996). *Local Polynomial Modelling and Its
 #' Applications*. Chapman & Hall.
+#'
+#' Hall, P., Li, Q. and Racine, J. S. (2007). Nonparametric estimation of
+#' regression functions in the presence of irrelevant regressors. *Review of
+#' Economics and Statistics* 89, 784-789.
 #'
 #' Hurvich, C. M., Simonoff, J. S. and Tsai, C.-L. (1998). Smoothing parameter
 #' selection in nonparametric regression using an improved Akaike information
@@ -156,6 +177,12 @@
 #' predict(fit, data.frame(speed = c(10, 20)), se.fit = TRUE)
 #' nw <- local_mean(dist ~ speed, data = cars, bandwidth = 3)
 #' plot(fit)
+#' # a factor enters through the kernel: h for wt, lambda for cyl
+#' mixed <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1))
+#' predict(mixed, data.frame(wt = 3, cyl = c(4, 8)))
+#' # local logistic regression, with a 95% confidence interval
+#' logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5)
+#' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "confidence")
 local_poly <- function(x, ...) UseMethod("local_poly")
 
 #' @rdname local_poly
@@ -473,6 +500,7 @@ print.summary.local_model <- function(x, ...) {
 
 # The query points of a model's predictions: new_predictors() of newdata, or the data.
 model_queries <- function(object, newdata, call = rlang::caller_env()) {
+  if (inherits(newdata, "local_queries")) return(newdata)  # from plot(): x and codes ready
   if (!is.null(newdata)) return(new_predictors(object, newdata, call = call))
   list(x = object$x, codes = object$categorical$codes, ok = rep(TRUE, nrow(object$x)))
 }
@@ -719,7 +747,9 @@ deviance.local_poly <- function(object, ...) {
 #' @rdname local_poly
 #' @param which `"fit"` (the fitted curve with its pointwise confidence band
 #'   at `level`, and with `simultaneous = TRUE` the simultaneous band in a
-#'   lighter shade; a filled contour for two predictors) or `"bandwidth"`
+#'   lighter shade; a filled contour for two predictors; with categorical
+#'   predictors and one numeric one, a curve and pointwise band per combination
+#'   of their levels, up to 8) or `"bandwidth"`
 #'   (the selector's curve).
 #' @param n_grid Grid points per predictor for the plot.
 #' @export
@@ -727,19 +757,25 @@ plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, leve
                             simultaneous = FALSE, ...) {
   which <- match.arg(which)
   if (which == "bandwidth") return(plot_bandwidth_curve(x, ..., call = rlang::current_env()))
+  if (!is.null(x$categorical)) return(plot_by_level(x, n_grid, level, simultaneous, ...))
   d <- ncol(x$x)
   if (d == 1L) {
     grid <- seq(min(x$x), max(x$x), length.out = n_grid)
     nd <- stats::setNames(data.frame(grid), colnames(x$x))
-    graphics::plot(x$x[, 1L], x$y, xlab = colnames(x$x), ylab = response_name(x),
-                   col = grDevices::gray(0.5), ...)
-    if (simultaneous) {
-      draw_band(grid, predict(x, nd, interval = "confidence", level = level, simultaneous = TRUE),
-                "steelblue", 0.12)
-    }
     p <- predict(x, nd, interval = "confidence", level = level)
+    wide <- if (simultaneous) {
+      predict(x, nd, interval = "confidence", level = level, simultaneous = TRUE)
+    }
+    scatter(x, grDevices::gray(0.5), bands = list(p, wide), ...)
+    if (simultaneous) draw_band(grid, wide, "steelblue", 0.12)
     draw_band(grid, p, "steelblue", 0.3)
     graphics::lines(grid, p[, "fit"], col = "steelblue", lwd = 2)
+    if (simultaneous) {
+      graphics::legend("topleft", c("pointwise", "simultaneous"), bty = "n",
+                       title = sprintf("%g%% bands", 100 * level),
+                       fill = c(grDevices::adjustcolor("steelblue", 0.38),  # 0.3 over 0.12
+                                grDevices::adjustcolor("steelblue", 0.12)), border = NA)
+    }
   } else if (d == 2L) {
     g1 <- seq(min(x$x[, 1L]), max(x$x[, 1L]), length.out = min(n_grid, 60))
     g2 <- seq(min(x$x[, 2L]), max(x$x[, 2L]), length.out = min(n_grid, 60))
@@ -757,6 +793,58 @@ plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, leve
     abort("{.fn plot} draws fits of one or two predictors; use {.fn predict} for more.")
   }
   invisible(x)
+}
+
+# One fitted curve with its pointwise band per combination of the categorical predictors'
+# levels, over the one numeric predictor; the data points in the colour of their combination.
+plot_by_level <- function(x, n_grid, level, simultaneous, ...) {
+  if (ncol(x$x) != 1L || simultaneous) {
+    abort("{.fn plot} draws fits with categorical predictors over one numeric predictor, with
+           pointwise bands; use {.fn predict} for more.", call = rlang::caller_env())
+  }
+  categorical <- x$categorical
+  combos <- expand.grid(lapply(categorical$levels, seq_along), KEEP.OUT.ATTRS = FALSE)
+  if (nrow(combos) > 8L) {
+    abort("{.fn plot} draws at most 8 curves, one per combination of levels; these predictors
+           have {nrow(combos)}. Use {.fn predict} instead.", call = rlang::caller_env())
+  }
+  cols <- grDevices::hcl.colors(nrow(combos), "Dark 3")
+  key <- function(codes) do.call(paste, as.data.frame(codes))
+  point_combo <- match(key(categorical$codes), key(combos))
+  # each curve over the range of its own data (the whole range for a level without two points)
+  curves <- lapply(seq_len(nrow(combos)), function(k) {
+    own <- x$x[point_combo == k, 1L]
+    span <- if (length(unique(own)) > 1L) range(own) else range(x$x)
+    grid <- seq(span[1L], span[2L], length.out = n_grid)
+    codes <- matrix(unlist(combos[k, ]), n_grid, ncol(combos), byrow = TRUE,
+                    dimnames = list(NULL, colnames(categorical$codes)))
+    queries <- structure(list(x = matrix(grid, dimnames = list(NULL, colnames(x$x))),
+                              codes = codes, ok = rep(TRUE, n_grid)), class = "local_queries")
+    list(grid = grid, band = suppressWarnings(predict(x, queries, interval = "confidence",
+                                                      level = level)))
+  })
+  scatter(x, grDevices::adjustcolor(cols[point_combo], 0.7),
+          bands = lapply(curves, `[[`, "band"), pch = 20, ...)
+  for (k in seq_along(curves)) {
+    draw_band(curves[[k]]$grid, curves[[k]]$band, cols[k], 0.2)
+    graphics::lines(curves[[k]]$grid, curves[[k]]$band[, "fit"], col = cols[k], lwd = 2)
+  }
+  labels <- vapply(seq_len(nrow(combos)), function(k) {
+    paste(mapply(function(lv, i) lv[i], categorical$levels, unlist(combos[k, ])), collapse = ", ")
+  }, "")
+  graphics::legend("topright", legend = labels, col = cols, lwd = 2, pch = 20, bty = "n",
+                   title = paste(names(categorical$levels), collapse = ", "))
+  invisible(x)
+}
+
+# The data of a one-predictor plot, with y-limits that hold the data and the `bands` (the user's
+# ylim wins).
+scatter <- function(x, col, bands, ...) {
+  dots <- list(...)
+  dots$ylim <- dots$ylim %||%
+    range(x$y, unlist(lapply(bands, function(b) b[, c("lwr", "upr")])), finite = TRUE)
+  do.call(graphics::plot, c(list(x$x[, 1L], x$y, xlab = colnames(x$x), ylab = response_name(x),
+                                 col = col), dots))
 }
 
 response_name <- function(x) {

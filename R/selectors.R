@@ -46,10 +46,11 @@ bandwidth_selectors <- list(
   scored_selector("gcv", "regression"),
   scored_selector("aicc", "regression"),
   selector("rot", c("regression", "classification"), function(p) {
-    list(bandwidth = bw_rot(p$x, p$kernel), curve = NULL)
+    list(bandwidth = widen_to_fit(p$spec, bw_rot(p$x, p$kernel)), curve = NULL)
   }),
   selector("plugin", "regression", max_d = 1, select = function(p) {
-    list(bandwidth = bw_plugin(p$x[, 1L], p$values[, 1L], p$kernel, p$n_threads), curve = NULL)
+    h <- bw_plugin(p$x[, 1L], p$values[, 1L], p$kernel, p$n_threads)
+    list(bandwidth = widen_to_fit(p$spec, h), curve = NULL)
   }, applies = function(p) {
     if (p$degree != 1L || ncol(p$values) != 1L) {
       "{.code bandwidth = \"plugin\"} is for local linear regression on one predictor."

@@ -8,6 +8,10 @@ warn <- function(message, ...) {
   cli::cli_warn(message, ..., class = "localmean_warning", .envir = parent.frame())
 }
 
+# A criterion value for stats::optimize(), which warns when it meets NA or Inf: an unusable
+# bandwidth scores worst.
+finite_or_max <- function(value) if (is.finite(value)) value else .Machine$double.xmax
+
 check_flag <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   force(arg)
   if (!is.logical(x) || length(x) != 1L || is.na(x)) {

@@ -80,3 +80,50 @@ for (t in threads) {
   report(sprintf("2 predictors, %d thread%s", t, if (t > 1) "s" else ""), ours, ref_time,
          agreement)
 }
+
+# ---- The local multinomial logit (local_classify(degree = 1), three classes) -----------------
+# Engine time of the 400 query fits alone: the engine layer (engine_spec() + engine_run(), what
+# predict() calls), n = BENCH_N, one predictor, h = 0.02, classes with probabilities a softmax
+# of (0, 2 sin(2 pi x), 2 cos(2 pi x)). A local_classify() fit would also fit at all n data
+# points. Agreement: nnet::multinom(weights = kernel weights, reltol = 1e-12) at 10 of the
+# queries (one multinom() fit per query, the per-query peer), as the largest absolute
+# difference of the class probabilities, and its time per query.
+eta3 <- cbind(0, 2 * sin(2 * pi * x1), 2 * cos(2 * pi * x1))
+p3 <- exp(eta3) / rowSums(exp(eta3))
+y3 <- factor(apply(p3, 1, function(p) sample.int(3, 1, prob = p)), labels = c("a", "b", "c"))
+onehot3 <- outer(as.integer(y3), 1:3, `==`) + 0
+cat(sprintf("Local multinomial logit, 3 classes, n = %d, 400 queries, h = %g\n", n, h))
+spec3 <- localmean:::engine_spec(matrix(x1), "gaussian", h, values = onehot3, degree = 1L,
+                                 family = "multinomial")
+probs3 <- function(res) {
+  e <- exp(res$coef[, 1L, ] - apply(res$coef[, 1L, ], 1, max))
+  e / rowSums(e)
+}
+for (t in threads) {
+  f <- function() localmean:::engine_run(spec3, matrix(at1), n_threads = t, verbose = FALSE)
+  ours <- time_it(f, reps)
+  cat(sprintf("  %-28s ours %s\n", sprintf("1 predictor, %d thread%s", t, if (t > 1) "s" else ""),
+              fmt_times(ours)))
+}
+if (requireNamespace("nnet", quietly = TRUE)) {
+  pick <- round(seq(1, 400, length.out = 10))
+  ours3 <- probs3(localmean:::engine_run(spec3, matrix(at1[pick]), n_threads = 1L))
+  elapsed <- system.time(theirs3 <- t(vapply(at1[pick], function(q) {
+    w <- exp(-0.5 * ((x1 - q) / h)^2)
+    keep <- w > 1e-14  # the 8 sd cut-off of our tree strategy drops weights below exp(-32)
+    df <- data.frame(y = y3[keep], u = x1[keep] - q)
+    mn <- nnet::multinom(y ~ u, data = df, weights = w[keep], trace = FALSE, reltol = 1e-12,
+                         maxit = 1000)
+    predict(mn, data.frame(u = 0), type = "probs")
+  }, numeric(3))))[["elapsed"]]
+  cat(sprintf("  nnet::multinom per query: %.4f s per query; max |p_ours - p_nnet| %.2e\n",
+              elapsed / length(pick), max(abs(ours3 - theirs3))))
+}
+# The whole local_classify() fit (fits at every data point) at n = 1e4, for scale.
+n4 <- min(n, 1e4)
+for (t in threads) {
+  f <- function() local_classify(x1[1:n4], y3[1:n4], degree = 1, bandwidth = h,
+                                 n_threads = t, verbose = FALSE)
+  cat(sprintf("  %-28s ours %s\n", sprintf("fit at n = %d, %d thread%s", n4, t,
+                                           if (t > 1) "s" else ""), fmt_times(time_it(f, 1))))
+}

@@ -170,8 +170,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_local_fit
-List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol, List categorical, IntegerVector query_codes, std::string family, int max_iter, double tol);
-RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP, SEXP categoricalSEXP, SEXP query_codesSEXP, SEXP familySEXP, SEXP max_iterSEXP, SEXP tolSEXP) {
+List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol, List categorical, IntegerVector query_codes, std::string family, int max_iter, double tol, IntegerVector leave_out);
+RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP, SEXP categoricalSEXP, SEXP query_codesSEXP, SEXP familySEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP leave_outSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -198,7 +198,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< std::string >::type family(familySEXP);
     Rcpp::traits::input_parameter< int >::type max_iter(max_iterSEXP);
     Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol));
+    Rcpp::traits::input_parameter< IntegerVector >::type leave_out(leave_outSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -552,7 +553,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_optimise_triplets", (DL_FUNC) &_localmean_cpp_optimise_triplets, 9},
     {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 3},
     {"_localmean_cpp_rank_agreement", (DL_FUNC) &_localmean_cpp_rank_agreement, 6},
-    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 23},
+    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 24},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 13},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},

@@ -59,6 +59,7 @@ localmean::Family family_type(const std::string& name) {
   if (name == "binomial") return localmean::Family::binomial;
   if (name == "poisson") return localmean::Family::poisson;
   if (name == "gaussian") return localmean::Family::gaussian;
+  if (name == "multinomial") return localmean::Family::multinomial;
   stop("unknown family '%s'", name);
 }
 
@@ -70,7 +71,10 @@ localmean::Family family_type(const std::string& name) {
 // strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
 // `categorical` describes categorical variables (see categorical_vars) and `query_codes` the
 // queries' 1-based levels (m x count); `family` other than "gaussian" fits the local likelihood
-// with at most max_iter Newton steps to a relative deviance change of tol (not binned).
+// with at most max_iter Newton steps to a relative deviance change of tol (not binned);
+// "multinomial" fits the baseline-category logit of one-hot `values` (one column per class).
+// `leave_out` (likelihood families; empty: none) gives per query a 1-based data row left out of
+// its window (0: none), for exact leave-one-out fits.
 // [[Rcpp::export]]
 List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
                    NumericVector prior, NumericVector point_scale, NumericMatrix queries,
@@ -79,7 +83,7 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
                    double cutoff, IntegerVector gridsize, NumericVector grid_lo,
                    NumericVector grid_hi, int n_threads, bool verbose, double rtol,
                    List categorical, IntegerVector query_codes, std::string family,
-                   int max_iter, double tol) {
+                   int max_iter, double tol, IntegerVector leave_out) {
   // `x`: an n x d matrix or a vector (d = 1); `values`: n x nv, a matrix or (nv = 1) a vector.
   // rtol > 0: weight sums (nv = 0) within that relative error, by node-level approximation.
   const Points pts(x);
@@ -131,9 +135,15 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
     const localmean::LocalData data(xs.data(), n, d, values.begin(), nv, w,
                                     point_scale.size() ? point_scale.begin() : nullptr,
                                     categorical_vars(categorical, codes));
+    std::vector<int> left(leave_out.begin(), leave_out.end());
+    for (int& r : left) --r;
+    if (!left.empty() && left.size() != m) stop("leave_out must have one row per query");
+    for (int r : left)
+      if (r >= static_cast<int>(n)) stop("leave_out rows must be data rows");
     done = localmean::local_fit(data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
                                 qcodes.empty() ? nullptr : qcodes.data(), set,
-                                res.output(want_var), pfor, monitor.callback());
+                                res.output(want_var), pfor, monitor.callback(),
+                                left.empty() ? nullptr : left.data());
   }
   monitor.finish();
   if (!done) stop("the computation was stopped");

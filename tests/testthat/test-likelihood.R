@@ -116,3 +116,23 @@ test_that("local likelihood fits do not depend on the thread count", {
   expect_identical(fitted(one), fitted(two))
   expect_identical(one$leverage, two$leverage)
 })
+
+test_that("the binomial cv bandwidth is near the minimum of the exact LOO deviance", {
+  # Our score is the one-step approximation of leave-one-out (see likelihood_cv()); the exact
+  # criterion refits without each point. The chosen bandwidth must be nearly as good under it.
+  set.seed(13)
+  n <- 120
+  x <- runif(n)
+  y <- rbinom(n, 1, plogis(3 * sin(2 * pi * x)))
+  exact_loo <- function(h) {
+    dev <- vapply(seq_len(n), function(i) {
+      ref <- local_glm_ref(x[-i], y[-i], x[i], h, 1, binomial())
+      p <- plogis(ref$eta)
+      -2 * (y[i] * log(p) + (1 - y[i]) * log(1 - p))
+    }, 1)
+    mean(dev)
+  }
+  best <- stats::optimize(exact_loo, c(0.03, 1))$objective
+  fit <- local_poly(x, y, family = "binomial", bandwidth = "cv", verbose = FALSE)
+  expect_lte(exact_loo(fit$bandwidth), 1.02 * best)
+})

@@ -139,3 +139,44 @@ test_that("mixed fits do not depend on the thread count", {
   expect_identical(fitted(one), fitted(two))
   expect_identical(one$leverage, two$leverage)
 })
+
+test_that("plot() draws one curve per level over one numeric predictor, or says why not", {
+  fit <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1), verbose = FALSE)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  expect_identical(plot(fit), fit)
+  expect_error(plot(fit, simultaneous = TRUE), class = "localmean_error")
+  two <- local_poly(mpg ~ wt + hp + factor(cyl), data = mtcars, bandwidth = c(1, 50, 0.1),
+                    verbose = FALSE)
+  expect_error(plot(two), "one numeric predictor", class = "localmean_error")
+  many <- local_poly(mpg ~ wt + factor(cyl) + factor(gear), data = mtcars,
+                     bandwidth = c(1, 0.1, 0.1), verbose = FALSE)
+  expect_error(plot(many), "at most 8 curves", class = "localmean_error")
+})
+
+test_that("the mixed cv search is within 1% of a brute-force LOO minimised by optim()", {
+  set.seed(12)
+  n <- 70
+  num <- cbind(x = runif(n))
+  f <- factor(sample(c("a", "b", "c"), n, TRUE))
+  y <- sin(2 * pi * num[, 1]) + c(a = 0, b = 0.4, c = 0.8)[as.integer(f)] + rnorm(n, sd = 0.2)
+  # leave each point out and refit at it; theta = (log h, logit of lambda / (2/3))
+  loo <- function(theta) {
+    h <- exp(theta[1])
+    lambda <- 2 / 3 * stats::plogis(theta[2])
+    err <- vapply(seq_len(n), function(i) {
+      y[i] - product_kernel_ref(num[-i, , drop = FALSE], list(f[-i]), y[-i], num[i, ],
+                                list(f[i]), h, lambda, 1)
+    }, 1)
+    mean(err^2)
+  }
+  starts <- list(c(log(0.05), -2), c(log(0.2), 0), c(log(0.1), 2))
+  brute <- min(vapply(starts, function(s) {
+    stats::optim(s, loo, control = list(maxit = 300, reltol = 1e-9))$value
+  }, 1))
+  fit <- local_poly(data.frame(x = num[, 1], f = f), y, bandwidth = "cv", verbose = FALSE)
+  expect_lte(fit$cv, 1.01 * brute)
+  lambda <- fit$bandwidth[2]
+  expect_equal(fit$cv, loo(c(log(fit$bandwidth[1]), stats::qlogis(lambda / (2 / 3)))),
+               tolerance = 1e-8)
+})

@@ -572,3 +572,20 @@ test_that("plot() draws fits in 1-D and 2-D and the bandwidth curve", {
   fit3 <- local_poly(x3, d2$y, bandwidth = 0.5, verbose = FALSE)
   expect_error(plot(fit3), class = "localmean_error")
 })
+
+test_that("a huge bandwidth makes its predictor enter globally instead of failing the fit", {
+  # np reports irrelevant predictors with bandwidths such as 3e5; the scaled column is then tiny,
+  # and the rank check must judge it against its own scale.
+  set.seed(11)
+  n <- 150
+  x <- cbind(a = runif(n), b = runif(n, 0, 50))
+  y <- sin(5 * x[, 1]) + 0.1 * x[, 2] + rnorm(n, sd = 0.1)
+  fit <- local_poly(x, y, bandwidth = c(0.2, 3e8), verbose = FALSE)
+  brute <- vapply(seq_len(n), function(i) {
+    w <- exp(-0.5 * ((x[, 1] - x[i, 1]) / 0.2)^2)  # constant in b
+    X <- cbind(1, x[, 1] - x[i, 1], x[, 2] - x[i, 2])
+    solve(crossprod(X, w * X), crossprod(X, w * y))[1]
+  }, 1)
+  expect_false(anyNA(fitted(fit)))
+  expect_equal(unname(fitted(fit)), brute, tolerance = 1e-9)
+})

@@ -8,7 +8,9 @@
 
 namespace localmean {
 
-enum class Family { gaussian, binomial, poisson };
+// multinomial: the baseline-category logit of one-hot class indicators, solved by its own
+// Newton steps (multinomial_solve() in engine.hpp); the scalar functions below do not apply.
+enum class Family { gaussian, binomial, poisson, multinomial };
 
 inline double family_mean(Family family, double eta) {
   switch (family) {

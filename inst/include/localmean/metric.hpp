@@ -57,15 +57,14 @@ struct MetricLoss {
 namespace detail {
 
 // Cholesky factorisation of a small symmetric positive definite matrix (p x p, column-major, in
-// place, lower triangle); false when a pivot is not above `tol` times the largest diagonal.
+// place, lower triangle); false when a pivot is not above `tol` times its own diagonal entry
+// (the engine's rank rule, see solve_moments()).
 inline bool small_cholesky(double* s, std::size_t p, double tol) {
-  double top = 0.0;
-  for (std::size_t k = 0; k < p; ++k) top = std::max(top, s[k * p + k]);
-  if (!(top > 0.0)) return false;
   for (std::size_t k = 0; k < p; ++k) {
     double piv = s[k * p + k];
+    const double diag = piv;
     for (std::size_t m = 0; m < k; ++m) piv -= s[m * p + k] * s[m * p + k];
-    if (!(piv > tol * top)) return false;
+    if (!(piv > tol * diag)) return false;
     piv = std::sqrt(piv);
     s[k * p + k] = piv;
     for (std::size_t r = k + 1; r < p; ++r) {
