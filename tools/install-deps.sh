@@ -3,7 +3,7 @@
 # Debian's r-cran-* binaries where apt-get is usable (as root), CRAN otherwise.
 set -e
 R_PKGS="rlang Rcpp RcppEigen RcppParallel RSpectra cli testthat roxygen2 knitr rmarkdown KernSmooth ks future future.apply uwot janeaustenr locfit"
-SYS_TOOLS="pandoc qpdf tidy"
+SYS_TOOLS="pandoc qpdf tidy pngquant"
 
 missing_r() {
   Rscript -e 'p <- commandArgs(TRUE); cat(p[!vapply(p, requireNamespace, TRUE, quietly = TRUE)])' $R_PKGS
