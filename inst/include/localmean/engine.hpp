@@ -84,23 +84,64 @@ enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2, kNoFit = 3 };
 // coordinates, the kernel nearly constant in it) still spans its polynomial terms.
 constexpr double kRankTolerance = 1e-11;
 
-// Points per block of the kernel sweep: a fixed length lets the weight loops vectorise.
-constexpr std::size_t kBlock = 8;
+// Points per block of the kernel sweep: a fixed length lets the weight loops vectorise, and 16
+// points keep four AVX2 vectors of the kernel's long dependency chain (the exponential) in flight.
+constexpr std::size_t kBlock = 16;
+
+namespace detail {
+// Pairwise sum of a full block (a fixed order); sequential for a run-time length.
+LOCALMEAN_INLINE double pairwise_sum(const double* v, std::integral_constant<std::size_t, 1>) {
+  return v[0];
+}
+template <std::size_t L>
+LOCALMEAN_INLINE double pairwise_sum(const double* v, std::integral_constant<std::size_t, L>) {
+  const auto half = std::integral_constant<std::size_t, L / 2>();
+  return pairwise_sum(v, half) + pairwise_sum(v + L / 2, half);
+}
+LOCALMEAN_INLINE double block_sum(const double* v, std::integral_constant<std::size_t, kBlock> full) {
+  return pairwise_sum(v, full);
+}
+inline double block_sum(const double* v, std::size_t len) {
+  double s = 0.0;
+  for (std::size_t k = 0; k < len; ++k) s += v[k];
+  return s;
+}
+}  // namespace detail
 
 // Moments of one query point (upper triangles of S and S2, and T), with scratch for their
-// solution and for the basis values of one block of points.
+// solution and for the basis values of one block of points. The sweep adds each block into
+// kBlock lanes per moment (no horizontal sums in the hot loop); flush() adds the lanes' pairwise
+// sums into S, T and S2, so every moment is summed in a fixed order.
 struct Moments {
   std::size_t nb, nv;
   bool want_var;
   std::vector<double> S, T, S2, chol, inv;
   std::vector<double> block_phi;  // nb x kBlock
+  std::vector<double> lanes;      // kBlock lanes of S (nb x nb), then T (nb x nv), then S2
   Moments(std::size_t nb_, std::size_t nv_, bool want_var_)
       : nb(nb_), nv(nv_), want_var(want_var_), S(nb_ * nb_), T(nb_ * nv_), S2(nb_ * nb_),
-        chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * kBlock) {}
+        chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * kBlock),
+        lanes((2 * nb_ * nb_ + nb_ * nv_) * kBlock) {}
+  double* S_lanes() { return lanes.data(); }
+  double* T_lanes() { return lanes.data() + nb * nb * kBlock; }
+  double* S2_lanes() { return lanes.data() + (nb * nb + nb * nv) * kBlock; }
   void reset() {
     std::fill(S.begin(), S.end(), 0.0);
     std::fill(T.begin(), T.end(), 0.0);
     std::fill(S2.begin(), S2.end(), 0.0);
+    std::fill(lanes.begin(), lanes.end(), 0.0);
+  }
+  void flush() {
+    const auto full = std::integral_constant<std::size_t, kBlock>();
+    auto add = [&](std::vector<double>& to, double* from) {
+      for (std::size_t e = 0; e < to.size(); ++e, from += kBlock) {
+        to[e] += detail::block_sum(from, full);
+        std::fill(from, from + kBlock, 0.0);
+      }
+    };
+    add(S, S_lanes());
+    add(T, T_lanes());
+    if (want_var) add(S2, S2_lanes());
   }
 };
 
@@ -299,15 +340,6 @@ namespace detail {
 // all within both, all within the fast range, all beyond it, or some on either side.
 enum DistanceRange { kInside, kNearOnly, kFarOnly, kMixed };
 
-// Pairwise sum of a full block; sequential for a tail. Either way a fixed order.
-inline double block_sum(const double* v, std::integral_constant<std::size_t, kBlock>) {
-  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
-inline double block_sum(const double* v, std::size_t len) {
-  double s = 0.0;
-  for (std::size_t k = 0; k < len; ++k) s += v[k];
-  return s;
-}
 
 
 // The kernel weights w of `len` points from tree position s for query q (without the prior
@@ -348,38 +380,54 @@ LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, cons
   if (table) data.weigh_levels(table, s, len, w);
 }
 
-// Accumulates `len` points from tree position s into the moments of query q (see block_weights).
+// Lane arithmetic on a block: acc[k] += x[k] * y[k] and out[k] = x[k] * y[k], written with
+// v4d for full blocks (the compiler's own vectorisation of these loops is unreliable).
+LOCALMEAN_INLINE void add_product(double* acc, const double* x, const double* y,
+                                  std::integral_constant<std::size_t, kBlock>) {
+  for (std::size_t c = 0; c < kBlock; c += 4)
+    LOCALMEAN_STORE4(acc + c, LOCALMEAN_LOAD4(acc + c) + LOCALMEAN_LOAD4(x + c) * LOCALMEAN_LOAD4(y + c));
+}
+LOCALMEAN_INLINE void add_product(double* acc, const double* x, const double* y, std::size_t len) {
+  for (std::size_t k = 0; k < len; ++k) acc[k] += x[k] * y[k];
+}
+LOCALMEAN_INLINE void product(double* out, const double* x, const double* y,
+                              std::integral_constant<std::size_t, kBlock>) {
+  for (std::size_t c = 0; c < kBlock; c += 4)
+    LOCALMEAN_STORE4(out + c, LOCALMEAN_LOAD4(x + c) * LOCALMEAN_LOAD4(y + c));
+}
+LOCALMEAN_INLINE void product(double* out, const double* x, const double* y, std::size_t len) {
+  for (std::size_t k = 0; k < len; ++k) out[k] = x[k] * y[k];
+}
+
+// Accumulates `len` points from tree position s into the lanes of query q's moments (see
+// block_weights), leaving out the first `skip` of them (already swept: see sweep_body).
 template <class K, class Len>
 LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
                                   const double* table, double inv_h, double cut2,
-                                  DistanceRange range, std::size_t s, Len len, Moments& mo) {
-  const std::size_t n = data.n(), nv = data.nv();
+                                  DistanceRange range, std::size_t s, Len len, std::size_t skip,
+                                  Moments& mo) {
+  const std::size_t n = data.n(), nv = data.nv(), nb = mo.nb;
   const double* pts = data.tree().points();
   const double* prior = data.prior();
-  double w[kBlock];
+  double w[kBlock], W[kBlock];
   block_weights<K>(data, q, table, inv_h, cut2, range, s, len, w);
-  if (mo.nb == 1 && !mo.want_var) {
-    // The local mean: the block's sums are formed pairwise, then added in block order.
-    if (prior)
-      for (std::size_t k = 0; k < len; ++k) w[k] *= prior[s + k];
-    mo.S[0] += block_sum(w, len);
-    for (std::size_t j = 0; j < nv; ++j) {
-      const double* y = data.values() + j * n + s;
-      double wy[kBlock];
-      for (std::size_t k = 0; k < len; ++k) wy[k] = w[k] * y[k];
-      mo.T[j] += block_sum(wy, len);
-    }
+  for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+  if (prior) {
+    product(W, w, prior + s, len);
+  } else {
+    std::copy(w, w + len, W);
+  }
+  if (nb == 1 && !mo.want_var) {
+    // The local mean.
+    double* S = mo.S_lanes();
+    for (std::size_t k = 0; k < len; ++k) S[k] += W[k];
+    for (std::size_t j = 0; j < nv; ++j)
+      add_product(mo.T_lanes() + j * kBlock, W, data.values() + j * n + s, len);
     return;
   }
   // Local polynomial: basis values of the block, each term its parent times one variable.
-  double W[kBlock], kW[kBlock], prod[kBlock];
-  for (std::size_t k = 0; k < len; ++k) {
-    W[k] = prior ? w[k] * prior[s + k] : w[k];
-    kW[k] = w[k] * W[k];
-  }
   double* phi = mo.block_phi.data();
-  const std::size_t nb = mo.nb;
-  for (std::size_t k = 0; k < len; ++k) phi[k] = 1.0;
+  std::fill(phi, phi + kBlock, 1.0);
   for (std::size_t b = 1; b < nb; ++b) {
     const double* up = phi + basis.parent(b) * kBlock;
     const double* col = pts + basis.var(b) * n + s;
@@ -388,35 +436,39 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
     for (std::size_t k = 0; k < len; ++k) out[k] = up[k] * ((col[k] - qj) * inv_h);
   }
   for (std::size_t a = 0; a < nb; ++a) {
-    const double* pa = phi + a * kBlock;
+    double Wa[kBlock], kWa[kBlock];
+    product(Wa, W, phi + a * kBlock, len);
+    if (mo.want_var) product(kWa, w, Wa, len);
     for (std::size_t b = a; b < nb; ++b) {
-      const double* pb = phi + b * kBlock;
-      for (std::size_t k = 0; k < len; ++k) prod[k] = W[k] * pa[k] * pb[k];
-      mo.S[a * nb + b] += block_sum(prod, len);
-      if (mo.want_var) {
-        for (std::size_t k = 0; k < len; ++k) prod[k] = kW[k] * pa[k] * pb[k];
-        mo.S2[a * nb + b] += block_sum(prod, len);
-      }
+      add_product(mo.S_lanes() + (a * nb + b) * kBlock, Wa, phi + b * kBlock, len);
+      if (mo.want_var)
+        add_product(mo.S2_lanes() + (a * nb + b) * kBlock, kWa, phi + b * kBlock, len);
     }
-    for (std::size_t j = 0; j < nv; ++j) {
-      const double* y = data.values() + j * n + s;
-      for (std::size_t k = 0; k < len; ++k) prod[k] = W[k] * pa[k] * y[k];
-      mo.T[a * nv + j] += block_sum(prod, len);
-    }
+    for (std::size_t j = 0; j < nv; ++j)
+      add_product(mo.T_lanes() + (a * nv + j) * kBlock, Wa, data.values() + j * n + s, len);
   }
 }
 
-// Accumulates the points at tree positions [begin, end) into the moments of query q.
+// Accumulates the points at tree positions [begin, end) into the lanes of query q's moments, in
+// full blocks: a last partial block is swept as the block that ends at `end`, without the
+// points it shares with the block before. Only ranges shorter than a block take the slower loop
+// of run-time length.
 template <class K>
 LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, const double* q,
                                  const double* table, double inv_h, double cut2,
                                  DistanceRange range, std::size_t begin, std::size_t end,
                                  Moments& mo) {
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  if (end - begin < kBlock) {
+    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, begin, end - begin, 0, mo);
+    return;
+  }
   std::size_t s = begin;
   for (; s + kBlock <= end; s += kBlock)
-    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s,
-                   std::integral_constant<std::size_t, kBlock>(), mo);
-  if (s < end) sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, end - s, mo);
+    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, full, 0, mo);
+  if (s < end)
+    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, end - kBlock, full,
+                   kBlock - (end - s), mo);
 }
 
 // The sweep in its best build for the processor (see simd.hpp).
@@ -459,6 +511,9 @@ void visit_window(const LocalData& data, const double* q, double h, const Reach&
   const double far_scale = 1.0 / (h * h * data.min_scale() * data.min_scale());
   const double limit = K::fast_limit();
   const double cut2 = reach * reach;
+  // Consecutive leaves of one range join into one visit: fewer, longer sweeps.
+  std::size_t run_begin = 0, run_end = 0;
+  detail::DistanceRange run_range = detail::kInside;
   data.tree().visit_ball(q, reach * h * data.max_scale(),
                          [&](std::size_t b, std::size_t e, double near2, double far2) {
     const detail::DistanceRange range =
@@ -466,8 +521,16 @@ void visit_window(const LocalData& data, const double* q, double h, const Reach&
         : far2 * far_scale <= limit               ? detail::kNearOnly
         : near2 * near_scale > limit              ? detail::kFarOnly
                                                   : detail::kMixed;
-    visit(b, e, range, cut2);
+    if (b == run_end && range == run_range) {
+      run_end = e;
+      return;
+    }
+    if (run_end > run_begin) visit(run_begin, run_end, run_range, cut2);
+    run_begin = b;
+    run_end = e;
+    run_range = range;
   }, std::isfinite(reach) ? 0 : kWholeSweepGroup);
+  if (run_end > run_begin) visit(run_begin, run_end, run_range, cut2);
 }
 
 // Accumulates the moments of query q (scaled coordinates, level weights `table`) with scale h,
@@ -479,6 +542,7 @@ void accumulate_query(const LocalData& data, const Basis& basis, const double* q
                   [&](std::size_t b, std::size_t e, detail::DistanceRange range, double cut2) {
     detail::sweep<K>(data, basis, q, table, 1.0 / h, cut2, range, b, e, mo);
   });
+  mo.flush();
 }
 
 // The weight sum of query q alone (a kernel density up to its constant) with a relative error of
@@ -511,6 +575,7 @@ void density_sum(const LocalData& data, const Basis& basis, const double* q, dou
         const detail::DistanceRange range =
             far2 * inv_h2 <= K::fast_limit() ? detail::kInside : detail::kMixed;
         detail::sweep<K>(data, basis, q, nullptr, 1.0 / h, kInf, range, b, e, mo);
+        mo.flush();
         lower += mo.S[0] - before;
       });
 }

@@ -39,16 +39,6 @@ namespace detail {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// Four doubles in a GCC vector register (a portable extension; Clang has it too), for loops
-// that keep running sums in registers. Every sum still runs in a fixed order.
-#if defined(__GNUC__)
-typedef double v4d __attribute__((vector_size(32), aligned(8)));
-// Macros rather than functions: passing vector types by value would change the ABI between the
-// portable and the AVX2 builds.
-#define LOCALMEAN_LOAD4(p) (*reinterpret_cast<const v4d*>(p))
-#define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
-#endif
-
 // The log weight of a zero weight: finite, so that arithmetic on it stays branch-free. A log
 // weight below kLogZeroBelow (kLogZero plus any score) is a zero weight.
 constexpr double kLogZero = -1e300;

@@ -8,6 +8,7 @@
 // Both copies run the same operations in the same order, so results do not depend on the path.
 #pragma once
 
+
 #if defined(__GNUC__)
 #define LOCALMEAN_INLINE inline __attribute__((always_inline))
 #define LOCALMEAN_LAMBDA_INLINE __attribute__((always_inline))
@@ -27,6 +28,14 @@
 
 
 namespace localmean {
+
+// Four doubles in a GCC vector register (a portable extension; Clang has it too): one AVX2
+// register in the AVX2 copy, two SSE2 registers in the portable one. Macros rather than
+// functions: passing vector types by value would change the ABI between the two builds.
+typedef double v4d __attribute__((vector_size(32), aligned(8)));
+#define LOCALMEAN_LOAD4(p) (*reinterpret_cast<const v4d*>(p))
+#define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
+
 namespace detail {
 
 #if LOCALMEAN_X86_CLONES
