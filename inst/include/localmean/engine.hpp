@@ -108,23 +108,28 @@ inline double block_sum(const double* v, std::size_t len) {
 }
 }  // namespace detail
 
+// Lanes per moment: the sweep adds point k of a block into lane k % kLanes (two v4d: short
+// dependency chains for the local mean's few moments, few loads and stores for many moments).
+constexpr std::size_t kLanes = 8;
+
 // Moments of one query point (upper triangles of S and S2, and T), with scratch for their
 // solution and for the basis values of one block of points. The sweep adds each block into
-// kBlock lanes per moment (no horizontal sums in the hot loop); flush() adds the lanes' pairwise
-// sums into S, T and S2, so every moment is summed in a fixed order.
+// kLanes lanes per moment (no horizontal sums in the hot loop, one load and store per block);
+// flush() adds the lanes' pairwise sums into S, T and S2, so every moment is summed in a fixed
+// order.
 struct Moments {
   std::size_t nb, nv;
   bool want_var;
   std::vector<double> S, T, S2, chol, inv;
   std::vector<double> block_phi;  // nb x kBlock
-  std::vector<double> lanes;      // kBlock lanes of S (nb x nb), then T (nb x nv), then S2
+  std::vector<double> lanes;      // kLanes lanes of S (nb x nb), then T (nb x nv), then S2
   Moments(std::size_t nb_, std::size_t nv_, bool want_var_)
       : nb(nb_), nv(nv_), want_var(want_var_), S(nb_ * nb_), T(nb_ * nv_), S2(nb_ * nb_),
         chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * kBlock),
-        lanes((2 * nb_ * nb_ + nb_ * nv_) * kBlock) {}
+        lanes((2 * nb_ * nb_ + nb_ * nv_) * kLanes) {}
   double* S_lanes() { return lanes.data(); }
-  double* T_lanes() { return lanes.data() + nb * nb * kBlock; }
-  double* S2_lanes() { return lanes.data() + (nb * nb + nb * nv) * kBlock; }
+  double* T_lanes() { return lanes.data() + nb * nb * kLanes; }
+  double* S2_lanes() { return lanes.data() + (nb * nb + nb * nv) * kLanes; }
   void reset() {
     std::fill(S.begin(), S.end(), 0.0);
     std::fill(T.begin(), T.end(), 0.0);
@@ -132,11 +137,11 @@ struct Moments {
     std::fill(lanes.begin(), lanes.end(), 0.0);
   }
   void flush() {
-    const auto full = std::integral_constant<std::size_t, kBlock>();
     auto add = [&](std::vector<double>& to, double* from) {
-      for (std::size_t e = 0; e < to.size(); ++e, from += kBlock) {
-        to[e] += detail::block_sum(from, full);
-        std::fill(from, from + kBlock, 0.0);
+      for (std::size_t e = 0; e < to.size(); ++e, from += kLanes) {
+        to[e] += ((from[0] + from[1]) + (from[2] + from[3])) +
+                 ((from[4] + from[5]) + (from[6] + from[7]));
+        std::fill(from, from + kLanes, 0.0);
       }
     };
     add(S, S_lanes());
@@ -380,15 +385,36 @@ LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, cons
   if (table) data.weigh_levels(table, s, len, w);
 }
 
-// Lane arithmetic on a block: acc[k] += x[k] * y[k] and out[k] = x[k] * y[k], written with
-// v4d for full blocks (the compiler's own vectorisation of these loops is unreliable).
+// Lane arithmetic on a block: acc[k % kLanes] += x[k] * y[k] (k in order) and out[k] = x[k] *
+// y[k], written with v4d for full blocks (the compiler's own vectorisation of these loops is
+// unreliable).
+static_assert(kLanes == 8 && kBlock % kLanes == 0, "a lane group is two v4d");
 LOCALMEAN_INLINE void add_product(double* acc, const double* x, const double* y,
                                   std::integral_constant<std::size_t, kBlock>) {
-  for (std::size_t c = 0; c < kBlock; c += 4)
-    LOCALMEAN_STORE4(acc + c, LOCALMEAN_LOAD4(acc + c) + LOCALMEAN_LOAD4(x + c) * LOCALMEAN_LOAD4(y + c));
+  v4d low = LOCALMEAN_LOAD4(acc), high = LOCALMEAN_LOAD4(acc + 4);
+  for (std::size_t c = 0; c < kBlock; c += kLanes) {
+    low += LOCALMEAN_LOAD4(x + c) * LOCALMEAN_LOAD4(y + c);
+    high += LOCALMEAN_LOAD4(x + c + 4) * LOCALMEAN_LOAD4(y + c + 4);
+  }
+  LOCALMEAN_STORE4(acc, low);
+  LOCALMEAN_STORE4(acc + 4, high);
 }
 LOCALMEAN_INLINE void add_product(double* acc, const double* x, const double* y, std::size_t len) {
-  for (std::size_t k = 0; k < len; ++k) acc[k] += x[k] * y[k];
+  for (std::size_t k = 0; k < len; ++k) acc[k % kLanes] += x[k] * y[k];
+}
+// acc[k % kLanes] += x[k]
+LOCALMEAN_INLINE void add_lanes(double* acc, const double* x,
+                                std::integral_constant<std::size_t, kBlock>) {
+  v4d low = LOCALMEAN_LOAD4(acc), high = LOCALMEAN_LOAD4(acc + 4);
+  for (std::size_t c = 0; c < kBlock; c += kLanes) {
+    low += LOCALMEAN_LOAD4(x + c);
+    high += LOCALMEAN_LOAD4(x + c + 4);
+  }
+  LOCALMEAN_STORE4(acc, low);
+  LOCALMEAN_STORE4(acc + 4, high);
+}
+LOCALMEAN_INLINE void add_lanes(double* acc, const double* x, std::size_t len) {
+  for (std::size_t k = 0; k < len; ++k) acc[k % kLanes] += x[k];
 }
 LOCALMEAN_INLINE void product(double* out, const double* x, const double* y,
                               std::integral_constant<std::size_t, kBlock>) {
@@ -419,10 +445,9 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
   }
   if (nb == 1 && !mo.want_var) {
     // The local mean.
-    double* S = mo.S_lanes();
-    for (std::size_t k = 0; k < len; ++k) S[k] += W[k];
+    add_lanes(mo.S_lanes(), W, len);
     for (std::size_t j = 0; j < nv; ++j)
-      add_product(mo.T_lanes() + j * kBlock, W, data.values() + j * n + s, len);
+      add_product(mo.T_lanes() + j * kLanes, W, data.values() + j * n + s, len);
     return;
   }
   // Local polynomial: basis values of the block, each term its parent times one variable.
@@ -440,12 +465,12 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
     product(Wa, W, phi + a * kBlock, len);
     if (mo.want_var) product(kWa, w, Wa, len);
     for (std::size_t b = a; b < nb; ++b) {
-      add_product(mo.S_lanes() + (a * nb + b) * kBlock, Wa, phi + b * kBlock, len);
+      add_product(mo.S_lanes() + (a * nb + b) * kLanes, Wa, phi + b * kBlock, len);
       if (mo.want_var)
-        add_product(mo.S2_lanes() + (a * nb + b) * kBlock, kWa, phi + b * kBlock, len);
+        add_product(mo.S2_lanes() + (a * nb + b) * kLanes, kWa, phi + b * kBlock, len);
     }
     for (std::size_t j = 0; j < nv; ++j)
-      add_product(mo.T_lanes() + (a * nv + j) * kBlock, Wa, data.values() + j * n + s, len);
+      add_product(mo.T_lanes() + (a * nv + j) * kLanes, Wa, data.values() + j * n + s, len);
   }
 }
 
