@@ -393,10 +393,10 @@ theta_score <- function(score_of, layout) {
 }
 
 # Joint minimisation of the score over every bandwidth from the grid's best `start` (h), with
-# bounds. Three starts: (1) the grid's best; (2) one coordinate sweep from it, which tries each
-# predictor at 1/e, 1/sqrt(e), sqrt(e), e, e^2 times its bandwidth and at its upper bound (so an
-# irrelevant predictor can jump to a wide bandwidth); Nelder-Mead from both, (3) restarted
-# from the better result, as restarts help Nelder-Mead past early collapse of its simplex.
+# bounds: one coordinate sweep from it, which tries each predictor at a few multiples of its
+# bandwidth and at its upper bound (so an irrelevant predictor can jump to a wide bandwidth),
+# then Nelder-Mead from the sweep's result (never worse than the start), restarted once from
+# its own result, as restarts help Nelder-Mead past early collapse of its simplex.
 # Returns the best bandwidths h and lambdas found (never worse than the start).
 joint_search <- function(score_of, start, lambda, bounds, spec) {
   layout <- theta_layout(spec, bounds)
@@ -411,10 +411,9 @@ joint_search <- function(score_of, start, lambda, bounds, spec) {
     list(theta = clamp(theta + 5 * opt$par), value = opt$value)
   }
   sweep <- coordinate_sweep(score, theta0, layout$bounds)
-  runs <- list(list(theta = theta0, value = score(theta0)), nelder_mead(theta0))
-  if (!identical(sweep, theta0)) runs <- c(runs, list(nelder_mead(sweep)))
-  values <- vapply(runs, `[[`, 1, "value")
-  best <- runs[[which.min(values)]]
+  best <- list(theta = sweep, value = score(sweep))
+  first <- nelder_mead(sweep)
+  if (first$value < best$value) best <- first
   again <- nelder_mead(best$theta)
   if (again$value < best$value) best <- again
   theta <- widen_flat(score, best$theta, best$value, layout$bounds[2L, ])

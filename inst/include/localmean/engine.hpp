@@ -342,10 +342,49 @@ inline double effective_cutoff(const EngineSettings& set) {
 namespace detail {
 
 // Where a leaf's points lie relative to the kernel's fast range and the cut-off (sweep_block):
-// all within both, all within the fast range, all beyond it, or some on either side.
-enum DistanceRange { kInside, kNearOnly, kFarOnly, kMixed };
+// all within both; all within the fast range, or the cut-off within it (points beyond the
+// cut-off weigh nothing); or some between the fast range and the cut-off, which need wide().
+enum DistanceRange { kInside, kNearOnly, kWide };
 
 
+
+// Squared scaled distances r2 of `len` points from tree position s to query q (in v4d
+// registers for a full block: GCC keeps its own vectorised version of this loop in memory).
+LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, double inv_h,
+                                        std::size_t s, std::integral_constant<std::size_t, kBlock>,
+                                        double* r2) {
+  static_assert(kBlock == 16, "four v4d per block");
+  const std::size_t n = data.n(), d = data.d();
+  const double* col = data.tree().points() + s;
+  v4d r0 = {0.0, 0.0, 0.0, 0.0}, r1 = r0, r2v = r0, r3 = r0;
+  for (std::size_t j = 0; j < d; ++j, col += n) {
+    const double qj = q[j];
+    const v4d t0 = (LOCALMEAN_LOAD4(col) - qj) * inv_h, t1 = (LOCALMEAN_LOAD4(col + 4) - qj) * inv_h;
+    const v4d t2 = (LOCALMEAN_LOAD4(col + 8) - qj) * inv_h,
+              t3 = (LOCALMEAN_LOAD4(col + 12) - qj) * inv_h;
+    r0 += t0 * t0;
+    r1 += t1 * t1;
+    r2v += t2 * t2;
+    r3 += t3 * t3;
+  }
+  LOCALMEAN_STORE4(r2, r0);
+  LOCALMEAN_STORE4(r2 + 4, r1);
+  LOCALMEAN_STORE4(r2 + 8, r2v);
+  LOCALMEAN_STORE4(r2 + 12, r3);
+}
+LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, double inv_h,
+                                        std::size_t s, std::size_t len, double* r2) {
+  const std::size_t n = data.n(), d = data.d();
+  const double* pts = data.tree().points();
+  std::fill(r2, r2 + len, 0.0);
+  for (std::size_t j = 0; j < d; ++j) {
+    const double* col = pts + j * n + s;
+    for (std::size_t k = 0; k < len; ++k) {
+      const double t = (col[k] - q[j]) * inv_h;
+      r2[k] += t * t;
+    }
+  }
+}
 
 // The kernel weights w of `len` points from tree position s for query q (without the prior
 // weights): the numeric kernel times the level weights of the query's `table` (null: none). Len
@@ -354,17 +393,8 @@ template <class K, class Len>
 LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, const double* table,
                                     double inv_h, double cut2, DistanceRange range, std::size_t s,
                                     Len len, double* w) {
-  const std::size_t n = data.n(), d = data.d();
-  const double* pts = data.tree().points();
-  double r2[kBlock] = {0.0};
-  for (std::size_t j = 0; j < d; ++j) {
-    const double* col = pts + j * n + s;
-    const double qj = q[j];
-    for (std::size_t k = 0; k < len; ++k) {
-      const double t = (col[k] - qj) * inv_h;
-      r2[k] += t * t;
-    }
-  }
+  double r2[kBlock];
+  squared_distances(data, q, inv_h, s, len, r2);
   if (const double* inv_s2 = data.inv_scale2())
     for (std::size_t k = 0; k < len; ++k) r2[k] *= inv_s2[s + k];
   // shape() is accurate up to fast_limit; farther points (possible without a cut-off, or with
@@ -372,15 +402,11 @@ LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, cons
   const double limit = K::fast_limit();
   if (range == kInside) {
     for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
-  } else if (range == kFarOnly) {
-    for (std::size_t k = 0; k < len; ++k) w[k] = within(r2[k], cut2) * K::wide(r2[k]);
-  } else {
+  } else if (range == kNearOnly) {
     for (std::size_t k = 0; k < len; ++k)
       w[k] = within(r2[k], cut2) * K::shape(std::min(r2[k], std::min(cut2, limit)));
-    if (range == kMixed) {
-      for (std::size_t k = 0; k < len; ++k)
-        if (r2[k] > limit) w[k] = within(r2[k], cut2) * K::exact(r2[k]);
-    }
+  } else {
+    for (std::size_t k = 0; k < len; ++k) w[k] = within(r2[k], cut2) * K::wide(r2[k]);
   }
   if (table) data.weigh_levels(table, s, len, w);
 }
@@ -532,7 +558,6 @@ void visit_window(const LocalData& data, const double* q, double h, const Reach&
   // Point scales widen the ball to the largest and bound the scaled distances of a leaf.
   double reach = how.cutoff;
   if (how.from_nearest) reach += data.tree().kth_distance(q, 1) / (h * data.min_scale());
-  const double near_scale = 1.0 / (h * h * data.max_scale() * data.max_scale());
   const double far_scale = 1.0 / (h * h * data.min_scale() * data.min_scale());
   const double limit = K::fast_limit();
   const double cut2 = reach * reach;
@@ -540,12 +565,11 @@ void visit_window(const LocalData& data, const double* q, double h, const Reach&
   std::size_t run_begin = 0, run_end = 0;
   detail::DistanceRange run_range = detail::kInside;
   data.tree().visit_ball(q, reach * h * data.max_scale(),
-                         [&](std::size_t b, std::size_t e, double near2, double far2) {
+                         [&](std::size_t b, std::size_t e, double, double far2) {
     const detail::DistanceRange range =
-        far2 * far_scale <= std::min(limit, cut2) ? detail::kInside
-        : far2 * far_scale <= limit               ? detail::kNearOnly
-        : near2 * near_scale > limit              ? detail::kFarOnly
-                                                  : detail::kMixed;
+        far2 * far_scale <= std::min(limit, cut2)    ? detail::kInside
+        : far2 * far_scale <= limit || cut2 <= limit ? detail::kNearOnly
+                                                     : detail::kWide;
     if (b == run_end && range == run_range) {
       run_end = e;
       return;
@@ -598,7 +622,7 @@ void density_sum(const LocalData& data, const Basis& basis, const double* q, dou
         visited += data.weight(b, e);
         const double before = mo.S[0];
         const detail::DistanceRange range =
-            far2 * inv_h2 <= K::fast_limit() ? detail::kInside : detail::kMixed;
+            far2 * inv_h2 <= K::fast_limit() ? detail::kInside : detail::kWide;
         detail::sweep<K>(data, basis, q, nullptr, 1.0 / h, kInf, range, b, e, mo);
         mo.flush();
         lower += mo.S[0] - before;
