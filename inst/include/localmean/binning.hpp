@@ -183,11 +183,13 @@ inline bool separable_local_means(const Grid& g, const std::vector<double>& coun
       const std::size_t k = r / size1, i1 = r % size1;
       const double* in = source(k) + i1 * size0;
       double* o = &rows[k * G + i1 * size0];
-      for (long i0 = 0; i0 < size0; ++i0) {
-        const long lo = std::max(-reach[0], -i0), hi = std::min(reach[0], size0 - 1 - i0);
-        double acc = 0.0;
-        for (long a = lo; a <= hi; ++a) acc += in[i0 + a] * w0[a + reach[0]];
-        o[i0] = acc;
+      // One shifted multiply-add over the row per offset (vectorised), offsets in increasing
+      // order: each node sums its terms in the same order as a dot product over its window.
+      std::fill(o, o + size0, 0.0);
+      for (long a = -reach[0]; a <= reach[0]; ++a) {
+        const double wa = w0[a + reach[0]];
+        const long lo = std::max(0L, -a), hi = std::min(size0, size0 - a);
+        for (long i0 = lo; i0 < hi; ++i0) o[i0] += in[i0 + a] * wa;
       }
     }
   });
