@@ -148,9 +148,10 @@ choose_method <- function(spec, method, m, call = rlang::caller_env()) {
   if (resolved && binning_cost(spec, step) < tree_cost(spec, m)) "binned" else "tree"
 }
 
-# Rough operation counts (multiply-adds) of the two strategies. The kd-tree sorts the data
-# (n log2 n) and, per query, visits the points within the kernel's reach (the share `covered`
-# of the data range) at a few operations each. Binning spreads each point over 2^d nodes, then
+# Rough operation counts (multiply-adds) of the two strategies. The kd-tree is built over the
+# data (n log2 n steps of partitioning, about 20 multiply-adds' time each, as measured with
+# bench/bench-kde.R) and, per query, visits the points within the kernel's reach (the share
+# `covered` of the data range) at a few operations each. Binning spreads each point over 2^d nodes, then
 # every node convolves each array it smooths (weight sums, moment sums, value sums) with the
 # window: two 1-D passes for the Gaussian local mean in 2-D (separable weights), the whole
 # window otherwise.
@@ -159,7 +160,7 @@ tree_cost <- function(spec, m) {
   covered <- prod(pmin(1, 2 * kernel_reach(spec) * spec$bandwidth / spec$span))
   nb <- choose(spec$numeric_vars + spec$degree, spec$degree)
   nv <- if (is.null(spec$values)) 0 else NCOL(spec$values)
-  n * log2(n) + 4 * (1 + nb * nv) * n * m * covered
+  20 * n * log2(n) + 4 * (1 + nb * nv) * n * m * covered
 }
 
 binning_cost <- function(spec, step) {
