@@ -124,6 +124,7 @@ test_that("the binned strategy resolves the bandwidth on a coarse 1-D output gri
     # points between the nodes: interpolated from the binning grid
     at <- localmean:::kde_at(fit, matrix(q), "binned", n_threads = 2)
     expect_identical(at, localmean:::kde_at(fit, matrix(q), "binned", n_threads = 1))
+    expect_identical(localmean:::kde_at(fit, matrix(q[3:9]), "binned"), at[3:9])
     ref <- kde_ref(big, q, kernel, h = h)
     tol <- if (kernel == "gaussian") 3e-3 else 1e-2
     expect_lt(max(abs(at - ref)) / max(exact), tol, label = kernel)
@@ -153,6 +154,8 @@ test_that("the binned strategy resolves the bandwidth on the default 2-D grid", 
   at <- localmean:::kde_at(fit, q, "binned", n_threads = 2)
   expect_identical(at, localmean:::kde_at(fit, q, "binned", n_threads = 1))
   expect_lt(max(abs(at - kde_ref(big, q, "gaussian", h = h))) / max(fit$estimate), 3e-3)
+  # the engine fits only the nodes the queries need: fewer queries, the same values
+  expect_identical(localmean:::kde_at(fit, q[1:7, ], "binned"), at[1:7])
   # on more data "auto" bins for any output grid: the tree's cost grows with n log n
   expect_equal(kde(matrix(rnorm(2e5), ncol = 2), bandwidth = h, gridsize = 11)$method, "binned")
 })
