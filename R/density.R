@@ -24,9 +24,15 @@
 #' two, extending beyond the data by three bandwidths for the Gaussian and
 #' Cauchy kernels, the support of compact kernels and eight bandwidths for
 #' the Laplace (clipped to `bounds`); more dimensions have no grid unless `gridsize` asks for one.
-#' With `method = "auto"`, fixed bandwidths on large data (n >= 10000) are
-#' binned when the grid resolves the bandwidth; otherwise every grid point is
-#' computed exactly.
+#' The binned strategy does not bin on the output grid: it refines it per
+#' variable by the smallest whole factor that makes the step at most h / 4
+#' (at most 20001 nodes in 1-D, 1001 per variable in 2-D), bins the data
+#' linearly there and convolves, so that the output grid points are nodes of
+#' the binning grid and a coarse output grid costs no accuracy. With
+#' `method = "auto"`, fixed bandwidths on large data (n >= 10000) are binned
+#' when that grid resolves the bandwidth (at least two nodes per bandwidth)
+#' and binning costs less than the kd-tree; otherwise every grid point is
+#' computed with the kd-tree.
 #'
 #' **Bounds.** `bounds` declares data on a half-line or an interval, per
 #' variable (a vector `c(lower, upper)` in 1-D, a 2-row matrix with one column
@@ -106,8 +112,9 @@
 #' @param control [local_control()] settings of the engine: `cutoff` (the
 #'   truncation radius of unbounded kernels for the "tree" and "binned"
 #'   strategies) and `gridsize` (the nodes per variable of the binned
-#'   strategy's grid, from which the estimate is interpolated to the output
-#'   grid; by default the binning grid is the output grid itself).
+#'   strategy's grid, from which the estimate is interpolated linearly to the
+#'   output grid; by default the output grid refined to a step of at most
+#'   h / 4, see "Grid").
 #' @param subset,na.action For the formula method, as in [stats::lm()].
 #' @param ... Unused.
 #' @return An object of class `local_kde` (not `kde`, so that it does not
@@ -289,8 +296,8 @@ as_kde_bandwidth <- function(bw, d, call) {
 
 # The engine specification and constants for a fit: a full matrix H = A A' turns into unit
 # scales on A^-1 x; reflection at the bounds adds mirrored copies of the data. On a grid, the
-# binned strategy bins on the grid itself (extended to hold every point) unless
-# local_control(gridsize =) asks for another binning grid.
+# binned strategy bins on the output grid refined to resolve the bandwidth (kde_binning_grid())
+# unless local_control(gridsize =) asks for another binning grid.
 kde_frame <- function(fit, method = "tree", call = rlang::caller_env()) {
   x <- fit$x
   prior <- fit$weights
@@ -400,19 +407,29 @@ kde_on_grid <- function(fit, frame, n_threads, verbose) {
   if (length(fit$grid) == 1L) dens else array(dens, lengths(fit$grid))
 }
 
-# The grid extended by whole steps to hold every (mirrored) point, whose column ranges are
-# `range`, so that the grid points are nodes of the binning grid and need no interpolation.
+# The binning grid of a grid estimate, chosen to resolve the bandwidth whatever the output grid:
+# the output grid refined k times per axis, k the smallest whole number that makes the step at
+# most h / 4 (as default_gridsize()), then extended by whole steps to hold every (mirrored)
+# point, whose column ranges are `range`. The output grid points are nodes of it, so they need
+# no interpolation. At most binning_max_nodes() nodes per axis: a bandwidth too small for that
+# gets a coarser refinement (and "auto" then bins only if the grid still resolves it).
 kde_binning_grid <- function(fit, range) {
   d <- length(fit$grid)
+  h <- if (fit$bandwidth$type == "scale") fit$bandwidth$h else rep(Inf, d)
   lo <- hi <- size <- numeric(d)
   for (j in seq_len(d)) {
     g <- fit$grid[[j]]
     step <- g[2L] - g[1L]
+    # the extended axis in output steps, which the refinement multiplies
+    outer <- (max(g[length(g)], range[2L, j]) - min(g[1L], range[1L, j])) / step
+    fine <- max(1, ceiling(4 * step / h[j] - 1e-9))
+    k <- max(1, min(fine, floor((binning_max_nodes(d) - 3) / outer)))
+    step <- step / k
     below <- max(0, ceiling((g[1L] - range[1L, j]) / step - 1e-9))
     above <- max(0, ceiling((range[2L, j] - g[length(g)]) / step - 1e-9))
     lo[j] <- g[1L] - below * step
     hi[j] <- g[length(g)] + above * step
-    size[j] <- length(g) + below + above
+    size[j] <- (length(g) - 1) * k + 1 + below + above
   }
   list(size = as.integer(size), range = rbind(lo, hi))
 }

@@ -3,9 +3,11 @@
 
 #' Control settings of the local-moment engine
 #'
-#' @param gridsize Grid nodes per dimension of the binned strategy (default
-#'   401 in 1-D, as `KernSmooth::locpoly()`, or more to have four nodes per
-#'   bandwidth, up to 20001; 151 in 2-D, a fine `KernSmooth::bkde2D()` grid).
+#' @param gridsize Grid nodes per dimension of the binned strategy. By default
+#'   the strategy picks its own grid, whatever the points asked for: four
+#'   nodes per bandwidth (a step of at most h / 4), at least 401 nodes in 1-D
+#'   (as `KernSmooth::locpoly()`) and 151 in 2-D, at most 20001 in 1-D and
+#'   1001 per dimension in 2-D; the fits are interpolated linearly from it.
 #' @param cutoff Truncation radius, in bandwidths, for kernels with unbounded
 #'   support (default: the registry's, 8 for the Gaussian; see [kernels()]).
 #'   `KernSmooth` truncates the Gaussian at 4.
@@ -124,10 +126,12 @@ with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env()
 }
 
 # The strategy for m queries: "exact" sweeps every point, "tree" prunes with the kd-tree,
-# "binned" convolves on a grid (d <= 2, fixed scales). "auto" bins when the grid resolves the
-# bandwidth (two nodes per bandwidth), n >= 10000, and the convolution costs less than the
-# kd-tree's visits (estimated from the share of the data range the kernel window covers).
-# Kernels that are never truncated (the registry's infinite cut-off) always sweep every point.
+# "binned" convolves on its own grid (d <= 2, fixed scales) and interpolates to the queries.
+# "auto" bins when binning is accurate enough and n >= 10000: the binning grid resolves the
+# bandwidth (at least two nodes per bandwidth; binning_gridsize() gives four unless capped or
+# fixed by the user) and binning costs less than the kd-tree (binning_cost(), tree_cost()). The
+# number of queries enters only through the tree's cost: a coarse output grid no longer sends a
+# large data set to the tree. Kernels that are never truncated always sweep every point.
 choose_method <- function(spec, method, m, call = rlang::caller_env()) {
   method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
   if (method == "binned" && !spec$binnable) {
@@ -138,23 +142,55 @@ choose_method <- function(spec, method, m, call = rlang::caller_env()) {
   if (method != "auto") return(if (method == "tree" && !truncated) "exact" else method)
   if (!truncated) return("exact")
   if (!spec$binnable || NROW(spec$x) < 10000L) return("tree")
-  h <- spec$bandwidth
   span <- if (is.null(spec$grid_range)) spec$span else diff(spec$grid_range)[1L, ]
   step <- span / (spec$gridsize - 1)
-  reach <- if (spec$cutoff > 0) spec$cutoff else kernel_row(spec$kernel)$cutoff
-  window <- prod(pmin(2 * ceiling(reach * h / step) + 1, 2 * spec$gridsize - 1))
-  covered <- prod(pmin(1, 2 * reach * h / spec$span))
-  cheaper <- prod(spec$gridsize) * window < as.double(NROW(spec$x)) * m * covered
-  if (all(h >= 2 * step) && cheaper) "binned" else "tree"
+  resolved <- all(spec$bandwidth >= 2 * step)
+  if (resolved && binning_cost(spec, step) < tree_cost(spec, m)) "binned" else "tree"
 }
 
-# Grid nodes per dimension: 151 x 151 in 2-D; 401 in 1-D, refined to at least four nodes per
-# bandwidth (at most 20001), so that small bandwidths bin accurately.
-default_gridsize <- function(d, bandwidth, span) {
-  if (d == 2L) return(c(151L, 151L))
-  if (is.null(bandwidth)) return(401L)
-  as.integer(min(20001, max(401, ceiling(4 * span / bandwidth) + 1)))
+# Rough operation counts (multiply-adds) of the two strategies. The kd-tree is built over the
+# data (n log2 n steps of partitioning, about 20 multiply-adds' time each, as measured with
+# bench/bench-kde.R) and, per query, visits the points within the kernel's reach (the share
+# `covered` of the data range) at a few operations each. Binning spreads each point over 2^d nodes, then
+# every node convolves each array it smooths (weight sums, moment sums, value sums) with the
+# window: two 1-D passes for the Gaussian local mean in 2-D (separable weights), the whole
+# window otherwise.
+tree_cost <- function(spec, m) {
+  n <- as.double(NROW(spec$x))
+  covered <- prod(pmin(1, 2 * kernel_reach(spec) * spec$bandwidth / spec$span))
+  nb <- choose(spec$numeric_vars + spec$degree, spec$degree)
+  nv <- if (is.null(spec$values)) 0 else NCOL(spec$values)
+  20 * n * log2(n) + 4 * (1 + nb * nv) * n * m * covered
 }
+
+binning_cost <- function(spec, step) {
+  d <- spec$numeric_vars
+  taps <- pmin(2 * ceiling(kernel_reach(spec) * spec$bandwidth / step) + 1, 2 * spec$gridsize - 1)
+  nv <- if (is.null(spec$values)) 0 else NCOL(spec$values)
+  separable <- d == 2L && spec$degree == 0L && spec$kernel == "gaussian"
+  arrays <- if (separable) 1 + nv else
+    choose(d + 2 * spec$degree, d) + choose(d + spec$degree, d) * nv
+  2^d * as.double(NROW(spec$x)) +
+    prod(as.double(spec$gridsize)) * arrays * if (separable) sum(taps) else prod(taps)
+}
+
+# The kernel's truncation radius in scales: local_control(cutoff =) or the registry's.
+kernel_reach <- function(spec) if (spec$cutoff > 0) spec$cutoff else kernel_row(spec$kernel)$cutoff
+
+# Nodes per dimension of the binning grid (when neither local_control(gridsize =) nor the
+# family fixes it): four nodes per bandwidth (step <= h / 4, where the O((step / h)^2) errors of
+# linear binning and of linear interpolation are about 1e-3 of the estimate's range), at least
+# 401 in 1-D and 151 x 151 in 2-D, and at most binning_max_nodes(d) per dimension. A capped
+# grid resolves a bandwidth down to span / 10000 (1-D) or span / 500 (2-D) at two nodes per
+# bandwidth, the accuracy "auto" asks before it bins.
+default_gridsize <- function(d, bandwidth, span) {
+  least <- if (d == 2L) 151 else 401
+  if (is.null(bandwidth)) return(rep_len(as.integer(least), d))
+  as.integer(pmin(binning_max_nodes(d), pmax(least, ceiling(4 * span / bandwidth) + 1)))
+}
+
+# At most 20001 nodes in 1-D and 1001 x 1001 (8 MB per smoothed array) in 2-D.
+binning_max_nodes <- function(d) if (d == 2L) 1001L else 20001L
 
 `%||%` <- function(a, b) if (is.null(a)) b else a
 

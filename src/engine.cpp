@@ -121,9 +121,11 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
     done = localmean::linear_bin(raw, pts.data(), n, values.begin(), nv, w, counts, sums, pfor,
                                  [&poll](std::size_t, std::size_t) { return poll(0, 0); });
     FitArrays nodes(grid.nodes(), nb, nv, want_var);
+    // Fits only at the nodes the queries interpolate from.
+    const std::vector<char> needed = localmean::query_nodes(grid, qs.data(), m);
     done = done && localmean::binned_fit_nodes(grid, counts, sums, nv, set,
                                        localmean::effective_cutoff(set), nodes.output(want_var),
-                                       pfor, monitor.callback());
+                                       pfor, monitor.callback(), &needed);
     if (done)
       localmean::interpolate_nodes(grid, nodes.output(want_var), nb, nv, qs.data(), m,
                                    res.output(want_var));

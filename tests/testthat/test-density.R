@@ -88,6 +88,92 @@ test_that("binned grids are accurate and do not depend on the thread count", {
   expect_identical(predict(f2, pts, n_threads = 1), predict(f2, pts, n_threads = 2))
 })
 
+# The binned strategy's own grid (kde_binning_grid()): the output grid refined by whole factors to
+# a step of at most h / 4. Documented tolerances, relative to the peak of the exact estimate:
+# Gaussian kernel 1e-3 at the output grid points (nodes of the binning grid: the O((step / h)^2)
+# error of linear binning alone) and 3e-3 at other points (plus linear interpolation, also
+# O((step / h)^2)); 1e-2 for compact kernels, whose kink at the edge of the support makes
+# linear binning less accurate at the same step.
+binned_grid_check <- function(fit, h) {
+  spec <- localmean:::kde_frame(fit, "auto")$spec
+  step <- diff(spec$grid_range) / (spec$gridsize - 1)
+  expect_true(all(step <= h / 4 * (1 + 1e-9)))
+  # every output grid point is a node of the binning grid
+  for (j in seq_along(fit$grid)) {
+    pos <- (fit$grid[[j]] - spec$grid_range[1L, j]) / step[j]
+    expect_lt(max(abs(pos - round(pos))), 1e-6)
+  }
+}
+
+test_that("the binned strategy resolves the bandwidth on a coarse 1-D output grid", {
+  set.seed(16)
+  big <- c(rnorm(2e4), rnorm(1e4, 4, 0.5))
+  h <- 0.05
+  q <- seq(-3, 6, length.out = 97)
+  for (kernel in c("gaussian", "epanechnikov", "biweight")) {
+    # 64 points: an output step of about three bandwidths
+    fit <- kde(big, bandwidth = h, kernel = kernel, gridsize = 64, n_threads = 1)
+    expect_equal(fit$method, "binned", info = kernel)
+    binned_grid_check(fit, h)
+    exact <- kde_ref(big, fit$grid[[1]], kernel, h = h)
+    tol <- if (kernel == "gaussian") 1e-3 else 1e-2
+    expect_lt(max(abs(fit$estimate - exact)) / max(exact), tol, label = kernel)
+    expect_identical(fit$estimate,
+                     kde(big, bandwidth = h, kernel = kernel, gridsize = 64,
+                         n_threads = 2)$estimate)
+    # points between the nodes: interpolated from the binning grid
+    at <- localmean:::kde_at(fit, matrix(q), "binned", n_threads = 2)
+    expect_identical(at, localmean:::kde_at(fit, matrix(q), "binned", n_threads = 1))
+    expect_identical(localmean:::kde_at(fit, matrix(q[3:9]), "binned"), at[3:9])
+    ref <- kde_ref(big, q, kernel, h = h)
+    tol <- if (kernel == "gaussian") 3e-3 else 1e-2
+    expect_lt(max(abs(at - ref)) / max(exact), tol, label = kernel)
+    expect_gt(max(abs(at - ref)), 1e-12)  # and it did bin
+  }
+})
+
+test_that("the binned strategy resolves the bandwidth on the default 2-D grid", {
+  set.seed(17)
+  big <- matrix(rnorm(4e4), ncol = 2)
+  h <- c(0.1, 0.15)
+  # the default 51 x 51 grid: an output step of 1.2 to 1.7 bandwidths; gridsize 11: 6 to 8
+  # (where the kd-tree costs as little at this n, so "binned" is asked for)
+  for (size in c(51, 11)) {
+    method <- if (size == 51) "auto" else "binned"
+    fit <- kde(big, bandwidth = h, gridsize = size, method = method, n_threads = 2)
+    expect_equal(fit$method, "binned")
+    binned_grid_check(fit, h)
+    expect_identical(fit$estimate, kde(big, bandwidth = h, gridsize = size, method = method,
+                                       n_threads = 1)$estimate)
+    grid <- as.matrix(expand.grid(fit$grid))
+    pick <- round(seq(1, nrow(grid), length.out = 60))
+    exact <- kde_ref(big, grid[pick, ], "gaussian", h = h)
+    expect_lt(max(abs(fit$estimate[pick] - exact)) / max(fit$estimate), 1e-3, label = size)
+  }
+  q <- cbind(runif(60, -2, 2), runif(60, -2, 2))
+  at <- localmean:::kde_at(fit, q, "binned", n_threads = 2)
+  expect_identical(at, localmean:::kde_at(fit, q, "binned", n_threads = 1))
+  expect_lt(max(abs(at - kde_ref(big, q, "gaussian", h = h))) / max(fit$estimate), 3e-3)
+  # the engine fits only the nodes the queries need: fewer queries, the same values
+  expect_identical(localmean:::kde_at(fit, q[1:7, ], "binned"), at[1:7])
+  # on more data "auto" bins for any output grid: the tree's cost grows with n log n
+  expect_equal(kde(matrix(rnorm(2e5), ncol = 2), bandwidth = h, gridsize = 11)$method, "binned")
+})
+
+test_that("a bandwidth too small for the capped binning grid is not binned by 'auto'", {
+  set.seed(18)
+  big <- rnorm(2e4)
+  fit <- kde(big, bandwidth = 1e-4, gridsize = 64)
+  spec <- localmean:::kde_frame(fit, "auto")$spec
+  expect_lte(spec$gridsize, 20001)
+  expect_equal(fit$method, "tree")
+  big2 <- matrix(rnorm(4e4), ncol = 2)
+  fit2 <- kde(big2, bandwidth = c(0.1, 0.002), gridsize = 21)
+  spec2 <- localmean:::kde_frame(fit2, "auto")$spec
+  expect_true(all(spec2$gridsize <= 1001))
+  expect_equal(fit2$method, "tree")
+})
+
 test_that("densities integrate to one", {
   for (kernel in c("gaussian", "epanechnikov", "laplace", "cosine")) {
     fit <- kde(x1, bandwidth = 0.3, kernel = kernel, gridsize = 4001)

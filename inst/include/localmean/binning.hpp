@@ -105,8 +105,10 @@ void bin_points(const Grid& g, const double* x, std::size_t n, std::size_t begin
 }  // namespace detail
 
 // Points per chunk of linear_bin: at least kMinBinChunk (2^17, about 1 ms of binning, so that
-// small data are one chunk), and at most kMaxBinChunks chunks, each with its own partial grid.
-constexpr std::size_t kMinBinChunk = std::size_t(1) << 17, kMaxBinChunks = 16;
+// small data are one chunk), and at most kMaxBinChunks chunks, each with its own partial grid;
+// and at least kMinBinLoad points per node, so that zeroing and summing the partial grids of a
+// fine grid does not cost more than binning the points into them.
+constexpr std::size_t kMinBinChunk = std::size_t(1) << 17, kMaxBinChunks = 16, kMinBinLoad = 2;
 
 // Linear binning of weights (prior, or 1) and of weighted values. Points off the grid are dropped.
 // Fixed chunks of points fill their own grids, summed in chunk order: the result does not depend
@@ -116,7 +118,7 @@ inline bool linear_bin(const Grid& g, const double* x, std::size_t n, const doub
                        std::vector<double>& sums, const ParallelFor& parallel_for,
                        const Monitor& monitor = {}) {
   const std::size_t G = g.nodes();
-  const std::size_t chunk = std::max(kMinBinChunk, n / kMaxBinChunks + 1);
+  const std::size_t chunk = std::max({kMinBinChunk, n / kMaxBinChunks + 1, kMinBinLoad * G});
   const std::size_t nchunks = (n + chunk - 1) / chunk;
   std::vector<double> part(nchunks * G * (1 + nv), 0.0);
   auto fn = [&](std::size_t begin, std::size_t end) {
@@ -157,6 +159,103 @@ inline std::vector<double> gaussian_line(long reach, double step) {
   return w;
 }
 
+// Nodes computed together by row_convolve(): independent sums that the compiler vectorises.
+constexpr long kLanes = 8;
+
+// out[i] = sum_t in[i + t] w[t] (t = 0..taps-1, in that order) for i < size; `in` holds
+// size + taps - 1 + kLanes values. Blocks of kLanes nodes keep one accumulator each (a plain
+// dot product per node would be a serial chain of additions).
+inline void row_convolve(const double* in, long size, const double* w, long taps, double* out) {
+  for (long i = 0; i < size; i += kLanes) {
+    double acc[kLanes] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (long t = 0; t < taps; ++t) {
+      const double wt = w[t];
+      const double* p = in + i + t;
+      for (long l = 0; l < kLanes; ++l) acc[l] += p[l] * wt;
+    }
+    for (long l = 0; l < kLanes && i + l < size; ++l) out[i + l] = acc[l];
+  }
+}
+
+// Nodes of the window each way along each dimension: the cut-off in steps, within the grid.
+inline void window_reach(const Grid& g, double cutoff, long* reach) {
+  for (std::size_t j = 0; j < g.d; ++j)
+    reach[j] = std::min<long>(static_cast<long>(std::floor(cutoff / g.step[j] + 1e-9)),
+                              static_cast<long>(g.size[j]) - 1);
+}
+
+// The separable local means at the `needed` nodes alone (those the queries interpolate from):
+// the row pass at the columns that hold a needed node, then the column pass at the needed nodes.
+// Every sum runs over the offsets in increasing order, as in separable_local_means(), so the
+// values equal those of the whole grid; nodes not needed are left untouched.
+inline bool separable_local_means_at(const Grid& g, const std::vector<double>& counts,
+                                     const std::vector<double>& sums, std::size_t nv,
+                                     double cutoff, const std::vector<char>& needed,
+                                     const EngineOutput& out, const ParallelFor& parallel_for,
+                                     const Monitor& monitor) {
+  const long size0 = static_cast<long>(g.size[0]), size1 = static_cast<long>(g.size[1]);
+  const std::size_t G = g.nodes();
+  long reach[2];
+  window_reach(g, cutoff, reach);
+  const std::vector<double> w0 = gaussian_line(reach[0], g.step[0]);
+  const std::vector<double> w1 = gaussian_line(reach[1], g.step[1]);
+  std::vector<long> cols, col_of(static_cast<std::size_t>(size0), -1);
+  std::vector<std::size_t> nodes;
+  for (std::size_t node = 0; node < G; ++node)
+    if (needed[node]) {
+      nodes.push_back(node);
+      col_of[node % g.size[0]] = 0;
+    }
+  for (long i0 = 0; i0 < size0; ++i0)
+    if (col_of[i0] == 0) {
+      col_of[i0] = static_cast<long>(cols.size());
+      cols.push_back(i0);
+    }
+  const std::size_t arrays = 1 + nv, nc = cols.size();
+  auto source = [&](std::size_t k) { return k == 0 ? counts.data() : sums.data() + (k - 1) * G; };
+  // rows[(k * size1 + i1) * nc + c]: array k's row i1 smoothed along dimension 0, at column cols[c]
+  std::vector<double> rows(arrays * static_cast<std::size_t>(size1) * nc);
+  parallel_for(0, arrays * static_cast<std::size_t>(size1), [&](std::size_t begin, std::size_t end) {
+    // kLanes lines at a time: independent sums, not one serial chain of additions.
+    for (std::size_t r = begin; r < end; r += kLanes) {
+      const std::size_t lanes = std::min<std::size_t>(kLanes, end - r);
+      const double* in[kLanes];
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const std::size_t line = r + std::min(l, lanes - 1);
+        in[l] = source(line / size1) + (line % size1) * size0;
+      }
+      for (std::size_t c = 0; c < nc; ++c) {
+        const long i0 = cols[c];
+        const long lo = std::max(-reach[0], -i0), hi = std::min(reach[0], size0 - 1 - i0);
+        double acc[kLanes] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        for (long a = lo; a <= hi; ++a) {
+          const double wa = w0[a + reach[0]];
+          for (std::size_t l = 0; l < kLanes; ++l) acc[l] += in[l][i0 + a] * wa;
+        }
+        for (std::size_t l = 0; l < lanes; ++l) rows[(r + l) * nc + c] = acc[l];
+      }
+    }
+  });
+  parallel_for(0, nodes.size(), [&](std::size_t begin, std::size_t end) {
+    Moments mo(1, nv, false);
+    for (std::size_t t = begin; t < end; ++t) {
+      const std::size_t node = nodes[t];
+      const long i1 = static_cast<long>(node / g.size[0]);
+      const std::size_t c = static_cast<std::size_t>(col_of[node % g.size[0]]);
+      const long lo = std::max(-reach[1], -i1), hi = std::min(reach[1], size1 - 1 - i1);
+      for (std::size_t k = 0; k < arrays; ++k) {
+        double acc = 0.0;
+        for (long b = lo; b <= hi; ++b)
+          acc += w1[b + reach[1]] * rows[(k * size1 + (i1 + b)) * nc + c];
+        if (k == 0) mo.S[0] = acc;
+        else mo.T[k - 1] = acc;
+      }
+      solve_moments(mo, node, G, out);
+    }
+  });
+  return !monitor || monitor(G, G);
+}
+
 // Local means at the nodes of a 2-D grid for the Gaussian kernel, whose weights factor into a
 // row and a column weight: two passes of 1-D convolutions instead of one 2-D window per node.
 // The window is the square of half-width `cutoff` (its corners hold weights below exp(-32) of
@@ -164,13 +263,14 @@ inline std::vector<double> gaussian_line(long reach, double step) {
 inline bool separable_local_means(const Grid& g, const std::vector<double>& counts,
                                   const std::vector<double>& sums, std::size_t nv,
                                   double cutoff, const EngineOutput& out,
-                                  const ParallelFor& parallel_for, const Monitor& monitor) {
+                                  const ParallelFor& parallel_for, const Monitor& monitor,
+                                  const std::vector<char>* needed) {
+  if (needed) return separable_local_means_at(g, counts, sums, nv, cutoff, *needed, out,
+                                              parallel_for, monitor);
   const long size0 = static_cast<long>(g.size[0]), size1 = static_cast<long>(g.size[1]);
   const std::size_t G = g.nodes();
   long reach[2];
-  for (int j = 0; j < 2; ++j)
-    reach[j] = std::min<long>(static_cast<long>(std::floor(cutoff / g.step[j] + 1e-9)),
-                              static_cast<long>(g.size[j]) - 1);
+  window_reach(g, cutoff, reach);
   const std::vector<double> w0 = gaussian_line(reach[0], g.step[0]);
   const std::vector<double> w1 = gaussian_line(reach[1], g.step[1]);
   // Arrays to smooth: the counts, then every value sum; rows pass into `rows`, columns into `done`.
@@ -179,16 +279,14 @@ inline bool separable_local_means(const Grid& g, const std::vector<double>& coun
   std::vector<double> rows(arrays * G), done(arrays * G);
   const std::size_t lines = static_cast<std::size_t>(size1) * arrays;
   parallel_for(0, lines, [&](std::size_t begin, std::size_t end) {
+    // The row copied between reach[0] zeros on each side (and kLanes more at the end), so that
+    // every node takes the whole window: the zero terms leave each node's sum, taken over the
+    // offsets in increasing order, exactly as over its window on the grid.
+    std::vector<double> pad(static_cast<std::size_t>(size0 + 2 * reach[0]) + kLanes, 0.0);
     for (std::size_t r = begin; r < end; ++r) {
       const std::size_t k = r / size1, i1 = r % size1;
-      const double* in = source(k) + i1 * size0;
-      double* o = &rows[k * G + i1 * size0];
-      for (long i0 = 0; i0 < size0; ++i0) {
-        const long lo = std::max(-reach[0], -i0), hi = std::min(reach[0], size0 - 1 - i0);
-        double acc = 0.0;
-        for (long a = lo; a <= hi; ++a) acc += in[i0 + a] * w0[a + reach[0]];
-        o[i0] = acc;
-      }
+      std::copy(source(k) + i1 * size0, source(k) + (i1 + 1) * size0, pad.begin() + reach[0]);
+      row_convolve(pad.data(), size0, w0.data(), 2 * reach[0] + 1, &rows[k * G + i1 * size0]);
     }
   });
   parallel_for(0, lines, [&](std::size_t begin, std::size_t end) {
@@ -205,28 +303,33 @@ inline bool separable_local_means(const Grid& g, const std::vector<double>& coun
       }
     }
   });
-  Moments mo(1, nv, false);
-  for (std::size_t node = 0; node < G; ++node) {
-    mo.S[0] = done[node];
-    for (std::size_t v = 0; v < nv; ++v) mo.T[v] = done[(1 + v) * G + node];
-    solve_moments(mo, node, G, out);
-  }
+  parallel_for(0, G, [&](std::size_t begin, std::size_t end) {
+    Moments mo(1, nv, false);
+    for (std::size_t node = begin; node < end; ++node) {
+      mo.S[0] = done[node];
+      for (std::size_t v = 0; v < nv; ++v) mo.T[v] = done[(1 + v) * G + node];
+      solve_moments(mo, node, G, out);
+    }
+  });
   return !monitor || monitor(G, G);
 }
 
 }  // namespace detail
 
-// Local fits at the grid nodes from binned data, written to `out` with m = g.nodes(). The local
+// Local fits at the grid nodes from binned data, written to `out` with m = g.nodes() (only at
+// the `needed` nodes when given, see query_nodes(); the others are left untouched). The local
 // moments are discrete convolutions of the bin counts and sums with the kernel window times the
 // monomials u^e (|e| <= 2 degree): one dot product along each row of the window.
 inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
                              const std::vector<double>& sums, std::size_t nv,
                              const EngineSettings& set, double cutoff, const EngineOutput& out,
-                             const ParallelFor& parallel_for, const Monitor& monitor) {
+                             const ParallelFor& parallel_for, const Monitor& monitor,
+                             const std::vector<char>* needed = nullptr) {
   const std::size_t G = g.nodes();
   const int d = static_cast<int>(g.d);
   if (d == 2 && set.degree == 0 && !set.want_var && set.kernel == KernelType::gaussian)
-    return detail::separable_local_means(g, counts, sums, nv, cutoff, out, parallel_for, monitor);
+    return detail::separable_local_means(g, counts, sums, nv, cutoff, out, parallel_for, monitor,
+                                         needed);
   const Basis basis(d, set.degree), moments(d, 2 * set.degree);
   const std::size_t nb = basis.size(), nm = moments.size();
   // pair[a * nb + b]: the moment of basis terms a and b, u^(e_a + e_b).
@@ -240,9 +343,7 @@ inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
     }
   // The window: reach[j] nodes each way; window[t] holds w(u) u^e_t, window2[t] w(u)^2 u^e_t.
   long reach[2] = {0, 0};
-  for (int j = 0; j < d; ++j)
-    reach[j] = std::min<long>(static_cast<long>(std::floor(cutoff / g.step[j] + 1e-9)),
-                              static_cast<long>(g.size[j]) - 1);
+  detail::window_reach(g, cutoff, reach);
   const long width = 2 * reach[0] + 1, rows = 2 * reach[1] + 1;
   std::vector<double> window(nm * width * rows), window2(nm * width * rows), mono(nm);
   for (long b = -reach[1]; b <= reach[1]; ++b)
@@ -265,6 +366,7 @@ inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
     Moments mo(nb, nv, set.want_var);
     std::vector<double> M(nm), V(nm), N(nb * nv);
     for (std::size_t node = begin; node < end; ++node) {
+      if (needed && !(*needed)[node]) continue;
       const long i0 = static_cast<long>(node % g.size[0]);
       const long i1 = static_cast<long>(node / g.size[0]);
       std::fill(M.begin(), M.end(), 0.0);
@@ -312,6 +414,24 @@ inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
   };
   return run_chunked(G, chunk_size(static_cast<double>(width * rows) * nm), parallel_for,
                      monitor, fn);
+}
+
+// The nodes that interpolate_nodes() reads for the queries (mq x d, scaled): the corners of
+// each query's cell, so that binned_fit_nodes() can skip the others.
+inline std::vector<char> query_nodes(const Grid& g, const double* queries, std::size_t mq) {
+  std::vector<char> needed(g.nodes(), 0);
+  for (std::size_t i = 0; i < mq; ++i) {
+    std::size_t node[2] = {0, 0};
+    double frac[2] = {0.0, 0.0};
+    bool inside = true;
+    for (std::size_t j = 0; j < g.d; ++j)
+      inside = inside && grid_position(g, j, queries[j * mq + i], &node[j], &frac[j]);
+    if (!inside) continue;
+    for (std::size_t b = 0; b < (g.d == 1 ? 1u : 2u); ++b)
+      for (std::size_t a = 0; a < 2; ++a)
+        needed[(node[0] + a) + (g.d == 1 ? 0 : (node[1] + b) * g.size[0])] = 1;
+  }
+  return needed;
 }
 
 // Interpolates node outputs (m = g.nodes()) linearly to the queries (mq x d, scaled).

@@ -120,12 +120,12 @@ constexpr std::size_t kLanes = 8;
 struct Moments {
   std::size_t nb, nv;
   bool want_var;
-  std::vector<double> S, T, S2, chol, inv;
+  std::vector<double> S, T, S2, chol, inv, col;
   std::vector<double> block_phi;  // nb x kBlock
   std::vector<double> lanes;      // kLanes lanes of S (nb x nb), then T (nb x nv), then S2
   Moments(std::size_t nb_, std::size_t nv_, bool want_var_)
       : nb(nb_), nv(nv_), want_var(want_var_), S(nb_ * nb_), T(nb_ * nv_), S2(nb_ * nb_),
-        chol(nb_ * nb_), inv(nb_ * nb_), block_phi(nb_ * kBlock),
+        chol(nb_ * nb_), inv(nb_ * nb_), col(nb_), block_phi(nb_ * kBlock),
         lanes((2 * nb_ * nb_ + nb_ * nv_) * kLanes) {}
   double* S_lanes() { return lanes.data(); }
   double* T_lanes() { return lanes.data() + nb * nb * kLanes; }
@@ -193,7 +193,7 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
   }
   // inv = S^-1, column by column.
   std::vector<double>& inv = mo.inv;
-  std::vector<double> col(nb);
+  std::vector<double>& col = mo.col;  // scratch: no allocation per query
   for (std::size_t c = 0; c < nb; ++c) {
     for (std::size_t a = 0; a < nb; ++a) {
       double s = (a == c) ? 1.0 : 0.0;
