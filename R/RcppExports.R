@@ -89,8 +89,8 @@ cpp_all_finite <- function(x) {
     .Call(`_localmean_cpp_all_finite`, x)
 }
 
-cpp_binned_data_fit <- function(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits) {
-    .Call(`_localmean_cpp_binned_data_fit`, x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits)
+cpp_binned_data_fit <- function(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals) {
+    .Call(`_localmean_cpp_binned_data_fit`, x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals)
 }
 
 cpp_fit_sums <- function(values, fitted, leverage, prior, n_threads) {

@@ -272,7 +272,8 @@ one_pass_fit <- function(spec, want_var = FALSE) {
 # Fits at the data points of a binned least-squares specification in one C++ pass: the node
 # fits and [S^-1]_00 of the grid (the one engine_run() would use for these queries) interpolated
 # to every point, with the fit's summaries (`sums`, see fit_sums()). `keep_fits`: also the fits
-# (n x nv, NA where none exists) and leverages; `keep_residuals`: the residuals (n x nv).
+# (n x nv, a vector for one value column; NA where none exists) and leverages;
+# `keep_residuals`: the residuals (as the fits).
 engine_data_fit <- function(spec, keep_fits = TRUE, keep_residuals = FALSE,
                             n_threads = spec$n_threads, verbose = spec$verbose) {
   grid_range <- spec$grid_range %||% spec$range

@@ -221,10 +221,10 @@ local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth 
   fit$data_fit <- NULL
   fit$y <- y
   fit$family <- family
-  dim(fit$fitted) <- NULL  # in place, unlike drop()
+  # a vector (dim<- would copy the one-pass fit's vector, which has none)
+  if (is.matrix(fit$fitted)) dim(fit$fitted) <- NULL
   fit <- if (family$family == "gaussian") {
     fit$residuals <- data_fit$residuals %||% (y - fit$fitted)
-    dim(fit$residuals) <- NULL
     add_fit_statistics(fit, data_fit$sums)
   } else {
     add_likelihood_statistics(fit)
@@ -304,7 +304,8 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
   regression <- family == "regression"
   f <- fit_at_data(bw$spec, verbose = verbose, keep_residuals = regression)
   warn_missing_fits(f$status_counts, "fitted value")
-  colnames(f$fitted) <- colnames(values)
+  # (in place: colnames<- would copy; the one-pass fit of one value column is a plain vector)
+  if (is.matrix(f$fitted)) dimnames(f$fitted) <- list(NULL, colnames(values))
   fit <- list(x = x, categorical = predictors$categorical,
               predictors = predictors[c("names", "kind")], values = values, weights = prior,
               degree = degree, kernel = kernel,

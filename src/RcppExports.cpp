@@ -355,8 +355,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_binned_data_fit
-List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, std::string kernel, int degree, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, bool keep_fits);
-RcppExport SEXP _localmean_cpp_binned_data_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP keep_fitsSEXP) {
+List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, std::string kernel, int degree, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, bool keep_fits, bool keep_residuals);
+RcppExport SEXP _localmean_cpp_binned_data_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP keep_fitsSEXP, SEXP keep_residualsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -373,7 +373,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
     Rcpp::traits::input_parameter< bool >::type keep_fits(keep_fitsSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_binned_data_fit(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits));
+    Rcpp::traits::input_parameter< bool >::type keep_residuals(keep_residualsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_binned_data_fit(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -603,7 +604,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
     {"_localmean_cpp_all_finite", (DL_FUNC) &_localmean_cpp_all_finite, 1},
-    {"_localmean_cpp_binned_data_fit", (DL_FUNC) &_localmean_cpp_binned_data_fit, 13},
+    {"_localmean_cpp_binned_data_fit", (DL_FUNC) &_localmean_cpp_binned_data_fit, 14},
     {"_localmean_cpp_fit_sums", (DL_FUNC) &_localmean_cpp_fit_sums, 5},
     {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},

@@ -406,9 +406,9 @@ List fit_sums_list(const localmean::FitSums& s) {
 // Fits at the data points `x` (n x d, or a vector) of the binned least-squares fit of `values`
 // (n x nv, or a vector), in one pass after binning: the node fits and [S^-1]_00 interpolated to
 // every point (see binned_data_fit() in data_fit.hpp). Returns the fit's summaries (`sums`),
-// with keep_fits the fits (n x nv, NA where a fit does not exist) and the leverages (prior
-// weight times [S^-1]_00), with keep_residuals the residuals (n x nv). Grid arguments as for
-// cpp_local_fit().
+// with keep_fits the fits (n x nv, a vector for nv = 1; NA where a fit does not exist) and the
+// leverages (prior weight times [S^-1]_00), with keep_residuals the residuals (as the fits).
+// Grid arguments as for cpp_local_fit().
 // [[Rcpp::export]]
 List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior,
                          std::string kernel, int degree, double cutoff, IntegerVector gridsize,
@@ -428,8 +428,12 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
   const localmean::Grid grid = scaled_grid(d, scale, gridsize, grid_lo, grid_hi);
   FitArrays nodes(grid.nodes(), nb, nv, false);
   const localmean::EngineOutput node_out = nodes.output(false);
-  NumericMatrix fitted(keep_fits ? n : 0, keep_fits ? nv : 0);
-  NumericMatrix residuals(keep_residuals ? n : 0, keep_residuals ? nv : 0);
+  // One value column: plain vectors, which R can drop into a model as they are.
+  auto fits = [n, nv](bool keep) {
+    if (!keep) return NumericVector(0);
+    return nv == 1 ? NumericVector(n) : NumericVector(NumericMatrix(n, nv));
+  };
+  NumericVector fitted = fits(keep_fits), residuals = fits(keep_residuals);
   NumericVector leverage(keep_fits ? n : 0);
   localmean::DataFitOutput out;
   out.missing = NA_REAL;

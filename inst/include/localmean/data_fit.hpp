@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "binning.hpp"
@@ -102,24 +103,26 @@ constexpr std::size_t kSumBlock = std::size_t(1) << 14;
 namespace detail {
 
 // Sums of the points [begin, end). `fit_at(i, f, &lev)` gives point i's fits f[0..nv) and
-// leverage and returns its status. Two passes over the block (in cache): the sums and the
-// response's block mean, then its spread about that mean.
-template <bool Weighted, class FitAt>
+// leverage and returns its status. The response's spread is accumulated about its first
+// fitted value in the block (shifted sums: no cancellation while that lies near the mean).
+// Weighted and One (nv = 1) are compile-time constants for the common loops.
+template <bool Weighted, bool One, class FitAt>
 FitSums block_sums(std::size_t begin, std::size_t end, std::size_t n, const double* values,
-                   std::size_t nv, const double* prior, const FitAt& fit_at,
-                   const DataFitOutput& out, std::vector<double>& f,
-                   std::vector<unsigned char>& fitted) {
+                   std::size_t nv_, const double* prior, const FitAt& fit_at,
+                   const DataFitOutput& out, double* f) {
+  const std::size_t nv = One ? 1 : nv_;
   FitSums s;
-  double wy = 0.0;
+  double shift = 0.0, wd = 0.0, wd2 = 0.0;
+  bool shifted = false;
+  double single = 0.0;  // the fit of one value column, kept in a register
+  if (One) f = &single;
   for (std::size_t i = begin; i < end; ++i) {
     double lev = 0.0;
-    int status = fit_at(i, f.data(), &lev);
-    const double w = Weighted ? prior[i] : 1.0;
+    int status = fit_at(i, f, &lev);
     bool ok = status == kOk && std::isfinite(lev);
     for (std::size_t v = 0; v < nv && ok; ++v) ok = std::isfinite(f[v]);
     if (status == kOk && !ok) status = kSingular;
     ++s.status[status];
-    fitted[i - begin] = ok;
     if (!ok) {
       for (std::size_t v = 0; v < nv; ++v) {
         if (out.fitted) out.fitted[v * n + i] = out.missing;
@@ -128,6 +131,7 @@ FitSums block_sums(std::size_t begin, std::size_t end, std::size_t n, const doub
       if (out.leverage) out.leverage[i] = out.missing;
       continue;
     }
+    const double w = Weighted ? prior[i] : 1.0;
     const double inv = 1.0 / (1.0 - lev);
     for (std::size_t v = 0; v < nv; ++v) {
       const double r = values[v * n + i] - f[v];
@@ -140,18 +144,21 @@ FitSums block_sums(std::size_t begin, std::size_t end, std::size_t n, const doub
     if (out.leverage) out.leverage[i] = lev;
     s.trace += lev;
     s.weight += w;
-    wy += w * values[i];
+    if (!shifted) {
+      shift = values[i];
+      shifted = true;
+    }
+    const double dev = values[i] - shift;
+    wd += w * dev;
+    wd2 += w * (dev * dev);
     if (!Weighted || w > 0.0) {
       s.count += 1.0;
       s.near_one = s.near_one || lev >= 1.0 - 1e-10;
     }
   }
-  if (!(s.weight > 0.0)) return s;
-  s.mean = wy / s.weight;
-  for (std::size_t i = begin; i < end; ++i) {
-    if (!fitted[i - begin]) continue;
-    const double dev = values[i] - s.mean;
-    s.spread += (Weighted ? prior[i] : 1.0) * (dev * dev);
+  if (s.weight > 0.0) {
+    s.mean = shift + wd / s.weight;
+    s.spread = std::max(0.0, wd2 - wd * (wd / s.weight));
   }
   return s;
 }
@@ -169,13 +176,16 @@ bool fit_summary(std::size_t n, const double* values, std::size_t nv, const doub
   std::vector<FitSums> parts(blocks);
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> f(nv);
-    std::vector<unsigned char> fitted(kSumBlock);
     for (std::size_t b = begin; b < end; ++b) {
       const std::size_t from = b * kSumBlock, to = std::min(n, from + kSumBlock);
-      parts[b] = prior ? detail::block_sums<true>(from, to, n, values, nv, prior, fit_at, out, f,
-                                                  fitted)
-                       : detail::block_sums<false>(from, to, n, values, nv, prior, fit_at, out,
-                                                   f, fitted);
+      const auto block = [&](auto weighted, auto one) {
+        return detail::block_sums<decltype(weighted)::value, decltype(one)::value>(
+            from, to, n, values, nv, prior, fit_at, out, f.data());
+      };
+      using Yes = std::true_type;
+      using No = std::false_type;
+      parts[b] = prior ? (nv == 1 ? block(Yes(), Yes()) : block(Yes(), No()))
+                       : (nv == 1 ? block(No(), Yes()) : block(No(), No()));
     }
   };
   // The monitor counts points.
@@ -198,6 +208,26 @@ inline bool binned_data_fit(const Grid& g, const EngineOutput& nodes, std::size_
                             const DataFitOutput& out, FitSums* sums,
                             const ParallelFor& parallel_for, const Monitor& monitor = {}) {
   const std::size_t G = g.nodes();
+  bool nodes_ok = true;
+  for (std::size_t k = 0; k < G; ++k) nodes_ok = nodes_ok && nodes.status[k] == kOk;
+  if (g.d == 1 && nodes_ok) {
+    // Every node has a fit: two corners, always added (a zero share adds zero, as
+    // interpolate_nodes() skipping it does).
+    auto line_fit_at = [&](std::size_t i, double* f, double* lev) {
+      std::size_t k;
+      double frac;
+      if (!grid_position(g, 0, x[i] / scale[0], &k, &frac)) return static_cast<int>(kNoWeight);
+      const double lower = 1.0 - frac;
+      for (std::size_t v = 0; v < nv; ++v) {
+        const double* c = nodes.coef + G * nb * v;
+        f[v] = lower * c[k] + frac * c[k + 1];
+      }
+      const double s00 = lower * nodes.s00[k] + frac * nodes.s00[k + 1];
+      *lev = prior ? prior[i] * s00 : s00;
+      return static_cast<int>(kOk);
+    };
+    return fit_summary(n, values, nv, prior, line_fit_at, out, sums, parallel_for, monitor);
+  }
   auto fit_at = [&](std::size_t i, double* f, double* lev) {
     double q[2] = {0.0, 0.0};
     for (std::size_t j = 0; j < g.d; ++j) q[j] = x[j * n + i] / scale[j];
