@@ -344,12 +344,12 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_all_finite
-bool cpp_all_finite(NumericVector x);
+bool cpp_all_finite(SEXP x);
 RcppExport SEXP _localmean_cpp_all_finite(SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< NumericVector >::type x(xSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(cpp_all_finite(x));
     return rcpp_result_gen;
 END_RCPP
