@@ -89,6 +89,14 @@ cpp_all_finite <- function(x) {
     .Call(`_localmean_cpp_all_finite`, x)
 }
 
+cpp_binned_data_fit <- function(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals) {
+    .Call(`_localmean_cpp_binned_data_fit`, x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals)
+}
+
+cpp_fit_sums <- function(values, fitted, leverage, prior, n_threads) {
+    .Call(`_localmean_cpp_fit_sums`, values, fitted, leverage, prior, n_threads)
+}
+
 cpp_shared_neighbours <- function(xt, obs_t, query, k, n_threads, verbose) {
     .Call(`_localmean_cpp_shared_neighbours`, xt, obs_t, query, k, n_threads, verbose)
 }

@@ -166,32 +166,43 @@ bw_rot <- function(x, kernel) {
   1.06 * spread * n^(-1 / (4 + ncol(x))) * kernel_scale_factor(kernel)
 }
 
-# Leave-one-out, GCV and AICc scores of a linear smoother from its fits and leverages.
-smoother_score <- function(criterion, values, fitted, leverage, prior) {
-  if (any(!is.finite(fitted)) || any(!is.finite(leverage))) return(Inf)
-  w <- prior %||% rep(1, nrow(values))
-  n <- sum(w > 0)
-  rss <- sum(w * (values - fitted)^2)
-  df <- sum(leverage)
+# Leave-one-out, GCV and AICc scores of a linear smoother from the summaries of its fits at the
+# data (fit_sums(), engine_data_fit()); Inf when a fit is missing.
+smoother_score <- function(criterion, sums) {
+  if (sum(sums$status[-1L]) > 0L) return(Inf)
+  n <- sums$count
+  rss <- sums$rss
+  df <- sums$trace
   switch(criterion,
-    cv = {
-      if (any(leverage[w > 0] >= 1 - 1e-10)) return(Inf)
-      sum(w * ((values - fitted) / (1 - leverage))^2) / sum(w)
-    },
+    cv = if (sums$near_one) Inf else sums$loo / sums$weight,
     gcv = if (df >= n) Inf else n * rss / (n - df)^2,
     aicc = if (df + 2 >= n) Inf else log(rss / n) + 1 + 2 * (df + 1) / (n - df - 2)
   )
 }
 
 # Fits at the data points with their leverages L_ii = w_ii [S^-1]_00, w_ii the point's weight in
-# its own window (see self_weight()).
-fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_var = FALSE) {
+# its own window (see self_weight()), and the number of points per engine status
+# (`status_counts`). Binned least squares takes one pass over the grid's fits
+# (engine_data_fit()), which also gives the summaries (`sums`) and, with `keep_residuals`, the
+# residuals; `keep_fits = FALSE` returns the summaries alone there. Otherwise the engine fits at
+# every point (`fit`, with `status` per point).
+fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_var = FALSE,
+                        keep_fits = TRUE, keep_residuals = FALSE) {
+  if (one_pass_fit(spec, want_var)) {
+    res <- engine_data_fit(spec, keep_fits, keep_residuals, n_threads, verbose)
+    res$status_counts <- res$sums$status
+    return(res)
+  }
   res <- engine_run(spec, spec$x, want_var = want_var, n_threads = n_threads, verbose = verbose,
                     query_codes = spec$categorical$codes)
   fitted <- matrix(res$coef[, 1L, ], nrow = NROW(spec$x))
   leverage <- self_weight(spec) * res$s00 * newton_weight(spec$family %||% "gaussian", fitted[, 1L])
-  list(fitted = fitted, leverage = leverage, status = res$status, fit = res)
+  list(fitted = fitted, leverage = leverage, status = res$status,
+       status_counts = status_counts(res$status), fit = res)
 }
+
+# Points per engine status (0 ok, 1 no weight, 2 singular, 3 no likelihood maximum).
+status_counts <- function(status) tabulate(status + 1L, nbins = 4L)
 
 # A formula bandwidth (rule of thumb, plug-in) widened by factors of 1.5 until the fit exists at
 # every data point (or the search's upper limit): formulas assume well-spread data, and on a
@@ -199,9 +210,9 @@ fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_
 widen_to_fit <- function(spec, h, step = 1.5) {
   upper <- bandwidth_bounds(spec)[2L, ]
   repeat {
-    f <- fit_at_data(with_scale(spec, h, lambda = spec$categorical$lambda))
+    f <- fit_at_data(with_scale(spec, h, lambda = spec$categorical$lambda), keep_fits = FALSE)
     # (local likelihood fits that do not exist because the classes separate stay NA)
-    if (all(f$status %in% c(0L, 3L)) || all(h >= upper)) return(h)
+    if (sum(f$status_counts[2:3]) == 0L || all(h >= upper)) return(h)
     h <- pmin(h * step, upper)
   }
 }
@@ -264,7 +275,7 @@ bandwidth_scorer <- function(criterion, spec) {
 # multinomial logit (multinomial_cv()), else the score of its fits at the data (fit_score()).
 spec_score <- function(criterion, spec, n_threads = spec$n_threads, verbose = FALSE) {
   if (identical(spec$family, "multinomial")) return(multinomial_cv(spec, n_threads, verbose))
-  fit_score(criterion, spec, fit_at_data(spec, n_threads, verbose))
+  fit_score(criterion, spec, fit_at_data(spec, n_threads, verbose, keep_fits = FALSE))
 }
 
 # The selector's score of fits at the data: of the linear smoother for least squares, of the
@@ -272,7 +283,8 @@ spec_score <- function(criterion, spec, n_threads = spec$n_threads, verbose = FA
 fit_score <- function(criterion, spec, f) {
   family <- spec$family %||% "gaussian"
   if (family == "gaussian") {
-    return(smoother_score(criterion, spec$values, f$fitted, f$leverage, spec$prior))
+    sums <- f$sums %||% fit_sums(spec$values, f$fitted, f$leverage, spec$prior, spec$n_threads)
+    return(smoother_score(criterion, sums))
   }
   likelihood_score(criterion, spec$values[, 1L], f$fitted[, 1L], f$leverage, spec$prior,
                    get(family, envir = asNamespace("stats"))())

@@ -297,6 +297,37 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   res
 }
 
+# Whether fits at the data points of `spec` can come from one pass over the binned grid's fits
+# (engine_data_fit()): binned least squares, without variances.
+one_pass_fit <- function(spec, want_var = FALSE) {
+  !want_var && identical(spec$method, "binned") &&
+    identical(spec$family %||% "gaussian", "gaussian") && is.null(spec$categorical) &&
+    spec$numeric_vars > 0L
+}
+
+# Fits at the data points of a binned least-squares specification in one C++ pass: the node
+# fits and [S^-1]_00 of the grid (the one engine_run() would use for these queries) interpolated
+# to every point, with the fit's summaries (`sums`, see fit_sums()). `keep_fits`: also the fits
+# (n x nv, a vector for one value column; NA where none exists) and leverages;
+# `keep_residuals`: the residuals (as the fits).
+engine_data_fit <- function(spec, keep_fits = TRUE, keep_residuals = FALSE,
+                            n_threads = spec$n_threads, verbose = spec$verbose) {
+  grid_range <- spec$grid_range %||% spec$range
+  cpp_binned_data_fit(spec$x, spec$scale, spec$values, spec$prior %||% numeric(0), spec$kernel,
+                      spec$degree, spec$cutoff, spec$gridsize, grid_range[1L, ],
+                      grid_range[2L, ], n_threads, verbose, keep_fits, keep_residuals)
+}
+
+# Summaries of fits (n x nv) and leverages (n) of `values` at the data points, with prior
+# weights (NULL: 1), over the points whose fit and leverage are finite: count (of those with
+# positive weight), weight, rss, trace (of the smoother: the effective df), loo (the weighted
+# sum of squared leave-one-out residuals r / (1 - L)), mean and spread (weighted mean and sum
+# of squared deviations of the first column of `values`), near_one (a weighted leverage within
+# 1e-10 of 1) and status (points per engine status; a missing fit counts as status 2).
+fit_sums <- function(values, fitted, leverage, prior, n_threads = 1L) {
+  cpp_fit_sums(values, fitted, leverage, prior %||% numeric(0), n_threads)
+}
+
 # Moves `points` (original units) by iterated local means of the specification's data: mean
 # shift (ndim < 0) or the subspace-constrained shift onto ndim-dimensional ridges. Returns the
 # final points, weight sums, iterations, status and (keep_path) paths.

@@ -39,13 +39,15 @@ is_categorical <- function(col) is.factor(col) || is.character(col) || is.logica
 # Splits predictors (a data frame, matrix or vector) into list(x = numeric matrix, categorical =
 # NULL or list(codes = integer n x dc matrix of level codes, levels = list of level labels,
 # ordered = logical), names = every predictor's name in the given order, kind = "numeric",
-# "unordered" or "ordered" per predictor).
+# "unordered" or "ordered" per predictor, and for numeric predictors alone range = their
+# column ranges).
 split_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   force(arg)
   if (!is.data.frame(x) && !is_categorical(x)) {
-    x <- check_predictors(x, arg = arg, call = call)
+    checked <- checked_predictors(x, arg, call)
+    x <- checked$x
     return(list(x = x, categorical = NULL, names = colnames(x),
-                kind = rep("numeric", ncol(x))))
+                kind = rep("numeric", ncol(x)), range = checked$range))
   }
   if (!is.data.frame(x)) x <- stats::setNames(data.frame(x, stringsAsFactors = FALSE), "x")
   if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)

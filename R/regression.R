@@ -214,15 +214,18 @@ local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth 
   family <- check_family(family)
   response <- family_response(y, weights, family, nrow(predictors$x))
   y <- response$y
-  fit <- fit_local_model(predictors, matrix(y, ncol = 1L), response$weights, degree, kernel,
+  fit <- fit_local_model(predictors, one_column(y), response$weights, degree, kernel,
                          bandwidth, method, n_threads, verbose, control, max_degree = 3L,
                          likelihood = engine_family(family))
+  data_fit <- fit$data_fit
+  fit$data_fit <- NULL
   fit$y <- y
   fit$family <- family
-  fit$fitted <- drop(fit$fitted)
+  # a vector (dim<- would copy the one-pass fit's vector, which has none)
+  if (is.matrix(fit$fitted)) dim(fit$fitted) <- NULL
   fit <- if (family$family == "gaussian") {
-    fit$residuals <- y - fit$fitted
-    add_fit_statistics(fit)
+    fit$residuals <- data_fit$residuals %||% (y - fit$fitted)
+    add_fit_statistics(fit, data_fit$sums)
   } else {
     add_likelihood_statistics(fit)
   }
@@ -289,19 +292,20 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
   n_threads <- n_threads(n_threads)
   check_flag(verbose, call = call)
   terms <- choose(d + degree, degree)
-  if (sum((prior %||% rep(1, n)) > 0) < terms) {
+  if ((if (is.null(prior)) n else sum(prior > 0)) < terms) {
     abort("{n} observation{?s} cannot fit a local polynomial of degree {degree} in {d}
            variable{?s}: at least {terms} are needed.", call = call)
   }
-  range <- column_ranges(x)
+  range <- predictors$range %||% column_ranges(x)
   constant <- colnames(x)[diff(range)[1L, ] == 0]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
                           n_threads, verbose, call, family, range, predictors, likelihood)
-  f <- fit_at_data(bw$spec, verbose = verbose)
-  missing <- sum(f$status != 0L)
-  if (missing) warn_missing_fits(f$status, "fitted value")
-  colnames(f$fitted) <- colnames(values)
+  regression <- family == "regression"
+  f <- fit_at_data(bw$spec, verbose = verbose, keep_residuals = regression)
+  warn_missing_fits(f$status_counts, "fitted value")
+  # (in place: colnames<- would copy; the one-pass fit of one value column is a plain vector)
+  if (is.matrix(f$fitted)) dimnames(f$fitted) <- list(NULL, colnames(values))
   fit <- list(x = x, categorical = predictors$categorical,
               predictors = predictors[c("names", "kind")], values = values, weights = prior,
               degree = degree, kernel = kernel,
@@ -310,18 +314,21 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
               nn = bw$spec$nn, bandwidth_method = bw$how, cv_curve = bw$curve, spec = bw$spec,
               fitted = f$fitted, leverage = f$leverage, n_threads = n_threads, control = control)
   fit$metric <- bw$metric
+  # residuals and summaries from the binned one-pass fit, for add_fit_statistics()
+  if (regression && !is.null(f$sums)) fit$data_fit <- f[c("residuals", "sums")]
   fit
 }
 
-# Warns that some fits are NA, saying why from the engine's status codes.
-warn_missing_fits <- function(status, what) {
-  sparse <- sum(status %in% 1:2)
+# Warns that some fits are NA, saying why from the number of fits per engine status (see
+# status_counts()).
+warn_missing_fits <- function(counts, what) {
+  sparse <- counts[2L] + counts[3L]
   if (sparse) {
     warn(c("{sparse} {what}{cli::qty(sparse)}{?s} {?is/are} NA: the kernel window holds too
             few points.",
            i = "Increase the bandwidth or lower the degree."))
   }
-  no_fit <- sum(status == 3L)
+  no_fit <- counts[4L]
   if (no_fit) {
     warn(c("{no_fit} {what}{cli::qty(no_fit)}{?s} {?is/are} NA: the local likelihood has no
             maximum there.",
@@ -333,7 +340,7 @@ warn_missing_fits <- function(status, what) {
 # Turns the `bandwidth` argument into an engine specification and says how it was chosen.
 resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, method, control,
                               n_threads, verbose, call, family = "regression",
-                              range = column_ranges(x), predictors = NULL,
+                              range = predictors$range %||% column_ranges(x), predictors = NULL,
                               likelihood = "gaussian") {
   n <- nrow(x)
   d <- ncol(x)
@@ -384,18 +391,14 @@ lambda_rot <- function(categorical, n, d) {
   pmin(lambda_upper(categorical), n^(-2 / (4 + d)))
 }
 
-add_fit_statistics <- function(fit) {
-  w <- fit$weights %||% rep(1, length(fit$y))
-  ok <- is.finite(fit$fitted)
-  r <- fit$residuals
-  rss <- sum((w * r^2)[ok])
-  fit$df <- sum(fit$leverage[ok])
-  n <- sum(w > 0 & ok)
-  fit$sigma <- sqrt(rss / max(n - fit$df, 1))
-  ybar <- sum((w * fit$y)[ok]) / sum(w[ok])
-  fit$r.squared <- 1 - rss / sum((w * (fit$y - ybar)^2)[ok])
-  fit$cv <- smoother_score("cv", matrix(fit$y[ok]), matrix(fit$fitted[ok]), fit$leverage[ok],
-                           fit$weights[ok])
+# Residual statistics and the leave-one-out score of a least-squares fit, over the points with
+# a fit, from the summaries of fit_sums() (given by the binned one-pass fit, else computed here).
+add_fit_statistics <- function(fit, sums = NULL) {
+  sums <- sums %||% fit_sums(fit$y, fit$fitted, fit$leverage, fit$weights, fit$n_threads)
+  fit$df <- sums$trace
+  fit$sigma <- sqrt(sums$rss / max(sums$count - fit$df, 1))
+  fit$r.squared <- 1 - sums$rss / sums$spread
+  fit$cv <- if (sums$near_one) Inf else sums$loo / sums$weight
   # a learned metric's score, computed directly (it may hold leverages too close to 1 for the
   # identity)
   if (!is.null(fit$metric)) fit$cv <- fit$metric$loss
@@ -516,7 +519,7 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
   res <- engine_run(spec, x, want_var = want_var,
                     n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose,
                     query_codes = queries$codes)
-  if (any(res$status != 0L)) warn_missing_fits(res$status, "prediction")
+  if (any(res$status != 0L)) warn_missing_fits(status_counts(res$status), "prediction")
   res
 }
 
@@ -914,7 +917,7 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
   kernel <- check_kernel(kernel)
   control <- check_control(control)
   prior <- check_weights(response$weights, nrow(x), arg = "weights")
-  bw <- resolve_bandwidth(bandwidth, x, matrix(response$y), prior, degree, kernel, method,
+  bw <- resolve_bandwidth(bandwidth, x, one_column(response$y), prior, degree, kernel, method,
                           control, n_threads(n_threads), FALSE, rlang::current_env(),
                           predictors = predictors, likelihood = engine_family(family))
   if (is.null(at)) {
@@ -940,6 +943,6 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
   est <- (if (deriv == 2L) 2 else 1) * matrix(res$coef[, cols, 1L], nrow = nrow(queries$x))
   if (deriv == 0L) est <- family$linkinv(est)
   colnames(est) <- if (length(cols) == 1L) "estimate" else paste0("d_", colnames(x))
-  if (any(res$status != 0L)) warn_missing_fits(res$status, "estimate")
+  if (any(res$status != 0L)) warn_missing_fits(status_counts(res$status), "estimate")
   data.frame(at, expand_rows(est, queries$ok), check.names = FALSE)
 }

@@ -49,6 +49,11 @@ check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::c
 # A numeric predictor matrix with finite entries and column names.
 check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   force(arg)
+  checked_predictors(x, arg, call)$x
+}
+
+# check_predictors() with the column ranges (2 x d) found on the way: list(x, range).
+checked_predictors <- function(x, arg, call) {
   if (is.data.frame(x)) {
     bad <- names(x)[!vapply(x, function(col) is.numeric(col) && !is.object(col), TRUE)]
     if (length(bad)) {
@@ -59,7 +64,7 @@ check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
     }
     x <- as.matrix(x)
   }
-  if (is.numeric(x) && is.null(dim(x))) x <- matrix(x, ncol = 1L)
+  if (is.numeric(x) && is.null(dim(x))) x <- one_column(as.double(x))
   if (!is.matrix(x) || !is.numeric(x)) {
     abort("{.arg {arg}} must be a numeric vector, matrix or data frame.", call = call)
   }
@@ -67,12 +72,21 @@ check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
   if (nrow(x) == 0L) abort("{.arg {arg}} has no rows.", call = call)
   if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
   if (is.null(colnames(x))) colnames(x) <- if (ncol(x) == 1L) "x" else paste0("x", seq_len(ncol(x)))
-  bad <- colnames(x)[!cpp_column_ranges(x)$finite]
+  ranges <- cpp_column_ranges(x)
+  bad <- colnames(x)[!ranges$finite]
   if (length(bad)) {
     abort("{.arg {arg}} has missing or non-finite values in column{?s} {.field {bad}}.",
           call = call)
   }
-  x
+  list(x = x, range = ranges$range)
+}
+
+# A vector as a one-column matrix without copying it: dim<- wraps a vector that is referenced
+# elsewhere (the caller's data) instead of duplicating it, as long as C++ reads it read-only
+# (see read_only() in src/engine.cpp).
+one_column <- function(v) {
+  dim(v) <- c(length(v), 1L)
+  v
 }
 
 check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::caller_env()) {

@@ -1,7 +1,9 @@
 # Benchmark 1: binned local linear regression, n = 1e6, 401-point grid, against
 # KernSmooth::locpoly(x, y, bandwidth = h, gridsize = 401).
 #
-# Targets: our time <= 0.5 x locpoly's; max |ours - locpoly| <= 1e-8 x range of the fit.
+# Targets: grid estimate <= 0.5 x locpoly's time; the full model (local_poly() fit at all n
+# points + predict() on the grid) <= 2 x locpoly's time; max |ours - locpoly| <= 1e-8 x range
+# of the fit. Peak memory of the full model: sh bench/bench-memory.sh full.
 #
 # Run by hand, one R process, nothing else heavy on the machine:
 #   Rscript bench/bench-binned.R
@@ -119,10 +121,13 @@ for (nt in threads) {
     t_ks <- res$locpoly$median
     cat(sprintf("max |ours - locpoly| / range(fit): grid %.3g, full %.3g  (target <= 1e-8: %s)\n",
                 err_grid, err_full, if (max(err_full, err_grid) <= 1e-8) "met" else "MISSED"))
-    cat(sprintf("time ratio ours / locpoly: grid %.2fx, full %.2fx  (target <= 0.5x: grid %s, full %s)\n",
-                g$median / t_ks, fu$median / t_ks,
-                if (g$median <= 0.5 * t_ks) "met" else "MISSED",
-                if (fu$median <= 0.5 * t_ks) "met" else "MISSED"))
+    cat(sprintf("time ratio ours / locpoly: grid %.2fx (target <= 0.5x: %s)\n", g$median / t_ks,
+                if (g$median <= 0.5 * t_ks) "met" else "MISSED"))
+    cat(sprintf("full model: local_poly() + predict(401) %.4f s vs locpoly %.4f s = %.2fx (target <= 2x: %s)\n",
+                fu$median, t_ks, fu$median / t_ks, if (fu$median <= 2 * t_ks) "met" else "MISSED"))
+    fit <- fit_model(nt)
+    cat(sprintf("      model object %.1f MB (fitted, leverage, residuals at all n points; df %.2f, cv %.5g)\n",
+                as.numeric(object.size(fit)) / 2^20, fit$df, fit$cv))
     rows[[length(rows) + 1L]] <- data.frame(
       threads = nt, locpoly_s = t_ks, grid_s = g$median, full_s = fu$median, fit_s = fi$median,
       ratio_grid = g$median / t_ks, ratio_full = fu$median / t_ks,

@@ -10,6 +10,9 @@
 #           measures method = "binned" given explicitly), then predict(fit, q)      [default]
 #   tree    local_mean(x, y, bandwidth = h, kernel = "epanechnikov", method = "tree"), then
 #           predict(fit, q)
+#   full    the full 1-D model of bench-binned.R: local_poly(x, y, degree = 1, bandwidth = 0.02,
+#           method = "binned", control = local_control(cutoff = 4, gridsize = 401)), x uniform
+#           on [0, 1], then predict() at the 401 grid points (m is 401 here)
 # Environment: BENCH_N (1e6), BENCH_M (1e6), BENCH_H (0.02; Gaussian sd or Epanechnikov
 #   half-width, on data uniform on the unit square), BENCH_THREADS (2).
 #
@@ -20,7 +23,7 @@ suppressPackageStartupMessages(library(localmean))
 
 args <- commandArgs(trailingOnly = TRUE)
 case <- if (length(args)) args[[1]] else "binned"
-stopifnot(case %in% c("binned", "tree"))
+stopifnot(case %in% c("binned", "tree", "full"))
 # Shared helpers (env_num, time_it, fmt_times, ...), next to this script.
 source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])),
                  "common.R"))
@@ -46,8 +49,10 @@ stage <- function(label, seconds = NA) {
               if (is.na(seconds)) "" else sprintf(" | %.2f s", seconds)))
 }
 
-cat(sprintf("== bench-memory (%s): Nadaraya-Watson, 2-D, n = %s data, m = %s queries, h = %g, n_threads = %d ==\n",
-            case, format(n, big.mark = ","), format(m, big.mark = ","), h, nt))
+cat(sprintf("== bench-memory (%s): %s, n = %s data, m = %s queries, h = %g, n_threads = %d ==\n",
+            case, if (case == "full") "local linear, 1-D" else "Nadaraya-Watson, 2-D",
+            format(n, big.mark = ","), format(if (case == "full") 401 else m, big.mark = ","),
+            if (case == "full") 0.02 else h, nt))
 cat(sprintf("R %s, localmean %s, load average at start: %s\n", getRversion(),
             utils::packageVersion("localmean"),
             tryCatch(paste(readLines("/proc/loadavg", warn = FALSE), collapse = " "),
@@ -55,16 +60,27 @@ cat(sprintf("R %s, localmean %s, load average at start: %s\n", getRversion(),
 stage("R + localmean loaded")
 
 set.seed(20260104)
-x <- matrix(runif(2 * n), ncol = 2, dimnames = list(NULL, c("x1", "x2")))
-y <- sin(2 * pi * x[, 1]) * cos(2 * pi * x[, 2]) + rnorm(n, sd = 0.3)
-q <- matrix(runif(2 * m), ncol = 2, dimnames = list(NULL, c("x1", "x2")))
+if (case == "full") {
+  x <- runif(n)
+  y <- sin(2 * pi * x) + 0.5 * x + rnorm(n, sd = 0.3)
+  q <- seq(min(x), max(x), length.out = 401)
+  m <- length(q)
+  h <- 0.02
+} else {
+  x <- matrix(runif(2 * n), ncol = 2, dimnames = list(NULL, c("x1", "x2")))
+  y <- sin(2 * pi * x[, 1]) * cos(2 * pi * x[, 2]) + rnorm(n, sd = 0.3)
+  q <- matrix(runif(2 * m), ncol = 2, dimnames = list(NULL, c("x1", "x2")))
+}
 invisible(gc(reset = TRUE, verbose = FALSE))
 stage("data generated (x, y, q)")
 data_mb <- (object.size(x) + object.size(y) + object.size(q)) / 2^20
 cat(sprintf("  (x, y and q take %.1f MB)\n", as.numeric(data_mb)))
 
 fit_once <- function(method) {
-  if (case == "binned") {
+  if (case == "full") {
+    local_poly(x, y, degree = 1, bandwidth = h, method = "binned", n_threads = nt,
+               control = local_control(cutoff = 4, gridsize = 401), verbose = FALSE)
+  } else if (case == "binned") {
     local_mean(x, y, bandwidth = h, method = method, n_threads = nt, verbose = FALSE)
   } else {
     local_mean(x, y, bandwidth = h, kernel = "epanechnikov", method = "tree", n_threads = nt,
@@ -81,7 +97,7 @@ if (inherits(fit, "error")) {
 }
 cat(sprintf("  strategy used: %s; fitted values NA: %d; model object %.1f MB\n", fit$spec$method,
             sum(is.na(fit$fitted)), as.numeric(object.size(fit)) / 2^20))
-if (case == "binned" && fit$spec$method != "binned") {
+if (case != "tree" && fit$spec$method != "binned") {
   cat("  NOTE: method = \"auto\" did not pick \"binned\" here\n")
 }
 stage("after fit (at the n data points)", t_fit)

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Peak resident set size and time of bench-memory.R for each case, measured by GNU time.
-# Usage (from the package root):  sh bench/bench-memory.sh [binned] [tree]
+# Usage (from the package root):  sh bench/bench-memory.sh [binned] [tree] [full]
 # Needs /usr/bin/time (Debian/Ubuntu: apt-get install -y time).
 dir=$(dirname "$0")
-cases=${*:-"binned tree"}
+cases=${*:-"binned tree full"}
 if [ ! -x /usr/bin/time ]; then
   echo "/usr/bin/time is missing: apt-get install -y time" >&2
   exit 1

@@ -170,14 +170,14 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_local_fit
-List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol, List categorical, IntegerVector query_codes, std::string family, int max_iter, double tol, IntegerVector leave_out);
+List cpp_local_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol, List categorical, IntegerVector query_codes, std::string family, int max_iter, double tol, IntegerVector leave_out);
 RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP, SEXP categoricalSEXP, SEXP query_codesSEXP, SEXP familySEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP leave_outSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
-    Rcpp::traits::input_parameter< NumericVector >::type values(valuesSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type point_scale(point_scaleSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
@@ -344,13 +344,52 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_all_finite
-bool cpp_all_finite(NumericVector x);
+bool cpp_all_finite(SEXP x);
 RcppExport SEXP _localmean_cpp_all_finite(SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< NumericVector >::type x(xSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(cpp_all_finite(x));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_binned_data_fit
+List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, std::string kernel, int degree, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, bool keep_fits, bool keep_residuals);
+RcppExport SEXP _localmean_cpp_binned_data_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP keep_fitsSEXP, SEXP keep_residualsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type values(valuesSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
+    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
+    Rcpp::traits::input_parameter< int >::type degree(degreeSEXP);
+    Rcpp::traits::input_parameter< double >::type cutoff(cutoffSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type gridsize(gridsizeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type grid_lo(grid_loSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type grid_hi(grid_hiSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
+    Rcpp::traits::input_parameter< bool >::type keep_fits(keep_fitsSEXP);
+    Rcpp::traits::input_parameter< bool >::type keep_residuals(keep_residualsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_binned_data_fit(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_fit_sums
+List cpp_fit_sums(SEXP values, SEXP fitted, SEXP leverage, NumericVector prior, int n_threads);
+RcppExport SEXP _localmean_cpp_fit_sums(SEXP valuesSEXP, SEXP fittedSEXP, SEXP leverageSEXP, SEXP priorSEXP, SEXP n_threadsSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type values(valuesSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type fitted(fittedSEXP);
+    Rcpp::traits::input_parameter< SEXP >::type leverage(leverageSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_fit_sums(values, fitted, leverage, prior, n_threads));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -565,6 +604,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
     {"_localmean_cpp_all_finite", (DL_FUNC) &_localmean_cpp_all_finite, 1},
+    {"_localmean_cpp_binned_data_fit", (DL_FUNC) &_localmean_cpp_binned_data_fit, 14},
+    {"_localmean_cpp_fit_sums", (DL_FUNC) &_localmean_cpp_fit_sums, 5},
     {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},

@@ -2,6 +2,7 @@
 #include "r_policies.h"
 
 #include <localmean/binning.hpp>
+#include <localmean/data_fit.hpp>
 #include <localmean/modes.hpp>
 
 using namespace Rcpp;
@@ -31,17 +32,60 @@ struct FitArrays {
   }
 };
 
+// A double vector's data for reading. REAL_RO never materialises an ALTREP wrapper (the
+// 1-column matrix that dim<- makes of a shared vector, see check_predictors()), where REAL, and
+// so NumericVector, would copy the wrapped data.
+const double* read_only(SEXP x) {
+  if (TYPEOF(x) != REALSXP) stop("internal error: expected a double vector");
+  return REAL_RO(x);
+}
+
 // Points given as a numeric matrix (n x d) or, for one variable, a plain vector: no copy.
 struct Points {
-  NumericVector values;
+  const double* values;
   std::size_t n, d;
-  explicit Points(SEXP x) : values(x) {
+  explicit Points(SEXP x) : values(read_only(x)) {
     SEXP dim = Rf_getAttrib(x, R_DimSymbol);
-    n = Rf_isNull(dim) ? values.size() : INTEGER(dim)[0];
+    n = Rf_isNull(dim) ? Rf_xlength(x) : INTEGER(dim)[0];
     d = Rf_isNull(dim) ? 1 : INTEGER(dim)[1];
   }
-  const double* data() const { return values.begin(); }
+  const double* data() const { return values; }
 };
+
+// The binned strategy's grid from grid_lo to grid_hi (original units, gridsize nodes per
+// variable), in coordinates divided by `scale`.
+localmean::Grid scaled_grid(std::size_t d, const NumericVector& scale,
+                            const IntegerVector& gridsize, const NumericVector& grid_lo,
+                            const NumericVector& grid_hi) {
+  std::vector<std::size_t> size(gridsize.begin(), gridsize.end());
+  std::vector<double> lo(d), hi(d);
+  for (std::size_t j = 0; j < d; ++j) {
+    lo[j] = grid_lo[j] / scale[j];
+    hi[j] = grid_hi[j] / scale[j];
+  }
+  return localmean::make_grid(d, lo.data(), hi.data(), size.data());
+}
+
+// Binned fits at the nodes of `grid` (from scaled_grid()): linear binning of the data, then
+// the node fits (only the `needed` nodes, when given: see query_nodes()).
+bool binned_nodes(const Points& pts, const double* values, std::size_t nv, const double* prior,
+                  const localmean::Grid& grid, const IntegerVector& gridsize,
+                  const NumericVector& grid_lo, const NumericVector& grid_hi,
+                  const localmean::EngineSettings& set, const localmean::EngineOutput& nodes,
+                  const localmean::ParallelFor& pfor, localmean_r::Monitor& monitor,
+                  const std::vector<char>* needed = nullptr) {
+  // Binning is the same in original units: no scaled copy of the data.
+  std::vector<std::size_t> size(gridsize.begin(), gridsize.end());
+  const localmean::Grid raw = localmean::make_grid(pts.d, grid_lo.begin(), grid_hi.begin(),
+                                                   size.data());
+  std::vector<double> counts, sums;
+  // Binning polls for interrupts without moving the progress bar (it counts queries).
+  const localmean::Monitor poll = monitor.callback();
+  return localmean::linear_bin(raw, pts.data(), pts.n, values, nv, prior, counts, sums, pfor,
+                               [&poll](std::size_t, std::size_t) { return poll(0, 0); }) &&
+         localmean::binned_fit_nodes(grid, counts, sums, nv, set, localmean::effective_cutoff(set),
+                                     nodes, pfor, monitor.callback(), needed);
+}
 
 // Points divided by per-variable scales (the engine works in scaled coordinates).
 std::vector<double> scaled(const Points& x, const NumericVector& scale) {
@@ -76,7 +120,7 @@ localmean::Family family_type(const std::string& name) {
 // `leave_out` (likelihood families; empty: none) gives per query a 1-based data row left out of
 // its window (0: none), for exact leave-one-out fits.
 // [[Rcpp::export]]
-List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
+List cpp_local_fit(SEXP x, NumericVector scale, SEXP values,
                    NumericVector prior, NumericVector point_scale, NumericMatrix queries,
                    NumericVector radius,
                    std::string kernel, int degree, bool want_var, std::string method,
@@ -87,7 +131,8 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
   // `x`: an n x d matrix or a vector (d = 1); `values`: n x nv, a matrix or (nv = 1) a vector.
   // rtol > 0: weight sums (nv = 0) within that relative error, by node-level approximation.
   const Points pts(x);
-  const std::size_t n = pts.n, d = pts.d, m = queries.nrow(), nv = values.size() / n;
+  const std::size_t n = pts.n, d = pts.d, m = queries.nrow(), nv = Rf_xlength(values) / n;
+  const double* vals = read_only(values);
   const std::vector<double> qs = scaled(queries, scale);
   localmean::EngineSettings set;
   set.kernel = localmean_r::kernel_type(kernel);
@@ -105,27 +150,12 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
   const double* w = prior.size() ? prior.begin() : nullptr;
   bool done;
   if (method == "binned") {
-    std::vector<std::size_t> size(gridsize.begin(), gridsize.end());
-    std::vector<double> lo(d), hi(d);
-    for (std::size_t j = 0; j < d; ++j) {
-      lo[j] = grid_lo[j] / scale[j];
-      hi[j] = grid_hi[j] / scale[j];
-    }
-    const localmean::Grid grid = localmean::make_grid(d, lo.data(), hi.data(), size.data());
-    // Binning is the same in original units: no scaled copy of the data.
-    const localmean::Grid raw = localmean::make_grid(d, grid_lo.begin(), grid_hi.begin(),
-                                                     size.data());
-    std::vector<double> counts, sums;
-    // Binning polls for interrupts without moving the progress bar (it counts queries).
-    const localmean::Monitor poll = monitor.callback();
-    done = localmean::linear_bin(raw, pts.data(), n, values.begin(), nv, w, counts, sums, pfor,
-                                 [&poll](std::size_t, std::size_t) { return poll(0, 0); });
+    const localmean::Grid grid = scaled_grid(d, scale, gridsize, grid_lo, grid_hi);
     FitArrays nodes(grid.nodes(), nb, nv, want_var);
     // Fits only at the nodes the queries interpolate from.
     const std::vector<char> needed = localmean::query_nodes(grid, qs.data(), m);
-    done = done && localmean::binned_fit_nodes(grid, counts, sums, nv, set,
-                                       localmean::effective_cutoff(set), nodes.output(want_var),
-                                       pfor, monitor.callback(), &needed);
+    done = binned_nodes(pts, vals, nv, w, grid, gridsize, grid_lo, grid_hi, set,
+                        nodes.output(want_var), pfor, monitor, &needed);
     if (done)
       localmean::interpolate_nodes(grid, nodes.output(want_var), nb, nv, qs.data(), m,
                                    res.output(want_var));
@@ -134,7 +164,7 @@ List cpp_local_fit(SEXP x, NumericVector scale, NumericVector values,
     const std::vector<double> xs = scaled(pts, scale);
     std::vector<int> codes, qcodes(query_codes.begin(), query_codes.end());
     for (int& c : qcodes) --c;
-    const localmean::LocalData data(xs.data(), n, d, values.begin(), nv, w,
+    const localmean::LocalData data(xs.data(), n, d, vals, nv, w,
                                     point_scale.size() ? point_scale.begin() : nullptr,
                                     categorical_vars(categorical, codes));
     std::vector<int> left(leave_out.begin(), leave_out.end());
@@ -357,8 +387,94 @@ List cpp_column_ranges(SEXP points) {
 
 // TRUE when every entry is finite (no allocation, unlike all(is.finite(x))).
 // [[Rcpp::export]]
-bool cpp_all_finite(NumericVector x) {
-  for (R_xlen_t i = 0; i < x.size(); ++i)
-    if (!std::isfinite(x[i])) return false;
-  return true;
+bool cpp_all_finite(SEXP x) {
+  const double* v = read_only(x);
+  const R_xlen_t n = Rf_xlength(x);
+  // finite iff v - v == 0 (NaN for NaN and +-Inf): a branch-free loop, one test at the end
+  double acc = 0.0;
+  for (R_xlen_t i = 0; i < n; ++i) acc += v[i] - v[i];
+  return acc == 0.0;
+}
+
+namespace {
+
+// The summaries of fit_summary() as an R list; `status` counts points per QueryStatus.
+List fit_sums_list(const localmean::FitSums& s) {
+  IntegerVector status(4);
+  for (int k = 0; k < 4; ++k) status[k] = static_cast<int>(s.status[k]);
+  return List::create(_["count"] = s.count, _["weight"] = s.weight, _["rss"] = s.rss,
+                      _["trace"] = s.trace, _["loo"] = s.loo, _["mean"] = s.mean,
+                      _["spread"] = s.spread, _["near_one"] = s.near_one, _["status"] = status);
+}
+
+}  // namespace
+
+// Fits at the data points `x` (n x d, or a vector) of the binned least-squares fit of `values`
+// (n x nv, or a vector), in one pass after binning: the node fits and [S^-1]_00 interpolated to
+// every point (see binned_data_fit() in data_fit.hpp). Returns the fit's summaries (`sums`),
+// with keep_fits the fits (n x nv, a vector for nv = 1; NA where a fit does not exist) and the
+// leverages (prior weight times [S^-1]_00), with keep_residuals the residuals (as the fits).
+// Grid arguments as for cpp_local_fit().
+// [[Rcpp::export]]
+List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior,
+                         std::string kernel, int degree, double cutoff, IntegerVector gridsize,
+                         NumericVector grid_lo, NumericVector grid_hi, int n_threads,
+                         bool verbose, bool keep_fits, bool keep_residuals) {
+  const Points pts(x);
+  const std::size_t n = pts.n, d = pts.d, nv = Rf_xlength(values) / n;
+  const double* vals = read_only(values);
+  const double* w = prior.size() ? prior.begin() : nullptr;
+  localmean::EngineSettings set;
+  set.kernel = localmean_r::kernel_type(kernel);
+  set.degree = degree;
+  set.cutoff = cutoff;
+  const std::size_t nb = localmean::Basis(static_cast<int>(d), degree).size();
+  localmean_r::Monitor monitor(verbose, static_cast<double>(n), "local fit");
+  const auto pfor = localmean_r::parallel_for(n_threads);
+  const localmean::Grid grid = scaled_grid(d, scale, gridsize, grid_lo, grid_hi);
+  FitArrays nodes(grid.nodes(), nb, nv, false);
+  const localmean::EngineOutput node_out = nodes.output(false);
+  // One value column: plain vectors, which R can drop into a model as they are.
+  auto fits = [n, nv](bool keep) {
+    if (!keep) return NumericVector(0);
+    return nv == 1 ? NumericVector(n) : NumericVector(NumericMatrix(n, nv));
+  };
+  NumericVector fitted = fits(keep_fits), residuals = fits(keep_residuals);
+  NumericVector leverage(keep_fits ? n : 0);
+  localmean::DataFitOutput out;
+  out.missing = NA_REAL;
+  if (keep_fits) {
+    out.fitted = fitted.begin();
+    out.leverage = leverage.begin();
+  }
+  if (keep_residuals) out.residuals = residuals.begin();
+  localmean::FitSums sums;
+  const bool done = binned_nodes(pts, vals, nv, w, grid, gridsize, grid_lo, grid_hi, set,
+                                 node_out, pfor, monitor) &&
+                    localmean::binned_data_fit(grid, node_out, nb, pts.data(), n, scale.begin(),
+                                               vals, nv, w, out, &sums, pfor,
+                                               monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  List res = List::create(_["sums"] = fit_sums_list(sums));
+  if (keep_fits) {
+    res["fitted"] = fitted;
+    res["leverage"] = leverage;
+  }
+  if (keep_residuals) res["residuals"] = residuals;
+  return res;
+}
+
+// The summaries of given fits (n x nv) and leverages (n) of `values` at the data points, as
+// cpp_binned_data_fit() returns them (see fit_summary() in data_fit.hpp).
+// [[Rcpp::export]]
+List cpp_fit_sums(SEXP values, SEXP fitted, SEXP leverage, NumericVector prior, int n_threads) {
+  const std::size_t n = Rf_xlength(leverage), nv = n ? Rf_xlength(values) / n : 0;
+  if (static_cast<std::size_t>(Rf_xlength(fitted)) != n * nv)
+    stop("internal error: fitted values and values differ in size");
+  localmean::FitSums sums;
+  localmean::given_fit_summary(n, read_only(values), nv, prior.size() ? prior.begin() : nullptr,
+                               read_only(fitted), read_only(leverage), &sums,
+                               localmean_r::parallel_for(n_threads));
+  return fit_sums_list(sums);
 }

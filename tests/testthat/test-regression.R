@@ -183,6 +183,62 @@ test_that("adaptive nn(k) bandwidths with a smooth kernel match the reference", 
   }
 })
 
+# The binned strategy's fits at the data come from one C++ pass over the grid's fits
+# (engine_data_fit()); they must equal the engine's interpolation at the data points, and the
+# summaries a plain-R computation (sums in another order: 1e-12 relative).
+test_that("binned fits at the data and their statistics match the engine and plain R", {
+  set.seed(31)
+  n <- 12000L
+  x1 <- runif(n)
+  x2 <- cbind(a = runif(n), b = runif(n))
+  y <- sin(2 * pi * x1) + x2[, 2] + rnorm(n, sd = 0.3)
+  w <- runif(n)
+  w[1:20] <- 0
+  cases <- list(list(x = x1, h = 0.03, degree = 1), list(x = x2, h = c(0.08, 0.1), degree = 2))
+  for (case in cases) for (wts in list(NULL, w)) {
+    info <- sprintf("d = %d, weights: %s", NCOL(case$x), !is.null(wts))
+    fit <- local_poly(case$x, y, degree = case$degree, bandwidth = case$h, weights = wts,
+                      method = "binned", n_threads = 1, verbose = FALSE)
+    spec <- fit$spec
+    ref <- localmean:::engine_run(spec, as.matrix(case$x), n_threads = 1L)
+    expect_identical(unname(fitted(fit)), ref$coef[, 1L, 1L], info = info)
+    expect_identical(fit$leverage, (wts %||% 1) * ref$s00, info = info)
+    expect_identical(residuals(fit), y - fitted(fit), info = info)
+    p <- wts %||% rep(1, n)
+    r <- y - ref$coef[, 1L, 1L]
+    lev <- p * ref$s00
+    expect_equal(fit$df, sum(lev), tolerance = 1e-12, info = info)
+    expect_equal(fit$sigma, sqrt(sum(p * r^2) / (sum(p > 0) - sum(lev))), tolerance = 1e-12,
+                 info = info)
+    ybar <- sum(p * y) / sum(p)
+    expect_equal(fit$r.squared, 1 - sum(p * r^2) / sum(p * (y - ybar)^2), tolerance = 1e-12,
+                 info = info)
+    expect_equal(fit$cv, sum(p * (r / (1 - lev))^2) / sum(p), tolerance = 1e-12, info = info)
+    for (criterion in c("cv", "gcv", "aicc")) {
+      expect_equal(localmean:::spec_score(criterion, spec, 1L),
+                   localmean:::smoother_score(criterion, localmean:::fit_sums(y, y - r, lev, wts)),
+                   tolerance = 1e-12, info = paste(info, criterion))
+    }
+    two <- local_poly(case$x, y, degree = case$degree, bandwidth = case$h, weights = wts,
+                      method = "binned", n_threads = 2, verbose = FALSE)
+    for (field in c("fitted", "leverage", "residuals", "df", "sigma", "r.squared", "cv")) {
+      expect_identical(two[[field]], fit[[field]], info = paste(info, field))
+    }
+  }
+  # the one-pass summaries equal plain R's sums of given fits, missing fits left out
+  f <- y - rnorm(n, sd = 0.1)
+  lev <- runif(n, 0, 0.01)
+  f[5] <- NA
+  s <- localmean:::fit_sums(y, f, lev, w)
+  ok <- is.finite(f)
+  expect_equal(s$rss, sum((w * (y - f)^2)[ok]), tolerance = 1e-12)
+  expect_equal(s$trace, sum(lev[ok]), tolerance = 1e-12)
+  expect_equal(s$count, sum(ok & w > 0))
+  expect_equal(s$spread, sum((w * (y - sum((w * y)[ok]) / sum(w[ok]))^2)[ok]), tolerance = 1e-12)
+  expect_identical(s$status, c(n - 1L, 0L, 1L, 0L) + 0L)
+  expect_identical(localmean:::smoother_score("cv", s), Inf)
+})
+
 test_that("duplicated x values work and give finite fits", {
   set.seed(11)
   x <- rep(round(runif(30), 2), each = 4)

@@ -1,0 +1,257 @@
+// Fits at the data points of a least-squares local fit and the fit's summaries (residual sum of
+// squares, trace of the smoother matrix, leave-one-out score, spread of the response) in one
+// pass over the points, with no n-length temporaries. The binned strategy interpolates its
+// node fits and [S^-1]_00 to each point on the fly; other strategies pass their fits in.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "binning.hpp"
+
+namespace localmean {
+
+// A point's grid cell: the corner nodes with their linear-interpolation shares, and its status
+// (kNoWeight off the grid, else the worst status of the nodes that carry a share). The
+// arithmetic is that of interpolate_nodes(), so that both give identical fits.
+struct CellCorners {
+  std::size_t count = 0;
+  std::size_t node[4] = {0, 0, 0, 0};
+  double share[4] = {0.0, 0.0, 0.0, 0.0};
+  int status = kOk;
+  // Column `col` of a node array (G nodes per column) at the point.
+  double mix(const double* nodes, std::size_t G, std::size_t col) const {
+    double s = 0.0;
+    for (std::size_t c = 0; c < count; ++c)
+      if (share[c] > 0.0) s += share[c] * nodes[node[c] + G * col];
+    return s;
+  }
+};
+
+// The cell of the point with scaled coordinates q[0..d) on grid g, whose nodes have the
+// statuses node_status.
+inline CellCorners cell_corners(const Grid& g, const int* node_status, const double* q) {
+  CellCorners cell;
+  std::size_t lower[2] = {0, 0};
+  double frac[2] = {0.0, 0.0};
+  for (std::size_t j = 0; j < g.d; ++j) {
+    if (!grid_position(g, j, q[j], &lower[j], &frac[j])) {
+      cell.status = kNoWeight;
+      return cell;
+    }
+  }
+  cell.count = g.d == 1 ? 2 : 4;
+  for (std::size_t corner = 0; corner < cell.count; ++corner) {
+    const std::size_t a = corner & 1, b = corner >> 1;
+    cell.share[corner] =
+        (a ? frac[0] : 1.0 - frac[0]) * (g.d == 1 ? 1.0 : (b ? frac[1] : 1.0 - frac[1]));
+    cell.node[corner] = (lower[0] + a) + (g.d == 1 ? 0 : (lower[1] + b) * g.size[0]);
+    if (cell.share[corner] > 0.0 && node_status[cell.node[corner]] != kOk)
+      cell.status = std::max(cell.status, node_status[cell.node[corner]]);
+  }
+  return cell;
+}
+
+// Summaries of a least-squares fit at its data points, over the points that have a finite fit
+// and leverage ("fitted" points), with prior weights w (1 without them) and residuals r:
+struct FitSums {
+  double count = 0.0;    // fitted points with w > 0
+  double weight = 0.0;   // sum of w
+  double rss = 0.0;      // sum of w r^2 over all value columns
+  double trace = 0.0;    // sum of the leverages L (the effective degrees of freedom)
+  double loo = 0.0;      // sum of w (r / (1 - L))^2 over all value columns
+  double mean = 0.0;     // weighted mean of the first value column (the response)
+  double spread = 0.0;   // sum of w (y - mean)^2 of the first value column
+  bool near_one = false; // some fitted point with w > 0 has L >= 1 - 1e-10 (no LOO identity)
+  std::size_t status[4] = {0, 0, 0, 0};  // points per QueryStatus; a non-finite fit is kSingular
+
+  // Adds another block's sums (Chan, Golub and LeVeque's update for the spread).
+  void add(const FitSums& o) {
+    const double total = weight + o.weight;
+    if (o.weight > 0.0) {
+      const double delta = o.mean - mean;
+      spread += o.spread + delta * delta * weight * o.weight / total;
+      mean += delta * o.weight / total;
+    }
+    count += o.count;
+    weight = total;
+    rss += o.rss;
+    trace += o.trace;
+    loo += o.loo;
+    near_one = near_one || o.near_one;
+    for (int s = 0; s < 4; ++s) status[s] += o.status[s];
+  }
+};
+
+// Optional per-point outputs (n x nv column-major, or n), written where not null; points
+// without a fit receive `missing`.
+struct DataFitOutput {
+  double* fitted = nullptr;
+  double* leverage = nullptr;
+  double* residuals = nullptr;
+  double missing = std::numeric_limits<double>::quiet_NaN();
+};
+
+// Points per block of fit_summary(): sums are formed per block and added in block order, so
+// that the result does not depend on the number of threads.
+constexpr std::size_t kSumBlock = std::size_t(1) << 14;
+
+namespace detail {
+
+// Sums of the points [begin, end). `fit_at(i, f, &lev)` gives point i's fits f[0..nv) and
+// leverage and returns its status. The response's spread is accumulated about its first
+// fitted value in the block (shifted sums: no cancellation while that lies near the mean).
+// Weighted and One (nv = 1) are compile-time constants for the common loops.
+template <bool Weighted, bool One, class FitAt>
+FitSums block_sums(std::size_t begin, std::size_t end, std::size_t n, const double* values,
+                   std::size_t nv_, const double* prior, const FitAt& fit_at,
+                   const DataFitOutput& out, double* f) {
+  const std::size_t nv = One ? 1 : nv_;
+  FitSums s;
+  double shift = 0.0, wd = 0.0, wd2 = 0.0;
+  bool shifted = false;
+  double single = 0.0;  // the fit of one value column, kept in a register
+  if (One) f = &single;
+  for (std::size_t i = begin; i < end; ++i) {
+    double lev = 0.0;
+    int status = fit_at(i, f, &lev);
+    bool ok = status == kOk && std::isfinite(lev);
+    for (std::size_t v = 0; v < nv && ok; ++v) ok = std::isfinite(f[v]);
+    if (status == kOk && !ok) status = kSingular;
+    ++s.status[status];
+    if (!ok) {
+      for (std::size_t v = 0; v < nv; ++v) {
+        if (out.fitted) out.fitted[v * n + i] = out.missing;
+        if (out.residuals) out.residuals[v * n + i] = out.missing;
+      }
+      if (out.leverage) out.leverage[i] = out.missing;
+      continue;
+    }
+    const double w = Weighted ? prior[i] : 1.0;
+    const double inv = 1.0 / (1.0 - lev);
+    for (std::size_t v = 0; v < nv; ++v) {
+      const double r = values[v * n + i] - f[v];
+      s.rss += w * (r * r);
+      const double e = r * inv;
+      s.loo += w * (e * e);
+      if (out.fitted) out.fitted[v * n + i] = f[v];
+      if (out.residuals) out.residuals[v * n + i] = r;
+    }
+    if (out.leverage) out.leverage[i] = lev;
+    s.trace += lev;
+    s.weight += w;
+    if (!shifted) {
+      shift = values[i];
+      shifted = true;
+    }
+    const double dev = values[i] - shift;
+    wd += w * dev;
+    wd2 += w * (dev * dev);
+    if (!Weighted || w > 0.0) {
+      s.count += 1.0;
+      s.near_one = s.near_one || lev >= 1.0 - 1e-10;
+    }
+  }
+  if (s.weight > 0.0) {
+    s.mean = shift + wd / s.weight;
+    s.spread = std::max(0.0, wd2 - wd * (wd / s.weight));
+  }
+  return s;
+}
+
+}  // namespace detail
+
+// Fits at n data points with nv value columns (values: n x nv) and their summaries, where
+// fit_at(i, f, &lev) gives point i's fits, its leverage and its status. Returns false if the
+// monitor stopped it; `sums` then is incomplete.
+template <class FitAt>
+bool fit_summary(std::size_t n, const double* values, std::size_t nv, const double* prior,
+                 const FitAt& fit_at, const DataFitOutput& out, FitSums* sums,
+                 const ParallelFor& parallel_for, const Monitor& monitor = {}) {
+  const std::size_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  std::vector<FitSums> parts(blocks);
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    std::vector<double> f(nv);
+    for (std::size_t b = begin; b < end; ++b) {
+      const std::size_t from = b * kSumBlock, to = std::min(n, from + kSumBlock);
+      const auto block = [&](auto weighted, auto one) {
+        return detail::block_sums<decltype(weighted)::value, decltype(one)::value>(
+            from, to, n, values, nv, prior, fit_at, out, f.data());
+      };
+      using Yes = std::true_type;
+      using No = std::false_type;
+      parts[b] = prior ? (nv == 1 ? block(Yes(), Yes()) : block(Yes(), No()))
+                       : (nv == 1 ? block(No(), Yes()) : block(No(), No()));
+    }
+  };
+  // The monitor counts points.
+  const Monitor in_points = [&monitor, n](std::size_t done, std::size_t) {
+    return !monitor || monitor(std::min(n, done * kSumBlock), n);
+  };
+  if (!run_chunked(blocks, 16, parallel_for, in_points, fn)) return false;
+  *sums = FitSums();
+  for (const FitSums& p : parts) sums->add(p);
+  return true;
+}
+
+// Fits at the data points x (n x d, original units, column-major) of a binned fit: the node
+// outputs of binned_fit_nodes() on grid g (scaled coordinates: x / scale) with nb basis terms,
+// interpolated as interpolate_nodes() does, then summarised by fit_summary(). A point's leverage
+// is its prior weight (or 1) times its [S^-1]_00, as in fit_at_data() in R.
+inline bool binned_data_fit(const Grid& g, const EngineOutput& nodes, std::size_t nb,
+                            const double* x, std::size_t n, const double* scale,
+                            const double* values, std::size_t nv, const double* prior,
+                            const DataFitOutput& out, FitSums* sums,
+                            const ParallelFor& parallel_for, const Monitor& monitor = {}) {
+  const std::size_t G = g.nodes();
+  bool nodes_ok = true;
+  for (std::size_t k = 0; k < G; ++k) nodes_ok = nodes_ok && nodes.status[k] == kOk;
+  if (g.d == 1 && nodes_ok) {
+    // Every node has a fit: two corners, always added (a zero share adds zero, as
+    // interpolate_nodes() skipping it does).
+    auto line_fit_at = [&](std::size_t i, double* f, double* lev) {
+      std::size_t k;
+      double frac;
+      if (!grid_position(g, 0, x[i] / scale[0], &k, &frac)) return static_cast<int>(kNoWeight);
+      const double lower = 1.0 - frac;
+      for (std::size_t v = 0; v < nv; ++v) {
+        const double* c = nodes.coef + G * nb * v;
+        f[v] = lower * c[k] + frac * c[k + 1];
+      }
+      const double s00 = lower * nodes.s00[k] + frac * nodes.s00[k + 1];
+      *lev = prior ? prior[i] * s00 : s00;
+      return static_cast<int>(kOk);
+    };
+    return fit_summary(n, values, nv, prior, line_fit_at, out, sums, parallel_for, monitor);
+  }
+  auto fit_at = [&](std::size_t i, double* f, double* lev) {
+    double q[2] = {0.0, 0.0};
+    for (std::size_t j = 0; j < g.d; ++j) q[j] = x[j * n + i] / scale[j];
+    const CellCorners cell = cell_corners(g, nodes.status, q);
+    if (cell.status != kOk) return cell.status;
+    for (std::size_t v = 0; v < nv; ++v) f[v] = cell.mix(nodes.coef, G, nb * v);
+    const double s00 = cell.mix(nodes.s00, G, 0);
+    *lev = prior ? prior[i] * s00 : s00;
+    return cell.status;
+  };
+  return fit_summary(n, values, nv, prior, fit_at, out, sums, parallel_for, monitor);
+}
+
+// Summaries of given fits (n x nv) and leverages at the data points (e.g. from the exact or
+// tree strategy); the leverages are taken as they are.
+inline bool given_fit_summary(std::size_t n, const double* values, std::size_t nv,
+                              const double* prior, const double* fitted, const double* leverage,
+                              FitSums* sums, const ParallelFor& parallel_for) {
+  auto fit_at = [&](std::size_t i, double* f, double* lev) {
+    for (std::size_t v = 0; v < nv; ++v) f[v] = fitted[v * n + i];
+    *lev = leverage[i];
+    return static_cast<int>(kOk);
+  };
+  return fit_summary(n, values, nv, prior, fit_at, DataFitOutput(), sums, parallel_for);
+}
+
+}  // namespace localmean
