@@ -58,6 +58,7 @@ nn <- function(k, scale = TRUE) {
 
 #' @export
 print.nn_bandwidth <- function(x, ...) {
+  check_dots(...)
   cat("<nn bandwidth: k = ", x$k, if (x$scale) ", standardised" else "", ">\n", sep = "")
   invisible(x)
 }

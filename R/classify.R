@@ -68,6 +68,7 @@ local_classify.formula <- function(formula, data = NULL, degree = 0, kernel = "g
                                    bandwidth = "cv", weights = NULL, subset,
                                    na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                    verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
   parts <- formula_parts(mf)
   fit <- local_classify.default(parts$x, stats::model.response(mf), degree = degree,
@@ -83,6 +84,7 @@ local_classify.formula <- function(formula, data = NULL, degree = 0, kernel = "g
 local_classify.default <- function(x, y, degree = 0, kernel = "gaussian", bandwidth = "cv",
                                    weights = NULL, method = "auto", n_threads = NULL,
                                    verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   predictors <- split_predictors(x)
   n <- nrow(predictors$x)
   if (is.character(y)) y <- factor(y)
@@ -211,6 +213,7 @@ most_probable <- function(prob, levels) {
 #' @export
 predict.local_classify <- function(object, newdata = NULL, type = c("class", "prob"),
                                    method = NULL, n_threads = NULL, verbose = FALSE, ...) {
+  check_dots(...)
   type <- match.arg(type)
   prob <- if (is.null(newdata)) {
     object$fitted
@@ -224,6 +227,7 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
 
 #' @export
 print.local_classify <- function(x, ...) {
+  check_dots(...)
   NextMethod()
   cat("model: ", classifier_model(x), "\n", sep = "")
   if (!is.null(x$class_deviance)) cat(sprintf("deviance: %.4g\n", x$class_deviance))
@@ -232,6 +236,7 @@ print.local_classify <- function(x, ...) {
 
 #' @export
 summary.local_classify <- function(object, ...) {
+  check_dots(...)
   out <- NextMethod()
   out$model <- classifier_model(object)
   out$classifier_deviance <- object$class_deviance
@@ -241,6 +246,7 @@ summary.local_classify <- function(object, ...) {
 
 #' @export
 print.summary.local_classify <- function(x, ...) {
+  check_dots(...)
   NextMethod()
   cat("\nClassifier: ", x$model, "\n", sep = "")
   if (!is.null(x$classifier_deviance)) {
@@ -251,6 +257,7 @@ print.summary.local_classify <- function(x, ...) {
 
 #' @export
 fitted.local_classify <- function(object, ...) {
+  check_dots(...)
   stats::napredict(object$na.action, most_probable(object$fitted, object$levels))
 }
 

@@ -151,6 +151,7 @@ kde <- function(x, ...) UseMethod("kde")
 #' @rdname kde
 #' @export
 kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit) {
+  check_dots(..., .known = setdiff(names(formals(kde.default)), c("x", "...")))
   call <- match.call(expand.dots = FALSE)
   names(call)[names(call) == "x"] <- "formula"
   if (length(x) != 2L) abort("{.arg x} must be a one-sided formula such as {.code ~ a + b}.")
@@ -166,6 +167,7 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
 kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NULL,
                         gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
                         verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   if (has_categorical(x)) {
     return(kde_mixed(x, bandwidth, kernel, weights, gridsize, bounds, method, n_threads,
                      verbose, control, match.call()))
@@ -491,6 +493,7 @@ NULL
 #' @export
 predict.local_kde <- function(object, newdata, method = "tree", rtol = 0, n_threads = NULL,
                               verbose = FALSE, ...) {
+  check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
   method <- check_choice(method, c("tree", "exact"))
   rtol <- check_positive(rtol, zero = TRUE)
@@ -533,6 +536,7 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
 #' @rdname kde-methods
 #' @export
 print.local_kde <- function(x, ...) {
+  check_dots(...)
   if (!is.null(x$categorical)) return(print_kde_mixed(x))
   d <- x$d
   cat("Kernel density estimate: n = ", x$n, ", ", d, " variable", if (d > 1L) "s",
@@ -563,6 +567,7 @@ format_kde_bandwidth <- function(bw) {
 #' @rdname kde-methods
 #' @export
 summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
+  check_dots(...)
   out <- list(fit = object, levels = hdr_levels(object, probs))
   if (!is.null(object$categorical)) return(summary_kde_mixed(out))
   if (length(object$grid)) {
@@ -600,6 +605,7 @@ grid_maxima <- function(g, est) {
 
 #' @export
 print.summary.local_kde <- function(x, ...) {
+  check_dots(...)
   print(x$fit)
   if (!is.null(x$integral)) {
     cat(if (x$fit$d) "Integral over the grid" else "Total probability", ": ",
@@ -661,6 +667,7 @@ sample_rows <- function(n, max) if (n <= max) seq_len(n) else round(seq(1, n, le
 #' @rdname kde-methods
 #' @export
 logLik.local_kde <- function(object, ...) {
+  check_dots(...)
   n <- object$n
   dens <- kde_at_data(object)
   structure(sum(n * kde_weights(object) * log(dens)), df = NA_real_, nobs = n,
@@ -669,11 +676,15 @@ logLik.local_kde <- function(object, ...) {
 
 #' @rdname kde-methods
 #' @export
-nobs.local_kde <- function(object, ...) object$n
+nobs.local_kde <- function(object, ...) {
+  check_dots(...)
+  object$n
+}
 
 #' @rdname kde-methods
 #' @export
 as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) {
+  check_dots(..., .known = "stringsAsFactors")
   if (is.null(x$estimate)) abort("The fit has no grid; refit with {.arg gridsize}.")
   out <- expand.grid(c(x$grid, kde_level_axes(x)), KEEP.OUT.ATTRS = FALSE,
                      stringsAsFactors = FALSE)
@@ -684,6 +695,7 @@ as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) 
 #' @rdname kde-methods
 #' @export
 simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
+  check_dots(...)
   nsim <- check_count(nsim)
   if (!is.null(seed)) set.seed(seed)
   x <- kde_data(object)

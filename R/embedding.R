@@ -525,6 +525,7 @@ embedding_names <- c(lle = "Locally linear embedding", trimap = "TriMap",
 #' @rdname local_embedding
 #' @export
 print.local_embedding <- function(x, ...) {
+  check_dots(...)
   cat(embedding_names[[x$method]], ": ", nrow(x$layout), " points in ", ncol(x$layout),
       " dimension", if (ncol(x$layout) > 1L) "s", "\n", sep = "")
   shown <- vapply(x$parameters, function(v) format(signif(v, 4)), "")
@@ -573,6 +574,7 @@ plot.local_embedding <- function(x, labels = NULL, main = embedding_names[[x$met
 #' @rdname local_embedding
 #' @export
 as.data.frame.local_embedding <- function(x, row.names = NULL, optional = FALSE, ...) {
+  check_dots(..., .known = "stringsAsFactors")
   out <- as.data.frame(x$layout)
   if (x$method == "asym_mds") {
     out <- rbind(data.frame(role = "sender", object = rownames(x$layout) %||% seq_len(nrow(out)),
@@ -588,6 +590,7 @@ as.data.frame.local_embedding <- function(x, row.names = NULL, optional = FALSE,
 #' @rdname local_embedding
 #' @export
 predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
+  check_dots(...)
   if (!object$method %in% c("lle", "trimap")) {
     abort("{.fn predict} is defined for LLE and TriMap layouts, not for {embedding_names[[object$method]]}.")
   }

@@ -407,6 +407,7 @@ NULL
 #' @rdname local_imputation
 #' @export
 print.local_imputation <- function(x, ...) {
+  check_dots(...)
   n_miss <- sum(x$missing)
   cat("Local-mean imputation: ", n_miss, " missing entr", if (n_miss == 1L) "y" else "ies",
       " of ", length(x$missing), " (", sprintf("%.1f%%", 100 * n_miss / length(x$missing)),
@@ -434,7 +435,10 @@ plot.local_imputation <- function(x, main = "Convergence of the local imputation
 
 #' @rdname local_imputation
 #' @export
-as.matrix.local_imputation <- function(x, ...) x$completed
+as.matrix.local_imputation <- function(x, ...) {
+  check_dots(...)
+  x$completed
+}
 
 #' Non-local means denoising
 #'

@@ -75,6 +75,7 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
                        blurring = FALSE, merge_tol = 0.1, seeds = NULL, min_bin_freq = 1,
                        keep_path = FALSE, weights = NULL, method = "auto", n_threads = NULL,
                        verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose,
                        control)
   merge_tol <- check_positive(merge_tol)
@@ -156,6 +157,7 @@ assign_to_modes <- function(groups, points, setup) {
 self_local_mean <- function(x, steps = 1, bandwidth = "auto", kernel = "gaussian",
                             weights = NULL, method = "auto", n_threads = NULL,
                             verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   was_vector <- is.numeric(x) && is.null(dim(x))
   steps <- check_count(steps, min = 0)
   setup <- shift_setup(x, bandwidth, kernel, weights, method, steps, 0, n_threads, verbose,
@@ -321,6 +323,7 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
 medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 100,
                          merge_tol = 0, weights = NULL, method = "auto", n_threads = NULL,
                          verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, 0, n_threads, verbose,
                        control)
   if (setup$max_iter < 1L) abort("{.arg max_iter} must be at least 1.")
@@ -406,6 +409,7 @@ kde_values_at <- function(setup, points, data = setup$x) {
 pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_iter = 500,
                      tol = 1e-8, keep_path = FALSE, weights = NULL, method = "auto",
                      n_threads = NULL, verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose,
                        control)
   d <- ncol(setup$x)
@@ -448,6 +452,7 @@ NULL
 #' @rdname mode_clusters
 #' @export
 print.mode_clusters <- function(x, ...) {
+  check_dots(...)
   label <- c(mean_shift = if (isTRUE(x$blurring)) "Blurring mean shift" else "Mean shift",
              medoid_shift = "MedoidShift")[[x$algorithm]]
   cat(label, ": ", length(x$size), " cluster", if (length(x$size) != 1L) "s", " from ",
@@ -464,6 +469,7 @@ print.mode_clusters <- function(x, ...) {
 #' @rdname mode_clusters
 #' @export
 summary.mode_clusters <- function(object, ...) {
+  check_dots(...)
   modes <- data.frame(cluster = seq_along(object$size), size = object$size, object$modes,
                       density = object$mode_density, check.names = FALSE)
   structure(list(fit = object, modes = modes, iterations = summary(object$iterations)),
@@ -472,6 +478,7 @@ summary.mode_clusters <- function(object, ...) {
 
 #' @export
 print.summary.mode_clusters <- function(x, ...) {
+  check_dots(...)
   print(x$fit)
   cat("\nModes:\n")
   print(utils::head(x$modes, 20L), row.names = FALSE, digits = 4)
@@ -485,6 +492,7 @@ print.summary.mode_clusters <- function(x, ...) {
 #' @rdname mode_clusters
 #' @export
 predict.mode_clusters <- function(object, newdata, n_threads = NULL, ...) {
+  check_dots(...)
   points <- kde_points(object, newdata)
   setup <- list(x = object$x, h = object$bandwidth, kernel = object$kernel,
                 method = object$method, control = object$control,
@@ -547,6 +555,7 @@ cluster_colours <- function(k) {
 #' @rdname mode_clusters
 #' @export
 print.pc_shift <- function(x, ...) {
+  check_dots(...)
   cat("Principal-component shift onto ", x$ndim, "-dimensional ridges: ", nrow(x$x),
       " points, ", x$kernel, " kernel\n", sep = "")
   cat("Bandwidth (", x$bandwidth_method, "): ", paste(format(signif(x$bandwidth, 4)),

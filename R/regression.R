@@ -195,6 +195,7 @@ local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gauss
                                bandwidth = "cv", family = "gaussian", weights = NULL, subset,
                                na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
+  check_dots(...)
   mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
   parts <- formula_parts(mf)
   fit <- local_poly.default(parts$x, stats::model.response(mf), degree = degree, kernel = kernel,
@@ -210,6 +211,7 @@ local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth 
                                family = "gaussian", weights = NULL, method = "auto",
                                n_threads = NULL, verbose = interactive(),
                                control = local_control(), ...) {
+  check_dots(...)
   predictors <- split_predictors(x)
   family <- check_family(family)
   response <- family_response(y, weights, family, nrow(predictors$x))
@@ -234,6 +236,9 @@ local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth 
   fit
 }
 
+# What local_mean() passes on to local_poly(): everything but the degree.
+local_mean_arguments <- function(method) setdiff(names(formals(method)), c("degree", "..."))
+
 # A method's matched call under its generic's name, so that update() calls the generic.
 generic_call <- function(call, generic) {
   call[[1L]] <- as.name(generic)
@@ -244,6 +249,7 @@ generic_call <- function(call, generic) {
 #' @export
 local_mean.formula <- function(formula, data = NULL, ...) {
   if ("degree" %in% ...names()) abort("{.fn local_mean} has degree 0; use {.fn local_poly}.")
+  check_dots(..., .known = local_mean_arguments(local_poly.formula))
   fit <- local_poly.formula(formula, data, degree = 0, ...)
   fit$call <- generic_call(match.call(), "local_mean")
   class(fit) <- c("local_mean", class(fit))
@@ -254,6 +260,7 @@ local_mean.formula <- function(formula, data = NULL, ...) {
 #' @export
 local_mean.default <- function(x, y, ...) {
   if ("degree" %in% ...names()) abort("{.fn local_mean} has degree 0; use {.fn local_poly}.")
+  check_dots(..., .known = local_mean_arguments(local_poly.default))
   fit <- local_poly.default(x, y, degree = 0, ...)
   fit$call <- generic_call(match.call(), "local_mean")
   class(fit) <- c("local_mean", class(fit))
@@ -416,6 +423,7 @@ bandwidth_label <- function(object) {
 
 #' @export
 print.local_model <- function(x, ...) {
+  check_dots(...)
   cat(sprintf("<%s> %s kernel, degree %d, n = %d\n", class(x)[1L], x$kernel, x$degree,
               length(x$leverage)))
   cat(sprintf("bandwidth: %s (%s)\n", bandwidth_label(x), x$bandwidth_method))
@@ -436,6 +444,7 @@ print.local_model <- function(x, ...) {
 #' @param object A fitted model.
 #' @export
 summary.local_model <- function(object, ...) {
+  check_dots(...)
   structure(list(call = object$call, class = class(object)[1L], kernel = object$kernel,
                  degree = object$degree, bandwidth = bandwidth_label(object),
                  how = object$bandwidth_method, method = object$spec$method,
@@ -469,6 +478,7 @@ bandwidth_table <- function(object) {
 
 #' @export
 print.summary.local_model <- function(x, ...) {
+  check_dots(...)
   cat("Call:\n")
   print(x$call)
   cat("\n")
@@ -598,6 +608,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                level = 0.95, simultaneous = FALSE,
                                variance = c("constant", "local"), method = NULL,
                                n_threads = NULL, verbose = FALSE, ...) {
+  check_dots(...)
   type <- match.arg(type)
   check_flag(se.fit)
   deriv <- check_count(deriv, min = 0)
@@ -671,6 +682,7 @@ deriv_columns <- function(powers, deriv) {
 
 #' @export
 fitted.local_model <- function(object, ...) {
+  check_dots(...)
   f <- object$fitted
   if (is.matrix(f) && ncol(f) == 1L) f <- f[, 1L]
   stats::napredict(object$na.action, f)
@@ -678,20 +690,26 @@ fitted.local_model <- function(object, ...) {
 
 #' @export
 residuals.local_model <- function(object, ...) {
+  check_dots(...)
   stats::naresid(object$na.action, object$residuals)
 }
 
 #' @export
-nobs.local_model <- function(object, ...) length(object$leverage)
+nobs.local_model <- function(object, ...) {
+  check_dots(...)
+  length(object$leverage)
+}
 
 #' @export
 formula.local_model <- function(x, ...) {
+  check_dots(...)
   if (is.null(x$terms)) abort("The model was not fitted with a formula.")
   stats::formula(x$terms)
 }
 
 #' @export
 logLik.local_poly <- function(object, ...) {
+  check_dots(...)
   w <- object$weights %||% rep(1, length(object$y))
   ok <- is.finite(object$fitted)
   n <- sum(w[ok] > 0)
@@ -716,6 +734,7 @@ logLik.local_poly <- function(object, ...) {
 #'   Gaussian family (as [stats::lm()]) and `"deviance"` for the others.
 #' @export
 residuals.local_poly <- function(object, type = NULL, ...) {
+  check_dots(...)
   family <- object$family %||% stats::gaussian()
   type <- type %||% if (family$family == "gaussian") "response" else "deviance"
   type <- check_choice(type, c("deviance", "pearson", "response", "working"))
@@ -732,16 +751,21 @@ residuals.local_poly <- function(object, type = NULL, ...) {
 }
 
 #' @export
-sigma.local_poly <- function(object, ...) object$sigma
+sigma.local_poly <- function(object, ...) {
+  check_dots(...)
+  object$sigma
+}
 
 #' @export
 df.residual.local_poly <- function(object, ...) {
+  check_dots(...)
   w <- object$weights %||% rep(1, length(object$y))
   sum(w > 0 & is.finite(object$fitted)) - object$df
 }
 
 #' @export
 deviance.local_poly <- function(object, ...) {
+  check_dots(...)
   if (!is.null(object$deviance)) return(object$deviance)
   w <- object$weights %||% rep(1, length(object$y))
   sum((w * object$residuals^2)[is.finite(object$fitted)])

@@ -67,7 +67,7 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
                                 time_bandwidth = NULL, q = NULL, k = NULL, v = NULL,
                                 return_weights = FALSE, n_threads = NULL,
                                 verbose = interactive(), ...) {
-  rlang::check_dots_empty()
+  check_dots(...)
   x <- check_sequence(x)
   kernel <- check_choice(kernel, c("softmax", kernel_names()))
   time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
@@ -322,7 +322,7 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0.01,
                     vocab_size = 5000, validation = 0, batch_size = 256, n_threads = NULL,
                     verbose = interactive(), ...) {
-  rlang::check_dots_empty()
+  check_dots(...)
   if (is.factor(tokens)) tokens <- as.character(tokens)
   if (!is.character(tokens) || anyNA(tokens)) {
     abort("{.arg tokens} must be a character vector of tokens without NA, e.g. from
@@ -488,6 +488,7 @@ NULL
 #' @rdname qkv_model-methods
 #' @export
 print.qkv_model <- function(x, ...) {
+  check_dots(...)
   s <- x$shape
   cat("QKV local-mean model: ", s$layers, " layer", if (s$layers > 1L) "s", ", vocabulary ",
       s$vocab, " (with <unk>), dim ", s$dim, ", window ", s$window, "\n", sep = "")
@@ -506,6 +507,7 @@ print.qkv_model <- function(x, ...) {
 #' @rdname qkv_model-methods
 #' @export
 summary.qkv_model <- function(object, ...) {
+  check_dots(...)
   ep <- seq_along(object$epoch_loss)
   loss <- data.frame(epoch = ep, train_loss = object$epoch_loss,
                      train_perplexity = exp(object$epoch_loss))
@@ -523,6 +525,7 @@ summary.qkv_model <- function(object, ...) {
 
 #' @export
 print.summary.qkv_model <- function(x, ...) {
+  check_dots(...)
   print(x$fit)
   cat("Loss by epoch:\n")
   print(x$loss, digits = 4, row.names = FALSE)
@@ -536,11 +539,15 @@ print.summary.qkv_model <- function(x, ...) {
 
 #' @rdname qkv_model-methods
 #' @export
-nobs.qkv_model <- function(object, ...) object$n_tokens
+nobs.qkv_model <- function(object, ...) {
+  check_dots(...)
+  object$n_tokens
+}
 
 #' @rdname qkv_model-methods
 #' @export
 predict.qkv_model <- function(object, context, type = c("prob", "token"), ...) {
+  check_dots(...)
   type <- match.arg(type)
   several <- is.list(context)
   contexts <- if (several) context else list(context)
@@ -586,6 +593,7 @@ attention_weights <- function(object, tokens, ...) UseMethod("attention_weights"
 #' @rdname attention_weights
 #' @export
 attention_weights.qkv_model <- function(object, tokens, layer = 1, ...) {
+  check_dots(...)
   if (!is.character(tokens) || anyNA(tokens) || length(tokens) == 0L) {
     abort("{.arg tokens} must be a non-empty character vector.")
   }

@@ -143,3 +143,43 @@ n_threads <- function(n_threads = NULL) {
   if (nzchar(Sys.getenv("_R_CHECK_LIMIT_CORES_"))) n_threads <- min(n_threads, 2L)
   n_threads
 }
+
+# Rejects whatever reached a function's `...` unused. `...` exists so that methods share their
+# generic's signature and later arguments must be named, never to swallow a misspelt argument:
+# call check_dots(...) first thing. `.known` names arguments that `...` may carry (those a
+# method forwards, or that base R passes, as data.frame() passes `stringsAsFactors`). The hint
+# compares each unknown name with the calling function's own arguments and `.known`.
+check_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
+  if (...length() == 0L) return(invisible())
+  given <- ...names() %||% character(...length())
+  given[is.na(given)] <- ""
+  unknown <- unique(setdiff(given[nzchar(given)], .known))
+  unnamed <- sum(!nzchar(given))
+  if (!length(unknown) && !unnamed) return(invisible())
+  candidates <- setdiff(c(names(formals(sys.function(sys.parent()))), .known), "...")
+  hints <- vapply(unknown, closest_name, "", candidates = candidates)
+  close <- nzchar(hints)
+  bullets <- c(
+    if (length(unknown)) c(x = "Unknown argument{?s}: {.arg {unknown}}."),
+    if (unnamed) c(x = "{unnamed} unnamed argument{?s} that match{?es/} no argument."),
+    stats::setNames(sprintf("Did you mean {.arg %s} instead of {.arg %s}?", hints[close],
+                            unknown[close]), rep("i", sum(close)))
+  )
+  abort(c("Arguments in {.arg ...} must be used.", bullets), call = .call)
+}
+
+# The argument a misspelt or foreign name most likely meant: a common alias (`bw`, `h`), an
+# unambiguous prefix, or the nearest name within a small edit distance; "" when none is close.
+closest_name <- function(name, candidates) {
+  aliases <- c(bw = "bandwidth", h = "bandwidth", threads = "n_threads", cores = "n_threads",
+               iter = "max_iter", maxit = "max_iter")
+  alias <- aliases[tolower(name)]
+  if (!is.na(alias) && alias %in% candidates) return(unname(alias))
+  prefixed <- candidates[startsWith(candidates, name)]
+  if (length(prefixed) == 1L) return(prefixed)
+  if (!length(candidates)) return("")
+  distance <- drop(utils::adist(name, candidates, ignore.case = TRUE))
+  limit <- if (nchar(name) >= 5L) 2L else 1L
+  if (min(distance) > limit) return("")
+  candidates[which.min(distance)]
+}
