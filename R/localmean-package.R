@@ -18,7 +18,7 @@
 #' @useDynLib localmean, .registration = TRUE
 #' @importFrom Rcpp sourceCpp
 #' @importFrom RcppParallel RcppParallelLibs
-#' @importFrom rlang caller_env caller_arg
+#' @importFrom rlang caller_env caller_arg .data
 #' @importFrom cli cli_abort cli_warn cli_progress_bar
 #' @importFrom stats predict fitted residuals nobs formula logLik model.frame simulate
 #' @importFrom stats sigma deviance df.residual

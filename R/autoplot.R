@@ -1,0 +1,264 @@
+# ggplot2 versions of the plots, registered with ggplot2::autoplot() when ggplot2 is loaded (it is
+# only suggested). Data come from the tidiers, so both views show the same numbers.
+
+#' Plot fits with ggplot2
+#'
+#' Methods for [ggplot2::autoplot()], available when ggplot2 is installed:
+#' regression fits with their confidence bands (one numeric predictor, a
+#' curve per level of categorical predictors) or as a surface (two numeric
+#' predictors), densities (a curve in one dimension, highest-density-region
+#' contours in two), mode clusters (points coloured by cluster, the modes,
+#' and the paths when kept), principal-component shifts, embeddings
+#' (coloured by `labels`) and imputations (the convergence of the
+#' iterations).
+#'
+#' @param object A fitted model.
+#' @param level Confidence level of the band.
+#' @param n_grid Grid points per predictor.
+#' @param probs Probabilities of the highest-density regions drawn in two
+#'   dimensions.
+#' @param paths Whether to draw the paths the points took, when the fit kept
+#'   them (`keep_path = TRUE`).
+#' @param labels Optional labels (one per point) to colour an embedding by.
+#' @param ... Must be empty.
+#' @return A ggplot object.
+#' @family ecosystem
+#' @name localmean-autoplot
+#' @examplesIf requireNamespace("ggplot2", quietly = TRUE)
+#' library(ggplot2)
+#' autoplot(local_poly(dist ~ speed, data = cars, bandwidth = 5))
+#' autoplot(kde(as.matrix(faithful)))
+NULL
+
+check_ggplot2 <- function(call = rlang::caller_env()) {
+  if (!requireNamespace("ggplot2", quietly = TRUE)) {
+    abort("{.fn autoplot} needs the {.pkg ggplot2} package.", call = call)
+  }
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_poly <- function(object, level = 0.95, n_grid = 200, ...) {
+  check_dots(...)
+  check_ggplot2()
+  level <- check_level(level)
+  n_grid <- check_count(n_grid, min = 2)
+  d <- ncol(object$x)
+  if (d == 2L && is.null(object$categorical)) return(autoplot_surface(object, n_grid))
+  if (d != 1L) {
+    abort("{.fn autoplot} draws fits over one or two numeric predictors; use {.fn augment}.")
+  }
+  curves <- regression_curves(object, n_grid, level)
+  points <- data.frame(x = object$x[, 1L], y = object$y,
+                       level = combination_labels(object$categorical, object$categorical$codes))
+  p <- ggplot2::ggplot(curves, ggplot2::aes(x = .data$x))
+  p <- if (is.null(object$categorical)) {
+    p + ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$.lower, ymax = .data$.upper),
+                             fill = "steelblue", alpha = 0.3) +
+      ggplot2::geom_point(ggplot2::aes(y = .data$y), data = points, colour = "grey35") +
+      ggplot2::geom_line(ggplot2::aes(y = .data$.fitted), colour = "steelblue", linewidth = 1)
+  } else {
+    p + ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$.lower, ymax = .data$.upper,
+                                          fill = .data$level), alpha = 0.2) +
+      ggplot2::geom_point(ggplot2::aes(y = .data$y, colour = .data$level), data = points) +
+      ggplot2::geom_line(ggplot2::aes(y = .data$.fitted, colour = .data$level), linewidth = 1)
+  }
+  title <- paste(names(object$categorical$levels), collapse = ", ")
+  p + ggplot2::labs(x = colnames(object$x), y = response_name(object), colour = title,
+                    fill = title, title = fit_title(object),
+                    subtitle = sprintf("bandwidth %s; %g%% pointwise confidence band",
+                                       bandwidth_label(object), 100 * level))
+}
+
+fit_title <- function(object) {
+  sprintf("%s: %s kernel, degree %d", class(object)[1L], object$kernel, object$degree)
+}
+
+# The fitted curve and its pointwise band over the one numeric predictor, per combination of the
+# categorical predictors' levels (each over the range of its own data): x, .fitted, .lower,
+# .upper, level.
+regression_curves <- function(object, n_grid, level) {
+  categorical <- object$categorical
+  if (is.null(categorical)) {
+    grid <- seq(min(object$x), max(object$x), length.out = n_grid)
+    band <- predict(object, stats::setNames(data.frame(grid), colnames(object$x)),
+                    interval = "confidence", level = level)
+    return(data.frame(x = grid, .fitted = band[, "fit"], .lower = band[, "lwr"],
+                      .upper = band[, "upr"], level = ""))
+  }
+  combos <- as.matrix(expand.grid(lapply(categorical$levels, seq_along), KEEP.OUT.ATTRS = FALSE))
+  key <- function(codes) do.call(paste, as.data.frame(codes))
+  point_combo <- match(key(categorical$codes), key(combos))
+  curves <- lapply(seq_len(nrow(combos)), function(k) {
+    own <- object$x[point_combo %in% k, 1L]
+    if (length(unique(own)) < 2L) return(NULL)
+    grid <- seq(min(own), max(own), length.out = n_grid)
+    codes <- matrix(combos[k, ], n_grid, ncol(combos), byrow = TRUE,
+                    dimnames = list(NULL, colnames(categorical$codes)))
+    queries <- structure(list(x = matrix(grid, dimnames = list(NULL, colnames(object$x))),
+                              codes = codes, ok = rep(TRUE, n_grid)), class = "local_queries")
+    band <- predict(object, queries, interval = "confidence", level = level)
+    data.frame(x = grid, .fitted = band[, "fit"], .lower = band[, "lwr"],
+               .upper = band[, "upr"], level = combination_labels(categorical, codes))
+  })
+  do.call(rbind, curves)
+}
+
+# "level, level" labels of categorical codes (one row per point); "" without categories.
+combination_labels <- function(categorical, codes) {
+  if (is.null(categorical)) return(rep("", if (is.null(codes)) 1L else nrow(codes)))
+  parts <- lapply(seq_len(ncol(codes)), function(j) categorical$levels[[j]][codes[, j]])
+  do.call(paste, c(parts, sep = ", "))
+}
+
+autoplot_surface <- function(object, n_grid) {
+  vars <- colnames(object$x)
+  axes <- lapply(1:2, function(j) {
+    seq(min(object$x[, j]), max(object$x[, j]), length.out = min(n_grid, 80L))
+  })
+  grid <- stats::setNames(expand.grid(axes, KEEP.OUT.ATTRS = FALSE), vars)
+  grid$.fitted <- as.vector(predict(object, grid))
+  points <- stats::setNames(as.data.frame(object$x), vars)
+  ggplot2::ggplot(grid, ggplot2::aes(x = .data[[vars[1L]]], y = .data[[vars[2L]]])) +
+    ggplot2::geom_raster(ggplot2::aes(fill = .data$.fitted)) +
+    ggplot2::geom_point(data = points, size = 0.6, colour = "grey20") +
+    ggplot2::scale_fill_viridis_c(name = response_name(object)) +
+    ggplot2::labs(title = fit_title(object),
+                  subtitle = paste("bandwidth", bandwidth_label(object)))
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
+  check_dots(...)
+  check_ggplot2()
+  if (!is.null(object$categorical) || object$d > 2L || length(object$grid) == 0L) {
+    abort("{.fn autoplot} draws numeric densities in one or two dimensions with a grid;
+           use {.fn plot} or {.fn tidy}.")
+  }
+  grid <- as.data.frame(object)
+  vars <- object$vars
+  points <- as.data.frame(kde_data(object), optional = TRUE)
+  title <- sprintf("Kernel density: %s kernel, bandwidth %s (%s)", object$kernel,
+                   format_bandwidth_value(object), object$bandwidth_method)
+  if (object$d == 1L) {
+    return(ggplot2::ggplot(grid, ggplot2::aes(x = .data[[vars]], y = .data$density)) +
+             ggplot2::geom_line(colour = "steelblue", linewidth = 1) +
+             ggplot2::geom_rug(ggplot2::aes(x = .data[[vars]]), data = points,
+                               inherit.aes = FALSE, alpha = 0.3) +
+             ggplot2::labs(title = title, x = vars, y = "density"))
+  }
+  # bands between successive region levels; the highest is the smallest region
+  levels <- sort(hdr_levels(object, probs))
+  ggplot2::ggplot(grid, ggplot2::aes(x = .data[[vars[1L]]], y = .data[[vars[2L]]])) +
+    ggplot2::geom_contour_filled(ggplot2::aes(z = .data$density), breaks = c(levels, Inf)) +
+    ggplot2::geom_contour(ggplot2::aes(z = .data$density), breaks = unname(levels),
+                          colour = "grey20", linewidth = 0.3) +
+    ggplot2::geom_point(data = points, size = 0.5, colour = "grey30") +
+    ggplot2::scale_fill_manual(values = grDevices::hcl.colors(length(levels), "YlOrRd",
+                                                              rev = TRUE),
+                               labels = names(levels), name = "Highest-density\nregion",
+                               drop = FALSE) +
+    ggplot2::labs(title = title)
+}
+
+format_bandwidth_value <- function(object) {
+  h <- object$bandwidth$h
+  if (is.null(h)) return(object$bandwidth$type)
+  paste(signif(h, 3), collapse = ", ")
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.mode_clusters <- function(object, paths = FALSE, ...) {
+  check_dots(...)
+  check_ggplot2()
+  check_flag(paths)
+  if (ncol(object$x) < 2L) abort("{.fn autoplot} draws mode clusters of two or more variables.")
+  vars <- mode_vars(object)[1:2]
+  points <- augment(object)
+  modes <- tidy(object)
+  p <- ggplot2::ggplot(points, ggplot2::aes(x = .data[[vars[1L]]], y = .data[[vars[2L]]]))
+  if (paths && length(object$paths)) {
+    trails <- do.call(rbind, lapply(seq_along(object$paths), function(i) {
+      path <- object$paths[[i]]
+      data.frame(a = path[, 1L], b = path[, 2L], point = i,
+                 .cluster = factor(object$cluster[i], levels = levels(points$.cluster)))
+    }))
+    names(trails)[1:2] <- vars
+    p <- p + ggplot2::geom_path(ggplot2::aes(group = .data$point, colour = .data$.cluster),
+                                data = trails, alpha = 0.4, linewidth = 0.3)
+  }
+  algorithm <- if (object$algorithm == "medoid_shift") "MedoidShift" else "Mean shift"
+  p + ggplot2::geom_point(ggplot2::aes(colour = .data$.cluster), size = 1.2) +
+    ggplot2::geom_point(data = modes, shape = 4, size = 4, stroke = 1.5, colour = "black") +
+    ggplot2::labs(colour = "cluster", title = sprintf("%s: %d cluster%s", algorithm,
+                                                      nrow(modes), if (nrow(modes) != 1L) "s"),
+                  subtitle = sprintf("bandwidth %s, modes marked x",
+                                     paste(signif(unique(object$bandwidth), 3), collapse = ", ")))
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.pc_shift <- function(object, ...) {
+  check_dots(...)
+  check_ggplot2()
+  if (ncol(object$x) < 2L) abort("{.fn autoplot} draws shifts of two or more variables.")
+  data <- augment(object)
+  vars <- names(pc_points(object))[1:2]
+  ridge <- paste0(".fitted_", vars)
+  ggplot2::ggplot(data, ggplot2::aes(x = .data[[vars[1L]]], y = .data[[vars[2L]]])) +
+    ggplot2::geom_point(colour = "grey60", size = 0.8) +
+    ggplot2::geom_point(ggplot2::aes(x = .data[[ridge[1L]]], y = .data[[ridge[2L]]]),
+                        colour = "firebrick", size = 0.8) +
+    ggplot2::labs(title = sprintf("Principal-component shift onto a %d-dimensional ridge",
+                                  object$ndim),
+                  subtitle = "grey: data, red: the points on the ridge")
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_embedding <- function(object, labels = NULL, ...) {
+  check_dots(...)
+  check_ggplot2()
+  layout <- as.data.frame(object)
+  dims <- grep("^V|^dim", names(layout), value = TRUE)
+  names(layout)[match(dims, names(layout))] <- paste0("dim", seq_along(dims))
+  if (length(dims) == 1L) layout$dim2 <- 0
+  if (!is.null(labels)) {
+    if (length(labels) != nrow(object$layout) || object$method == "asym_mds") {
+      abort("{.arg labels} must have one label per point ({nrow(object$layout)}).")
+    }
+    layout$label <- as.factor(labels)
+  }
+  mapping <- if (!is.null(labels)) {
+    ggplot2::aes(x = .data$dim1, y = .data$dim2, colour = .data$label)
+  } else if (object$method == "asym_mds") {
+    ggplot2::aes(x = .data$dim1, y = .data$dim2, colour = .data$role)
+  } else {
+    ggplot2::aes(x = .data$dim1, y = .data$dim2)
+  }
+  ggplot2::ggplot(layout, mapping) +
+    ggplot2::geom_point(size = 1.2, alpha = 0.8) +
+    ggplot2::labs(title = embedding_names[[object$method]], x = "dim1",
+                  y = if (length(dims) > 1L) "dim2" else "", colour = NULL) +
+    ggplot2::theme(legend.position = "right")
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_imputation <- function(object, ...) {
+  check_dots(...)
+  check_ggplot2()
+  change <- data.frame(iteration = seq_along(object$change), change = object$change)
+  ggplot2::ggplot(change, ggplot2::aes(x = .data$iteration, y = .data$change)) +
+    ggplot2::geom_line(colour = "steelblue") +
+    ggplot2::geom_point(colour = "steelblue") +
+    ggplot2::scale_y_log10() +
+    ggplot2::labs(title = "Convergence of the local imputation",
+                  subtitle = sprintf("%d cells imputed, %s after %d iterations",
+                                     sum(object$missing),
+                                     if (object$converged) "converged" else "not converged",
+                                     object$iterations),
+                  y = "relative change (log scale)")
+}
