@@ -440,7 +440,7 @@ augment.local_imputation <- function(x, data = NULL, ...) {
     extra <- setdiff(names(data), names(base))
     base <- cbind(data[extra], base)
   }
-  base$.imputed <- rowSums(x$missing)
+  base$.imputed <- as.integer(rowSums(x$missing))
   as_tidy_frame(base)
 }
 

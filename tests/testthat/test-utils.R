@@ -125,3 +125,107 @@ test_that("verbose = TRUE works with the bandwidth selectors (the interactive de
   cls <- local_classify(iris[, 3:4], iris$Species, verbose = TRUE, control = ctrl)
   expect_s3_class(cls, "local_classify")
 })
+
+test_that("the issue's misspelt arguments are errors that name them, with a hint", {
+  x <- faithful$eruptions
+  expect_dots_error <- function(expr, arg, hint = NULL) {
+    err <- tryCatch(expr, error = identity)
+    expect_s3_class(err, "localmean_error")
+    expect_match(conditionMessage(err), arg, fixed = TRUE)
+    if (!is.null(hint)) expect_match(conditionMessage(err), paste("Did you mean", hint))
+  }
+  expect_dots_error(local_poly(dist ~ speed, cars, bandwith = 2), "bandwith", "`bandwidth`")
+  expect_dots_error(kde(x, bw = 0.1), "bw", "`bandwidth`")
+  expect_dots_error(mean_shift(cbind(x), bandwith = 1), "bandwith", "`bandwidth`")
+  expect_dots_error(local_mean(cars$speed, cars$dist, kernal = "biweight"), "kernal",
+                    "`kernel`")
+  expect_dots_error(kde(~ eruptions, faithful, gridsiz = 10), "gridsiz", "`gridsize`")
+  fit_kde <- kde(cars$speed, verbose = FALSE)
+  # predict.local_kde() has no `type`: the density is all it returns
+  expect_dots_error(predict(fit_kde, 70, type = "cdf"), "type")
+  fit <- local_poly(dist ~ speed, cars, bandwidth = 5, verbose = FALSE)
+  nd <- data.frame(speed = c(10, 20))
+  band <- predict(fit, nd, interval = "confidence")
+  expect_identical(colnames(band), c("fit", "lwr", "upr"))
+  expect_true(all(band[, "lwr"] < band[, "fit"] & band[, "fit"] < band[, "upr"]))
+  expect_dots_error(predict(fit, nd, intervals = "confidence"), "intervals", "`interval`")
+  expect_dots_error(print(fit, digits = 3), "digits")
+  # no hint when nothing is close
+  err <- tryCatch(nobs(fit, zzz = 1), error = identity)
+  expect_no_match(conditionMessage(err), "Did you mean")
+  # unnamed leftovers are counted
+  expect_dots_error(summary(fit, 1), "1 unnamed argument")
+})
+
+test_that("the hint finds aliases, prefixes and near misses", {
+  args <- c("x", "bandwidth", "kernel", "n_threads", "max_iter", "verbose")
+  expect_identical(closest_name("bw", args), "bandwidth")
+  expect_identical(closest_name("h", args), "bandwidth")
+  expect_identical(closest_name("threads", args), "n_threads")
+  expect_identical(closest_name("verb", args), "verbose")
+  expect_identical(closest_name("kernal", args), "kernel")
+  expect_identical(closest_name("maxiter", args), "max_iter")
+  expect_identical(closest_name("colour", args), "")
+  expect_identical(closest_name("bw", c("x", "kernel")), "")
+})
+
+test_that("every exported function rejects a misspelt argument", {
+  exports <- sort(getNamespaceExports("localmean"))
+  exports <- exports[vapply(exports, function(f) is.function(getExportedValue("localmean", f)),
+                            TRUE)]
+  generics_only <- c("tidy", "glance", "augment")  # re-exported from generics
+  # plot_images() passes its dots to graphics::image(), as the plot() methods do
+  graphics_dots <- "plot_images"
+  for (name in setdiff(exports, c(generics_only, graphics_dots))) {
+    f <- getExportedValue("localmean", name)
+    first <- names(formals(f))[1L]
+    args <- list(bandwith = 1)
+    # a first argument for the generics that dispatch on it (never evaluated past the check)
+    if (name %in% c("kde", "local_poly", "local_mean", "local_classify")) {
+      args <- c(list(as.double(1:20), as.double(1:20)), args)
+      if (name == "kde") args <- args[-2L]
+    }
+    if (name == "attention_weights") args <- c(list(small_fits()$qkv_model, "the"), args)
+    err <- tryCatch(do.call(f, args), error = identity)
+    expect_s3_class(err, "error")
+    expect_match(conditionMessage(err), "bandwith", fixed = TRUE, info = name)
+    if ("..." %in% names(formals(f))) expect_s3_class(err, "localmean_error")
+  }
+})
+
+test_that("every S3 method rejects a misspelt argument in its dots", {
+  fits <- small_fits()
+  objects <- c(fits, list(
+    summary.local_model = summary(fits$local_poly),
+    summary.local_classify = summary(fits$local_classify),
+    summary.local_kde = summary(fits$kde_1d),
+    summary.mode_clusters = summary(fits$mean_shift),
+    summary.qkv_model = summary(fits$qkv_model),
+    nn_bandwidth = nn(5)
+  ))
+  methods <- getNamespaceInfo("localmean", "S3methods")
+  # plot() passes its dots to graphics, which warns on an unknown parameter; autoplot() is
+  # tested with the tidiers; formula and default methods are the fitting functions above.
+  methods <- methods[!methods[, 1L] %in% c("plot", "autoplot") &
+                       !methods[, 2L] %in% c("default", "formula"), , drop = FALSE]
+  for (i in seq_len(nrow(methods))) {
+    generic <- methods[i, 1L]
+    cls <- methods[i, 2L]
+    obj <- Find(function(o) inherits(o, cls), objects)
+    expect_false(is.null(obj), info = paste(generic, cls))
+    if (is.null(obj)) next
+    fn <- if (generic %in% c("tidy", "glance", "augment")) {
+      getExportedValue("generics", generic)
+    } else {
+      get(generic, mode = "function", envir = asNamespace("localmean"))
+    }
+    err <- tryCatch(fn(obj, bandwith = 1), error = identity)
+    expect_s3_class(err, "localmean_error")
+    expect_match(conditionMessage(err), "bandwith", fixed = TRUE, info = paste(generic, cls))
+  }
+})
+
+test_that("data.frame() of a fit passes stringsAsFactors through as.data.frame()", {
+  fit <- kde(faithful$eruptions, verbose = FALSE)
+  expect_identical(data.frame(fit), as.data.frame(fit))
+})
