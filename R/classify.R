@@ -228,9 +228,9 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
 #' @export
 print.local_classify <- function(x, ...) {
   check_dots(...)
-  NextMethod()
-  cat("model: ", classifier_model(x), "\n", sep = "")
-  if (!is.null(x$class_deviance)) cat(sprintf("deviance: %.4g\n", x$class_deviance))
+  print_fields(model_header(x), c(model_fields(x), list(
+    Classifier = classifier_model(x),
+    Deviance = if (!is.null(x$class_deviance)) sprintf("%.4g", x$class_deviance))))
   invisible(x)
 }
 
@@ -240,18 +240,32 @@ summary.local_classify <- function(object, ...) {
   out <- NextMethod()
   out$model <- classifier_model(object)
   out$classifier_deviance <- object$class_deviance
+  out$brier <- loo_brier(object)
   class(out) <- c("summary.local_classify", class(out))
   out
+}
+
+# The leave-one-out Brier score of a local-mode classifier (what its "cv" selector minimises):
+# a local mean without point i is (fit - h_i y_i) / (1 - h_i), h_i the point's own weight share.
+loo_brier <- function(object) {
+  if (object$degree != 0L) return(NULL)
+  onehot <- outer(as.integer(object$y), seq_along(object$levels), `==`) + 0
+  h <- object$leverage
+  loo <- (object$fitted - h * onehot) / (1 - h)
+  score <- rowSums((onehot - loo)^2)
+  ok <- is.finite(score)
+  stats::weighted.mean(score[ok], (object$weights %||% rep(1, length(h)))[ok])
 }
 
 #' @export
 print.summary.local_classify <- function(x, ...) {
   check_dots(...)
   NextMethod()
-  cat("\nClassifier: ", x$model, "\n", sep = "")
-  if (!is.null(x$classifier_deviance)) {
-    cat(sprintf("Deviance: %.5g\n", x$classifier_deviance))
-  }
+  cat("\n")
+  print_fields(NULL, list(
+    Classifier = x$model,
+    `LOO Brier score` = if (!is.null(x$brier)) format(signif(x$brier, 5)),
+    Deviance = if (!is.null(x$classifier_deviance)) format(signif(x$classifier_deviance, 5))))
   invisible(x)
 }
 

@@ -539,24 +539,24 @@ print.local_kde <- function(x, ...) {
   check_dots(...)
   if (!is.null(x$categorical)) return(print_kde_mixed(x))
   d <- x$d
-  cat("Kernel density estimate: n = ", x$n, ", ", d, " variable", if (d > 1L) "s",
-      ", ", x$kernel, " kernel\n", sep = "")
-  cat("Bandwidth (", x$bandwidth_method, "): ", format_kde_bandwidth(x$bandwidth), "\n", sep = "")
-  if (!is.null(x$bounds)) {
-    cat("Bounds:", paste0(x$vars, " [", x$bounds[1L, ], ", ", x$bounds[2L, ], "]",
-                          collapse = ", "), "\n")
-  }
-  if (length(x$grid)) {
-    cat("Grid: ", paste(lengths(x$grid), collapse = " x "), " points (", x$method, ")\n",
-        sep = "")
-  }
+  print_fields(
+    sprintf("<local_kde> n = %d, %d variable%s, %s kernel", x$n, d, if (d > 1L) "s" else "",
+            x$kernel),
+    list(Bandwidth = sprintf("%s (%s)", format_kde_bandwidth(x$bandwidth, x$vars),
+                             x$bandwidth_method),
+         Bounds = if (!is.null(x$bounds)) {
+           paste0(x$vars, " [", x$bounds[1L, ], ", ", x$bounds[2L, ], "]", collapse = ", ")
+         },
+         Grid = if (length(x$grid)) {
+           sprintf("%s points (%s)", paste(lengths(x$grid), collapse = " x "), x$method)
+         }))
   invisible(x)
 }
 
-format_kde_bandwidth <- function(bw) {
+format_kde_bandwidth <- function(bw, vars = NULL) {
   fmt <- function(v) paste(format(signif(v, 4)), collapse = ", ")
   switch(bw$type,
-    scale = fmt(bw$h),
+    scale = named_values(bw$h, vars),
     matrix = paste0("H = [", paste(apply(signif(bw$H, 4), 1L, paste, collapse = " "),
                                    collapse = "; "), "]"),
     nn = paste0("nn(", bw$k, "): sample-point scales from ", fmt(min(bw$point)), " to ",
@@ -607,18 +607,16 @@ grid_maxima <- function(g, est) {
 print.summary.local_kde <- function(x, ...) {
   check_dots(...)
   print(x$fit)
-  if (!is.null(x$integral)) {
-    cat(if (x$fit$d) "Integral over the grid" else "Total probability", ": ",
-        format(x$integral, digits = 6), "\n", sep = "")
-  }
-  if (!is.null(x$highest)) cat("Highest cell:", x$highest, "\n")
-  if (!is.null(x$local_maxima)) {
-    cat("Modes on the grid:", format(signif(x$local_maxima, 4)), "\n")
-  } else if (!is.null(x$mode)) {
-    cat("Highest grid point:", format(signif(x$mode, 4)), "\n")
-  }
+  print_fields(NULL, list(
+    `Integral over the grid` = if (!is.null(x$integral) && x$fit$d) format(x$integral, digits = 6),
+    `Total probability` = if (!is.null(x$integral) && !x$fit$d) format(x$integral, digits = 6),
+    `Highest cell` = x$highest,
+    `Modes on the grid` = if (!is.null(x$local_maxima)) format(signif(x$local_maxima, 4)),
+    `Highest grid point` = if (is.null(x$local_maxima) && !is.null(x$mode)) {
+      format(signif(x$mode, 4))
+    }))
   cat("Highest-density region levels:\n")
-  print(signif(x$levels, 4))
+  print_trimmed(signif(x$levels, 4))
   invisible(x)
 }
 
@@ -865,18 +863,17 @@ discrete_kernel_table <- function(categorical, j, lambda) {
 }
 
 print_kde_mixed <- function(x) {
-  cat("Kernel density estimate: n = ", x$n, ", ", x$d, " numeric and ",
-      length(x$categorical$levels), " categorical variable",
-      if (length(x$categorical$levels) > 1L) "s", if (x$d) paste0(", ", x$kernel, " kernel"),
-      "\n", sep = "")
-  cat("Bandwidth (", x$bandwidth_method, "): ", format_mixed_bandwidth(x), "\n", sep = "")
+  k <- length(x$categorical$levels)
   levels <- lengths(x$categorical$levels)
-  if (x$d == 0L) {
-    cat("Probability table:", paste(levels, collapse = " x "), "cells\n")
-  } else if (length(x$grid)) {
-    cat("Grid: ", paste(lengths(x$grid), collapse = " x "), " points x ",
-        paste(levels, collapse = " x "), " levels (", x$method, ")\n", sep = "")
-  }
+  print_fields(
+    sprintf("<local_kde> n = %d, %d numeric and %d categorical variable%s%s", x$n, x$d, k,
+            if (k > 1L) "s" else "", if (x$d) paste0(", ", x$kernel, " kernel") else ""),
+    list(Bandwidth = sprintf("%s (%s)", format_mixed_bandwidth(x), x$bandwidth_method),
+         `Probability table` = if (x$d == 0L) paste(paste(levels, collapse = " x "), "cells"),
+         Grid = if (x$d > 0L && length(x$grid)) {
+           sprintf("%s points x %s levels (%s)", paste(lengths(x$grid), collapse = " x "),
+                   paste(levels, collapse = " x "), x$method)
+         }))
   invisible(x)
 }
 

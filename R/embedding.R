@@ -526,13 +526,40 @@ embedding_names <- c(lle = "Locally linear embedding", trimap = "TriMap",
 #' @export
 print.local_embedding <- function(x, ...) {
   check_dots(...)
-  cat(embedding_names[[x$method]], ": ", nrow(x$layout), " points in ", ncol(x$layout),
-      " dimension", if (ncol(x$layout) > 1L) "s", "\n", sep = "")
+  p <- ncol(x$layout)
   shown <- vapply(x$parameters, function(v) format(signif(v, 4)), "")
-  cat("Parameters:", paste(names(shown), shown, sep = " = ", collapse = ", "), "\n")
-  if (!is.null(x$loss)) cat("Final loss:", format(signif(utils::tail(x$loss, 1L), 5)), "\n")
-  if (!is.null(x$violated)) {
-    cat("Triplets out of order:", sprintf("%.2f%%", 100 * x$violated), "\n")
+  print_fields(
+    sprintf("<local_embedding> %s: %d points in %d dimension%s", embedding_names[[x$method]],
+            nrow(x$layout), p, if (p > 1L) "s" else ""),
+    list(Parameters = paste(names(shown), shown, sep = " = ", collapse = ", "),
+         `Final loss` = if (!is.null(x$loss)) format(signif(utils::tail(x$loss, 1L), 5)),
+         `Triplets out of order` = if (!is.null(x$violated)) {
+           sprintf("%.2f%%", 100 * x$violated)
+         }))
+  invisible(x)
+}
+
+#' @rdname local_embedding
+#' @param object A `local_embedding`.
+#' @export
+summary.local_embedding <- function(object, ...) {
+  check_dots(...)
+  layout <- object$layout
+  colnames(layout) <- paste0("dim", seq_len(ncol(layout)))
+  structure(list(fit = object, layout = summary(layout),
+                 loss = if (length(object$loss)) summary(object$loss)),
+            class = "summary.local_embedding")
+}
+
+#' @export
+print.summary.local_embedding <- function(x, ...) {
+  check_dots(...)
+  print(x$fit)
+  cat("\nLayout coordinates:\n")
+  print_trimmed(x$layout)
+  if (!is.null(x$loss)) {
+    cat("\nLoss over the iterations:\n")
+    print_trimmed(x$loss)
   }
   invisible(x)
 }

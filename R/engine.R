@@ -339,3 +339,13 @@ engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path 
 
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.
 column_ranges <- function(x) cpp_column_ranges(x)$range
+
+#' @export
+print.local_control <- function(x, ...) {
+  check_dots(...)
+  shown <- vapply(unclass(x), function(v) {
+    if (is.null(v)) "default" else paste(format(v), collapse = ", ")
+  }, "")
+  print_fields("<local_control> engine and selector settings", as.list(shown))
+  invisible(x)
+}

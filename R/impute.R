@@ -409,16 +409,49 @@ NULL
 print.local_imputation <- function(x, ...) {
   check_dots(...)
   n_miss <- sum(x$missing)
-  cat("Local-mean imputation: ", n_miss, " missing entr", if (n_miss == 1L) "y" else "ies",
-      " of ", length(x$missing), " (", sprintf("%.1f%%", 100 * n_miss / length(x$missing)),
-      ") in a ", nrow(x$completed), " x ", ncol(x$completed), " table\n", sep = "")
-  if (n_miss == 0L) return(invisible(x))
-  cat("Layers: ", paste(x$layers, collapse = " + "),
-      if (length(x$layers) == 2L) sprintf(" (mix = %.2f%s)", x$mix,
-                                          if (is.null(x$mix_search)) "" else ", chosen on hold-out"),
-      "\n", sep = "")
-  cat("Iterations: ", x$iterations, if (x$converged) " (converged" else " (not converged",
-      sprintf(", last relative change %.3g)\n", utils::tail(x$change, 1L)), sep = "")
+  header <- sprintf("<local_imputation> %d missing entr%s of %d (%.1f%%) in a %d x %d table",
+                    n_miss, if (n_miss == 1L) "y" else "ies", length(x$missing),
+                    100 * n_miss / length(x$missing), nrow(x$completed), ncol(x$completed))
+  if (n_miss == 0L) {
+    print_fields(header, list())
+    return(invisible(x))
+  }
+  mix <- if (length(x$layers) == 2L) {
+    sprintf(" (mix = %.2f%s)", x$mix, if (is.null(x$mix_search)) "" else ", chosen on hold-out")
+  }
+  print_fields(header, list(
+    Layers = paste0(paste(x$layers, collapse = " + "), mix),
+    Iterations = sprintf("%d (%s, last relative change %.3g)", x$iterations,
+                         if (x$converged) "converged" else "not converged",
+                         utils::tail(x$change, 1L))))
+  invisible(x)
+}
+
+#' @rdname local_impute
+#' @param object A `local_imputation`.
+#' @export
+summary.local_imputation <- function(object, ...) {
+  check_dots(...)
+  per_column <- colSums(object$missing)
+  names(per_column) <- colnames(object$completed) %||% paste0("V", seq_along(per_column))
+  imputed <- object$completed[object$missing]
+  structure(list(fit = object, per_column = per_column,
+                 imputed = if (length(imputed)) summary(imputed), change = object$change),
+            class = "summary.local_imputation")
+}
+
+#' @export
+print.summary.local_imputation <- function(x, ...) {
+  check_dots(...)
+  print(x$fit)
+  cat("\nMissing entries by column:\n")
+  print_trimmed(x$per_column)
+  if (!is.null(x$imputed)) {
+    cat("\nImputed values:\n")
+    print_trimmed(x$imputed)
+  }
+  cat("\nRelative change by iteration:\n")
+  print_trimmed(signif(x$change, 3))
   invisible(x)
 }
 

@@ -453,16 +453,19 @@ NULL
 #' @export
 print.mode_clusters <- function(x, ...) {
   check_dots(...)
-  label <- c(mean_shift = if (isTRUE(x$blurring)) "Blurring mean shift" else "Mean shift",
+  label <- c(mean_shift = if (isTRUE(x$blurring)) "blurring mean shift" else "mean shift",
              medoid_shift = "MedoidShift")[[x$algorithm]]
-  cat(label, ": ", length(x$size), " cluster", if (length(x$size) != 1L) "s", " from ",
-      nrow(x$x), " points, ", x$kernel, " kernel\n", sep = "")
-  cat("Bandwidth (", x$bandwidth_method, "): ", paste(format(signif(x$bandwidth, 4)),
-                                                      collapse = ", "), "\n", sep = "")
-  cat("Cluster sizes:", utils::head(x$size, 20L), if (length(x$size) > 20L) "...", "\n")
-  if (x$algorithm == "mean_shift" && any(!x$converged)) {
-    cat(sum(!x$converged), "points did not converge in", x$max_iter, "steps\n")
-  }
+  k <- length(x$size)
+  stuck <- sum(!x$converged)
+  print_fields(
+    sprintf("<mode_clusters> %s: %d cluster%s from %d points, %s kernel", label, k,
+            if (k != 1L) "s" else "", nrow(x$x), x$kernel),
+    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
+                             x$bandwidth_method),
+         `Cluster sizes` = c(utils::head(x$size, 20L), if (k > 20L) "..."),
+         `Not converged` = if (x$algorithm == "mean_shift" && stuck) {
+           sprintf("%d points in %d steps", stuck, x$max_iter)
+         }))
   invisible(x)
 }
 
@@ -481,10 +484,10 @@ print.summary.mode_clusters <- function(x, ...) {
   check_dots(...)
   print(x$fit)
   cat("\nModes:\n")
-  print(utils::head(x$modes, 20L), row.names = FALSE, digits = 4)
+  print_trimmed(utils::head(x$modes, 20L), row.names = FALSE, digits = 4)
   if (x$fit$algorithm == "mean_shift") {
     cat("\nSteps per point:\n")
-    print(x$iterations)
+    print_trimmed(x$iterations)
   }
   invisible(x)
 }
@@ -556,12 +559,35 @@ cluster_colours <- function(k) {
 #' @export
 print.pc_shift <- function(x, ...) {
   check_dots(...)
-  cat("Principal-component shift onto ", x$ndim, "-dimensional ridges: ", nrow(x$x),
-      " points, ", x$kernel, " kernel\n", sep = "")
-  cat("Bandwidth (", x$bandwidth_method, "): ", paste(format(signif(x$bandwidth, 4)),
-                                                      collapse = ", "), "\n", sep = "")
-  cat("Converged:", sum(x$converged), "of", nrow(x$x), "points; median steps",
-      stats::median(x$iterations), "\n")
+  print_fields(
+    sprintf("<pc_shift> onto %d-dimensional ridges: %d points, %s kernel", x$ndim, nrow(x$x),
+            x$kernel),
+    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
+                             x$bandwidth_method),
+         Converged = sprintf("%d of %d points; median steps %g", sum(x$converged), nrow(x$x),
+                             stats::median(x$iterations))))
+  invisible(x)
+}
+
+#' @rdname pc_shift
+#' @param object A `pc_shift` fit.
+#' @export
+summary.pc_shift <- function(object, ...) {
+  check_dots(...)
+  moved <- sqrt(rowSums((object$points - object$x)^2))
+  structure(list(fit = object, distance = summary(moved),
+                 iterations = summary(object$iterations)),
+            class = "summary.pc_shift")
+}
+
+#' @export
+print.summary.pc_shift <- function(x, ...) {
+  check_dots(...)
+  print(x$fit)
+  cat("\nDistance from each point to the ridge:\n")
+  print_trimmed(x$distance)
+  cat("\nSteps per point:\n")
+  print_trimmed(x$iterations)
   invisible(x)
 }
 

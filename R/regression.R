@@ -415,29 +415,31 @@ add_fit_statistics <- function(fit, sums = NULL) {
 bandwidth_label <- function(object) {
   if (!is.null(object$nn)) return(sprintf("nn(%d)", object$nn$k))
   if (!is.null(object$metric)) return(metric_label(object))
-  values <- vapply(signif(object$bandwidth, 4), format, "")
-  vars <- object$predictors$names
-  if (length(values) == 1L || length(vars) != length(values)) return(paste(values, collapse = ", "))
-  paste(vars, "=", values, collapse = ", ")
+  named_values(object$bandwidth, object$predictors$names)
 }
 
 #' @export
 print.local_model <- function(x, ...) {
   check_dots(...)
-  cat(sprintf("<%s> %s kernel, degree %d, n = %d\n", class(x)[1L], x$kernel, x$degree,
-              length(x$leverage)))
-  cat(sprintf("bandwidth: %s (%s)\n", bandwidth_label(x), x$bandwidth_method))
-  if (!is.null(x$deviance)) {
-    cat(sprintf("family: %s (%s link), effective df: %.2f, deviance: %.4g (null %.4g)\n",
-                x$family$family, x$family$link, x$df, x$deviance, x$null.deviance))
-  } else if (!is.null(x$sigma)) {
-    cat(sprintf("effective df: %.2f, residual se: %.4g, R-squared: %.4f\n", x$df, x$sigma,
-                x$r.squared))
-  }
-  if (!is.null(x$accuracy)) {
-    cat(sprintf("effective df: %.2f, training accuracy: %.4f\n", x$df, x$accuracy))
-  }
+  print_fields(model_header(x), model_fields(x))
   invisible(x)
+}
+
+model_header <- function(x) {
+  sprintf("<%s> %s kernel, degree %d, n = %d", class(x)[1L], x$kernel, x$degree,
+          length(x$leverage))
+}
+
+# The fields print() shows for every local model (classifiers add their own).
+model_fields <- function(x) {
+  likelihood <- !is.null(x$deviance)
+  list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x), x$bandwidth_method),
+       Family = if (likelihood) sprintf("%s (%s link)", x$family$family, x$family$link),
+       `Effective df` = sprintf("%.2f", x$df),
+       Deviance = if (likelihood) sprintf("%.4g (null %.4g)", x$deviance, x$null.deviance),
+       `Residual se` = if (!likelihood && !is.null(x$sigma)) sprintf("%.4g", x$sigma),
+       `R-squared` = if (!likelihood && !is.null(x$r.squared)) sprintf("%.4f", x$r.squared),
+       `Training accuracy` = if (!is.null(x$accuracy)) sprintf("%.4f", x$accuracy))
 }
 
 #' @rdname local_poly
@@ -480,7 +482,7 @@ bandwidth_table <- function(object) {
 print.summary.local_model <- function(x, ...) {
   check_dots(...)
   cat("Call:\n")
-  print(x$call)
+  print_trimmed(x$call)
   cat("\n")
   rows <- c(Model = x$class, Kernel = x$kernel, Degree = x$degree,
             Bandwidth = sprintf("%s (%s)", x$bandwidth, x$how), Strategy = x$method,
@@ -497,16 +499,16 @@ print.summary.local_model <- function(x, ...) {
               `LOO CV score` = format(signif(x$cv, 5)))
   }
   if (!is.null(x$accuracy)) rows <- c(rows, `Training accuracy` = sprintf("%.4f", x$accuracy))
-  cat(paste0(format(names(rows)), " : ", rows), sep = "\n")
+  print_fields(NULL, as.list(rows))
   if (!is.null(x$bandwidths) && nrow(x$bandwidths) > 1L) {
     cat("\nBandwidths:\n")
     tab <- x$bandwidths
     tab$bandwidth <- format(signif(tab$bandwidth, 4))
-    print(tab, row.names = FALSE, right = FALSE)
+    print_trimmed(tab, row.names = FALSE, right = FALSE)
   }
   if (!is.null(x$metric)) {
     cat("\nLearned metric A (the kernel is Gaussian in A x, unit bandwidth):\n")
-    print(signif(x$metric, 4))
+    print_trimmed(signif(x$metric, 4))
   }
   invisible(x)
 }

@@ -490,17 +490,19 @@ NULL
 print.qkv_model <- function(x, ...) {
   check_dots(...)
   s <- x$shape
-  cat("QKV local-mean model: ", s$layers, " layer", if (s$layers > 1L) "s", ", vocabulary ",
-      s$vocab, " (with <unk>), dim ", s$dim, ", window ", s$window, "\n", sep = "")
-  cat("Trained on ", x$n_tokens, " tokens, ", length(x$epoch_loss), " epoch",
-      if (length(x$epoch_loss) > 1L) "s", "; training loss ",
-      format(utils::tail(x$epoch_loss, 1), digits = 4), " (perplexity ",
-      format(exp(utils::tail(x$epoch_loss, 1)), digits = 4), ")\n", sep = "")
-  if (length(x$valid_loss)) {
-    cat("Held-out perplexity: ", format(exp(utils::tail(x$valid_loss, 1)), digits = 4),
-        " on ", x$n_valid, " tokens (unigram: ", format(exp(x$unigram_loss), digits = 4), ")\n",
-        sep = "")
-  }
+  last <- utils::tail(x$epoch_loss, 1)
+  print_fields(
+    sprintf("<qkv_model> %d layer%s, vocabulary %d (with <unk>), dim %d, window %d", s$layers,
+            if (s$layers > 1L) "s" else "", s$vocab, s$dim, s$window),
+    list(Trained = sprintf("%d tokens, %d epoch%s", x$n_tokens, length(x$epoch_loss),
+                           if (length(x$epoch_loss) > 1L) "s" else ""),
+         `Training loss` = sprintf("%s (perplexity %s)", format(last, digits = 4),
+                                   format(exp(last), digits = 4)),
+         `Held-out perplexity` = if (length(x$valid_loss)) {
+           sprintf("%s on %d tokens (unigram: %s)",
+                   format(exp(utils::tail(x$valid_loss, 1)), digits = 4), x$n_valid,
+                   format(exp(x$unigram_loss), digits = 4))
+         }))
   invisible(x)
 }
 
@@ -527,13 +529,13 @@ summary.qkv_model <- function(object, ...) {
 print.summary.qkv_model <- function(x, ...) {
   check_dots(...)
   print(x$fit)
-  cat("Loss by epoch:\n")
-  print(x$loss, digits = 4, row.names = FALSE)
+  cat("\nLoss by epoch:\n")
+  print_trimmed(x$loss, digits = 4, row.names = FALSE)
   if (!is.na(x$perplexity)) {
     cat("Held-out perplexity ", format(x$perplexity, digits = 4), " against ",
         format(x$unigram_perplexity, digits = 4), " for word frequencies alone\n", sep = "")
   }
-  cat("Time kernel (log weight by lag):", format(round(x$lag_weights, 2)), "\n")
+  print_fields(NULL, list(`Time kernel (log weight by lag)` = format(round(x$lag_weights, 2))))
   invisible(x)
 }
 

@@ -183,3 +183,25 @@ closest_name <- function(name, candidates) {
   if (min(distance) > limit) return("")
   candidates[which.min(distance)]
 }
+
+# The one print style of the package: a "<class> what it is" header, then one "Name : value"
+# field per line with the colons aligned (as the summaries print). NULL fields are left out and
+# no line ends in a space.
+print_fields <- function(header, fields) {
+  fields <- Filter(Negate(is.null), fields)
+  values <- vapply(fields, function(v) paste(v, collapse = " "), "")
+  lines <- c(header, if (length(values)) paste0(format(names(values)), " : ", values))
+  cat(sub("[[:space:]]+$", "", lines), sep = "\n")
+}
+
+# Values labelled with their variables ("a = 0.4, b = 0.4"); plain when the names are missing.
+named_values <- function(values, names) {
+  shown <- vapply(signif(values, 4), format, "")
+  if (length(names) != length(shown)) return(paste(shown, collapse = ", "))
+  paste(names, "=", shown, collapse = ", ")
+}
+
+# print() of a call, data frame or table without the trailing spaces that base R pads with.
+print_trimmed <- function(x, ...) {
+  cat(sub("[[:space:]]+$", "", utils::capture.output(print(x, ...))), sep = "\n")
+}

@@ -209,7 +209,7 @@ test_that("the rule of thumb is Silverman's in 1-D and Scott's beyond", {
 test_that("methods: formula, print, summary, logLik, as.data.frame, simulate, plot", {
   fit <- kde(~ waiting, faithful)
   expect_equal(fit$estimate, kde(faithful$waiting)$estimate)
-  expect_output(print(fit), "Kernel density estimate: n = 272")
+  expect_output(print(fit), "<local_kde> n = 272")
   expect_output(print(summary(fit)), "Modes on the grid")
   ll <- logLik(fit)
   expect_equal(as.numeric(ll), sum(log(predict(fit, faithful$waiting))))

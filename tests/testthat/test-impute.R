@@ -114,7 +114,7 @@ test_that("local_impute() handles empty rows and columns, complete tables and me
   complete <- matrix(rnorm(20), 10)
   expect_message(none <- local_impute(complete, verbose = FALSE), "no missing")
   expect_identical(as.matrix(none), complete)
-  expect_output(print(fit), "Local-mean imputation")
+  expect_output(print(fit), "<local_imputation> 25 missing entries")
   pdf(NULL)
   on.exit(grDevices::dev.off())
   expect_invisible(plot(fit))

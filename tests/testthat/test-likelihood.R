@@ -91,7 +91,7 @@ test_that("deviance, logLik, AIC, residuals and dispersion follow glm's definiti
   expect_equal(fitted(quasi), mu)
   expect_equal(sigma(quasi)^2, sum((yp - mu)^2 / mu) / (n - fit$df))
   expect_true(is.na(logLik(quasi)))
-  expect_output(print(fit), "family: poisson")
+  expect_output(print(fit), "Family +: poisson")
   expect_output(print(summary(fit)), "Deviance")
 })
 

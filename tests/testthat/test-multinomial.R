@@ -204,7 +204,7 @@ test_that("print and summary name the multinomial logit; bad degree is refused",
   fit <- local_classify(Species ~ Sepal.Length, data = iris, degree = 1, bandwidth = 0.6,
                         verbose = FALSE)
   expect_output(print(fit), "local multinomial logit \\(3 classes, baseline setosa\\)")
-  expect_output(print(summary(fit)), "Classifier: local multinomial logit")
+  expect_output(print(summary(fit)), "Classifier +: local multinomial logit")
   expect_true(is.finite(fit$class_deviance))
   expect_gt(fit$df, 2)
   expect_error(local_classify(sl, species, degree = 4, bandwidth = 0.6, verbose = FALSE),

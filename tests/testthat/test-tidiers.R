@@ -165,3 +165,39 @@ test_that("autoplot() draws every class as a ggplot", {
   expect_error(ggplot2::autoplot(fits$local_poly, bandwith = 1), class = "localmean_error")
   expect_error(ggplot2::autoplot(fits$lle, labels = 1:3), class = "localmean_error")
 })
+
+test_that("print() and summary() share one style: a <class> header, aligned fields", {
+  fits <- small_fits()
+  for (name in names(fits)) {
+    fit <- fits[[name]]
+    out <- utils::capture.output(print(fit))
+    expect_match(out[1L], sprintf("^<%s>", class(fit)[1L]), info = name)
+    fields <- out[-1L][grepl(" : ", out[-1L])]
+    expect_true(length(fields) > 0L, info = name)
+    # the colons line up
+    expect_length(unique(regexpr(" : ", fields)), 1L)
+    s <- summary(fit)
+    expect_false(identical(class(s), "table"), info = name)  # not the list summary
+    lines <- utils::capture.output(print(s))
+    expect_false(any(grepl("[[:space:]]$", c(out, lines))), info = name)
+  }
+  expect_match(utils::capture.output(print(local_control()))[1L], "^<local_control>")
+  # the bandwidth carries its predictor's name
+  expect_output(print(fits$kde_1d), "Bandwidth : x = ")
+  expect_output(print(fits$mean_shift), "Bandwidth +: a = 0.4, b = 0.4")
+})
+
+test_that("summary() of a local-mode classifier has its leave-one-out Brier score", {
+  fit <- small_fits()$local_classify
+  s <- summary(fit)
+  # plain-R reference: refit without each point in turn
+  x <- as.matrix(iris[, c("Sepal.Length", "Sepal.Width")])
+  y <- iris$Species
+  brier <- vapply(seq_len(nrow(x)), function(i) {
+    w <- exp(-0.5 * rowSums(sweep(x[-i, ], 2L, x[i, ])^2) / 0.5^2)
+    p <- vapply(levels(y), function(l) sum(w * (y[-i] == l)) / sum(w), 1)
+    sum((p - (levels(y) == y[i]))^2)
+  }, 1)
+  expect_equal(s$brier, mean(brier), tolerance = 1e-6)
+  expect_output(print(s), "LOO Brier score")
+})
