@@ -201,7 +201,11 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_kde = summary(fits$kde_1d),
     summary.mode_clusters = summary(fits$mean_shift),
     summary.qkv_model = summary(fits$qkv_model),
-    nn_bandwidth = nn(5)
+    summary.pc_shift = summary(fits$pc_shift),
+    summary.local_embedding = summary(fits$lle),
+    summary.local_imputation = summary(fits$local_imputation),
+    nn_bandwidth = nn(5),
+    local_control = local_control()
   ))
   methods <- getNamespaceInfo("localmean", "S3methods")
   # plot() passes its dots to graphics, which warns on an unknown parameter; autoplot() is
