@@ -298,7 +298,7 @@ score_candidates <- function(score_of, candidates, verbose) {
     return(unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL)))
   }
   out <- numeric(length(rows))
-  if (verbose) cli::cli_progress_bar("Bandwidth search", total = length(rows))
+  if (verbose) cli::cli_progress_bar("bandwidth search", total = length(rows))
   for (i in seq_along(rows)) {
     out[i] <- score_of(rows[[i]])
     if (verbose) cli::cli_progress_update()

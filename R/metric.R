@@ -70,7 +70,7 @@ learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
   loss_of <- metric_loss_function(x, y, prior, categorical, cutoff, n_threads,
                                   progress = if (verbose) environment())
   diagonal <- diag(1 / h, length(h))
-  if (verbose) cli::cli_progress_bar("Learning the metric", total = NA)
+  if (verbose) cli::cli_progress_bar("metric learning", total = NA)
   start_loss <- loss_of(diagonal, degree)$loss
   if (!is.finite(start_loss)) {
     abort(c("The leave-one-out loss of the diagonal {.val cv} bandwidths is not finite.",

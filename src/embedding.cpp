@@ -159,7 +159,7 @@ List cpp_optimise_triplets(NumericMatrix init, IntegerMatrix triplets, NumericVe
   set.n_iters = static_cast<std::size_t>(n_iters);
   set.l2 = l2;
   localmean::TripletTrace trace;
-  localmean_r::Monitor monitor(verbose, static_cast<double>(n_iters), "optimising");
+  localmean_r::Monitor monitor(verbose, static_cast<double>(n_iters), "TriMap optimisation");
   const bool done = localmean::optimise_triplets(
       layout.begin(), n, ndim, triplets.begin(), weights.begin(), weights.size(), set, trace,
       localmean_r::parallel_for(n_threads), monitor.callback());

@@ -82,7 +82,7 @@ List cpp_impute(NumericMatrix xt, NumericMatrix obs_t, LogicalVector active, Int
   set.tol = tol;
   set.scale = scale;
   std::vector<double> change, s, f;
-  localmean_r::Monitor monitor(verbose, static_cast<double>(max_iter), "imputing");
+  localmean_r::Monitor monitor(verbose, static_cast<double>(max_iter), "imputation");
   const bool done =
       localmean::impute_iterate(out.begin(), obs_t.begin(), n, p, miss, g, fl, set, change, &s,
                                 &f, localmean_r::parallel_for(n_threads), monitor.callback());

@@ -4,8 +4,8 @@ small_fits <- local({
   fits <- NULL
   function() {
     if (!is.null(fits)) return(fits)
-    withr_seed <- .Random.seed_or_null()
-    on.exit(restore_seed(withr_seed))
+    saved <- .Random.seed_or_null()
+    on.exit(restore_seed(saved))
     set.seed(17)
     blobs <- rbind(matrix(rnorm(100, sd = 0.3), ncol = 2),
                    matrix(rnorm(100, mean = 2, sd = 0.3), ncol = 2))
@@ -45,7 +45,9 @@ small_fits <- local({
 
 restore_seed <- function(seed) {
   if (is.null(seed)) {
-    if (exists(".Random.seed", globalenv(), inherits = FALSE)) rm(".Random.seed", envir = globalenv())
+    if (exists(".Random.seed", globalenv(), inherits = FALSE)) {
+      rm(".Random.seed", envir = globalenv())
+    }
   } else {
     assign(".Random.seed", seed, globalenv())
   }
