@@ -540,7 +540,6 @@ print.local_embedding <- function(x, ...) {
 }
 
 #' @rdname local_embedding
-#' @param object A `local_embedding`.
 #' @export
 summary.local_embedding <- function(object, ...) {
   check_dots(...)

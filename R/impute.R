@@ -429,6 +429,7 @@ print.local_imputation <- function(x, ...) {
 
 #' @rdname local_impute
 #' @param object A `local_imputation`.
+#' @param ... Must be empty.
 #' @export
 summary.local_imputation <- function(object, ...) {
   check_dots(...)
