@@ -259,14 +259,14 @@ lambda_upper_of <- function(spec) {
 }
 
 # The score of a selector as a function of the bandwidths (and categorical lambdas), remembering
-# every score it computed (the searches revisit points).
+# every score it computed (the searches revisit points). The search scores on its own strategy
+# (see binned_min_n); `search = FALSE` scores with the strategy of the final fit.
 bandwidth_scorer <- function(criterion, spec) {
   memo <- new.env(parent = emptyenv())
-  function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
-    key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
-    if (is.null(memo[[key]])) {
-      memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda), threads)
-    }
+  function(h, threads = spec$n_threads, lambda = spec$categorical$lambda, search = TRUE) {
+    scaled <- with_scale(spec, h, lambda = lambda, search = search)
+    key <- paste(c(format(c(h, lambda), digits = 17), scaled$method), collapse = ",")
+    if (is.null(memo[[key]])) memo[[key]] <- spec_score(criterion, scaled, threads)
     memo[[key]]
   }
 }
@@ -361,7 +361,7 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   curve <- data.frame(candidates, score = scores)
   names(curve) <- c(colnames(spec$x), "score")
   list(bandwidth = chosen, lambda = lambda, curve = curve,
-       score = min(scores, score_of(chosen, lambda = lambda)),
+       score = score_of(chosen, lambda = lambda, search = FALSE),
        smoothed_out = smoothed_out(spec, chosen, lambda))
 }
 
