@@ -15,9 +15,12 @@
 #'   selectors: a numeric vector (one predictor) or a matrix with one column
 #'   per predictor and one row per candidate. Default: `n_candidates`
 #'   multiples, log-spaced from 0.05 to 3, of the rule-of-thumb bandwidths.
-#' @param n_candidates Number of default candidates.
-#' @param refine After the grid search, refine the best candidate by a
-#'   golden-section search between its neighbours (on the common multiplier).
+#' @param n_candidates Number of default candidates: by default 40 for one
+#'   numeric predictor and 15 for several, where the grid only starts the
+#'   joint search of every bandwidth (see `refine`).
+#' @param refine After the grid search, refine the best candidate: with one
+#'   numeric predictor by a golden-section search between its neighbours,
+#'   with several by a joint search of every bandwidth.
 #' @param chunk_size Rows of query points per chunk in `predict()` and in the
 #'   selectors; chunks run on the user's `future` plan when one is set.
 #' @param max_iter,tol The local likelihood (`family` other than Gaussian):
@@ -29,7 +32,7 @@
 #' @export
 #' @examples
 #' local_control(gridsize = 801)
-local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = 40,
+local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = NULL,
                           refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
                           max_iter = 25, tol = 1e-8) {
   if (!is.null(gridsize)) gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
@@ -42,7 +45,8 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
     abort("{.arg candidates} must hold positive finite bandwidths.")
   }
   structure(list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
-                 n_candidates = check_count(n_candidates, min = 2), refine = check_flag(refine),
+                 n_candidates = if (!is.null(n_candidates)) check_count(n_candidates, min = 2),
+                 refine = check_flag(refine),
                  chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
                  tol = check_positive(tol)),
             class = "local_control")
@@ -202,10 +206,12 @@ kernel_reach <- function(spec) if (spec$cutoff > 0) spec$cutoff else kernel_row(
 # linear binning and of linear interpolation are about 1e-3 of the estimate's range), at least
 # 401 in 1-D and 151 x 151 in 2-D, and at most binning_max_nodes(d) per dimension. A capped
 # grid resolves a bandwidth down to span / 10000 (1-D) or span / 500 (2-D) at two nodes per
-# bandwidth, the accuracy "auto" asks before it bins.
+# bandwidth, the accuracy "auto" asks before it bins. A 2-D bandwidth `search` scores on three
+# nodes per bandwidth (from 11 x 11): a third of the cost, and its chosen bandwidths' exact CV
+# scores stay within 0.05% of those chosen on four nodes (bench/bench-cv.R).
 default_gridsize <- function(d, bandwidth, span, search = FALSE) {
-  least <- if (search) 11 else if (d == 2L) 151 else 401
-  per_bandwidth <- if (search) as.double(getOption("lm.search.nodes", 2)) else 4
+  least <- if (d == 1L) 401 else if (search) 11 else 151
+  per_bandwidth <- if (search && d == 2L) 3 else 4
   if (is.null(bandwidth)) return(rep_len(as.integer(least), d))
   as.integer(pmin(binning_max_nodes(d), pmax(least, ceiling(per_bandwidth * span / bandwidth) + 1)))
 }
