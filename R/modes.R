@@ -73,12 +73,14 @@
 #' predict(fit, rbind(c(0, 0), c(2, 2)))
 mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 500, tol = 1e-8,
                        blurring = FALSE, merge_tol = 0.1, seeds = NULL, min_bin_freq = 1,
-                       keep_path = FALSE, weights = NULL, method = "auto", n_threads = NULL,
-                       verbose = interactive(), control = local_control(), ...) {
+                       keep_path = FALSE, accelerate = TRUE, weights = NULL, method = "auto",
+                       n_threads = NULL, verbose = interactive(), control = local_control(),
+                       ...) {
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose,
                        control)
   merge_tol <- check_positive(merge_tol)
   keep_path <- check_flag(keep_path)
+  accelerate <- check_flag(accelerate)
   blurring <- check_flag(blurring)
   start <- shift_seeds(seeds, setup, min_bin_freq)
   if (blurring && !is.null(start)) abort("{.arg seeds} cannot be used with {.code blurring = TRUE}.")
@@ -86,7 +88,8 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
     blurring_shift(setup$x, setup, setup$x, setup$max_iter, setup$tol, -1L, keep_path,
                    collapse_tol = merge_tol)
   } else {
-    climb(setup$x, setup, start %||% setup$x, setup$max_iter, setup$tol, -1L, keep_path)
+    climb(setup$x, setup, start %||% setup$x, setup$max_iter, setup$tol, -1L, keep_path,
+          accelerate = accelerate, meet = if (accelerate) meet_share * merge_tol else 0)
   }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
   if (!is.null(start)) groups <- assign_to_modes(groups, res$points, setup)
@@ -98,8 +101,13 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
   }
   fit$merge_tol <- merge_tol
   fit$blurring <- blurring
+  fit$accelerate <- accelerate
   fit
 }
+
+# With `accelerate`, a climb stops once it comes within this share of merge_tol of a mode where
+# an earlier climb converged (see mean_shift()).
+meet_share <- 0.25
 
 # Starting points: NULL (every data point), "bin" (the mean of the points in every cell of a grid
 # with one-bandwidth cells holding at least min_bin_freq points) or a matrix.
@@ -215,8 +223,10 @@ shift_bandwidth <- function(bandwidth, x, kernel, weights, n_threads, call) {
 }
 
 # Moves `points` on the fixed data `data` (non-blurring): the C++ loop climbs each point.
-climb <- function(data, setup, points, max_iter, tol, ndim, keep_path) {
-  res <- engine_shift(shift_spec(setup, data), points, max_iter, tol, ndim, keep_path)
+climb <- function(data, setup, points, max_iter, tol, ndim, keep_path, accelerate = FALSE,
+                  meet = 0) {
+  res <- engine_shift(shift_spec(setup, data), points, max_iter, tol, ndim, keep_path,
+                      accelerate = accelerate, meet = meet)
   res$density <- res$wsum * shift_norm(setup, nrow(data))
   res$converged <- res$iterations < max_iter | max_iter == 0L
   if (!keep_path) res$paths <- NULL

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,12 @@ struct ShiftSettings {
   double tol = 1e-8;  // a point stops when its step is shorter (scaled units)
   int ndim = -1;      // principal-component shift onto ndim-dimensional ridges; -1: mean shift
   bool keep_path = false;
+  // Mean shift only. accelerate: over-relaxed steps x + omega (m(x) - x), kept while the weight
+  // sum (the density) rises (see climb_fast); meaningful for the Gaussian kernel alone, whose
+  // mean shift is the density's own ascent. meet > 0: a climb stops once it comes within `meet`
+  // (scaled units) of a mode where a climb of an earlier round converged, and takes that mode.
+  bool accelerate = false;
+  double meet = 0.0;
 };
 
 // Results per point: final position (in `points`, m x d), weight sum there (the unnormalised
@@ -115,66 +122,277 @@ inline void shift_step(const double* x, const double* mean, std::size_t d, int n
 
 }  // namespace detail
 
+namespace detail {
+
+inline double squared_distance(const double* a, const double* b, std::size_t d) {
+  double s = 0.0;
+  for (std::size_t j = 0; j < d; ++j) s += (a[j] - b[j]) * (a[j] - b[j]);
+  return s;
+}
+
+// Modes where earlier climbs converged, for the meeting test of climb_fast: a hash grid of cells
+// 2 r wide, each mode filed under every cell that its ball of radius r overlaps (at most 2^d), so
+// that a lookup reads one cell. Above kMeetFullDim dimensions a mode is filed under its own cell
+// only: climbs then meet it only inside that cell (less often, never wrongly).
+class MeetIndex {
+public:
+  static constexpr std::size_t kMeetFullDim = 8;
+  MeetIndex(std::size_t d, double radius) : d_(d), radius_(radius) {}
+  std::size_t size() const { return wsum_.size(); }
+  const double* position(std::size_t k) const { return pos_.data() + k * d_; }
+  double wsum(std::size_t k) const { return wsum_[k]; }
+  // The first filed mode (in filing order) within the radius of x, or size() if none.
+  std::size_t find(const double* x) const {
+    const auto it = cells_.find(cell_of(x, 0));
+    if (it == cells_.end()) return size();
+    for (std::size_t k : it->second)
+      if (squared_distance(position(k), x, d_) <= radius_ * radius_) return k;
+    return size();
+  }
+  void add(const double* x, double wsum) {
+    const std::size_t k = size();
+    pos_.insert(pos_.end(), x, x + d_);
+    wsum_.push_back(wsum);
+    const std::size_t corners = d_ <= kMeetFullDim ? std::size_t(1) << d_ : 1;
+    for (std::size_t c = 0; c < corners; ++c) cells_[cell_of(x, c)].push_back(k);
+  }
+
+private:
+  // The cell of x, or with bit j of `corner` set, its neighbour along axis j on the side nearer
+  // to x (the ball of radius r, half a cell, reaches no farther).
+  std::vector<long long> cell_of(const double* x, std::size_t corner) const {
+    std::vector<long long> cell(d_);
+    for (std::size_t j = 0; j < d_; ++j) {
+      const double u = x[j] / (2.0 * radius_), c = std::floor(u);
+      cell[j] = static_cast<long long>(c);
+      if ((corner >> j) & 1u) cell[j] += u - c < 0.5 ? -1 : 1;
+    }
+    return cell;
+  }
+  std::size_t d_;
+  double radius_;
+  std::vector<double> pos_, wsum_;
+  std::map<std::vector<long long>, std::vector<std::size_t>> cells_;
+};
+
+// The local mean of the data at x for one point's climb: the mean (values, see shift_values), the
+// weight sum and the QueryStatus.
+template <class K>
+struct LocalMeanProbe {
+  const LocalData& data;
+  const Reach& how;
+  Basis basis;
+  Moments mo;
+  std::vector<double> mean;
+  double s00 = 0.0, wsum = 0.0;
+  int status = kOk;
+  EngineOutput out;
+  LocalMeanProbe(const LocalData& data_, const Reach& how_)
+      : data(data_), how(how_), basis(static_cast<int>(data_.d()), 0), mo(1, data_.nv(), false),
+        mean(data_.nv()) {
+    out.coef = mean.data();
+    out.s00 = &s00;
+    out.wsum = &wsum;
+    out.status = &status;
+  }
+  // The local mean at x (sets mean, wsum, status).
+  void at(const double* x) {
+    mo.reset();
+    accumulate_query<K>(data, basis, x, nullptr, 1.0, how, mo);
+    status = kOk;
+    solve_moments(mo, 0, 1, out);
+  }
+  // The weight sum alone at x.
+  double weight_at(const double* x) {
+    mo.reset();
+    accumulate_query<K>(data, basis, x, nullptr, 1.0, how, mo);
+    return mo.S[0];
+  }
+};
+
+// Where one climb ended: its position is written back by the caller.
+struct ClimbEnd {
+  double wsum = 0.0;
+  int iterations = 0, status = kOk;
+  bool converged = false;  // stopped by tol (not max_iter, not a failed local mean, not a meeting)
+};
+
+// The plain climb of one point x (overwritten): x <- m(x) (or the pc-shift step) until the step
+// is shorter than tol or max_iter steps.
+template <class K>
+ClimbEnd climb_plain(LocalMeanProbe<K>& probe, std::vector<double>& x, const ShiftSettings& shift,
+                     std::vector<double>* path) {
+  const std::size_t d = x.size();
+  std::vector<double> next(d), cov, values, vectors;
+  ClimbEnd end;
+  while (end.iterations < shift.max_iter) {
+    probe.at(x.data());
+    end.wsum = probe.wsum;
+    end.status = probe.status;
+    if (probe.status != kOk) break;
+    shift_step(x.data(), probe.mean.data(), d, shift.ndim, cov, values, vectors, next.data());
+    ++end.iterations;
+    const double step2 = squared_distance(next.data(), x.data(), d);
+    x.swap(next);
+    if (path) path->insert(path->end(), x.begin(), x.end());
+    if (step2 < shift.tol * shift.tol) {
+      end.converged = true;
+      break;
+    }
+  }
+  // The density where the point stopped (one more sum if it moved since the last one).
+  if (end.status == kOk && end.iterations > 0) end.wsum = probe.weight_at(x.data());
+  return end;
+}
+
+// The mean-shift climb of one point x (overwritten) with the options of ShiftSettings.
+// Acceleration (adaptive over-relaxation, as Salakhutdinov and Roweis's for bound optimisation):
+// the trial point y = x + omega (m(x) - x) is kept when the weight sum there is no lower, and
+// omega then grows by half (at most kMaxOmega); otherwise the plain step m(x) is taken (the
+// Gaussian mean shift never lowers the density) and omega restarts at 1. The fixed points are
+// those of the plain climb, and it stops by the same rule: the plain step |m(x) - x| < tol, after
+// which it moves to m(x). Every local mean counts as an iteration. Meeting (modes not null): see
+// ShiftSettings.
+template <class K>
+ClimbEnd climb_fast(LocalMeanProbe<K>& probe, std::vector<double>& x, const ShiftSettings& shift,
+                    const MeetIndex* modes, std::vector<double>* path) {
+  constexpr double kMaxOmega = 8.0;
+  const std::size_t d = x.size();
+  std::vector<double> mean(d), y(d);
+  ClimbEnd end;
+  double omega = 1.0;
+  auto met = [&]() {  // takes the mode met, if any
+    const std::size_t k = modes ? modes->find(x.data()) : 0;
+    if (!modes || k == modes->size()) return false;
+    x.assign(modes->position(k), modes->position(k) + d);
+    if (path) path->insert(path->end(), x.begin(), x.end());
+    end.wsum = modes->wsum(k);
+    return true;
+  };
+  if (met()) return end;
+  if (shift.max_iter == 0) {
+    end.wsum = probe.weight_at(x.data());
+    return end;
+  }
+  probe.at(x.data());
+  ++end.iterations;
+  while (true) {
+    end.wsum = probe.wsum;
+    end.status = probe.status;
+    if (probe.status != kOk) return end;
+    mean.assign(probe.mean.begin(), probe.mean.begin() + d);
+    const double step2 = squared_distance(mean.data(), x.data(), d);
+    if (step2 < shift.tol * shift.tol) {
+      x.swap(mean);
+      if (path) path->insert(path->end(), x.begin(), x.end());
+      end.converged = true;
+      end.wsum = probe.weight_at(x.data());
+      return end;
+    }
+    if (end.iterations >= shift.max_iter) {
+      x.swap(mean);  // the plain climb's last step
+      if (path) path->insert(path->end(), x.begin(), x.end());
+      return end;
+    }
+    const double here = probe.wsum;
+    if (shift.accelerate && omega > 1.0) {
+      for (std::size_t j = 0; j < d; ++j) y[j] = x[j] + omega * (mean[j] - x[j]);
+      probe.at(y.data());
+      ++end.iterations;
+      if (probe.status == kOk && probe.wsum >= here) {
+        x.swap(y);
+        omega = std::min(kMaxOmega, 1.5 * omega);
+      } else {
+        omega = 1.0;
+        if (end.iterations >= shift.max_iter) {
+          x.swap(mean);
+          if (path) path->insert(path->end(), x.begin(), x.end());
+          end.wsum = probe.weight_at(x.data());
+          return end;
+        }
+        x.swap(mean);
+        probe.at(x.data());
+        ++end.iterations;
+      }
+    } else {
+      x.swap(mean);
+      probe.at(x.data());
+      ++end.iterations;
+      if (shift.accelerate) omega = 1.5;
+    }
+    if (path) path->insert(path->end(), x.begin(), x.end());
+    if (met()) return end;
+  }
+}
+
+// Climbs in rounds of consecutive points when climbs may meet earlier modes: a round sees only
+// the modes of the rounds before it, filed in point order, so results do not depend on how the
+// points of a round are shared among threads. Rounds grow from kFirstRound to kRoundCap points.
+constexpr std::size_t kFirstRound = 16, kRoundCap = 256;
+
+}  // namespace detail
+
 // Moves each of the m points (m x d column-major, scaled coordinates, overwritten) by local
 // means of `data` (whose values are shift_values of its points) until its step is shorter than
-// tol or max_iter steps. Each point climbs on its own, so results do not depend on threads.
+// tol or max_iter steps (see ShiftSettings for the mean-shift options). Results do not depend on
+// the number of threads.
 inline bool shift_points(const LocalData& data, double* points, std::size_t m,
                          const EngineSettings& set, const ShiftSettings& shift,
                          const ShiftOutput& out, const ParallelFor& parallel_for = serial_for,
                          const Monitor& monitor = {}) {
-  const std::size_t d = data.d(), nv = data.nv();
-  const Basis basis(static_cast<int>(d), 0);
+  const std::size_t d = data.d();
   const Reach how(set);
+  ShiftSettings climb = shift;  // over-relaxation only where the weight sum is the objective
+  climb.accelerate = shift.accelerate && shift.ndim < 0 && set.kernel == KernelType::gaussian;
+  const bool meeting = shift.ndim < 0 && shift.meet > 0.0;
+  const bool fast = climb.accelerate || meeting;
+  detail::MeetIndex modes(d, shift.meet);
+  std::vector<char> converged(m, 0);
+  std::vector<double> end_wsum(m);
+  std::size_t round_begin = 0;
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
-      Moments mo(1, nv, false);
-      std::vector<double> x(d), next(d), mean(nv), cov, values, vectors;
-      double s00, wsum;
-      int status = kOk;
-      EngineOutput one;
-      one.coef = mean.data();
-      one.s00 = &s00;
-      one.wsum = &wsum;
-      one.status = &status;
-      for (std::size_t i = begin; i < end; ++i) {
+      detail::LocalMeanProbe<K> probe(data, how);
+      std::vector<double> x(d);
+      for (std::size_t i = round_begin + begin; i < round_begin + end; ++i) {
         for (std::size_t j = 0; j < d; ++j) x[j] = points[j * m + i];
         std::vector<double>* path = shift.keep_path ? &(*out.paths)[i] : nullptr;
         if (path) path->assign(x.begin(), x.end());
-        int iter = 0;
-        double last_wsum = 0.0;
-        status = kOk;
-        while (iter < shift.max_iter) {
-          mo.reset();
-          accumulate_query<K>(data, basis, x.data(), nullptr, 1.0, how, mo);
-          solve_moments(mo, 0, 1, one);
-          last_wsum = wsum;
-          if (status != kOk) break;
-          detail::shift_step(x.data(), mean.data(), d, shift.ndim, cov, values, vectors,
-                             next.data());
-          ++iter;
-          double step2 = 0.0;
-          for (std::size_t j = 0; j < d; ++j) step2 += (next[j] - x[j]) * (next[j] - x[j]);
-          x.swap(next);
-          if (path) path->insert(path->end(), x.begin(), x.end());
-          if (step2 < shift.tol * shift.tol) break;
-        }
-        // The density where the point stopped (one more sum if it moved since the last one).
-        if (status == kOk && iter > 0) {
-          mo.reset();
-          accumulate_query<K>(data, basis, x.data(), nullptr, 1.0, how, mo);
-          last_wsum = mo.S[0];
-        }
+        const detail::ClimbEnd res =
+            fast ? detail::climb_fast(probe, x, climb, meeting ? &modes : nullptr, path)
+                 : detail::climb_plain(probe, x, climb, path);
+        converged[i] = res.converged;
+        end_wsum[i] = res.wsum;
         for (std::size_t j = 0; j < d; ++j) points[j * m + i] = x[j];
-        if (out.wsum) out.wsum[i] = last_wsum;
-        if (out.iterations) out.iterations[i] = iter;
-        if (out.status) out.status[i] = status;
+        if (out.wsum) out.wsum[i] = res.wsum;
+        if (out.iterations) out.iterations[i] = res.iterations;
+        if (out.status) out.status[i] = res.status;
       }
       return 0;
     });
   };
-  return run_chunked(m, std::max<std::size_t>(1, chunk_size(data.n()) / 16), parallel_for,
-                     monitor, fn);
+  const std::size_t first_chunk = std::max<std::size_t>(1, chunk_size(data.n()) / 16);
+  std::size_t round = meeting ? detail::kFirstRound : m;
+  while (round_begin < m) {
+    const std::size_t len = std::min(round, m - round_begin);
+    const std::size_t offset = round_begin;
+    const Monitor round_monitor = [&](std::size_t done, std::size_t) {
+      return !monitor || monitor(offset + done, m);
+    };
+    if (!run_chunked(len, first_chunk, parallel_for, round_monitor, fn)) return false;
+    // File the round's new modes in point order (climbs that met a mode add nothing new).
+    if (meeting)
+      for (std::size_t i = round_begin; i < round_begin + len; ++i) {
+        if (!converged[i]) continue;
+        std::vector<double> mode(d);
+        for (std::size_t j = 0; j < d; ++j) mode[j] = points[j * m + i];
+        if (modes.find(mode.data()) == modes.size()) modes.add(mode.data(), end_wsum[i]);
+      }
+    round_begin += len;
+    round = std::min(detail::kRoundCap, 2 * round);
+  }
+  return true;
 }
 
 }  // namespace localmean
