@@ -176,20 +176,22 @@ private:
 };
 
 // The local mean of the data at x for one point's climb: the mean (values, see shift_values), the
-// weight sum and the QueryStatus.
+// weight sum and the QueryStatus. `reach` is the engine's reach, or while a fast climb is far
+// from convergence a shorter one (see climb_fast); the final weight sum always uses `full`.
 template <class K>
 struct LocalMeanProbe {
   const LocalData& data;
-  const Reach& how;
+  const Reach& full;
+  const Reach* reach;
   Basis basis;
   Moments mo;
   std::vector<double> mean;
   double s00 = 0.0, wsum = 0.0;
   int status = kOk;
   EngineOutput out;
-  LocalMeanProbe(const LocalData& data_, const Reach& how_)
-      : data(data_), how(how_), basis(static_cast<int>(data_.d()), 0), mo(1, data_.nv(), false),
-        mean(data_.nv()) {
+  LocalMeanProbe(const LocalData& data_, const Reach& full_)
+      : data(data_), full(full_), reach(&full_), basis(static_cast<int>(data_.d()), 0),
+        mo(1, data_.nv(), false), mean(data_.nv()) {
     out.coef = mean.data();
     out.s00 = &s00;
     out.wsum = &wsum;
@@ -198,14 +200,14 @@ struct LocalMeanProbe {
   // The local mean at x (sets mean, wsum, status).
   void at(const double* x) {
     mo.reset();
-    accumulate_query<K>(data, basis, x, nullptr, 1.0, how, mo);
+    accumulate_query<K>(data, basis, x, nullptr, 1.0, *reach, mo);
     status = kOk;
     solve_moments(mo, 0, 1, out);
   }
-  // The weight sum alone at x.
+  // The weight sum alone at x, with the full reach.
   double weight_at(const double* x) {
     mo.reset();
-    accumulate_query<K>(data, basis, x, nullptr, 1.0, how, mo);
+    accumulate_query<K>(data, basis, x, nullptr, 1.0, full, mo);
     return mo.S[0];
   }
 };
@@ -247,82 +249,104 @@ ClimbEnd climb_plain(LocalMeanProbe<K>& probe, std::vector<double>& x, const Shi
 
 // The mean-shift climb of one point x (overwritten) with the options of ShiftSettings.
 // Acceleration (adaptive over-relaxation, as Salakhutdinov and Roweis's for bound optimisation):
-// the trial point y = x + omega (m(x) - x) is kept when the weight sum there is no lower, and
-// omega then grows by half (at most kMaxOmega); otherwise the plain step m(x) is taken (the
-// Gaussian mean shift never lowers the density) and omega restarts at 1. The fixed points are
-// those of the plain climb, and it stops by the same rule: the plain step |m(x) - x| < tol, after
-// which it moves to m(x). Every local mean counts as an iteration. Meeting (modes not null): see
-// ShiftSettings.
+// the trial point y = x + omega (m(x) - x) is kept when the weight sum there is no lower and the
+// plain step at y turns by less than acos(kMinCosine) from the one at x (y overshot no crest,
+// and the path was straight enough to extrapolate: where it bends, as near a saddle, a long
+// step could leave the basin that the plain climb stays in), and omega then grows by half (at
+// most kMaxOmega); otherwise the plain step m(x) is taken (the Gaussian mean shift never lowers
+// the density) and omega halves. The fixed points
+// are those of the plain climb, and it stops by the same rule: the plain step |m(x) - x| < tol,
+// after which it moves to m(x). Every local mean counts as an iteration.
+// `near` (null: none) is a shorter reach for the steps longer than kNearSwitch; the climb
+// switches to the probe's full reach for the rest, so modes and densities are the full reach's.
+// Meeting (modes not null): see ShiftSettings.
+constexpr double kMaxOmega = 8.0, kMinCosine = 0.9, kNearSwitch = 1e-3;
 template <class K>
 ClimbEnd climb_fast(LocalMeanProbe<K>& probe, std::vector<double>& x, const ShiftSettings& shift,
-                    const MeetIndex* modes, std::vector<double>* path) {
-  constexpr double kMaxOmega = 8.0;
+                    const Reach* near, const MeetIndex* modes, std::vector<double>* path) {
   const std::size_t d = x.size();
-  std::vector<double> mean(d), y(d);
+  std::vector<double> mean(d), y(d), step(d);
   ClimbEnd end;
   double omega = 1.0;
+  auto record = [&]() {
+    if (path) path->insert(path->end(), x.begin(), x.end());
+  };
   auto met = [&]() {  // takes the mode met, if any
     const std::size_t k = modes ? modes->find(x.data()) : 0;
     if (!modes || k == modes->size()) return false;
     x.assign(modes->position(k), modes->position(k) + d);
-    if (path) path->insert(path->end(), x.begin(), x.end());
+    record();
     end.wsum = modes->wsum(k);
     return true;
+  };
+  auto probe_at = [&](const double* p) {
+    probe.at(p);
+    ++end.iterations;
   };
   if (met()) return end;
   if (shift.max_iter == 0) {
     end.wsum = probe.weight_at(x.data());
     return end;
   }
-  probe.at(x.data());
-  ++end.iterations;
+  probe.reach = near ? near : &probe.full;
+  probe_at(x.data());
   while (true) {
     end.wsum = probe.wsum;
     end.status = probe.status;
-    if (probe.status != kOk) return end;
+    if (probe.status != kOk) break;
     mean.assign(probe.mean.begin(), probe.mean.begin() + d);
+    for (std::size_t j = 0; j < d; ++j) step[j] = mean[j] - x[j];
     const double step2 = squared_distance(mean.data(), x.data(), d);
-    if (step2 < shift.tol * shift.tol) {
-      x.swap(mean);
-      if (path) path->insert(path->end(), x.begin(), x.end());
-      end.converged = true;
-      end.wsum = probe.weight_at(x.data());
-      return end;
+    if (probe.reach != &probe.full && step2 < kNearSwitch * kNearSwitch) {
+      probe.reach = &probe.full;  // the last steps with the full reach
+      if (end.iterations >= shift.max_iter) break;
+      probe_at(x.data());
+      continue;
     }
-    if (end.iterations >= shift.max_iter) {
+    const bool converged = probe.reach == &probe.full && step2 < shift.tol * shift.tol;
+    if (converged || end.iterations >= shift.max_iter) {
       x.swap(mean);  // the plain climb's last step
-      if (path) path->insert(path->end(), x.begin(), x.end());
-      return end;
+      record();
+      end.converged = converged;
+      end.wsum = probe.weight_at(x.data());
+      break;
     }
     const double here = probe.wsum;
+    bool moved = false;
     if (shift.accelerate && omega > 1.0) {
-      for (std::size_t j = 0; j < d; ++j) y[j] = x[j] + omega * (mean[j] - x[j]);
-      probe.at(y.data());
-      ++end.iterations;
-      if (probe.status == kOk && probe.wsum >= here) {
+      for (std::size_t j = 0; j < d; ++j) y[j] = x[j] + omega * step[j];
+      probe_at(y.data());
+      double along = 0.0, next2 = 0.0;
+      for (std::size_t j = 0; j < d; ++j) {
+        const double next = probe.mean[j] - y[j];
+        along += next * step[j];
+        next2 += next * next;
+      }
+      moved = probe.status == kOk && probe.wsum >= here &&
+              along >= kMinCosine * std::sqrt(next2 * step2);
+      if (moved) {
         x.swap(y);
         omega = std::min(kMaxOmega, 1.5 * omega);
       } else {
-        omega = 1.0;
+        omega = std::max(1.0, 0.5 * omega);
         if (end.iterations >= shift.max_iter) {
           x.swap(mean);
-          if (path) path->insert(path->end(), x.begin(), x.end());
+          record();
           end.wsum = probe.weight_at(x.data());
-          return end;
+          break;
         }
-        x.swap(mean);
-        probe.at(x.data());
-        ++end.iterations;
       }
-    } else {
-      x.swap(mean);
-      probe.at(x.data());
-      ++end.iterations;
-      if (shift.accelerate) omega = 1.5;
     }
-    if (path) path->insert(path->end(), x.begin(), x.end());
-    if (met()) return end;
+    if (!moved) {
+      x.swap(mean);
+      probe_at(x.data());
+      if (shift.accelerate) omega = std::max(omega, 1.5);
+    }
+    record();
+    if (met()) break;
   }
+  probe.reach = &probe.full;
+  return end;
 }
 
 // Climbs in rounds of consecutive points when climbs may meet earlier modes: a round sees only
@@ -331,6 +355,13 @@ ClimbEnd climb_fast(LocalMeanProbe<K>& probe, std::vector<double>& x, const Shif
 constexpr std::size_t kFirstRound = 16, kRoundCap = 256;
 
 }  // namespace detail
+
+// The reach of the long steps of a fast climb, in scales from the point: a Gaussian weight
+// beyond it is below exp(-18) = 1.5e-8, so a local mean at x with weight sum W moves by at most
+// N e^{-18} (6 + |m(x) - x|) / W scales when it leaves out the N points beyond (each moves it by
+// its weight times its distance over W). At a data point W >= 1 (unweighted data), and W rises
+// along a climb.
+constexpr double kNearCutoff = 6.0;
 
 // Moves each of the m points (m x d column-major, scaled coordinates, overwritten) by local
 // means of `data` (whose values are shift_values of its points) until its step is shorter than
@@ -347,6 +378,13 @@ inline bool shift_points(const LocalData& data, double* points, std::size_t m,
   const bool meeting = shift.ndim < 0 && shift.meet > 0.0;
   const bool fast = climb.accelerate || meeting;
   detail::MeetIndex modes(d, shift.meet);
+  // The Gaussian's long steps reach kNearCutoff scales from the point, not the engine's cut-off
+  // from the nearest data point (unless the user set a cut-off).
+  EngineSettings near_set = set;
+  near_set.cutoff = kNearCutoff;
+  const Reach near(near_set);
+  const bool use_near = fast && set.use_tree && set.cutoff <= 0.0 &&
+                        set.kernel == KernelType::gaussian;
   std::vector<char> converged(m, 0);
   std::vector<double> end_wsum(m);
   std::size_t round_begin = 0;
@@ -360,7 +398,8 @@ inline bool shift_points(const LocalData& data, double* points, std::size_t m,
         std::vector<double>* path = shift.keep_path ? &(*out.paths)[i] : nullptr;
         if (path) path->assign(x.begin(), x.end());
         const detail::ClimbEnd res =
-            fast ? detail::climb_fast(probe, x, climb, meeting ? &modes : nullptr, path)
+            fast ? detail::climb_fast(probe, x, climb, use_near ? &near : nullptr,
+                                      meeting ? &modes : nullptr, path)
                  : detail::climb_plain(probe, x, climb, path);
         converged[i] = res.converged;
         end_wsum[i] = res.wsum;
