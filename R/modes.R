@@ -40,8 +40,9 @@
 #'   a point's local means leave out data farther than 6 bandwidths (each
 #'   weighs less than \eqn{e^{-18} = 1.5 \times 10^{-8}}, so the step moves by
 #'   less than \eqn{N e^{-18} (6 + s) / W} bandwidths for \eqn{N} points left
-#'   out, step length \eqn{s} and weight sum \eqn{W \ge 1} at a data point);
-#'   the last steps and the densities use the engine's full cut-off.
+#'   out, step length \eqn{s} and kernel weight sum \eqn{W}, which is at least
+#'   1 on a climb from a data point without case weights); the last steps and
+#'   the densities use the engine's full cut-off.
 #' * *Meeting*: points climb in rounds of consecutive rows (16, 32, ... up to
 #'   256 points); a point that comes within `merge_tol / 4` bandwidths of a
 #'   mode where a point of an earlier round converged stops and takes that
