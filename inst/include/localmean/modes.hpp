@@ -163,7 +163,9 @@ private:
   std::vector<long long> cell_of(const double* x, std::size_t corner) const {
     std::vector<long long> cell(d_);
     for (std::size_t j = 0; j < d_; ++j) {
-      const double u = x[j] / (2.0 * radius_), c = std::floor(u);
+      // Clamped so that far-out coordinates stay representable (they then share a cell).
+      const double u = std::max(-1e18, std::min(1e18, x[j] / (2.0 * radius_)));
+      const double c = std::floor(u);
       cell[j] = static_cast<long long>(c);
       if ((corner >> j) & 1u) cell[j] += u - c < 0.5 ? -1 : 1;
     }
@@ -254,9 +256,9 @@ ClimbEnd climb_plain(LocalMeanProbe<K>& probe, std::vector<double>& x, const Shi
 // and the path was straight enough to extrapolate: where it bends, as near a saddle, a long
 // step could leave the basin that the plain climb stays in), and omega then grows by half (at
 // most kMaxOmega); otherwise the plain step m(x) is taken (the Gaussian mean shift never lowers
-// the density) and omega halves. The fixed points
-// are those of the plain climb, and it stops by the same rule: the plain step |m(x) - x| < tol,
-// after which it moves to m(x). Every local mean counts as an iteration.
+// the density) and omega halves. The fixed points are those of the plain climb, and it stops by
+// the same rule: the plain step |m(x) - x| < tol, after which it moves to m(x). Every local mean
+// counts as an iteration.
 // `near` (null: none) is a shorter reach for the steps longer than kNearSwitch; the climb
 // switches to the probe's full reach for the rest, so modes and densities are the full reach's.
 // Meeting (modes not null): see ShiftSettings.
