@@ -60,6 +60,17 @@ test_that("accelerated climbs end at the modes of the plain climb", {
   expect_equal(ends, a$point_modes, ignore_attr = TRUE)
   expect_error(mean_shift(x3, bandwidth = 0.4, accelerate = NA), "accelerate",
                class = "localmean_error")
+  # Above 8 dimensions a mode is filed under its own grid cell only; weights; far-out points.
+  x10 <- rbind(matrix(rnorm(2000), ncol = 10), matrix(rnorm(2000, 4), ncol = 10))
+  w <- runif(nrow(x10))
+  fast <- mean_shift(x10, bandwidth = 1.5, weights = w, tol = 1e-10, verbose = FALSE)
+  plain <- mean_shift(x10, bandwidth = 1.5, weights = w, tol = 1e-10, accelerate = FALSE,
+                      verbose = FALSE)
+  expect_identical(fast$cluster, plain$cluster)
+  expect_equal(fast$point_modes, plain$point_modes, tolerance = 1e-6)
+  far <- rbind(c(0, 0), c(1e15, -1e15), c(-1e15, 1e15))
+  expect_equal(mean_shift(far, bandwidth = 1, verbose = FALSE)$point_modes, far,
+               ignore_attr = TRUE)
 })
 
 test_that("separated mixtures are recovered exactly by every method", {
