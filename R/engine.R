@@ -359,9 +359,11 @@ fit_sums <- function(values, fitted, leverage, prior, n_threads = 1L) {
 # shift (ndim < 0) or the subspace-constrained shift onto ndim-dimensional ridges. Returns the
 # final points, weight sums, iterations, status and (keep_path) paths.
 engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path = FALSE,
-                         n_threads = spec$n_threads, verbose = spec$verbose) {
+                         accelerate = FALSE, meet = 0, n_threads = spec$n_threads,
+                         verbose = spec$verbose) {
   cpp_shift_points(spec$x, spec$scale, spec$prior %||% numeric(0), points, spec$kernel,
-                   spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose)
+                   spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, accelerate, meet,
+                   n_threads, verbose)
 }
 
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.
