@@ -45,8 +45,8 @@ cpp_local_fit <- function(x, scale, values, prior, point_scale, queries, radius,
     .Call(`_localmean_cpp_local_fit`, x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out)
 }
 
-cpp_shift_points <- function(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose) {
-    .Call(`_localmean_cpp_shift_points`, x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose)
+cpp_shift_points <- function(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, accelerate, meet, n_threads, verbose) {
+    .Call(`_localmean_cpp_shift_points`, x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, accelerate, meet, n_threads, verbose)
 }
 
 cpp_merge_modes <- function(modes, tol) {

@@ -260,13 +260,15 @@ lambda_upper_of <- function(spec) {
 }
 
 # The score of a selector as a function of the bandwidths (and categorical lambdas), remembering
-# every score it computed (the searches revisit points).
+# every score it computed (the searches revisit points). The search scores on its own strategy
+# (see binned_min_n).
 bandwidth_scorer <- function(criterion, spec) {
   memo <- new.env(parent = emptyenv())
   function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
     key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
     if (is.null(memo[[key]])) {
-      memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda), threads)
+      memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda, search = TRUE),
+                                threads)
     }
     memo[[key]]
   }
@@ -330,7 +332,8 @@ extend_candidates <- function(score_of, candidates, scores, bounds, step = 1.5) 
   list(candidates = candidates, scores = scores)
 }
 
-# The cv, gcv or aicc search (see above): list(bandwidth, curve, score, smoothed_out).
+# The cv, gcv or aicc search (see above): list(bandwidth, curve, score, smoothed_out), the
+# score being the search's own at the chosen bandwidth (binned from binned_min_n$search points).
 select_bandwidth <- function(criterion, spec, candidates, refine, verbose, extend = FALSE) {
   score_of <- bandwidth_scorer(criterion, spec)
   scores <- score_candidates(score_of, candidates, verbose)
@@ -362,11 +365,12 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   curve <- data.frame(candidates, score = scores)
   names(curve) <- c(colnames(spec$x), "score")
   list(bandwidth = chosen, lambda = lambda, curve = curve,
-       score = min(scores, score_of(chosen, lambda = lambda)),
+       score = score_of(chosen, lambda = lambda),
        smoothed_out = smoothed_out(spec, chosen, lambda))
 }
 
-default_candidates <- function(x, kernel, n_candidates) {
+default_candidates <- function(x, kernel, n_candidates = NULL) {
+  n_candidates <- n_candidates %||% if (ncol(x) == 1L) 40L else 15L
   rot <- bw_rot(x, kernel)
   mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
   outer(mult, rot)

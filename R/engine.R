@@ -15,9 +15,12 @@
 #'   selectors: a numeric vector (one predictor) or a matrix with one column
 #'   per predictor and one row per candidate. Default: `n_candidates`
 #'   multiples, log-spaced from 0.05 to 3, of the rule-of-thumb bandwidths.
-#' @param n_candidates Number of default candidates.
-#' @param refine After the grid search, refine the best candidate by a
-#'   golden-section search between its neighbours (on the common multiplier).
+#' @param n_candidates Number of default candidates: by default 40 for one
+#'   numeric predictor and 15 for several, where the grid only starts the
+#'   joint search of every bandwidth (see `refine`).
+#' @param refine After the grid search, refine the best candidate: with one
+#'   numeric predictor by a golden-section search between its neighbours,
+#'   with several by a joint search of every bandwidth.
 #' @param chunk_size Rows of query points per chunk in `predict()` and in the
 #'   selectors; chunks run on the user's `future` plan when one is set.
 #' @param max_iter,tol The local likelihood (`family` other than Gaussian):
@@ -29,7 +32,7 @@
 #' @export
 #' @examples
 #' local_control(gridsize = 801)
-local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = 40,
+local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = NULL,
                           refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
                           max_iter = 25, tol = 1e-8) {
   if (!is.null(gridsize)) gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
@@ -42,7 +45,8 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
     abort("{.arg candidates} must hold positive finite bandwidths.")
   }
   structure(list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
-                 n_candidates = check_count(n_candidates, min = 2), refine = check_flag(refine),
+                 n_candidates = if (!is.null(n_candidates)) check_count(n_candidates, min = 2),
+                 refine = check_flag(refine),
                  chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
                  tol = check_positive(tol)),
             class = "local_control")
@@ -113,26 +117,27 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
 # The specification with other per-variable scales (and categorical lambdas): the grid and the
 # strategy follow them.
 with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env(),
-                       lambda = spec$categorical$lambda) {
+                       lambda = spec$categorical$lambda, search = FALSE) {
   d <- NCOL(spec$x)
   if (spec$numeric_vars == 0L) scale <- 1
   spec$scale <- scale
   if (!is.null(spec$categorical)) spec$categorical$lambda <- as.double(lambda)
   spec$bandwidth <- if (is.null(spec$nn)) scale
-  spec$gridsize <- rep_len(spec$control_gridsize %||% default_gridsize(d, spec$bandwidth, spec$span),
-                           d)
-  spec$method <- choose_method(spec, spec$requested_method, m, call)
+  spec$gridsize <- rep_len(spec$control_gridsize %||%
+                             default_gridsize(d, spec$bandwidth, spec$span, search), d)
+  spec$method <- choose_method(spec, spec$requested_method, m, call, search)
   spec
 }
 
 # The strategy for m queries: "exact" sweeps every point, "tree" prunes with the kd-tree,
 # "binned" convolves on its own grid (d <= 2, fixed scales) and interpolates to the queries.
-# "auto" bins when binning is accurate enough and n >= 10000: the binning grid resolves the
-# bandwidth (at least two nodes per bandwidth; binning_gridsize() gives four unless capped or
-# fixed by the user) and binning costs less than the kd-tree (binning_cost(), tree_cost()). The
-# number of queries enters only through the tree's cost: a coarse output grid no longer sends a
-# large data set to the tree. Kernels that are never truncated always sweep every point.
-choose_method <- function(spec, method, m, call = rlang::caller_env()) {
+# "auto" bins when binning is accurate enough and n reaches binned_min_n: the binning grid
+# resolves the bandwidth (at least two nodes per bandwidth; binning_gridsize() gives four unless
+# capped or fixed by the user) and binning costs less than the kd-tree (binning_cost(),
+# tree_cost()). The number of queries enters only through the tree's cost: a coarse output grid
+# no longer sends a large data set to the tree. Kernels that are never truncated always sweep
+# every point. A bandwidth `search` scores candidates binned from a smaller n than fits use.
+choose_method <- function(spec, method, m, call = rlang::caller_env(), search = FALSE) {
   method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
   if (method == "binned" && !spec$binnable) {
     abort("{.code method = \"binned\"} needs at most 2 variables and a fixed bandwidth.",
@@ -141,20 +146,28 @@ choose_method <- function(spec, method, m, call = rlang::caller_env()) {
   truncated <- kernel_row(spec$kernel)$truncated
   if (method != "auto") return(if (method == "tree" && !truncated) "exact" else method)
   if (!truncated) return("exact")
-  if (!spec$binnable || NROW(spec$x) < 10000L) return("tree")
+  min_n <- if (search) binned_min_n$search else binned_min_n$fit
+  if (!spec$binnable || NROW(spec$x) < min_n) return("tree")
   span <- if (is.null(spec$grid_range)) spec$span else diff(spec$grid_range)[1L, ]
   step <- span / (spec$gridsize - 1)
   resolved <- all(spec$bandwidth >= 2 * step)
   if (resolved && binning_cost(spec, step) < tree_cost(spec, m)) "binned" else "tree"
 }
 
+# The least number of data points for "auto" to bin: fits and predictions stay exact below 1e4
+# points; a bandwidth search scores its candidates binned from 1000 points (the chosen
+# bandwidth's final score and fit use the fit's strategy). Binning's relative error,
+# O((step / h)^2) at four nodes per bandwidth, moves the minimiser of a CV curve by a fraction of
+# a percent, far less than the curve's own sampling variability.
+binned_min_n <- list(fit = 10000L, search = 1000L)
+
 # Rough operation counts (multiply-adds) of the two strategies. The kd-tree is built over the
 # data (n log2 n steps of partitioning, about 20 multiply-adds' time each, as measured with
 # bench/bench-kde.R) and, per query, visits the points within the kernel's reach (the share
-# `covered` of the data range) at a few operations each. Binning spreads each point over 2^d nodes, then
-# every node convolves each array it smooths (weight sums, moment sums, value sums) with the
-# window: two 1-D passes for the Gaussian local mean in 2-D (separable weights), the whole
-# window otherwise.
+# `covered` of the data range) at a few operations each. Binning spreads each point over 2^d
+# nodes, then every node convolves each array it smooths (moment sums, value sums) with the
+# window: for the Gaussian in 2-D (separable weights) one row pass per monomial power of each
+# array and one column pass per moment, the whole window otherwise.
 tree_cost <- function(spec, m) {
   n <- as.double(NROW(spec$x))
   covered <- prod(pmin(1, 2 * kernel_reach(spec) * spec$bandwidth / spec$span))
@@ -165,13 +178,24 @@ tree_cost <- function(spec, m) {
 
 binning_cost <- function(spec, step) {
   d <- spec$numeric_vars
+  p <- spec$degree
   taps <- pmin(2 * ceiling(kernel_reach(spec) * spec$bandwidth / step) + 1, 2 * spec$gridsize - 1)
   nv <- if (is.null(spec$values)) 0 else NCOL(spec$values)
-  separable <- d == 2L && spec$degree == 0L && spec$kernel == "gaussian"
-  arrays <- if (separable) 1 + nv else
-    choose(d + 2 * spec$degree, d) + choose(d + spec$degree, d) * nv
-  2^d * as.double(NROW(spec$x)) +
-    prod(as.double(spec$gridsize)) * arrays * if (separable) sum(taps) else prod(taps)
+  nodes <- prod(as.double(spec$gridsize))
+  moments <- choose(d + 2 * p, d) + choose(d + p, d) * nv
+  convolution <- if (separable_window(spec)) {
+    nodes * ((2 * p + 1 + (p + 1) * nv) * taps[1L] + moments * taps[2L])
+  } else {
+    nodes * moments * prod(taps)
+  }
+  2^d * as.double(NROW(spec$x)) + convolution
+}
+
+# Whether the binned strategy smooths in two 1-D passes (binned_fit_nodes()): the Gaussian in
+# 2-D at the registry's cut-off or wider.
+separable_window <- function(spec) {
+  spec$numeric_vars == 2L && spec$kernel == "gaussian" &&
+    kernel_reach(spec) >= kernel_row("gaussian")$cutoff
 }
 
 # The kernel's truncation radius in scales: local_control(cutoff =) or the registry's.
@@ -182,11 +206,14 @@ kernel_reach <- function(spec) if (spec$cutoff > 0) spec$cutoff else kernel_row(
 # linear binning and of linear interpolation are about 1e-3 of the estimate's range), at least
 # 401 in 1-D and 151 x 151 in 2-D, and at most binning_max_nodes(d) per dimension. A capped
 # grid resolves a bandwidth down to span / 10000 (1-D) or span / 500 (2-D) at two nodes per
-# bandwidth, the accuracy "auto" asks before it bins.
-default_gridsize <- function(d, bandwidth, span) {
-  least <- if (d == 2L) 151 else 401
+# bandwidth, the accuracy "auto" asks before it bins. A 2-D bandwidth `search` scores on three
+# nodes per bandwidth (from 11 x 11): a third of the cost, and its chosen bandwidths' exact CV
+# scores stay within 0.05% of those chosen on four nodes (bench/bench-cv.R).
+default_gridsize <- function(d, bandwidth, span, search = FALSE) {
+  least <- if (d == 1L) 401 else if (search) 11 else 151
+  per_bandwidth <- if (search && d == 2L) 3 else 4
   if (is.null(bandwidth)) return(rep_len(as.integer(least), d))
-  as.integer(pmin(binning_max_nodes(d), pmax(least, ceiling(4 * span / bandwidth) + 1)))
+  as.integer(pmin(binning_max_nodes(d), pmax(least, ceiling(per_bandwidth * span / bandwidth) + 1)))
 }
 
 # At most 20001 nodes in 1-D and 1001 x 1001 (8 MB per smoothed array) in 2-D.
@@ -332,9 +359,11 @@ fit_sums <- function(values, fitted, leverage, prior, n_threads = 1L) {
 # shift (ndim < 0) or the subspace-constrained shift onto ndim-dimensional ridges. Returns the
 # final points, weight sums, iterations, status and (keep_path) paths.
 engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path = FALSE,
-                         n_threads = spec$n_threads, verbose = spec$verbose) {
+                         accelerate = FALSE, meet = 0, n_threads = spec$n_threads,
+                         verbose = spec$verbose) {
   cpp_shift_points(spec$x, spec$scale, spec$prior %||% numeric(0), points, spec$kernel,
-                   spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose)
+                   spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, accelerate, meet,
+                   n_threads, verbose)
 }
 
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.

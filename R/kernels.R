@@ -61,15 +61,18 @@ registry_table <- function() {
     tab$equivalent <- ifelse(is.finite(tab$mu2), tab$canonical / gaussian$canonical,
                              gaussian$quartile / tab$quartile)
     registry$table <- tab
+    registry$rows <- list()
   }
   registry$table
 }
 registry <- new.env(parent = emptyenv())
 
-# The registry's row for one kernel.
+# The registry's row for one kernel, as a list (kept: bandwidth searches ask thousands of times).
 kernel_row <- function(kernel) {
-  tab <- registry_table()
-  tab[tab$kernel == kernel, ]
+  registry$rows[[kernel]] %||% {
+    tab <- registry_table()
+    registry$rows[[kernel]] <- as.list(tab[tab$kernel == kernel, ])
+  }
 }
 
 # Registry kernels, optionally only those with a property (e.g. "multivariate", "compact").

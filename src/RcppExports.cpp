@@ -204,8 +204,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_shift_points
-List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior, NumericMatrix points, std::string kernel, std::string method, double cutoff, int max_iter, double tol, int ndim, bool keep_path, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_shift_points(SEXP xSEXP, SEXP scaleSEXP, SEXP priorSEXP, SEXP pointsSEXP, SEXP kernelSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP ndimSEXP, SEXP keep_pathSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior, NumericMatrix points, std::string kernel, std::string method, double cutoff, int max_iter, double tol, int ndim, bool keep_path, bool accelerate, double meet, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_shift_points(SEXP xSEXP, SEXP scaleSEXP, SEXP priorSEXP, SEXP pointsSEXP, SEXP kernelSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP ndimSEXP, SEXP keep_pathSEXP, SEXP accelerateSEXP, SEXP meetSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -220,9 +220,11 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
     Rcpp::traits::input_parameter< int >::type ndim(ndimSEXP);
     Rcpp::traits::input_parameter< bool >::type keep_path(keep_pathSEXP);
+    Rcpp::traits::input_parameter< bool >::type accelerate(accelerateSEXP);
+    Rcpp::traits::input_parameter< double >::type meet(meetSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_shift_points(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_shift_points(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, accelerate, meet, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -593,7 +595,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 3},
     {"_localmean_cpp_rank_agreement", (DL_FUNC) &_localmean_cpp_rank_agreement, 6},
     {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 24},
-    {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 13},
+    {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 15},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},
     {"_localmean_cpp_knn_radius", (DL_FUNC) &_localmean_cpp_knn_radius, 6},

@@ -184,12 +184,14 @@ List cpp_local_fit(SEXP x, NumericVector scale, SEXP values,
 
 // Moves `points` (m x d) by iterated local means of the data `x` (n x d) in coordinates divided
 // by `scale`: mean shift (ndim < 0) or the principal-component shift onto ndim-dimensional
-// ridges. Returns the final points, the weight sums there, iterations, status and paths.
+// ridges. Mean shift may accelerate and let climbs meet earlier modes within `meet` scaled
+// units (see localmean::ShiftSettings). Returns the final points, the weight sums there,
+// iterations, status and paths.
 // [[Rcpp::export]]
 List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
                       NumericMatrix points, std::string kernel, std::string method, double cutoff,
-                      int max_iter, double tol, int ndim, bool keep_path, int n_threads,
-                      bool verbose) {
+                      int max_iter, double tol, int ndim, bool keep_path, bool accelerate,
+                      double meet, int n_threads, bool verbose) {
   const std::size_t n = x.nrow(), d = x.ncol(), m = points.nrow();
   const std::vector<double> xs = scaled(x, scale);
   std::vector<double> ps = scaled(points, scale);
@@ -205,6 +207,8 @@ List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
   shift.tol = tol;
   shift.ndim = ndim;
   shift.keep_path = keep_path;
+  shift.accelerate = accelerate;
+  shift.meet = meet;
   NumericVector wsum(m);
   IntegerVector iterations(m), status(m);
   std::vector<std::vector<double>> paths(keep_path ? m : 0);

@@ -25,6 +25,54 @@ test_that("mean shift modes equal a plain-R iteration", {
   expect_equal(fit$mode_density, dens, tolerance = 1e-8)
 })
 
+# The fast climb (accelerate = TRUE: over-relaxed Gaussian steps, long steps within 6
+# bandwidths, climbs stopping at modes of earlier rounds) stops by the plain climb's rule, so
+# both end within about tol / (1 - rate) of the same mode: 1e-6 bandwidths at tol = 1e-10.
+test_that("accelerated climbs end at the modes of the plain climb", {
+  set.seed(11)
+  centres3 <- rbind(c(0, 0, 0), c(3, 0, 0), c(0, 3, 0), c(0, 0, 3))
+  x3 <- centres3[rep(1:4, each = 150), ] + matrix(rnorm(1800, sd = 0.6), ncol = 3)
+  x3 <- x3[sample(nrow(x3)), ]
+  for (kernel in c("gaussian", "epanechnikov")) {
+    fast <- mean_shift(x3, bandwidth = 0.4, kernel = kernel, tol = 1e-10, verbose = FALSE)
+    plain <- mean_shift(x3, bandwidth = 0.4, kernel = kernel, tol = 1e-10, accelerate = FALSE,
+                        verbose = FALSE)
+    expect_identical(fast$cluster, plain$cluster, info = kernel)
+    expect_equal(fast$point_modes, plain$point_modes, tolerance = 1e-6, info = kernel)
+    expect_equal(fast$modes, plain$modes, tolerance = 1e-6, info = kernel)
+    expect_equal(fast$mode_density, plain$mode_density, tolerance = 1e-8, info = kernel)
+    expect_true(all(fast$converged))
+    # Climbs met the modes of earlier rounds: far fewer local means than plain steps.
+    expect_lt(sum(fast$iterations), sum(plain$iterations) / 2)
+    for (i in c(1, 250, 600)) {
+      ref <- mean_shift_ref(x3[i, ], x3, rep(0.4, 3), kernel, tol = 1e-10)
+      expect_equal(fast$point_modes[i, ], ref, tolerance = 1e-6, info = kernel,
+                   ignore_attr = TRUE)
+    }
+  }
+  expect_false(plain$accelerate)
+  # Paths end where the points stopped; results do not depend on the thread count.
+  a <- mean_shift(x3, bandwidth = 0.4, keep_path = TRUE, n_threads = 1, verbose = FALSE)
+  b <- mean_shift(x3, bandwidth = 0.4, keep_path = TRUE, n_threads = 2, verbose = FALSE)
+  expect_identical(a[c("cluster", "point_modes", "iterations", "paths")],
+                   b[c("cluster", "point_modes", "iterations", "paths")])
+  ends <- t(vapply(a$paths, function(p) p[nrow(p), ], numeric(3)))
+  expect_equal(ends, a$point_modes, ignore_attr = TRUE)
+  expect_error(mean_shift(x3, bandwidth = 0.4, accelerate = NA), "accelerate",
+               class = "localmean_error")
+  # Above 8 dimensions a mode is filed under its own grid cell only; weights; far-out points.
+  x10 <- rbind(matrix(rnorm(2000), ncol = 10), matrix(rnorm(2000, 4), ncol = 10))
+  w <- runif(nrow(x10))
+  fast <- mean_shift(x10, bandwidth = 1.5, weights = w, tol = 1e-10, verbose = FALSE)
+  plain <- mean_shift(x10, bandwidth = 1.5, weights = w, tol = 1e-10, accelerate = FALSE,
+                      verbose = FALSE)
+  expect_identical(fast$cluster, plain$cluster)
+  expect_equal(fast$point_modes, plain$point_modes, tolerance = 1e-6)
+  far <- rbind(c(0, 0), c(1e15, -1e15), c(-1e15, 1e15))
+  expect_equal(mean_shift(far, bandwidth = 1, verbose = FALSE)$point_modes, far,
+               ignore_attr = TRUE)
+})
+
 test_that("separated mixtures are recovered exactly by every method", {
   ms <- mean_shift(blobs, bandwidth = 0.8, verbose = FALSE)
   expect_true(same_partition(ms$cluster, truth))

@@ -149,12 +149,17 @@ inline bool linear_bin(const Grid& g, const double* x, std::size_t n, const doub
 
 namespace detail {
 
-// One-dimensional Gaussian weights exp(-(k step)^2 / 2) for k = -reach..reach.
-inline std::vector<double> gaussian_line(long reach, double step) {
+// One-dimensional factors of the Gaussian window times a monomial: u^power w(u), or
+// u^power w(u)^2 with `squared` (the variance sums), at u = k step for k = -reach..reach.
+inline std::vector<double> gaussian_line(long reach, double step, int power = 0,
+                                         bool squared = false) {
   std::vector<double> w(2 * reach + 1);
   for (long k = -reach; k <= reach; ++k) {
     const double u = k * step;
-    w[k + reach] = Gaussian::exact(u * u);
+    double p = Gaussian::exact(u * u);
+    if (squared) p *= p;
+    for (int e = 0; e < power; ++e) p *= u;
+    w[k + reach] = p;
   }
   return w;
 }
@@ -184,21 +189,81 @@ inline void window_reach(const Grid& g, double cutoff, long* reach) {
                               static_cast<long>(g.size[j]) - 1);
 }
 
-// The separable local means at the `needed` nodes alone (those the queries interpolate from):
-// the row pass at the columns that hold a needed node, then the column pass at the needed nodes.
-// Every sum runs over the offsets in increasing order, as in separable_local_means(), so the
+// The 2-D Gaussian window factors into a row and a column weight, and so does every monomial
+// u0^a u1^b: each local moment is a row pass with u0^a w0 (a "line") followed by a column pass
+// with u1^b w1 (a "term"). Lines smooth the counts (powers up to 2 degree, again with squared
+// weights for the variances) and each value sum (powers up to degree); terms give the moments
+// S (slots 0..nm-1), S2 (nm..2nm-1) and T (2nm + basis term * nv + value).
+struct SeparablePlan {
+  struct Line { std::size_t array; int power; bool squared; };
+  struct Term { std::size_t line; int power; bool squared; std::size_t slot; };
+  std::vector<Line> lines;
+  std::vector<Term> terms;
+  std::size_t nb, nm, nv;
+  std::vector<std::size_t> pair;  // pair[a * nb + b]: the moment of basis terms a and b
+
+  SeparablePlan(int degree, std::size_t nv_, bool want_var) : nv(nv_) {
+    const Basis basis(2, degree), moments(2, 2 * degree);
+    nb = basis.size();
+    nm = moments.size();
+    pair.resize(nb * nb);
+    for (std::size_t a = 0; a < nb; ++a)
+      for (std::size_t b = 0; b < nb; ++b)
+        for (std::size_t t = 0; t < nm; ++t)
+          if (moments.powers(t)[0] == basis.powers(a)[0] + basis.powers(b)[0] &&
+              moments.powers(t)[1] == basis.powers(a)[1] + basis.powers(b)[1])
+            pair[a * nb + b] = t;
+    // line_of[array][power]; array 0 the counts, 1 + v value v, 1 + nv the squared counts
+    auto add_line = [&](std::size_t array, int power, bool squared) {
+      lines.push_back({array, power, squared});
+      return lines.size() - 1;
+    };
+    std::vector<std::vector<std::size_t>> line_of(2 + nv);
+    for (int p = 0; p <= 2 * degree; ++p) line_of[0].push_back(add_line(0, p, false));
+    for (std::size_t v = 0; v < nv; ++v)
+      for (int p = 0; p <= degree; ++p) line_of[1 + v].push_back(add_line(1 + v, p, false));
+    if (want_var)
+      for (int p = 0; p <= 2 * degree; ++p) line_of[1 + nv].push_back(add_line(0, p, true));
+    for (std::size_t t = 0; t < nm; ++t) {
+      const std::vector<int>& e = moments.powers(t);
+      terms.push_back({line_of[0][e[0]], e[1], false, t});
+      if (want_var) terms.push_back({line_of[1 + nv][e[0]], e[1], true, nm + t});
+    }
+    for (std::size_t b = 0; b < nb; ++b)
+      for (std::size_t v = 0; v < nv; ++v) {
+        const std::vector<int>& e = basis.powers(b);
+        terms.push_back({line_of[1 + v][e[0]], e[1], false, 2 * nm + b * nv + v});
+      }
+  }
+  std::size_t slots() const { return 2 * nm + nb * nv; }
+
+  // The node's moments from its term sums (by slot), then its fit.
+  void solve(const double* sum, Moments& mo, std::size_t node, std::size_t G,
+             const EngineOutput& out) const {
+    for (std::size_t a = 0; a < nb; ++a) {
+      for (std::size_t b = a; b < nb; ++b) {
+        mo.S[a * nb + b] = sum[pair[a * nb + b]];
+        if (mo.want_var) mo.S2[a * nb + b] = sum[nm + pair[a * nb + b]];
+      }
+      for (std::size_t v = 0; v < nv; ++v) mo.T[a * nv + v] = sum[2 * nm + a * nv + v];
+    }
+    solve_moments(mo, node, G, out);
+  }
+};
+
+// The separable fits at the `needed` nodes alone (those the queries interpolate from): the row
+// pass at the columns that hold a needed node, then the column pass at the needed nodes.
+// Every sum runs over the offsets in increasing order, as in separable_fit_grid(), so the
 // values equal those of the whole grid; nodes not needed are left untouched.
-inline bool separable_local_means_at(const Grid& g, const std::vector<double>& counts,
-                                     const std::vector<double>& sums, std::size_t nv,
-                                     double cutoff, const std::vector<char>& needed,
-                                     const EngineOutput& out, const ParallelFor& parallel_for,
-                                     const Monitor& monitor) {
+inline bool separable_fit_at(const Grid& g, const std::vector<double>& counts,
+                             const std::vector<double>& sums, const SeparablePlan& plan,
+                             bool want_var, double cutoff, const std::vector<char>& needed,
+                             const EngineOutput& out, const ParallelFor& parallel_for,
+                             const Monitor& monitor) {
   const long size0 = static_cast<long>(g.size[0]), size1 = static_cast<long>(g.size[1]);
   const std::size_t G = g.nodes();
   long reach[2];
   window_reach(g, cutoff, reach);
-  const std::vector<double> w0 = gaussian_line(reach[0], g.step[0]);
-  const std::vector<double> w1 = gaussian_line(reach[1], g.step[1]);
   std::vector<long> cols, col_of(static_cast<std::size_t>(size0), -1);
   std::vector<std::size_t> nodes;
   for (std::size_t node = 0; node < G; ++node)
@@ -211,109 +276,113 @@ inline bool separable_local_means_at(const Grid& g, const std::vector<double>& c
       col_of[i0] = static_cast<long>(cols.size());
       cols.push_back(i0);
     }
-  const std::size_t arrays = 1 + nv, nc = cols.size();
-  auto source = [&](std::size_t k) { return k == 0 ? counts.data() : sums.data() + (k - 1) * G; };
-  // rows[(k * size1 + i1) * nc + c]: array k's row i1 smoothed along dimension 0, at column cols[c]
-  std::vector<double> rows(arrays * static_cast<std::size_t>(size1) * nc);
-  parallel_for(0, arrays * static_cast<std::size_t>(size1), [&](std::size_t begin, std::size_t end) {
-    // kLanes lines at a time: independent sums, not one serial chain of additions.
+  const std::size_t nl = plan.lines.size(), nc = cols.size();
+  std::vector<std::vector<double>> w0(nl), w1(plan.terms.size());
+  for (std::size_t k = 0; k < nl; ++k)
+    w0[k] = gaussian_line(reach[0], g.step[0], plan.lines[k].power, plan.lines[k].squared);
+  for (std::size_t t = 0; t < plan.terms.size(); ++t)
+    w1[t] = gaussian_line(reach[1], g.step[1], plan.terms[t].power, plan.terms[t].squared);
+  auto source = [&](std::size_t a) { return a == 0 ? counts.data() : sums.data() + (a - 1) * G; };
+  // rows[(k * size1 + i1) * nc + c]: line k at row i1 smoothed along dimension 0, at column cols[c]
+  std::vector<double> rows(nl * static_cast<std::size_t>(size1) * nc);
+  parallel_for(0, nl * static_cast<std::size_t>(size1), [&](std::size_t begin, std::size_t end) {
+    // kLanes rows at a time: independent sums, not one serial chain of additions.
     for (std::size_t r = begin; r < end; r += kLanes) {
       const std::size_t lanes = std::min<std::size_t>(kLanes, end - r);
       const double* in[kLanes];
+      const double* w[kLanes];
       for (std::size_t l = 0; l < kLanes; ++l) {
-        const std::size_t line = r + std::min(l, lanes - 1);
-        in[l] = source(line / size1) + (line % size1) * size0;
+        const std::size_t line = r + std::min(l, lanes - 1), k = line / size1;
+        in[l] = source(plan.lines[k].array) + (line % size1) * size0;
+        w[l] = w0[k].data() + reach[0];
       }
       for (std::size_t c = 0; c < nc; ++c) {
         const long i0 = cols[c];
         const long lo = std::max(-reach[0], -i0), hi = std::min(reach[0], size0 - 1 - i0);
         double acc[kLanes] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-        for (long a = lo; a <= hi; ++a) {
-          const double wa = w0[a + reach[0]];
-          for (std::size_t l = 0; l < kLanes; ++l) acc[l] += in[l][i0 + a] * wa;
-        }
+        for (long a = lo; a <= hi; ++a)
+          for (std::size_t l = 0; l < kLanes; ++l) acc[l] += in[l][i0 + a] * w[l][a];
         for (std::size_t l = 0; l < lanes; ++l) rows[(r + l) * nc + c] = acc[l];
       }
     }
   });
   parallel_for(0, nodes.size(), [&](std::size_t begin, std::size_t end) {
-    Moments mo(1, nv, false);
+    Moments mo(plan.nb, plan.nv, want_var);
+    std::vector<double> sum(plan.slots(), 0.0);
     for (std::size_t t = begin; t < end; ++t) {
       const std::size_t node = nodes[t];
       const long i1 = static_cast<long>(node / g.size[0]);
       const std::size_t c = static_cast<std::size_t>(col_of[node % g.size[0]]);
       const long lo = std::max(-reach[1], -i1), hi = std::min(reach[1], size1 - 1 - i1);
-      for (std::size_t k = 0; k < arrays; ++k) {
+      for (std::size_t s = 0; s < plan.terms.size(); ++s) {
+        const SeparablePlan::Term& term = plan.terms[s];
+        const double* w = w1[s].data() + reach[1];
+        const double* in = &rows[(term.line * size1 + i1) * nc + c];
         double acc = 0.0;
-        for (long b = lo; b <= hi; ++b)
-          acc += w1[b + reach[1]] * rows[(k * size1 + (i1 + b)) * nc + c];
-        if (k == 0) mo.S[0] = acc;
-        else mo.T[k - 1] = acc;
+        for (long b = lo; b <= hi; ++b) acc += w[b] * in[b * static_cast<long>(nc)];
+        sum[term.slot] = acc;
       }
-      solve_moments(mo, node, G, out);
+      plan.solve(sum.data(), mo, node, G, out);
     }
   });
   return !monitor || monitor(G, G);
 }
 
-// Local means at the nodes of a 2-D grid for the Gaussian kernel, whose weights factor into a
-// row and a column weight: two passes of 1-D convolutions instead of one 2-D window per node.
-// The window is the square of half-width `cutoff` (its corners hold weights below exp(-32) of
-// the peak for the default cut-off).
-inline bool separable_local_means(const Grid& g, const std::vector<double>& counts,
-                                  const std::vector<double>& sums, std::size_t nv,
-                                  double cutoff, const EngineOutput& out,
-                                  const ParallelFor& parallel_for, const Monitor& monitor,
-                                  const std::vector<char>* needed) {
-  if (needed) return separable_local_means_at(g, counts, sums, nv, cutoff, *needed, out,
-                                              parallel_for, monitor);
+// The separable fits at every node of a 2-D grid (see SeparablePlan). The window is the square
+// of half-width `cutoff` (its corners hold weights below exp(-32) of the peak for the default
+// cut-off).
+inline bool separable_fit_grid(const Grid& g, const std::vector<double>& counts,
+                               const std::vector<double>& sums, const SeparablePlan& plan,
+                               bool want_var, double cutoff, const EngineOutput& out,
+                               const ParallelFor& parallel_for, const Monitor& monitor) {
   const long size0 = static_cast<long>(g.size[0]), size1 = static_cast<long>(g.size[1]);
-  const std::size_t G = g.nodes();
+  const std::size_t G = g.nodes(), nl = plan.lines.size(), nt = plan.terms.size();
   long reach[2];
   window_reach(g, cutoff, reach);
-  const std::vector<double> w0 = gaussian_line(reach[0], g.step[0]);
-  const std::vector<double> w1 = gaussian_line(reach[1], g.step[1]);
-  // Arrays to smooth: the counts, then every value sum; rows pass into `rows`, columns into `done`.
-  const std::size_t arrays = 1 + nv;
-  auto source = [&](std::size_t k) { return k == 0 ? counts.data() : sums.data() + (k - 1) * G; };
-  std::vector<double> rows(arrays * G), done(arrays * G);
-  const std::size_t lines = static_cast<std::size_t>(size1) * arrays;
-  parallel_for(0, lines, [&](std::size_t begin, std::size_t end) {
+  std::vector<std::vector<double>> w0(nl), w1(nt);
+  for (std::size_t k = 0; k < nl; ++k)
+    w0[k] = gaussian_line(reach[0], g.step[0], plan.lines[k].power, plan.lines[k].squared);
+  for (std::size_t t = 0; t < nt; ++t)
+    w1[t] = gaussian_line(reach[1], g.step[1], plan.terms[t].power, plan.terms[t].squared);
+  auto source = [&](std::size_t a) { return a == 0 ? counts.data() : sums.data() + (a - 1) * G; };
+  // Lines pass along rows into `rows`, terms along columns into `done`.
+  std::vector<double> rows(nl * G), done(nt * G);
+  parallel_for(0, nl * static_cast<std::size_t>(size1), [&](std::size_t begin, std::size_t end) {
     // The row copied between reach[0] zeros on each side (and kLanes more at the end), so that
     // every node takes the whole window: the zero terms leave each node's sum, taken over the
     // offsets in increasing order, exactly as over its window on the grid.
     std::vector<double> pad(static_cast<std::size_t>(size0 + 2 * reach[0]) + kLanes, 0.0);
     for (std::size_t r = begin; r < end; ++r) {
       const std::size_t k = r / size1, i1 = r % size1;
-      std::copy(source(k) + i1 * size0, source(k) + (i1 + 1) * size0, pad.begin() + reach[0]);
-      row_convolve(pad.data(), size0, w0.data(), 2 * reach[0] + 1, &rows[k * G + i1 * size0]);
+      const double* in = source(plan.lines[k].array) + i1 * size0;
+      std::copy(in, in + size0, pad.begin() + reach[0]);
+      row_convolve(pad.data(), size0, w0[k].data(), 2 * reach[0] + 1, &rows[k * G + i1 * size0]);
     }
   });
-  parallel_for(0, lines, [&](std::size_t begin, std::size_t end) {
+  parallel_for(0, nt * static_cast<std::size_t>(size1), [&](std::size_t begin, std::size_t end) {
     for (std::size_t r = begin; r < end; ++r) {
-      const std::size_t k = r / size1;
+      const std::size_t t = r / size1, k = plan.terms[t].line;
       const long i1 = static_cast<long>(r % size1);
       const long lo = std::max(-reach[1], -i1), hi = std::min(reach[1], size1 - 1 - i1);
-      double* o = &done[k * G + i1 * size0];
+      double* o = &done[t * G + i1 * size0];
       std::fill(o, o + size0, 0.0);
       for (long b = lo; b <= hi; ++b) {
-        const double wb = w1[b + reach[1]];
+        const double wb = w1[t][b + reach[1]];
         const double* in = &rows[k * G + (i1 + b) * size0];
         for (long i0 = 0; i0 < size0; ++i0) o[i0] += wb * in[i0];
       }
     }
   });
   parallel_for(0, G, [&](std::size_t begin, std::size_t end) {
-    Moments mo(1, nv, false);
+    Moments mo(plan.nb, plan.nv, want_var);
+    std::vector<double> sum(plan.slots(), 0.0);
     for (std::size_t node = begin; node < end; ++node) {
-      mo.S[0] = done[node];
-      for (std::size_t v = 0; v < nv; ++v) mo.T[v] = done[(1 + v) * G + node];
-      solve_moments(mo, node, G, out);
+      for (std::size_t t = 0; t < nt; ++t) sum[plan.terms[t].slot] = done[t * G + node];
+      plan.solve(sum.data(), mo, node, G, out);
     }
   });
   return !monitor || monitor(G, G);
 }
-
 }  // namespace detail
 
 // Local fits at the grid nodes from binned data, written to `out` with m = g.nodes() (only at
@@ -327,9 +396,16 @@ inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
                              const std::vector<char>* needed = nullptr) {
   const std::size_t G = g.nodes();
   const int d = static_cast<int>(g.d);
-  if (d == 2 && set.degree == 0 && !set.want_var && set.kernel == KernelType::gaussian)
-    return detail::separable_local_means(g, counts, sums, nv, cutoff, out, parallel_for, monitor,
-                                         needed);
+  // The square window of the separable passes differs from the disc by weights below
+  // exp(-cutoff^2 / 2): negligible at the registry's cut-off of 8, not at a user's smaller one.
+  if (d == 2 && set.kernel == KernelType::gaussian &&
+      cutoff >= kernel_info(KernelType::gaussian).cutoff) {
+    const detail::SeparablePlan plan(set.degree, nv, set.want_var);
+    return needed ? detail::separable_fit_at(g, counts, sums, plan, set.want_var, cutoff, *needed,
+                                             out, parallel_for, monitor)
+                  : detail::separable_fit_grid(g, counts, sums, plan, set.want_var, cutoff, out,
+                                               parallel_for, monitor);
+  }
   const Basis basis(d, set.degree), moments(d, 2 * set.degree);
   const std::size_t nb = basis.size(), nm = moments.size();
   // pair[a * nb + b]: the moment of basis terms a and b, u^(e_a + e_b).
