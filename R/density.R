@@ -103,7 +103,8 @@
 #'   other than the Cauchy too.
 #' @param weights Optional non-negative case weights (normalised to sum 1).
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
-#'   none beyond); 0 skips the grid.
+#'   none beyond); 0 skips the grid. At most 1,000,000 grid points in all
+#'   (e.g. 1000 x 1000).
 #' @param bounds Bounds of the support, see Details.
 #' @param method "auto", "binned", "exact" (every pair, never truncated) or
 #'   "tree" (kd-tree with the kernel's cut-off, see [kernels()]).
@@ -380,6 +381,8 @@ kde_grid <- function(fit, gridsize) {
   }
   gridsize <- rep_len(as.integer(gridsize), d)
   if (any(gridsize == 0L)) return(NULL)
+  check_size(prod(as.double(gridsize)), size_limits$kde_grid_points, "grid points", "gridsize",
+             call = rlang::caller_env())
   reach <- kernel_row(fit$kernel)$reach
   range <- fit$range
   half <- reach * kde_spread(fit$bandwidth)
@@ -469,7 +472,8 @@ kde_binning_grid <- function(fit, range) {
 #'   `nn(k)` bandwidths.
 #' @param probs Probability masses of the highest-density regions.
 #' @param rug Draw the data as a rug (1-D) or points (2-D).
-#' @param nsim Number of points to draw.
+#' @param nsim Number of points to draw: at most 5e7 values in all (`nsim`
+#'   times the number of variables).
 #' @param seed As in [stats::simulate()].
 #' @param row.names,optional Unused, for compatibility.
 #' @inheritParams kde
@@ -684,7 +688,8 @@ as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) 
 #' @rdname kde-methods
 #' @export
 simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
-  nsim <- check_count(nsim)
+  nsim <- check_size(check_count(nsim), size_limits$simulated_values / max(1, object$d),
+                     "draws", "nsim")
   if (!is.null(seed)) set.seed(seed)
   x <- kde_data(object)
   d <- object$d

@@ -38,6 +38,26 @@ check_positive <- function(x, zero = FALSE, arg = rlang::caller_arg(x),
   as.double(x)
 }
 
+# Sizes refused up front, before any work (documented where the arguments are): requests this
+# large would run for minutes or exhaust memory on an ordinary machine.
+size_limits <- list(
+  grid_nodes_per_dim = 1e5,  # local_control(gridsize =)
+  grid_nodes = 4e6,          # binning grid nodes in all (32 MB per smoothed array)
+  binning_work = 5e10,       # multiply-adds of one binned pass (binning_cost(), ~20 s)
+  kde_grid_points = 1e6,     # kde(gridsize =): output grid points in all
+  simulated_values = 5e7     # simulate(): nsim times the dimension (400 MB)
+)
+
+# Refuses `size` above `limit`, naming the argument and the limit.
+check_size <- function(size, limit, what, arg, call = rlang::caller_env()) {
+  if (size > limit) {
+    abort(c("{.arg {arg}} asks for {format(size, big.mark = ',', scientific = FALSE)} {what};
+             the limit is {format(limit, big.mark = ',', scientific = FALSE)}."),
+          call = call)
+  }
+  invisible(size)
+}
+
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   force(arg)
   if (!is.character(x) || length(x) != 1L || !x %in% choices) {
@@ -118,9 +138,12 @@ check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
 #'
 #' The number of threads a computation uses: the `n_threads` argument, else
 #' the option `localmean.threads`, else the environment variable
-#' `LOCALMEAN_THREADS`, else half the available cores. It is capped by
-#' `OMP_THREAD_LIMIT` and at 2 under `R CMD check`. Results never depend on
-#' it. The package never changes the thread settings of other packages.
+#' `LOCALMEAN_THREADS`, else half the available cores. It must be a positive
+#' whole number; larger requests are capped at the available cores (as
+#' [RcppParallel::defaultNumThreads()] reports them), at
+#' `RCPP_PARALLEL_NUM_THREADS` and `OMP_THREAD_LIMIT` when set, and at 2
+#' under `R CMD check`. Results never depend on it. The package never changes
+#' the thread settings of other packages.
 #'
 #' @param n_threads `NULL` or a whole number of threads.
 #' @return A whole number of threads.
@@ -132,14 +155,26 @@ n_threads <- function(n_threads = NULL) {
   if (is.null(n_threads)) n_threads <- getOption("localmean.threads")
   if (is.null(n_threads)) {
     env <- Sys.getenv("LOCALMEAN_THREADS")
-    if (nzchar(env)) n_threads <- suppressWarnings(as.integer(env))
+    if (nzchar(env)) n_threads <- suppressWarnings(as.numeric(env))
   }
   if (is.null(n_threads)) {
     n_threads <- max(1L, RcppParallel::defaultNumThreads() %/% 2L)
   }
-  n_threads <- check_count(n_threads, "n_threads")
-  limit <- suppressWarnings(as.integer(Sys.getenv("OMP_THREAD_LIMIT")))
-  if (!is.na(limit) && limit > 0L) n_threads <- min(n_threads, limit)
-  if (nzchar(Sys.getenv("_R_CHECK_LIMIT_CORES_"))) n_threads <- min(n_threads, 2L)
-  n_threads
+  if (!is.numeric(n_threads) || is.object(n_threads) || length(n_threads) != 1L ||
+      !is.finite(n_threads) || n_threads != round(n_threads) || n_threads < 1) {
+    abort("{.arg n_threads} must be a whole number of at least 1.")
+  }
+  as.integer(min(n_threads, thread_limit()))
+}
+
+# The most threads worth asking for: the cores RcppParallel sees, and the limits users set.
+thread_limit <- function() {
+  env_limit <- function(name) {
+    value <- suppressWarnings(as.numeric(Sys.getenv(name)))
+    if (!is.na(value) && value >= 1) floor(value) else Inf
+  }
+  cores <- max(1L, RcppParallel::defaultNumThreads())
+  limit <- min(cores, env_limit("RCPP_PARALLEL_NUM_THREADS"), env_limit("OMP_THREAD_LIMIT"))
+  if (nzchar(Sys.getenv("_R_CHECK_LIMIT_CORES_"))) limit <- min(limit, 2)
+  limit
 }
