@@ -246,16 +246,37 @@ fuzz_pools <- function() {
 # Templates: a valid call and the kinds of its arguments that the battery varies.
 fuzz_templates <- function() {
   tp <- function(call, ...) list(call = call, args = c(...))
-  fit_methods <- function(fit, ...) {
+  # The methods the package registers for each fitted model's classes, with predict() fed bad
+  # newdata (qkv_model's predict() has its own template).
+  fit_classes <- list(poly = "local_poly", poly1 = "local_poly", pform = "local_poly",
+                      lmean = "local_model", logit = "local_poly", classify = "local_classify",
+                      kde1 = "local_kde", kde2 = "local_kde", kde_nn = "local_kde",
+                      kde_H = "local_kde", kde_bounded = "local_kde", kde_mixed = "local_kde",
+                      ms = "mode_clusters", medoid = "mode_clusters", pcs = "pc_shift",
+                      lle = "local_embedding", trimap = "local_embedding",
+                      ordinal = "local_embedding", impute = "local_imputation", qkv = "qkv_model")
+  generics <- c("print", "summary", "nobs", "plot", "fitted", "residuals", "formula", "logLik",
+                "as.data.frame", "deviance", "sigma", "df.residual", "as.matrix", "predict")
+  has_method <- function(generic, cls) {
+    classes <- c(cls, if (cls %in% c("local_poly", "local_classify")) "local_model")
+    any(vapply(classes, function(k) !is.null(utils::getS3method(generic, k, optional = TRUE)),
+               TRUE))
+  }
+  fit_methods <- function(fit) {
     obj <- call("$", as.name("fits"), fit)
-    c(list(tp(call("print", obj)), tp(call("summary", obj)), tp(call("nobs", obj)),
-           tp(as.call(list(as.name("plot"), obj))), tp(call("fitted", obj)),
-           tp(call("residuals", obj)), tp(call("formula", obj)), tp(call("logLik", obj)),
-           tp(call("as.data.frame", obj)), tp(call("deviance", obj)), tp(call("sigma", obj)),
-           tp(call("df.residual", obj)), tp(call("as.matrix", obj)), tp(call("summary", obj)),
-           tp(as.call(list(as.name("predict"), obj, newdata = quote(X2))), newdata = "newdata",
-              n_threads = "threads")),
-      list(...))
+    cls <- fit_classes[[fit]]
+    out <- list()
+    for (g in generics[vapply(generics, has_method, TRUE, cls = cls)]) {
+      out[[length(out) + 1L]] <- if (g == "predict" && cls != "qkv_model") {
+        tp(as.call(list(as.name("predict"), obj, newdata = quote(X2))), newdata = "newdata",
+           n_threads = "threads")
+      } else if (g == "summary") {
+        tp(call("print", call("summary", obj)))
+      } else if (g != "predict") {
+        tp(call(g, obj))
+      }
+    }
+    out
   }
   reg <- c(x = "data", y = "response", bandwidth = "bandwidth", kernel = "kernel",
            weights = "weights", method = "method", n_threads = "threads", verbose = "flag",
@@ -340,8 +361,8 @@ fuzz_templates <- function() {
       tp(quote(simulate(fits$kde_H, nsim = 5)), nsim = "count"),
       tp(quote(simulate(fits$kde_mixed, nsim = 5)), nsim = "count"),
       tp(quote(simulate(fits$kde_bounded, nsim = 5)), nsim = "count"),
-      tp(quote(predict(fits$qkv, newdata = c("the", "cat"), type = "token")),
-         newdata = "newdata", type = "tokens"),
+      tp(quote(predict(fits$qkv, context = c("the", "cat"), type = "token")),
+         context = "newdata", type = "tokens"),
       tp(quote(attention_weights(fits$qkv, tokens = c("the", "cat", "sat"))),
          tokens = "tokens"),
       tp(quote(predict(fits$kde_mixed, newdata = data.frame(a = 0.5, g = "p"))),
@@ -349,9 +370,7 @@ fuzz_templates <- function() {
       tp(quote(predict(fits$classify, newdata = X2, type = "prob")), newdata = "newdata",
          type = "tokens", n_threads = "threads", method = "method")
     ),
-    unlist(lapply(c("poly", "poly1", "pform", "lmean", "logit", "classify", "kde1", "kde2",
-                    "kde_nn", "kde_H", "kde_bounded", "kde_mixed", "ms", "medoid", "pcs", "lle",
-                    "trimap", "ordinal", "impute", "qkv"), fit_methods), recursive = FALSE)
+    unlist(lapply(names(fit_classes), fit_methods), recursive = FALSE)
   )
 }
 
