@@ -211,7 +211,7 @@ most_probable <- function(prob, levels) {
 #' @export
 predict.local_classify <- function(object, newdata = NULL, type = c("class", "prob"),
                                    method = NULL, n_threads = NULL, verbose = FALSE, ...) {
-  type <- match.arg(type)
+  type <- match_choice(type, c("class", "prob"))
   prob <- if (is.null(newdata)) {
     object$fitted
   } else {

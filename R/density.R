@@ -690,7 +690,7 @@ as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) 
 simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
   nsim <- check_size(check_count(nsim), size_limits$simulated_values / max(1, object$d),
                      "draws", "nsim")
-  if (!is.null(seed)) set.seed(seed)
+  if (!is.null(seed)) set.seed(check_count(seed, min = -.Machine$integer.max))
   x <- kde_data(object)
   d <- object$d
   rows <- sample.int(object$n, nsim, replace = TRUE, prob = object$weights)

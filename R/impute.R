@@ -572,6 +572,8 @@ plot_images <- function(x, image_dim = NULL, nrow = NULL, ncol = NULL, main = NU
   }
   m <- length(images)
   if (m == 0L) abort("{.arg x} holds no image.")
+  if (!is.null(nrow)) nrow <- check_count(nrow)
+  if (!is.null(ncol)) ncol <- check_count(ncol)
   if (is.null(ncol)) ncol <- if (is.null(nrow)) ceiling(sqrt(m)) else ceiling(m / nrow)
   if (is.null(nrow)) nrow <- ceiling(m / ncol)
   if (is.null(range)) range <- base::range(unlist(images), na.rm = TRUE, finite = TRUE)

@@ -598,7 +598,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                level = 0.95, simultaneous = FALSE,
                                variance = c("constant", "local"), method = NULL,
                                n_threads = NULL, verbose = FALSE, ...) {
-  type <- match.arg(type)
+  type <- match_choice(type, c("response", "link"))
   check_flag(se.fit)
   deriv <- check_count(deriv, min = 0)
   interval <- match_choice(interval, c("none", "confidence"))
@@ -758,7 +758,7 @@ deviance.local_poly <- function(object, ...) {
 #' @export
 plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, level = 0.95,
                             simultaneous = FALSE, ...) {
-  which <- match.arg(which)
+  which <- match_choice(which, c("fit", "bandwidth"))
   if (which == "bandwidth") return(plot_bandwidth_curve(x, ..., call = rlang::current_env()))
   if (!is.null(x$categorical)) return(plot_by_level(x, n_grid, level, simultaneous, ...))
   d <- ncol(x$x)

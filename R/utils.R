@@ -25,6 +25,8 @@ check_count <- function(x, arg = rlang::caller_arg(x), min = 1, call = rlang::ca
   if (!is.numeric(x) || length(x) != 1L || !is.finite(x) || x != round(x) || x < min) {
     abort("{.arg {arg}} must be a whole number of at least {min}.", call = call)
   }
+  largest <- .Machine$integer.max
+  if (x > largest) abort("{.arg {arg}} must be at most {largest}.", call = call)
   as.integer(x)
 }
 
@@ -45,7 +47,8 @@ size_limits <- list(
   grid_nodes = 4e6,          # binning grid nodes in all (32 MB per smoothed array)
   binning_work = 5e10,       # multiply-adds of one binned pass (binning_cost(), ~20 s)
   kde_grid_points = 1e6,     # kde(gridsize =): output grid points in all
-  simulated_values = 5e7     # simulate(): nsim times the dimension (400 MB)
+  simulated_values = 5e7,    # simulate(): nsim times the dimension (400 MB)
+  iterations = 1e7           # optimisers that keep a loss per iteration or a batch order
 )
 
 # Refuses `size` above `limit`, naming the argument and the limit.
@@ -56,6 +59,16 @@ check_size <- function(size, limit, what, arg, call = rlang::caller_env()) {
           call = call)
   }
   invisible(size)
+}
+
+# An optimiser's result must be finite: a step size too large for the problem makes it diverge,
+# which is the user's setting to change, not a silent NaN to return.
+check_diverged <- function(x, args, call = rlang::caller_env()) {
+  if (!cpp_all_finite(x)) {
+    abort(c("The optimisation diverged to non-finite values.",
+            i = "Try a smaller {.arg {args}}."), call = call)
+  }
+  invisible(x)
 }
 
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {

@@ -118,7 +118,8 @@ fuzz_child <- function(cases_file, log_file, first, setup, run_case, has_nan) {
 fuzz_campaign <- function(cases, call_seconds = FUZZ_CALL_SECONDS) {
   cases_file <- tempfile(fileext = ".rds")
   log_file <- tempfile(fileext = ".log")
-  on.exit(unlink(c(cases_file, log_file)), add = TRUE)
+  err_file <- tempfile(fileext = ".err") # printed output is discarded: a full pipe would block
+  on.exit(unlink(c(cases_file, log_file, err_file)), add = TRUE)
   saveRDS(cases, cases_file)
   outcome <- rep(NA_character_, length(cases))
   first <- 1L
@@ -127,7 +128,8 @@ fuzz_campaign <- function(cases, call_seconds = FUZZ_CALL_SECONDS) {
                       globalenv())
     child <- callr::r_bg(`environment<-`(fuzz_child, globalenv()),
                          c(list(cases_file, log_file, first), helpers),
-                         libpath = .libPaths(), supervise = TRUE)
+                         libpath = .libPaths(), supervise = TRUE, stdout = NULL,
+                         stderr = err_file)
     started <- Sys.time()
     current <- NA_integer_
     read_log <- function() {
@@ -156,7 +158,8 @@ fuzz_campaign <- function(cases, call_seconds = FUZZ_CALL_SECONDS) {
     if (unfinished) {
       outcome[current] <- "crash"
     } else if (is.na(current) || current < first) {
-      stop("the fuzz child failed before its first call: ", child$read_all_error())
+      stop("the fuzz child failed before its first call: ",
+           paste(readLines(err_file, warn = FALSE), collapse = "\n"))
     }
     first <- max(which(!is.na(outcome)), 0L) + 1L
     unlink(log_file)
@@ -169,7 +172,7 @@ fuzz_campaign <- function(cases, call_seconds = FUZZ_CALL_SECONDS) {
 
 # The function or method a case calls (for the per-function counts).
 fuzz_target <- function(cl) {
-  fun <- as.character(cl[[1L]])
+  fun <- paste(deparse(cl[[1L]]), collapse = "")
   obj <- if (length(cl) > 1L) cl[[2L]] else NULL
   if (is.call(obj) && identical(obj[[1L]], as.name("$"))) paste0(fun, "(", obj[[3L]], ")") else fun
 }
@@ -209,6 +212,7 @@ fuzz_pools <- function() {
     )),
     count = c(num, list(1, 2, 3, 1.5, 1e9, 2^31, quote(60L), quote(61L), -0.5, "2",
                         NA_integer_)),
+    iterations = c(num, list(1, 2, 50, 1.5, 1e9, 2^31, -0.5, "2")),
     positive = c(num, list(1e-12, 1e12, 0.5, 2)),
     kernel = list("bogus", NA, 1, c("gaussian", "epanechnikov"), "", NULL, "GAUSSIAN",
                   "gaussian", "epanechnikov", "uniform", "triangular", "biweight", "triweight",
@@ -301,28 +305,28 @@ fuzz_templates <- function() {
       tp(quote(kde_bandwidth(x = X2)), x = "data", method = "bandwidth", kernel = "kernel",
          weights = "weights", n_threads = "threads"),
       tp(quote(mean_shift(x = X2, bandwidth = 0.3, verbose = FALSE)), x = "data",
-         bandwidth = "bandwidth", kernel = "kernel", max_iter = "count", tol = "positive",
+         bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations", tol = "positive",
          blurring = "flag", merge_tol = "positive", seeds = "newdata", weights = "weights",
          method = "method", n_threads = "threads", control = "control"),
       tp(quote(medoid_shift(x = X2, bandwidth = 0.3, verbose = FALSE)), x = "data",
-         bandwidth = "bandwidth", kernel = "kernel", max_iter = "count", weights = "weights",
+         bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations", weights = "weights",
          n_threads = "threads"),
       tp(quote(pc_shift(x = X3, ndim = 1, bandwidth = 0.5, verbose = FALSE)), x = "data",
-         ndim = "count", bandwidth = "bandwidth", kernel = "kernel", max_iter = "count",
+         ndim = "count", bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations",
          n_threads = "threads"),
       tp(quote(self_local_mean(x = X2, steps = 2, bandwidth = 0.3, verbose = FALSE)),
-         x = "data", steps = "count", bandwidth = "bandwidth", kernel = "kernel",
+         x = "data", steps = "iterations", bandwidth = "bandwidth", kernel = "kernel",
          n_threads = "threads"),
       tp(quote(lle(x = X3, ndim = 2, k = 8, verbose = FALSE)), x = "data", ndim = "count",
          k = "count", reg = "positive", n_threads = "threads"),
       tp(quote(trimap(x = X3, n_iters = 20, verbose = FALSE)), x = "data", ndim = "count",
          n_inliers = "count", n_outliers = "count", n_random = "count", lr = "positive",
-         n_iters = "count", init = "newdata", n_threads = "threads"),
+         n_iters = "iterations", init = "newdata", n_threads = "threads"),
       tp(quote(ordinal_embed(triplets = triplets, n_iters = 20, verbose = FALSE)),
          triplets = "data", n = "count", ndim = "count", weights = "weights", l2 = "positive",
-         lr = "positive", n_iters = "count", n_threads = "threads"),
+         lr = "positive", n_iters = "iterations", n_threads = "threads"),
       tp(quote(asym_mds(s = matrix(runif(25), 5))), s = "data", ndim = "count",
-         max_iter = "count", tol = "positive"),
+         max_iter = "iterations", tol = "positive"),
       tp(quote(embedding_quality(x = X3, layout = X2, verbose = FALSE)), x = "data",
          layout = "data", labels = "response", k = "count", max_points = "count",
          n_threads = "threads"),
@@ -331,13 +335,13 @@ fuzz_templates <- function() {
          n_threads = "threads"),
       tp(quote(qkv_fit(tokens = tokens, dim = 2, window = 2, epochs = 1, verbose = FALSE)),
          tokens = "tokens", dim = "count", window = "count", layers = "count",
-         epochs = "count", lr = "positive", vocab_size = "count", batch_size = "count",
+         epochs = "iterations", lr = "positive", vocab_size = "count", batch_size = "count",
          n_threads = "threads"),
       tp(quote(hopfield(patterns = patterns, query = patterns[1, ])), patterns = "data",
-         query = "newdata", beta = "positive", steps = "count", n_threads = "threads"),
+         query = "newdata", beta = "positive", steps = "iterations", n_threads = "threads"),
       tp(quote(local_impute(x = miss, max_iter = 2, verbose = FALSE)), x = "data",
          image_dim = "image_dim", layers = "count", kernel = "kernel", bandwidth = "bandwidth",
-         k = "count", mix = "positive", max_iter = "count", tol = "positive",
+         k = "count", mix = "positive", max_iter = "iterations", tol = "positive",
          n_threads = "threads"),
       tp(quote(local_denoise(img = img, patch = 3, search = 5, verbose = FALSE)),
          img = "data", patch = "count", search = "count", h = "positive", sigma = "positive",
@@ -352,7 +356,7 @@ fuzz_templates <- function() {
       tp(quote(nn(k = 5)), k = "count", scale = "positive"),
       tp(quote(local_control()), gridsize = "count", cutoff = "positive",
          candidates = "bandwidth", n_candidates = "count", refine = "flag",
-         chunk_size = "count", max_iter = "count", tol = "positive"),
+         chunk_size = "count", max_iter = "iterations", tol = "positive"),
       tp(quote(n_threads(n_threads = 1)), n_threads = "threads"),
       tp(quote(kernels())),
       tp(quote(read_idx(file = tempfile())), file = "tokens"),
@@ -423,4 +427,41 @@ test_that("the fuzz harness tells crashes, hangs and unclassed errors apart", {
   res <- fuzz_campaign(cases, call_seconds = 3)
   expect_identical(res$outcome, c("ok", "localmean_error", "error: plain", "crash", "ok",
                                   "silent_nan", "hang", "ok"))
+})
+
+test_that("long iterative runs stop within a second of Ctrl-C and leave R usable", {
+  skip_on_cran()
+  skip_if_not_installed("callr")
+  long_runs <- list(
+    qkv_fit = function() {
+      tokens <- sample(c("the", "cat", "sat", "on", "mat"), 300, replace = TRUE)
+      localmean::qkv_fit(tokens, dim = 2, window = 2, epochs = 3e4, batch_size = 1,
+                         verbose = FALSE)
+    },
+    ordinal_embed = function() {
+      tri <- matrix(sample(20L, 300, replace = TRUE), ncol = 3)
+      tri <- tri[apply(tri, 1, function(r) length(unique(r)) == 3L), ]
+      localmean::ordinal_embed(tri, n_iters = 1e7, verbose = FALSE)
+    },
+    trimap = function() {
+      localmean::trimap(matrix(stats::runif(600), 200), n_iters = 1e7, verbose = FALSE)
+    }
+  )
+  for (name in names(long_runs)) {
+    run <- function(f) {
+      res <- tryCatch(f(), interrupt = function(e) "interrupted")
+      list(res, sum(1:10)) # R goes on after the interrupt
+    }
+    child <- callr::r_bg(run, list(long_runs[[name]]), libpath = .libPaths(),
+                         stdout = NULL, stderr = NULL)
+    Sys.sleep(3)
+    expect_true(child$is_alive(), label = paste(name, "still running after 3 s"))
+    sent <- Sys.time()
+    child$interrupt()
+    child$wait(5000)
+    waited <- as.double(difftime(Sys.time(), sent, units = "secs"))
+    if (child$is_alive()) child$kill()
+    expect_lt(waited, 1.5, label = paste(name, "seconds to stop"))
+    expect_identical(child$get_result(), list("interrupted", 55L), label = name)
+  }
 })
