@@ -74,7 +74,12 @@ global_score <- function(x, layout) {
   }
   pca <- prcomp_layout(xc, ncol(layout))
   e_pca <- residual(pca)
-  exp(-(residual(layout) - e_pca) / e_pca)
+  e_layout <- residual(layout)
+  # PCA reconstructs x exactly (as many axes as variables, or no spread): a layout that does
+  # too scores 1, any other 0, the limits of the ratio.
+  tiny <- 1e-12 * sum(xc^2)
+  if (!(e_pca > tiny)) return(if (e_layout <= tiny) 1 else 0)
+  exp(-(e_layout - e_pca) / e_pca)
 }
 
 prcomp_layout <- function(xc, ndim) {

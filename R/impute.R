@@ -496,7 +496,12 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
   verbose <- check_flag(verbose)
   out <- if (h > 0) {
     storage.mode(img) <- "double"
-    t(cpp_nl_means(t(img), patch %/% 2L, search %/% 2L, h, sigma, kernel, n_threads, verbose))
+    # The weights divide squared patch distances by h^2, which under- or overflow for values
+    # far from 1: such images are denoised in units of their largest value.
+    unit <- max(abs(img))
+    if (unit == 0 || (unit > 1e-100 && unit < 1e100 && h > 1e-100 && h < 1e100)) unit <- 1
+    unit * t(cpp_nl_means(t(img / unit), patch %/% 2L, search %/% 2L, h / unit, sigma / unit,
+                          kernel, n_threads, verbose))
   } else {
     img + 0  # a noiseless image: nothing to do
   }
@@ -576,6 +581,8 @@ plot_images <- function(x, image_dim = NULL, nrow = NULL, ncol = NULL, main = NU
   if (!is.null(ncol)) ncol <- check_count(ncol)
   if (is.null(ncol)) ncol <- if (is.null(nrow)) ceiling(sqrt(m)) else ceiling(m / nrow)
   if (is.null(nrow)) nrow <- ceiling(m / ncol)
+  nrow <- min(nrow, m) # panels beyond the images would stay blank
+  ncol <- min(ncol, m)
   if (is.null(range)) range <- base::range(unlist(images), na.rm = TRUE, finite = TRUE)
   if (!is.null(main)) main <- rep_len(as.character(main), m)
   old <- graphics::par(mfrow = c(nrow, ncol), mar = c(0.2, 0.2, if (is.null(main)) 0.2 else 1.4,

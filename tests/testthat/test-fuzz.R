@@ -7,7 +7,7 @@
 # campaign: LOCALMEAN_FUZZ_CALLS=5000 LOCALMEAN_FUZZ_SEED=7 Rscript -e 'testthat::test_file(...)'.
 # Misspelt arguments are not fuzzed here (strict `...` checking is tested with each family).
 
-FUZZ_DEFAULT_CALLS <- 500
+FUZZ_DEFAULT_CALLS <- 1500
 FUZZ_CALL_SECONDS <- 30 # a call still running after this is a hang
 
 # ---- What the child evaluates the calls against -------------------------------------------------
