@@ -483,6 +483,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
                           kernel = "gaussian", n_threads = NULL, verbose = interactive()) {
   if (!is.matrix(img) || !is.numeric(img)) abort("{.arg img} must be a numeric matrix.")
   if (any(!is.finite(img))) abort("{.arg img} has missing or non-finite values.")
+  if (length(img) == 0L) abort("{.arg img} has no pixels.")
   kernel <- check_kernel(kernel)
   patch <- check_odd(patch)
   search <- check_odd(search)
