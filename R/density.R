@@ -103,8 +103,8 @@
 #'   other than the Cauchy too.
 #' @param weights Optional non-negative case weights (normalised to sum 1).
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
-#'   none beyond); 0 skips the grid. At most 1,000,000 grid points in all
-#'   (e.g. 1000 x 1000).
+#'   none beyond); 0 skips the grid. At most 1,048,576 grid points in all
+#'   (1024 x 1024).
 #' @param bounds Bounds of the support, see Details.
 #' @param method "auto", "binned", "exact" (every pair, never truncated) or
 #'   "tree" (kd-tree with the kernel's cut-off, see [kernels()]).
@@ -272,6 +272,10 @@ resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads,
     return(list(bandwidth = list(type = "nn", k = bandwidth$k, scale = scale, point = point),
                 method = "nn"))
   }
+  if (is.list(bandwidth)) { # lists are the selectors' own specifications
+    abort("{.arg bandwidth} must be a number, one per variable, a matrix, {.code nn(k)} or a
+           selector name, not a list.", call = call)
+  }
   list(bandwidth = as_kde_bandwidth(bandwidth, d, call), method = "user")
 }
 
@@ -379,10 +383,10 @@ kde_grid <- function(fit, gridsize) {
     abort("{.arg gridsize} must be 0 (no grid) or whole numbers of at least 3.",
           call = rlang::caller_env())
   }
+  if (any(gridsize == 0)) return(NULL)
+  check_size(prod(rep_len(as.double(gridsize), d)), size_limits$kde_grid_points, "grid points",
+             "gridsize", call = rlang::caller_env())
   gridsize <- rep_len(as.integer(gridsize), d)
-  if (any(gridsize == 0L)) return(NULL)
-  check_size(prod(as.double(gridsize)), size_limits$kde_grid_points, "grid points", "gridsize",
-             call = rlang::caller_env())
   reach <- kernel_row(fit$kernel)$reach
   range <- fit$range
   half <- reach * kde_spread(fit$bandwidth)

@@ -235,7 +235,7 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
   n_triplets <- ncol(sampled$triplets)
   res <- cpp_optimise_triplets(init, sampled$triplets, sampled$weights, "trimap",
                                lr * n / n_triplets, n_iters, 0, threads, verbose)
-  check_diverged(res$layout, "lr")
+  check_diverged(c(res$layout, res$loss), "lr")
   new_local_embedding(res$layout, "trimap",
                       list(n_inliers = n_inliers, n_outliers = n_outliers, n_random = n_random,
                            weight_temp = weight_temp, lr = lr, n_iters = n_iters,
@@ -303,7 +303,8 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' @inheritParams trimap
 #' @param triplets A matrix (or data frame) of three columns of object
 #'   indices: each row (i, j, k) says i is closer to j than to k.
-#' @param n Number of objects; by default the largest index.
+#' @param n Number of objects; by default the largest index. At most 1e8
+#'   layout coordinates (`n` times `ndim`).
 #' @param weights Optional non-negative weight per triplet.
 #' @param l2 Penalty on the squared norm of the layout.
 #' @param init `"random"` or a numeric matrix with `n` rows and `ndim`
@@ -332,6 +333,7 @@ ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, 
   triplets <- check_triplets(triplets, n)
   n <- attr(triplets, "n")
   ndim <- check_ndim(ndim, Inf, max = 8L)
+  check_size(as.double(n) * ndim, size_limits$layout_values, "layout coordinates", "n")
   weights <- check_weights(weights, ncol(triplets)) %||% rep(1, ncol(triplets))
   l2 <- check_positive(l2, zero = TRUE)
   lr <- check_positive(lr)
@@ -343,7 +345,7 @@ ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, 
   }
   res <- cpp_optimise_triplets(init, triplets, weights, "tste", lr * n / ncol(triplets),
                                n_iters, l2, n_threads(n_threads), check_flag(verbose))
-  check_diverged(res$layout, c("lr", "l2"))
+  check_diverged(c(res$layout, res$loss), c("lr", "l2"))
   new_local_embedding(res$layout, "ordinal",
                       list(n_triplets = ncol(triplets), l2 = l2, lr = lr, n_iters = n_iters),
                       match.call(), loss = res$loss, violated = res$violated)

@@ -397,7 +397,8 @@ add_fit_statistics <- function(fit, sums = NULL) {
   sums <- sums %||% fit_sums(fit$y, fit$fitted, fit$leverage, fit$weights, fit$n_threads)
   fit$df <- sums$trace
   fit$sigma <- sqrt(sums$rss / max(sums$count - fit$df, 1))
-  fit$r.squared <- 1 - sums$rss / sums$spread
+  # undefined (NA) when the weighted response does not vary, e.g. one positive weight
+  fit$r.squared <- if (sums$spread > 0) 1 - sums$rss / sums$spread else NA_real_
   fit$cv <- if (sums$near_one) Inf else sums$loo / sums$weight
   # a learned metric's score, computed directly (it may hold leverages too close to 1 for the
   # identity)
@@ -908,6 +909,7 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
   response <- family_response(y, weights, family, nrow(x))
   degree <- check_count(degree, min = 0)
   deriv <- check_count(deriv, min = 0)
+  check_flag(verbose)
   if (degree > 3L) abort("{.arg degree} must be at most 3.")
   if (deriv > min(degree, 2L)) abort("{.arg deriv} must be at most {min(degree, 2L)}.")
   if (missing(bandwidth) || is.character(bandwidth)) {

@@ -46,9 +46,10 @@ size_limits <- list(
   grid_nodes_per_dim = 1e5,  # local_control(gridsize =)
   grid_nodes = 4e6,          # binning grid nodes in all (32 MB per smoothed array)
   binning_work = 5e10,       # multiply-adds of one binned pass (binning_cost(), ~20 s)
-  kde_grid_points = 1e6,     # kde(gridsize =): output grid points in all
+  kde_grid_points = 2^20,    # kde(gridsize =): output grid points in all (1024 x 1024)
   simulated_values = 5e7,    # simulate(): nsim times the dimension (400 MB)
-  iterations = 1e7           # optimisers that keep a loss per iteration or a batch order
+  iterations = 1e7,          # optimisers that keep a loss per iteration or a batch order
+  layout_values = 1e8        # ordinal_embed(): n times ndim coordinates (800 MB)
 )
 
 # Refuses `size` above `limit`, naming the argument and the limit.

@@ -306,7 +306,7 @@ test_that("absurd grids and simulations are refused up front with the limit (iss
   x <- rnorm(100)
   x2 <- matrix(rnorm(200), 100)
   expect_error(kde(x2, gridsize = c(5000, 5000), verbose = FALSE), class = "localmean_error",
-               regexp = "gridsize.*limit is 1,000,000")
+               regexp = "gridsize.*limit is 1,048,576")
   expect_error(kde(x, gridsize = 2e6, verbose = FALSE), class = "localmean_error",
                regexp = "gridsize")
   fits <- list(kde(x, verbose = FALSE), kde(x2, verbose = FALSE),
