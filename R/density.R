@@ -627,6 +627,8 @@ print.summary.local_kde <- function(x, ...) {
 #' @rdname kde-methods
 #' @export
 plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+  check_probs(probs)
+  check_flag(rug)
   if (!is.null(x$categorical)) return(plot_kde_mixed(x, rug, ...))
   d <- x$d
   if (d > 2L || length(x$grid) == 0L) {

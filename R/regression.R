@@ -760,6 +760,9 @@ deviance.local_poly <- function(object, ...) {
 plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, level = 0.95,
                             simultaneous = FALSE, ...) {
   which <- match_choice(which, c("fit", "bandwidth"))
+  n_grid <- check_n_grid(n_grid, min(2L, NCOL(x$x)))
+  check_level(level)
+  check_flag(simultaneous)
   if (which == "bandwidth") return(plot_bandwidth_curve(x, ..., call = rlang::current_env()))
   if (!is.null(x$categorical)) return(plot_by_level(x, n_grid, level, simultaneous, ...))
   d <- ncol(x$x)

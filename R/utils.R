@@ -72,6 +72,31 @@ check_diverged <- function(x, args, call = rlang::caller_env()) {
   invisible(x)
 }
 
+# Results that overflowed (data far too large or small for the bandwidth) are refused.
+check_overflow <- function(x, arg, call = rlang::caller_env()) {
+  if (!cpp_all_finite(x)) {
+    abort(c("The computation overflowed: {.arg {arg}} holds values too large or too small for
+             the bandwidth.", i = "Rescale {.arg {arg}}."), call = call)
+  }
+  invisible(x)
+}
+
+# Plot grids: at least 2 points per variable and at most 1e6 in all (d variables).
+check_n_grid <- function(n_grid, d, call = rlang::caller_env()) {
+  n_grid <- check_count(n_grid, "n_grid", min = 2, call = call)
+  check_size(as.double(n_grid)^d, 1e6, "plot grid points", "n_grid", call = call)
+  n_grid
+}
+
+# Probabilities strictly between 0 and 1 (highest-density regions).
+check_probs <- function(probs, call = rlang::caller_env()) {
+  if (!is.numeric(probs) || !length(probs) || any(!is.finite(probs)) || any(probs <= 0) ||
+      any(probs >= 1)) {
+    abort("{.arg probs} must be probabilities strictly between 0 and 1.", call = call)
+  }
+  probs
+}
+
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   force(arg)
   if (!is.character(x) || length(x) != 1L || !x %in% choices) {
