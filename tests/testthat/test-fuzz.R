@@ -397,7 +397,7 @@ fuzz_templates <- function() {
 }
 
 # n calls: each a template with one or two of its arguments replaced by a value from its pool
-# (the bare template now and then).
+# (the bare template now and then). Templates with more arguments to vary are drawn more often.
 fuzz_cases <- function(n, seed) {
   templates <- fuzz_templates()
   pools <- fuzz_pools()
@@ -405,8 +405,9 @@ fuzz_cases <- function(n, seed) {
   on.exit(if (is.null(old)) rm(".Random.seed", envir = globalenv())
           else assign(".Random.seed", old, envir = globalenv()))
   set.seed(seed)
+  weight <- 1 + vapply(templates, function(t) length(t$args), 1)
   lapply(seq_len(n), function(i) {
-    t <- templates[[sample.int(length(templates), 1L)]]
+    t <- templates[[sample.int(length(templates), 1L, prob = weight)]]
     call <- t$call
     if (!length(t$args)) return(call)
     for (arg in sample(names(t$args), min(length(t$args), sample(0:2, 1L, prob = c(1, 6, 3))))) {
