@@ -188,7 +188,8 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' @inheritParams lle
 #' @param n_inliers Nearest neighbours per anchor in the triplets.
 #' @param n_outliers Outliers sampled per neighbour.
-#' @param n_random Random triplets per anchor.
+#' @param n_random Random triplets per anchor. At most 1e8 triplets in all
+#'   (`n` times `n_inliers * n_outliers + n_random`).
 #' @param weight_temp Temperature of the tempered log applied to the triplet
 #'   weights (1: the plain log).
 #' @param lr Learning rate.
@@ -220,6 +221,8 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
     abort("{.arg n_outliers} is too large: only {n - n_inliers - 1} points lie outside each neighbourhood.")
   }
   n_random <- check_count(n_random, min = 0)
+  check_size(as.double(n) * (n_inliers * n_outliers + n_random), size_limits$triplets, "triplets",
+             "n_random")
   weight_temp <- check_positive(weight_temp, zero = TRUE)
   lr <- check_positive(lr)
   n_iters <- check_size(check_count(n_iters), size_limits$iterations, "iterations", "n_iters")

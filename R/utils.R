@@ -49,15 +49,18 @@ size_limits <- list(
   kde_grid_points = 2^20,    # kde(gridsize =): output grid points in all (1024 x 1024)
   simulated_values = 5e7,    # simulate(): nsim times the dimension (400 MB)
   iterations = 1e7,          # optimisers that keep a loss per iteration or a batch order
-  layout_values = 1e8        # ordinal_embed(): n times ndim coordinates (800 MB)
+  layout_values = 1e8,       # ordinal_embed(): n times ndim coordinates (800 MB)
+  triplets = 1e8,            # trimap(): sampled triplets (1.2 GB with their weights)
+  response = 1e150           # |y|: larger values overflow the sums of squares
 )
 
 # Refuses `size` above `limit`, naming the argument and the limit.
 check_size <- function(size, limit, what, arg, call = rlang::caller_env()) {
+  show <- function(v) {
+    if (v < 1e15) format(v, big.mark = ",", scientific = FALSE) else format(v, digits = 3)
+  }
   if (size > limit) {
-    abort(c("{.arg {arg}} asks for {format(size, big.mark = ',', scientific = FALSE)} {what};
-             the limit is {format(limit, big.mark = ',', scientific = FALSE)}."),
-          call = call)
+    abort("{.arg {arg}} asks for {show(size)} {what}; the limit is {show(limit)}.", call = call)
   }
   invisible(size)
 }
@@ -156,6 +159,11 @@ check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::calle
     abort("{.arg {arg}} has length {length(y)} but the predictors have {n} rows.", call = call)
   }
   if (!cpp_all_finite(y)) abort("{.arg {arg}} has missing or non-finite values.", call = call)
+  extent <- range(y)
+  if (length(y) && max(-extent[1L], extent[2L]) > size_limits$response) {
+    abort("{.arg {arg}} has values beyond {size_limits$response} in absolute value, whose squares
+           overflow; rescale it.", call = call)
+  }
   y
 }
 
