@@ -495,12 +495,13 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
   h <- if (is.null(h)) 0.8 * sigma else check_positive(h)
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
-  out <- if (h > 0) {
+  scale <- max(abs(img))
+  # h negligible against the image puts all the weight on each pixel itself: nothing to do
+  out <- if (scale > 0 && h > 1e-100 * scale) {
     storage.mode(img) <- "double"
     # The weights divide squared patch distances by h^2, which under- or overflow for values
     # far from 1: such images are denoised in units of their largest value.
-    unit <- max(abs(img))
-    if (unit == 0 || (unit > 1e-100 && unit < 1e100 && h > 1e-100 && h < 1e100)) unit <- 1
+    unit <- if (scale > 1e-100 && scale < 1e100 && h > 1e-100 && h < 1e100) 1 else scale
     unit * t(cpp_nl_means(t(img / unit), patch %/% 2L, search %/% 2L, h / unit, sigma / unit,
                           kernel, n_threads, verbose))
   } else {

@@ -376,6 +376,7 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   order <- as.integer(replicate(epochs, sample.int(n_batches)) - 1L)
   res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
                        n_threads(n_threads), check_flag(verbose))
+  check_diverged(c(res$theta, res$batch_loss), "lr")
   qkv_model(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
             list(lr = lr, epochs = epochs, batch_size = batch_size))
 }
