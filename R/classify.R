@@ -214,7 +214,7 @@ most_probable <- function(prob, levels) {
 predict.local_classify <- function(object, newdata = NULL, type = c("class", "prob"),
                                    method = NULL, n_threads = NULL, verbose = FALSE, ...) {
   check_dots(...)
-  type <- match.arg(type)
+  type <- match_choice(type, c("class", "prob"))
   prob <- if (is.null(newdata)) {
     object$fitted
   } else {
@@ -281,6 +281,7 @@ fitted.local_classify <- function(object, ...) {
 #' @export
 plot.local_classify <- function(x, n_grid = 150, ...) {
   if (ncol(x$x) != 2L) abort("{.fn plot} draws classifiers of two predictors.")
+  n_grid <- check_n_grid(n_grid, 2L)
   g1 <- seq(min(x$x[, 1L]), max(x$x[, 1L]), length.out = n_grid)
   g2 <- seq(min(x$x[, 2L]), max(x$x[, 2L]), length.out = n_grid)
   nd <- stats::setNames(expand.grid(g1, g2), colnames(x$x))

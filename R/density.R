@@ -103,7 +103,8 @@
 #'   other than the Cauchy too.
 #' @param weights Optional non-negative case weights (normalised to sum 1).
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
-#'   none beyond); 0 skips the grid.
+#'   none beyond); 0 skips the grid. At most 1,048,576 grid points in all
+#'   (1024 x 1024).
 #' @param bounds Bounds of the support, see Details.
 #' @param method "auto", "binned", "exact" (every pair, never truncated) or
 #'   "tree" (kd-tree with the kernel's cut-off, see [kernels()]).
@@ -273,6 +274,10 @@ resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads,
     return(list(bandwidth = list(type = "nn", k = bandwidth$k, scale = scale, point = point),
                 method = "nn"))
   }
+  if (is.list(bandwidth)) { # lists are the selectors' own specifications
+    abort("{.arg bandwidth} must be a number, one per variable, a matrix, {.code nn(k)} or a
+           selector name, not a list.", call = call)
+  }
   list(bandwidth = as_kde_bandwidth(bandwidth, d, call), method = "user")
 }
 
@@ -380,8 +385,10 @@ kde_grid <- function(fit, gridsize) {
     abort("{.arg gridsize} must be 0 (no grid) or whole numbers of at least 3.",
           call = rlang::caller_env())
   }
+  if (any(gridsize == 0)) return(NULL)
+  check_size(prod(rep_len(as.double(gridsize), d)), size_limits$kde_grid_points, "grid points",
+             "gridsize", call = rlang::caller_env())
   gridsize <- rep_len(as.integer(gridsize), d)
-  if (any(gridsize == 0L)) return(NULL)
   reach <- kernel_row(fit$kernel)$reach
   range <- fit$range
   half <- reach * kde_spread(fit$bandwidth)
@@ -471,7 +478,8 @@ kde_binning_grid <- function(fit, range) {
 #'   `nn(k)` bandwidths.
 #' @param probs Probability masses of the highest-density regions.
 #' @param rug Draw the data as a rug (1-D) or points (2-D).
-#' @param nsim Number of points to draw.
+#' @param nsim Number of points to draw: at most 5e7 values in all (`nsim`
+#'   times the number of variables).
 #' @param seed As in [stats::simulate()].
 #' @param row.names,optional Unused, for compatibility.
 #' @inheritParams kde
@@ -623,6 +631,8 @@ print.summary.local_kde <- function(x, ...) {
 #' @rdname kde-methods
 #' @export
 plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+  check_probs(probs)
+  check_flag(rug)
   if (!is.null(x$categorical)) return(plot_kde_mixed(x, rug, ...))
   d <- x$d
   if (d > 2L || length(x$grid) == 0L) {
@@ -694,8 +704,9 @@ as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) 
 #' @export
 simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
   check_dots(...)
-  nsim <- check_count(nsim)
-  if (!is.null(seed)) set.seed(seed)
+  nsim <- check_size(check_count(nsim), size_limits$simulated_values / max(1, object$d),
+                     "draws", "nsim")
+  if (!is.null(seed)) set.seed(check_count(seed, min = -.Machine$integer.max))
   x <- kde_data(object)
   d <- object$d
   rows <- sample.int(object$n, nsim, replace = TRUE, prob = object$weights)

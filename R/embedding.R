@@ -53,7 +53,8 @@ embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 500
   if (!is.null(labels) && length(labels) != n) {
     abort("{.arg labels} must have one entry per point ({n}).")
   }
-  rows <- if (n <= max_points) seq_len(n) else round(seq(1, n, length.out = check_count(max_points)))
+  max_points <- check_count(max_points)
+  rows <- if (n <= max_points) seq_len(n) else round(seq(1, n, length.out = max_points))
   ranks <- cpp_rank_agreement(x, layout, rows, k, n_threads(n_threads), check_flag(verbose))
   norm <- 2 / (length(rows) * k * (2 * n - 3 * k - 1))
   out <- c(trustworthiness = 1 - norm * sum(ranks$data_excess),
@@ -73,7 +74,12 @@ global_score <- function(x, layout) {
   }
   pca <- prcomp_layout(xc, ncol(layout))
   e_pca <- residual(pca)
-  exp(-(residual(layout) - e_pca) / e_pca)
+  e_layout <- residual(layout)
+  # PCA reconstructs x exactly (as many axes as variables, or no spread): a layout that does
+  # too scores 1, any other 0, the limits of the ratio.
+  tiny <- 1e-12 * sum(xc^2)
+  if (!(e_pca > tiny)) return(if (e_layout <= tiny) 1 else 0)
+  exp(-(e_layout - e_pca) / e_pca)
 }
 
 prcomp_layout <- function(xc, ndim) {
@@ -182,11 +188,13 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' @inheritParams lle
 #' @param n_inliers Nearest neighbours per anchor in the triplets.
 #' @param n_outliers Outliers sampled per neighbour.
-#' @param n_random Random triplets per anchor.
+#' @param n_random Random triplets per anchor. At most 1e8 triplets in all
+#'   (`n` times `n_inliers * n_outliers + n_random`).
 #' @param weight_temp Temperature of the tempered log applied to the triplet
 #'   weights (1: the plain log).
 #' @param lr Learning rate.
-#' @param n_iters Number of iterations.
+#' @param n_iters Number of iterations, at most 1e7 (the loss is kept for
+#'   each).
 #' @param init `"pca"`, `"random"` (Gaussian, standard deviation 1e-4) or a
 #'   numeric matrix with one row per point and `ndim` columns.
 #' @return A [`local_embedding`][local_embedding] object with method
@@ -213,9 +221,11 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
     abort("{.arg n_outliers} is too large: only {n - n_inliers - 1} points lie outside each neighbourhood.")
   }
   n_random <- check_count(n_random, min = 0)
+  check_size(as.double(n) * (n_inliers * n_outliers + n_random), size_limits$triplets, "triplets",
+             "n_random")
   weight_temp <- check_positive(weight_temp, zero = TRUE)
   lr <- check_positive(lr)
-  n_iters <- check_count(n_iters)
+  n_iters <- check_size(check_count(n_iters), size_limits$iterations, "iterations", "n_iters")
   verbose <- check_flag(verbose)
   threads <- n_threads(n_threads)
   prep <- trimap_preprocessing(x, threads)
@@ -228,6 +238,7 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
   n_triplets <- ncol(sampled$triplets)
   res <- cpp_optimise_triplets(init, sampled$triplets, sampled$weights, "trimap",
                                lr * n / n_triplets, n_iters, 0, threads, verbose)
+  check_diverged(c(res$layout, res$loss), "lr")
   new_local_embedding(res$layout, "trimap",
                       list(n_inliers = n_inliers, n_outliers = n_outliers, n_random = n_random,
                            weight_temp = weight_temp, lr = lr, n_iters = n_iters,
@@ -295,7 +306,8 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' @inheritParams trimap
 #' @param triplets A matrix (or data frame) of three columns of object
 #'   indices: each row (i, j, k) says i is closer to j than to k.
-#' @param n Number of objects; by default the largest index.
+#' @param n Number of objects; by default the largest index. At most 1e8
+#'   layout coordinates (`n` times `ndim`).
 #' @param weights Optional non-negative weight per triplet.
 #' @param l2 Penalty on the squared norm of the layout.
 #' @param init `"random"` or a numeric matrix with `n` rows and `ndim`
@@ -324,10 +336,11 @@ ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, 
   triplets <- check_triplets(triplets, n)
   n <- attr(triplets, "n")
   ndim <- check_ndim(ndim, Inf, max = 8L)
+  check_size(as.double(n) * ndim, size_limits$layout_values, "layout coordinates", "n")
   weights <- check_weights(weights, ncol(triplets)) %||% rep(1, ncol(triplets))
   l2 <- check_positive(l2, zero = TRUE)
   lr <- check_positive(lr)
-  n_iters <- check_count(n_iters)
+  n_iters <- check_size(check_count(n_iters), size_limits$iterations, "iterations", "n_iters")
   init <- if (identical(init, "random")) {
     matrix(stats::rnorm(n * ndim, sd = 1e-4), n, ndim)
   } else {
@@ -335,6 +348,7 @@ ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, 
   }
   res <- cpp_optimise_triplets(init, triplets, weights, "tste", lr * n / ncol(triplets),
                                n_iters, l2, n_threads(n_threads), check_flag(verbose))
+  check_diverged(c(res$layout, res$loss), c("lr", "l2"))
   new_local_embedding(res$layout, "ordinal",
                       list(n_triplets = ncol(triplets), l2 = l2, lr = lr, n_iters = n_iters),
                       match.call(), loss = res$loss, violated = res$violated)

@@ -8,6 +8,10 @@
 #'   nodes per bandwidth (a step of at most h / 4), at least 401 nodes in 1-D
 #'   (as `KernSmooth::locpoly()`) and 151 in 2-D, at most 20001 in 1-D and
 #'   1001 per dimension in 2-D; the fits are interpolated linearly from it.
+#'   At most 100,000 nodes per dimension and 4,000,000 in all; a binned pass
+#'   whose convolution would take more than 5e10 multiply-adds (about 20
+#'   seconds) is refused with an error that suggests a coarser grid or
+#'   `method = "tree"`.
 #' @param cutoff Truncation radius, in bandwidths, for kernels with unbounded
 #'   support (default: the registry's, 8 for the Gaussian; see [kernels()]).
 #'   `KernSmooth` truncates the Gaussian at 4.
@@ -35,7 +39,11 @@
 local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = NULL,
                           refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
                           max_iter = 25, tol = 1e-8) {
-  if (!is.null(gridsize)) gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
+  if (!is.null(gridsize)) {
+    gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
+    check_size(max(gridsize), size_limits$grid_nodes_per_dim, "grid nodes per dimension",
+               "gridsize")
+  }
   if (!is.null(cutoff) && (!is.numeric(cutoff) || length(cutoff) != 1L ||
                            !is.finite(cutoff) || cutoff <= 0)) {
     abort("{.arg cutoff} must be a positive number.")
@@ -144,6 +152,7 @@ choose_method <- function(spec, method, m, call = rlang::caller_env(), search = 
           call = call)
   }
   truncated <- kernel_row(spec$kernel)$truncated
+  if (method == "binned") check_binning_size(spec, call)
   if (method != "auto") return(if (method == "tree" && !truncated) "exact" else method)
   if (!truncated) return("exact")
   min_n <- if (search) binned_min_n$search else binned_min_n$fit
@@ -160,6 +169,20 @@ choose_method <- function(spec, method, m, call = rlang::caller_env(), search = 
 # O((step / h)^2) at four nodes per bandwidth, moves the minimiser of a CV curve by a fraction of
 # a percent, far less than the curve's own sampling variability.
 binned_min_n <- list(fit = 10000L, search = 1000L)
+
+# The binned strategy's grid and work within size_limits (see local_control()).
+check_binning_size <- function(spec, call) {
+  span <- if (is.null(spec$grid_range)) spec$span else diff(spec$grid_range)[1L, ]
+  check_size(prod(as.double(spec$gridsize)), size_limits$grid_nodes, "binning grid nodes",
+             "gridsize", call = call)
+  work <- binning_cost(spec, span / (spec$gridsize - 1))
+  if (work > size_limits$binning_work) {
+    abort(c("The binned strategy would take about {signif(work, 2)} multiply-adds; the limit
+             is {size_limits$binning_work}.",
+            i = "Use a coarser {.arg gridsize} in {.fn local_control}, a smaller bandwidth,
+                 or {.code method = \"tree\"}."), call = call)
+  }
+}
 
 # Rough operation counts (multiply-adds) of the two strategies. The kd-tree is built over the
 # data (n log2 n steps of partitioning, about 20 multiply-adds' time each, as measured with

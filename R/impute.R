@@ -521,6 +521,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
                           kernel = "gaussian", n_threads = NULL, verbose = interactive()) {
   if (!is.matrix(img) || !is.numeric(img)) abort("{.arg img} must be a numeric matrix.")
   if (any(!is.finite(img))) abort("{.arg img} has missing or non-finite values.")
+  if (length(img) == 0L) abort("{.arg img} has no pixels.")
   kernel <- check_kernel(kernel)
   patch <- check_odd(patch)
   search <- check_odd(search)
@@ -532,9 +533,15 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
   h <- if (is.null(h)) 0.8 * sigma else check_positive(h)
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
-  out <- if (h > 0) {
+  scale <- max(abs(img))
+  # h negligible against the image puts all the weight on each pixel itself: nothing to do
+  out <- if (scale > 0 && h > 1e-100 * scale) {
     storage.mode(img) <- "double"
-    t(cpp_nl_means(t(img), patch %/% 2L, search %/% 2L, h, sigma, kernel, n_threads, verbose))
+    # The weights divide squared patch distances by h^2, which under- or overflow for values
+    # far from 1: such images are denoised in units of their largest value.
+    unit <- if (scale > 1e-100 && scale < 1e100 && h > 1e-100 && h < 1e100) 1 else scale
+    unit * t(cpp_nl_means(t(img / unit), patch %/% 2L, search %/% 2L, h / unit, sigma / unit,
+                          kernel, n_threads, verbose))
   } else {
     img + 0  # a noiseless image: nothing to do
   }
@@ -610,8 +617,12 @@ plot_images <- function(x, image_dim = NULL, nrow = NULL, ncol = NULL, main = NU
   }
   m <- length(images)
   if (m == 0L) abort("{.arg x} holds no image.")
+  if (!is.null(nrow)) nrow <- check_count(nrow)
+  if (!is.null(ncol)) ncol <- check_count(ncol)
   if (is.null(ncol)) ncol <- if (is.null(nrow)) ceiling(sqrt(m)) else ceiling(m / nrow)
   if (is.null(nrow)) nrow <- ceiling(m / ncol)
+  nrow <- min(nrow, m) # panels beyond the images would stay blank
+  ncol <- min(ncol, m)
   if (is.null(range)) range <- base::range(unlist(images), na.rm = TRUE, finite = TRUE)
   if (!is.null(main)) main <- rep_len(as.character(main), m)
   old <- graphics::par(mfrow = c(nrow, ncol), mar = c(0.2, 0.2, if (is.null(main)) 0.2 else 1.4,

@@ -217,7 +217,7 @@ weighted_iqr <- function(v, w) {
 bw_kde_rot <- function(x, weights) {
   spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.34, weights = weights)
   n <- weight_summary(weights, nrow(x))$n
-  if (any(!(spread > 0))) {
+  if (!isTRUE(all(spread > 0))) {
     abort(c("{.arg x} has a column with no spread: the rule of thumb gives a zero bandwidth.",
             i = "Give {.arg bandwidth} as a number."), call = rlang::caller_env(2L))
   }

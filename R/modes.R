@@ -459,6 +459,7 @@ pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_i
   ndim <- check_count(ndim, min = 0)
   if (ndim >= d) abort("{.arg ndim} must be below the number of variables ({d}).")
   res <- climb(setup$x, setup, setup$x, setup$max_iter, setup$tol, ndim, check_flag(keep_path))
+  check_overflow(res$points, "x")
   colnames(res$points) <- colnames(setup$x)
   structure(list(points = res$points, x = setup$x, ndim = ndim, iterations = res$iterations,
                  converged = res$converged, paths = if (keep_path) res$paths,
@@ -559,6 +560,7 @@ predict.mode_clusters <- function(object, newdata, n_threads = NULL, ...) {
 #' @rdname mode_clusters
 #' @export
 plot.mode_clusters <- function(x, paths = FALSE, ...) {
+  check_flag(paths)
   cols <- cluster_colours(length(x$size))
   point_col <- grDevices::adjustcolor(cols[x$cluster], 0.6)
   d <- ncol(x$x)

@@ -404,7 +404,8 @@ add_fit_statistics <- function(fit, sums = NULL) {
   sums <- sums %||% fit_sums(fit$y, fit$fitted, fit$leverage, fit$weights, fit$n_threads)
   fit$df <- sums$trace
   fit$sigma <- sqrt(sums$rss / max(sums$count - fit$df, 1))
-  fit$r.squared <- 1 - sums$rss / sums$spread
+  # undefined (NA) when the weighted response does not vary, e.g. one positive weight
+  fit$r.squared <- if (sums$spread > 0) 1 - sums$rss / sums$spread else NA_real_
   fit$cv <- if (sums$near_one) Inf else sums$loo / sums$weight
   # a learned metric's score, computed directly (it may hold leverages too close to 1 for the
   # identity)
@@ -611,7 +612,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                variance = c("constant", "local"), method = NULL,
                                n_threads = NULL, verbose = FALSE, ...) {
   check_dots(...)
-  type <- match.arg(type)
+  type <- match_choice(type, c("response", "link"))
   check_flag(se.fit)
   deriv <- check_count(deriv, min = 0)
   interval <- match_choice(interval, c("none", "confidence"))
@@ -784,7 +785,10 @@ deviance.local_poly <- function(object, ...) {
 #' @export
 plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, level = 0.95,
                             simultaneous = FALSE, ...) {
-  which <- match.arg(which)
+  which <- match_choice(which, c("fit", "bandwidth"))
+  n_grid <- check_n_grid(n_grid, min(2L, NCOL(x$x)))
+  check_level(level)
+  check_flag(simultaneous)
   if (which == "bandwidth") return(plot_bandwidth_curve(x, ..., call = rlang::current_env()))
   if (!is.null(x$categorical)) return(plot_by_level(x, n_grid, level, simultaneous, ...))
   d <- ncol(x$x)
@@ -934,6 +938,7 @@ local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandw
   response <- family_response(y, weights, family, nrow(x))
   degree <- check_count(degree, min = 0)
   deriv <- check_count(deriv, min = 0)
+  check_flag(verbose)
   if (degree > 3L) abort("{.arg degree} must be at most 3.")
   if (deriv > min(degree, 2L)) abort("{.arg deriv} must be at most {min(degree, 2L)}.")
   if (missing(bandwidth) || is.character(bandwidth)) {

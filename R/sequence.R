@@ -295,7 +295,8 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' @param window Causal window: the number of tokens (the current one
 #'   included) each prediction sees.
 #' @param layers 1 or 2 local-mean layers.
-#' @param epochs Passes over the tokens.
+#' @param epochs Passes over the tokens; at most 1e7 mini-batches in all
+#'   (epochs times batches per epoch).
 #' @param lr Adam's learning rate.
 #' @param vocab_size Largest vocabulary, `"<unk>"` included.
 #' @param validation Held-out text for the perplexity: a fraction in
@@ -371,9 +372,11 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   lay <- cpp_qkv_layout(shape)
   theta <- qkv_init(lay, n_vocab, dim, train_counts)
   n_batches <- ceiling((length(ids) - 1) / batch_size)
+  check_size(n_batches * epochs, size_limits$iterations, "mini-batches", "epochs")
   order <- as.integer(replicate(epochs, sample.int(n_batches)) - 1L)
   res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
                        n_threads(n_threads), check_flag(verbose))
+  check_diverged(c(res$theta, res$batch_loss), "lr")
   qkv_model(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
             list(lr = lr, epochs = epochs, batch_size = batch_size))
 }
@@ -550,7 +553,7 @@ nobs.qkv_model <- function(object, ...) {
 #' @export
 predict.qkv_model <- function(object, context, type = c("prob", "token"), ...) {
   check_dots(...)
-  type <- match.arg(type)
+  type <- match_choice(type, c("prob", "token"))
   several <- is.list(context)
   contexts <- if (several) context else list(context)
   ids <- lapply(seq_along(contexts), function(i) {
@@ -617,7 +620,7 @@ softmax_rows <- function(s) {
 #' @rdname qkv_model-methods
 #' @export
 plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
-  type <- match.arg(type)
+  type <- match_choice(type, c("graph", "loss"))
   if (type == "loss") {
     bl <- x$batch_loss
     nb <- length(bl) / length(x$epoch_loss)

@@ -25,6 +25,8 @@ check_count <- function(x, arg = rlang::caller_arg(x), min = 1, call = rlang::ca
   if (!is.numeric(x) || length(x) != 1L || !is.finite(x) || x != round(x) || x < min) {
     abort("{.arg {arg}} must be a whole number of at least {min}.", call = call)
   }
+  largest <- .Machine$integer.max
+  if (x > largest) abort("{.arg {arg}} must be at most {largest}.", call = call)
   as.integer(x)
 }
 
@@ -36,6 +38,66 @@ check_positive <- function(x, zero = FALSE, arg = rlang::caller_arg(x),
           call = call)
   }
   as.double(x)
+}
+
+# Sizes refused up front, before any work (documented where the arguments are): requests this
+# large would run for minutes or exhaust memory on an ordinary machine.
+size_limits <- list(
+  grid_nodes_per_dim = 1e5,  # local_control(gridsize =)
+  grid_nodes = 4e6,          # binning grid nodes in all (32 MB per smoothed array)
+  binning_work = 5e10,       # multiply-adds of one binned pass (binning_cost(), ~20 s)
+  kde_grid_points = 2^20,    # kde(gridsize =): output grid points in all (1024 x 1024)
+  simulated_values = 5e7,    # simulate(): nsim times the dimension (400 MB)
+  iterations = 1e7,          # optimisers that keep a loss per iteration or a batch order
+  layout_values = 1e8,       # ordinal_embed(): n times ndim coordinates (800 MB)
+  triplets = 1e8,            # trimap(): sampled triplets (1.2 GB with their weights)
+  response = 1e150           # |y|: larger values overflow the sums of squares
+)
+
+# Refuses `size` above `limit`, naming the argument and the limit.
+check_size <- function(size, limit, what, arg, call = rlang::caller_env()) {
+  show <- function(v) {
+    if (v < 1e15) format(v, big.mark = ",", scientific = FALSE) else format(v, digits = 3)
+  }
+  if (size > limit) {
+    abort("{.arg {arg}} asks for {show(size)} {what}; the limit is {show(limit)}.", call = call)
+  }
+  invisible(size)
+}
+
+# An optimiser's result must be finite: a step size too large for the problem makes it diverge,
+# which is the user's setting to change, not a silent NaN to return.
+check_diverged <- function(x, args, call = rlang::caller_env()) {
+  if (!cpp_all_finite(x)) {
+    abort(c("The optimisation diverged to non-finite values.",
+            i = "Try a smaller {.arg {args}}."), call = call)
+  }
+  invisible(x)
+}
+
+# Results that overflowed (data far too large or small for the bandwidth) are refused.
+check_overflow <- function(x, arg, call = rlang::caller_env()) {
+  if (!cpp_all_finite(x)) {
+    abort(c("The computation overflowed: {.arg {arg}} holds values too large or too small for
+             the bandwidth.", i = "Rescale {.arg {arg}}."), call = call)
+  }
+  invisible(x)
+}
+
+# Plot grids: at least 2 points per variable and at most 1e6 in all (d variables).
+check_n_grid <- function(n_grid, d, call = rlang::caller_env()) {
+  n_grid <- check_count(n_grid, "n_grid", min = 2, call = call)
+  check_size(as.double(n_grid)^d, 1e6, "plot grid points", "n_grid", call = call)
+  n_grid
+}
+
+# Probabilities strictly between 0 and 1 (highest-density regions).
+check_probs <- function(probs, call = rlang::caller_env()) {
+  if (!is.numeric(probs) || !length(probs) || any(!is.finite(probs)) || any(probs <= 0) ||
+      any(probs >= 1)) {
+    abort("{.arg probs} must be probabilities strictly between 0 and 1.", call = call)
+  }
+  probs
 }
 
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
@@ -97,6 +159,11 @@ check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::calle
     abort("{.arg {arg}} has length {length(y)} but the predictors have {n} rows.", call = call)
   }
   if (!cpp_all_finite(y)) abort("{.arg {arg}} has missing or non-finite values.", call = call)
+  extent <- range(y)
+  if (length(y) && max(-extent[1L], extent[2L]) > size_limits$response) {
+    abort("{.arg {arg}} has values beyond {size_limits$response} in absolute value, whose squares
+           overflow; rescale it.", call = call)
+  }
   y
 }
 
@@ -118,9 +185,12 @@ check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
 #'
 #' The number of threads a computation uses: the `n_threads` argument, else
 #' the option `localmean.threads`, else the environment variable
-#' `LOCALMEAN_THREADS`, else half the available cores. It is capped by
-#' `OMP_THREAD_LIMIT` and at 2 under `R CMD check`. Results never depend on
-#' it. The package never changes the thread settings of other packages.
+#' `LOCALMEAN_THREADS`, else half the available cores. It must be a positive
+#' whole number; larger requests are capped at the available cores (as
+#' [RcppParallel::defaultNumThreads()] reports them), at
+#' `RCPP_PARALLEL_NUM_THREADS` and `OMP_THREAD_LIMIT` when set, and at 2
+#' under `R CMD check`. Results never depend on it. The package never changes
+#' the thread settings of other packages.
 #'
 #' @param n_threads `NULL` or a whole number of threads.
 #' @return A whole number of threads.
@@ -132,16 +202,28 @@ n_threads <- function(n_threads = NULL) {
   if (is.null(n_threads)) n_threads <- getOption("localmean.threads")
   if (is.null(n_threads)) {
     env <- Sys.getenv("LOCALMEAN_THREADS")
-    if (nzchar(env)) n_threads <- suppressWarnings(as.integer(env))
+    if (nzchar(env)) n_threads <- suppressWarnings(as.numeric(env))
   }
   if (is.null(n_threads)) {
     n_threads <- max(1L, RcppParallel::defaultNumThreads() %/% 2L)
   }
-  n_threads <- check_count(n_threads, "n_threads")
-  limit <- suppressWarnings(as.integer(Sys.getenv("OMP_THREAD_LIMIT")))
-  if (!is.na(limit) && limit > 0L) n_threads <- min(n_threads, limit)
-  if (nzchar(Sys.getenv("_R_CHECK_LIMIT_CORES_"))) n_threads <- min(n_threads, 2L)
-  n_threads
+  if (!is.numeric(n_threads) || is.object(n_threads) || length(n_threads) != 1L ||
+      !is.finite(n_threads) || n_threads != round(n_threads) || n_threads < 1) {
+    abort("{.arg n_threads} must be a whole number of at least 1.")
+  }
+  as.integer(min(n_threads, thread_limit()))
+}
+
+# The most threads worth asking for: the cores RcppParallel sees, and the limits users set.
+thread_limit <- function() {
+  env_limit <- function(name) {
+    value <- suppressWarnings(as.numeric(Sys.getenv(name)))
+    if (!is.na(value) && value >= 1) floor(value) else Inf
+  }
+  cores <- max(1L, RcppParallel::defaultNumThreads())
+  limit <- min(cores, env_limit("RCPP_PARALLEL_NUM_THREADS"), env_limit("OMP_THREAD_LIMIT"))
+  if (nzchar(Sys.getenv("_R_CHECK_LIMIT_CORES_"))) limit <- min(limit, 2)
+  limit
 }
 
 # Rejects whatever reached a function's `...` unused. `...` exists so that methods share their

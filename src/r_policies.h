@@ -6,6 +6,9 @@
 #include <RcppParallel.h>
 #include <cli/progress.h>
 
+#include <algorithm>
+#include <thread>
+
 #include <localmean/engine.hpp>
 
 namespace localmean_r {
@@ -49,7 +52,11 @@ struct FunctionWorker : public RcppParallel::Worker {
 
 // Work is split into at least 8 pieces per thread; each piece is reduced on its own, so the
 // split never changes a result.
-inline localmean::ParallelFor parallel_for(int n_threads) {
+// The R side caps n_threads (n_threads() in R/utils.R); the cap here keeps a raw count from
+// ever reaching TBB, whose arena allocates per requested slot.
+inline localmean::ParallelFor parallel_for(int requested) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int n_threads = std::max(1, std::min(requested, std::max(cores, 1)));
   return [n_threads](std::size_t begin, std::size_t end,
                      const std::function<void(std::size_t, std::size_t)>& fn) {
     if (n_threads <= 1 || end - begin < 2) {

@@ -300,3 +300,25 @@ test_that("local_control() sets the cut-off and the binning grid of kde() as in 
   expect_equal(fine$estimate, exact$estimate, tolerance = 1e-4)
   expect_equal(own$estimate, exact$estimate, tolerance = 1e-3)
 })
+
+test_that("absurd grids and simulations are refused up front with the limit (issue 18)", {
+  set.seed(1)
+  x <- rnorm(100)
+  x2 <- matrix(rnorm(200), 100)
+  expect_error(kde(x2, gridsize = c(5000, 5000), verbose = FALSE), class = "localmean_error",
+               regexp = "gridsize.*limit is 1,048,576")
+  expect_error(kde(x, gridsize = 2e6, verbose = FALSE), class = "localmean_error",
+               regexp = "gridsize")
+  fits <- list(kde(x, verbose = FALSE), kde(x2, verbose = FALSE),
+               kde(x2, bandwidth = nn(10), verbose = FALSE),
+               kde(x2, bandwidth = diag(0.1, 2), verbose = FALSE),
+               kde(abs(x), bounds = c(0, Inf), verbose = FALSE),
+               kde(data.frame(a = x, g = factor(rep(c("u", "v"), 50))), verbose = FALSE))
+  for (fit in fits) {
+    expect_error(simulate(fit, nsim = 1e9), class = "localmean_error", regexp = "nsim")
+    expect_error(simulate(fit, nsim = 2^31), class = "localmean_error", regexp = "nsim")
+    expect_error(simulate(fit, nsim = 5, seed = -Inf), class = "localmean_error",
+                 regexp = "seed")
+    expect_identical(NROW(simulate(fit, nsim = 5, seed = 1)), 5L)
+  }
+})

@@ -270,3 +270,25 @@ test_that("local_embedding methods print, plot, convert and predict where define
   expect_output(print(ord), "out of order")
   expect_error(predict(ord, x), "defined", class = "localmean_error")
 })
+
+test_that("diverging and oversized triplet embeddings are clear errors (issue 18)", {
+  set.seed(1)
+  tri <- matrix(sample(20L, 300, replace = TRUE), ncol = 3)
+  tri <- tri[apply(tri, 1, function(r) length(unique(r)) == 3L), ]
+  expect_error(ordinal_embed(tri, n_iters = 20, lr = 1e300, verbose = FALSE),
+               class = "localmean_error", regexp = "lr")
+  expect_error(ordinal_embed(tri, n = 1e9, verbose = FALSE), class = "localmean_error",
+               regexp = "n")
+  expect_error(ordinal_embed(tri, n_iters = 1e9, verbose = FALSE), class = "localmean_error",
+               regexp = "n_iters")
+  expect_error(trimap(matrix(runif(300), 100), n_iters = 1e9, verbose = FALSE),
+               class = "localmean_error", regexp = "n_iters")
+})
+
+test_that("embedding_quality's global score is 1 for a layout as good as exact PCA", {
+  set.seed(1)
+  x <- matrix(runif(120), 60)
+  q <- embedding_quality(x, x, verbose = FALSE)
+  expect_identical(unname(q["global_score"]), 1)
+  expect_false(anyNA(embedding_quality(x * 1e-300, x, verbose = FALSE)))
+})

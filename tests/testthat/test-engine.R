@@ -317,3 +317,22 @@ test_that("predict() and bandwidth selection on a multisession plan equal the se
     expect_identical(parallel[[nm]], sequential[[nm]], info = nm)
   }
 })
+
+test_that("absurd binning grids are refused up front with the limit (issue 18)", {
+  expect_error(local_control(gridsize = 1e7), class = "localmean_error",
+               regexp = "gridsize.*limit is 100,000")
+  expect_s3_class(local_control(gridsize = 1e5), "local_control")
+  set.seed(1)
+  x2 <- matrix(runif(400), 200)
+  y <- rowSums(x2) + rnorm(200, sd = 0.1)
+  # 3000 x 3000 nodes: beyond the 4e6 nodes in all
+  expect_error(local_poly(x2, y, bandwidth = 0.2, method = "binned", verbose = FALSE,
+                          control = local_control(gridsize = 3000)),
+               class = "localmean_error", regexp = "binning grid nodes")
+  # 300 x 300 nodes, but a window of about 400 x 400 nodes at each: too much work
+  expect_error(local_poly(x2, y, bandwidth = 0.5, method = "binned", verbose = FALSE,
+                          control = local_control(gridsize = 300)),
+               class = "localmean_error", regexp = "multiply-adds")
+  expect_s3_class(local_poly(x2, y, bandwidth = 0.2, method = "binned", verbose = FALSE),
+                  "local_poly")
+})

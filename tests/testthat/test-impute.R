@@ -220,3 +220,17 @@ test_that("local_denoise() takes every registry kernel, with the Gaussian's h", 
   }
   expect_error(local_denoise(tiny, kernel = "boxcar"), "kernel", class = "localmean_error")
 })
+
+test_that("local_denoise works at extreme scales and refuses empty images (issue 18)", {
+  set.seed(1)
+  img <- outer(1:16, 1:16, function(r, c) as.numeric((r - 8)^2 + (c - 8)^2 < 20))
+  noisy <- img + matrix(rnorm(256, sd = 0.2), 16)
+  base <- local_denoise(noisy, patch = 3, search = 5, n_threads = 1, verbose = FALSE)
+  for (unit in c(1e-300, 1e300)) {
+    scaled <- local_denoise(noisy * unit, patch = 3, search = 5, n_threads = 1, verbose = FALSE)
+    expect_false(anyNA(scaled))
+    expect_equal(as.vector(scaled) / unit, as.vector(base), tolerance = 1e-8)
+  }
+  expect_error(local_denoise(matrix(0, 0, 3), verbose = FALSE), class = "localmean_error",
+               regexp = "img")
+})

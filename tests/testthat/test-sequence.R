@@ -274,3 +274,13 @@ test_that("attention_weights() is the plain-R softmax of the learned kernel", {
   expect_error(localmean:::cpp_qkv_attention(fit$shape, fit$theta, c(0L, 99L), 1L),
                "out of range")
 })
+
+test_that("qkv_fit refuses absurd training lengths and bad choices with classed errors", {
+  tokens <- rep(c("the", "cat", "sat", "on", "mat"), 60)
+  expect_error(qkv_fit(tokens, dim = 2, window = 2, epochs = 1e9, verbose = FALSE),
+               class = "localmean_error", regexp = "epochs")
+  fit <- qkv_fit(tokens, dim = 2, window = 2, epochs = 1, n_threads = 1, verbose = FALSE)
+  expect_error(predict(fit, c("the", "cat"), type = "bogus"), class = "localmean_error",
+               regexp = "type")
+  expect_error(plot(fit, type = NA), class = "localmean_error", regexp = "type")
+})

@@ -1,8 +1,13 @@
 # Shared helpers (R/utils.R): n_threads() and the error and warning classes.
 
+# Requests are capped at the cores RcppParallel sees.
+cores <- max(1L, RcppParallel::defaultNumThreads())
+capped <- function(k) min(as.integer(k), cores)
+
 # Runs `code` with the thread settings cleared (then `opt` and `env` applied), restoring them after.
 with_thread_settings <- function(code, opt = NULL, env = character()) {
-  vars <- c("LOCALMEAN_THREADS", "OMP_THREAD_LIMIT", "_R_CHECK_LIMIT_CORES_")
+  vars <- c("LOCALMEAN_THREADS", "OMP_THREAD_LIMIT", "_R_CHECK_LIMIT_CORES_",
+            "RCPP_PARALLEL_NUM_THREADS")
   saved <- Sys.getenv(vars, unset = NA)
   old <- options(localmean.threads = opt)
   on.exit({
@@ -19,14 +24,14 @@ with_thread_settings <- function(code, opt = NULL, env = character()) {
 test_that("an explicit n_threads wins over the option and the environment variable", {
   with_thread_settings(opt = 3, env = c(LOCALMEAN_THREADS = "4"), {
     expect_identical(n_threads(1), 1L)
-    expect_identical(n_threads(2), 2L)
-    expect_identical(n_threads(5L), 5L)
+    expect_identical(n_threads(2), capped(2))
+    expect_identical(n_threads(5L), capped(5))
   })
 })
 
 test_that("the option localmean.threads comes before the environment variable", {
   with_thread_settings(opt = 3, env = c(LOCALMEAN_THREADS = "4"), {
-    expect_identical(n_threads(), 3L)
+    expect_identical(n_threads(), capped(3))
   })
   with_thread_settings(opt = 1L, {
     expect_identical(n_threads(), 1L)
@@ -35,7 +40,7 @@ test_that("the option localmean.threads comes before the environment variable", 
 
 test_that("the environment variable LOCALMEAN_THREADS is used without the option", {
   with_thread_settings(env = c(LOCALMEAN_THREADS = "4"), {
-    expect_identical(n_threads(), 4L)
+    expect_identical(n_threads(), capped(4))
   })
   with_thread_settings(env = c(LOCALMEAN_THREADS = ""), {
     expect_identical(n_threads(), max(1L, RcppParallel::defaultNumThreads() %/% 2L))
@@ -50,24 +55,45 @@ test_that("the default is half the cores, at least 1", {
 
 test_that("OMP_THREAD_LIMIT and R CMD check cap the count", {
   with_thread_settings(env = c(OMP_THREAD_LIMIT = "2"), {
-    expect_identical(n_threads(8), 2L)
+    expect_identical(n_threads(8), capped(2))
     expect_identical(n_threads(1), 1L)
   })
   with_thread_settings(env = c(OMP_THREAD_LIMIT = "junk"), {
-    expect_identical(n_threads(8), 8L)
+    expect_identical(n_threads(8), capped(8))
   })
   with_thread_settings(env = c(`_R_CHECK_LIMIT_CORES_` = "TRUE"), {
-    expect_identical(n_threads(8), 2L)
+    expect_identical(n_threads(8), capped(2))
     expect_identical(n_threads(1), 1L)
   })
   with_thread_settings(opt = 6, env = c(`_R_CHECK_LIMIT_CORES_` = "TRUE"), {
-    expect_identical(n_threads(), 2L)
+    expect_identical(n_threads(), capped(2))
   })
+})
+
+test_that("huge requests are capped at the cores and RcppParallel's limit", {
+  with_thread_settings({
+    expect_identical(n_threads(1e6), cores)
+    expect_identical(n_threads(1e12), cores)
+    expect_identical(n_threads(.Machine$integer.max), cores)
+  })
+  with_thread_settings(env = c(RCPP_PARALLEL_NUM_THREADS = "1"), {
+    expect_identical(n_threads(8), 1L)
+  })
+  # the crash of issue 18: a million threads asked of the binned strategy
+  x <- cbind(seq(0, 1, length.out = 200), rep(c(0, 1), 100))
+  y <- sin(6 * x[, 1]) + x[, 2]
+  huge <- local_poly(x, y, bandwidth = 0.5, n_threads = 1e6, method = "binned",
+                     kernel = "laplace", verbose = FALSE)
+  one <- local_poly(x, y, bandwidth = 0.5, n_threads = 1, method = "binned",
+                    kernel = "laplace", verbose = FALSE)
+  expect_identical(fitted(huge), fitted(one))
+  expect_identical(huge$n_threads, cores)
 })
 
 test_that("bad thread counts are clear errors", {
   with_thread_settings({
-    for (bad in list(0, -1, 1.5, NA, Inf, "2", c(1, 2), TRUE)) {
+    for (bad in list(0, -1, 1.5, NA, NaN, Inf, -Inf, "2", c(1, 2), TRUE, numeric(0), list(2),
+                    factor(2), NA_integer_)) {
       expect_error(n_threads(bad), class = "localmean_error", regexp = "n_threads")
     }
   })
@@ -90,7 +116,7 @@ test_that("fits use the option when n_threads is not given, and record it", {
   })
   with_thread_settings(env = c(LOCALMEAN_THREADS = "2"), {
     fit <- local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)
-    expect_identical(fit$n_threads, 2L)
+    expect_identical(fit$n_threads, capped(2))
   })
 })
 
