@@ -185,7 +185,7 @@ assign_to_modes <- function(groups, points, setup) {
 #' method; many steps are the blurring mean shift).
 #'
 #' @inheritParams mean_shift
-#' @param steps Number of steps (0 returns the data).
+#' @param steps Number of steps (0 returns the data; at most 1e7).
 #' @return The transformed points, with the shape of `x` (a vector or a
 #'   matrix).
 #' @family modes
@@ -200,7 +200,7 @@ self_local_mean <- function(x, steps = 1, bandwidth = "auto", kernel = "gaussian
                             verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   was_vector <- is.numeric(x) && is.null(dim(x))
-  steps <- check_count(steps, min = 0)
+  steps <- check_size(check_count(steps, min = 0), size_limits$iterations, "steps", "steps")
   setup <- shift_setup(x, bandwidth, kernel, weights, method, steps, 0, n_threads, verbose,
                        control)
   res <- blurring_shift(setup$x, setup, setup$x, max_iter = steps, tol = 0, ndim = -1L,

@@ -168,7 +168,7 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' @param query The states to start from: a matrix with the same columns, or
 #'   one vector.
 #' @param beta Inverse temperature (positive).
-#' @param steps Number of updates.
+#' @param steps Number of updates (at most 1e7).
 #' @inheritParams temporal_local_mean
 #' @return A list with `retrieved` (one row per query) and `attention` (the
 #'   weights over the stored patterns of the last update, one row per query).
@@ -193,7 +193,7 @@ hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
     abort("{.arg query} has {ncol(query)} column{?s} but {.arg patterns} has {ncol(patterns)}.")
   }
   beta <- check_positive(beta)
-  steps <- check_count(steps)
+  steps <- check_size(check_count(steps), size_limits$iterations, "steps", "steps")
   storage.mode(patterns) <- storage.mode(query) <- "double"
   threads <- n_threads(n_threads)
   xi <- t(query)

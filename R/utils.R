@@ -48,7 +48,7 @@ size_limits <- list(
   binning_work = 5e10,       # multiply-adds of one binned pass (binning_cost(), ~20 s)
   kde_grid_points = 2^20,    # kde(gridsize =): output grid points in all (1024 x 1024)
   simulated_values = 5e7,    # simulate(): nsim times the dimension (400 MB)
-  iterations = 1e7,          # optimisers that keep a loss per iteration or a batch order
+  iterations = 1e7,          # iterations, batches and steps (optimisers, hopfield(), ...)
   layout_values = 1e8,       # ordinal_embed(): n times ndim coordinates (800 MB)
   triplets = 1e8,            # trimap(): sampled triplets (1.2 GB with their weights)
   response = 1e150           # |y|: larger values overflow the sums of squares
