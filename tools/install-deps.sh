@@ -2,7 +2,7 @@
 # Install what building, testing and checking localmean needs, skipping what is already there.
 # Debian's r-cran-* binaries where apt-get is usable (as root), CRAN otherwise.
 set -e
-R_PKGS="rlang Rcpp RcppEigen RcppParallel RSpectra cli testthat roxygen2 knitr rmarkdown KernSmooth ks future future.apply uwot janeaustenr locfit generics ggplot2 tibble"
+R_PKGS="rlang Rcpp RcppEigen RcppParallel RSpectra cli testthat roxygen2 knitr rmarkdown KernSmooth ks future future.apply uwot janeaustenr locfit generics ggplot2 tibble callr"
 SYS_TOOLS="pandoc qpdf tidy pngquant"
 
 missing_r() {
