@@ -567,14 +567,8 @@ summary.local_embedding <- function(object, ...) {
 #' @export
 print.summary.local_embedding <- function(x, ...) {
   check_dots(...)
-  print(x$fit)
-  cat("\nLayout coordinates:\n")
-  print_trimmed(x$layout)
-  if (!is.null(x$loss)) {
-    cat("\nLoss over the iterations:\n")
-    print_trimmed(x$loss)
-  }
-  invisible(x)
+  print_summary_sections(x, x$fit, list("Layout coordinates" = x$layout,
+                                        "Loss over the iterations" = x$loss))
 }
 
 #' @rdname local_embedding

@@ -444,16 +444,9 @@ summary.local_imputation <- function(object, ...) {
 #' @export
 print.summary.local_imputation <- function(x, ...) {
   check_dots(...)
-  print(x$fit)
-  cat("\nMissing entries by column:\n")
-  print_trimmed(x$per_column)
-  if (!is.null(x$imputed)) {
-    cat("\nImputed values:\n")
-    print_trimmed(x$imputed)
-  }
-  cat("\nRelative change by iteration:\n")
-  print_trimmed(signif(x$change, 3))
-  invisible(x)
+  print_summary_sections(x, x$fit, list("Missing entries by column" = x$per_column,
+                                        "Imputed values" = x$imputed,
+                                        "Relative change by iteration" = signif(x$change, 3)))
 }
 
 #' @rdname local_imputation

@@ -628,12 +628,8 @@ summary.pc_shift <- function(object, ...) {
 #' @export
 print.summary.pc_shift <- function(x, ...) {
   check_dots(...)
-  print(x$fit)
-  cat("\nDistance from each point to the ridge:\n")
-  print_trimmed(x$distance)
-  cat("\nSteps per point:\n")
-  print_trimmed(x$iterations)
-  invisible(x)
+  print_summary_sections(x, x$fit, list("Distance from each point to the ridge" = x$distance,
+                                        "Steps per point" = x$iterations))
 }
 
 #' @rdname mode_clusters

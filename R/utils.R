@@ -287,3 +287,14 @@ named_values <- function(values, names) {
 print_trimmed <- function(x, ...) {
   cat(sub("[[:space:]]+$", "", utils::capture.output(print(x, ...))), sep = "\n")
 }
+
+# A summary's print: the fit, then each non-NULL section under its title.
+print_summary_sections <- function(x, fit, sections) {
+  print(fit)
+  for (title in names(sections)) {
+    if (is.null(sections[[title]])) next
+    cat("\n", title, ":\n", sep = "")
+    print_trimmed(sections[[title]])
+  }
+  invisible(x)
+}

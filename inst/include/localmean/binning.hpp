@@ -237,6 +237,18 @@ struct SeparablePlan {
   }
   std::size_t slots() const { return 2 * nm + nb * nv; }
 
+  // The 1-D weights of every line (along dimension 0) and every term (along dimension 1).
+  std::vector<std::vector<double>> row_filters(const Grid& g, const long* reach) const {
+    std::vector<std::vector<double>> w;
+    for (const Line& l : lines) w.push_back(gaussian_line(reach[0], g.step[0], l.power, l.squared));
+    return w;
+  }
+  std::vector<std::vector<double>> column_filters(const Grid& g, const long* reach) const {
+    std::vector<std::vector<double>> w;
+    for (const Term& t : terms) w.push_back(gaussian_line(reach[1], g.step[1], t.power, t.squared));
+    return w;
+  }
+
   // The node's moments from its term sums (by slot), then its fit.
   void solve(const double* sum, Moments& mo, std::size_t node, std::size_t G,
              const EngineOutput& out) const {
@@ -277,11 +289,7 @@ inline bool separable_fit_at(const Grid& g, const std::vector<double>& counts,
       cols.push_back(i0);
     }
   const std::size_t nl = plan.lines.size(), nc = cols.size();
-  std::vector<std::vector<double>> w0(nl), w1(plan.terms.size());
-  for (std::size_t k = 0; k < nl; ++k)
-    w0[k] = gaussian_line(reach[0], g.step[0], plan.lines[k].power, plan.lines[k].squared);
-  for (std::size_t t = 0; t < plan.terms.size(); ++t)
-    w1[t] = gaussian_line(reach[1], g.step[1], plan.terms[t].power, plan.terms[t].squared);
+  const auto w0 = plan.row_filters(g, reach), w1 = plan.column_filters(g, reach);
   auto source = [&](std::size_t a) { return a == 0 ? counts.data() : sums.data() + (a - 1) * G; };
   // rows[(k * size1 + i1) * nc + c]: line k at row i1 smoothed along dimension 0, at column cols[c]
   std::vector<double> rows(nl * static_cast<std::size_t>(size1) * nc);
@@ -339,11 +347,7 @@ inline bool separable_fit_grid(const Grid& g, const std::vector<double>& counts,
   const std::size_t G = g.nodes(), nl = plan.lines.size(), nt = plan.terms.size();
   long reach[2];
   window_reach(g, cutoff, reach);
-  std::vector<std::vector<double>> w0(nl), w1(nt);
-  for (std::size_t k = 0; k < nl; ++k)
-    w0[k] = gaussian_line(reach[0], g.step[0], plan.lines[k].power, plan.lines[k].squared);
-  for (std::size_t t = 0; t < nt; ++t)
-    w1[t] = gaussian_line(reach[1], g.step[1], plan.terms[t].power, plan.terms[t].squared);
+  const auto w0 = plan.row_filters(g, reach), w1 = plan.column_filters(g, reach);
   auto source = [&](std::size_t a) { return a == 0 ? counts.data() : sums.data() + (a - 1) * G; };
   // Lines pass along rows into `rows`, terms along columns into `done`.
   std::vector<double> rows(nl * G), done(nt * G);
