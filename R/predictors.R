@@ -42,13 +42,13 @@ is_categorical <- function(col) is.factor(col) || is.character(col) || is.logica
 # "unordered" or "ordered" per predictor, and for numeric predictors alone range = their
 # column ranges).
 split_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
-  force(arg)
   if (!is.data.frame(x) && !is_categorical(x)) {
+    # `arg` stays lazy (naming a long argument costs a millisecond): only an error needs it
     checked <- checked_predictors(x, arg, call)
-    x <- checked$x
-    return(list(x = x, categorical = NULL, names = colnames(x),
-                kind = rep("numeric", ncol(x)), range = checked$range))
+    return(list(x = checked$x, categorical = NULL, names = colnames(checked$x),
+                kind = rep("numeric", ncol(checked$x)), range = checked$range))
   }
+  force(arg)
   if (!is.data.frame(x)) x <- stats::setNames(data.frame(x, stringsAsFactors = FALSE), "x")
   if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
   if (nrow(x) == 0L) abort("{.arg {arg}} has no rows.", call = call)

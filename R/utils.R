@@ -110,7 +110,6 @@ check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::c
 
 # A numeric predictor matrix with finite entries and column names.
 check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
-  force(arg)
   checked_predictors(x, arg, call)$x
 }
 
@@ -152,24 +151,23 @@ one_column <- function(v) {
 }
 
 check_response <- function(y, n, arg = rlang::caller_arg(y), call = rlang::caller_env()) {
-  force(arg)
+  # `y` is never reassigned, so that `arg` can stay lazy (naming a long argument is slow)
   if (!is.numeric(y) || is.object(y)) abort("{.arg {arg}} must be a numeric vector.", call = call)
-  y <- as.double(y)
   if (length(y) != n) {
     abort("{.arg {arg}} has length {length(y)} but the predictors have {n} rows.", call = call)
   }
-  if (!cpp_all_finite(y)) abort("{.arg {arg}} has missing or non-finite values.", call = call)
-  extent <- range(y)
-  if (length(y) && max(-extent[1L], extent[2L]) > size_limits$response) {
+  values <- as.double(y)
+  extent <- cpp_column_ranges(values)  # finiteness and range in one pass
+  if (!all(extent$finite)) abort("{.arg {arg}} has missing or non-finite values.", call = call)
+  if (n && max(abs(extent$range)) > size_limits$response) {
     abort("{.arg {arg}} has values beyond {size_limits$response} in absolute value, whose squares
            overflow; rescale it.", call = call)
   }
-  y
+  values
 }
 
 check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
                           call = rlang::caller_env()) {
-  force(arg)
   if (is.null(weights)) return(NULL)
   if (!is.numeric(weights) || length(weights) != n) {
     abort("{.arg {arg}} must be a numeric vector of length {n}.", call = call)
