@@ -37,7 +37,7 @@
 #' @param k Number of neighbours, at least 1 and less than the number of
 #'   observations, or `"cv"` to choose it by leave-one-out cross-validation.
 #' @param scale Standardise the predictors before computing distances.
-#' @return An object of class `nn_bandwidth`.
+#' @return An object of class `local_nn`.
 #' @family regression
 #' @export
 #' @examples
@@ -53,11 +53,11 @@ nn <- function(k, scale = TRUE) {
   } else {
     k <- check_count(k)
   }
-  structure(list(k = k, scale = check_flag(scale)), class = "nn_bandwidth")
+  structure(list(k = k, scale = check_flag(scale)), class = "local_nn")
 }
 
 #' @export
-print.nn_bandwidth <- function(x, ...) {
+print.local_nn <- function(x, ...) {
   check_dots(...)
   cat("<nn bandwidth: k = ", x$k, if (x$scale) ", standardised" else "", ">\n", sep = "")
   invisible(x)

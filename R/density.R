@@ -258,7 +258,7 @@ resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads,
                         n_threads = n_threads)
     return(list(bandwidth = as_kde_bandwidth(bw, d, call), method = method))
   }
-  if (inherits(bandwidth, "nn_bandwidth")) {
+  if (inherits(bandwidth, "local_nn")) {
     x <- kde_data(fit)
     if (bandwidth$k >= nrow(x)) {
       abort("{.arg bandwidth}: {.code nn(k)} needs k below the number of points ({nrow(x)}).",

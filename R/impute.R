@@ -120,7 +120,7 @@ local_impute <- function(x, image_dim = NULL, layers = c("feature", "sample"),
   if (n < 2L && "sample" %in% layers) abort("{.arg x} needs at least two rows for the sample layer.")
   nn_rank <- as.integer(ceiling(k / 2))
   h_fixed <- 0
-  if (inherits(bandwidth, "nn_bandwidth")) {
+  if (inherits(bandwidth, "local_nn")) {
     nn_rank <- bandwidth$k
   } else if (!is.null(bandwidth)) {
     h_fixed <- check_positive(bandwidth)
@@ -310,7 +310,7 @@ feature_links <- function(x, image_dim, kernel, feature_bandwidth, centre,
   diag(r) <- 0
   rank <- 10L
   h_fixed <- NULL
-  if (inherits(feature_bandwidth, "nn_bandwidth")) {
+  if (inherits(feature_bandwidth, "local_nn")) {
     rank <- feature_bandwidth$k
   } else if (!is.null(feature_bandwidth)) {
     h_fixed <- check_positive(feature_bandwidth, arg = "feature_bandwidth", call = call)

@@ -88,7 +88,7 @@
 #'   seeking never bins, so `gridsize` does not apply).
 #' @inheritParams kde
 #' @param ... Unused.
-#' @return An object of class `mode_clusters`: `cluster` (integer labels),
+#' @return An object of class `local_modes`: `cluster` (integer labels),
 #'   `modes` (one row per cluster), `mode_density` (the kernel density
 #'   estimate at the modes), `size`, `point_modes` (where every point
 #'   stopped; with seeds, its cluster's mode), `iterations` and `converged`
@@ -127,7 +127,7 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
   }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
   if (!is.null(start)) groups <- assign_to_modes(groups, res$points, setup)
-  fit <- new_mode_clusters(setup, groups, res, "mean_shift", match.call())
+  fit <- new_local_modes(setup, groups, res, "mean_shift", match.call())
   if (!is.null(start)) {
     fit$seeds <- start
     fit$seed_cluster <- cpp_nearest_index(fit$modes, setup$h, res$points, setup$n_threads)
@@ -322,7 +322,7 @@ merge_modes <- function(modes, density, h, tol) {
   list(cluster = cluster, representative = reps[relabel], size = size[relabel])
 }
 
-new_mode_clusters <- function(setup, groups, res, algorithm, call) {
+new_local_modes <- function(setup, groups, res, algorithm, call) {
   reps <- groups$representative
   dimnames(res$points) <- list(NULL, colnames(setup$x))
   modes <- res$points[reps, , drop = FALSE]
@@ -334,7 +334,7 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
                  method = setup$method, control = setup$control, max_iter = setup$max_iter,
                  tol = setup$tol,
                  algorithm = algorithm, call = call),
-            class = "mode_clusters")
+            class = "local_modes")
 }
 
 #' MedoidShift clustering
@@ -353,7 +353,7 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
 #' @inheritParams mean_shift
 #' @param max_iter Most rounds of MedoidShift (1: a single pass over the data;
 #'   by default the roots are shifted again until none moves).
-#' @return An object of class `mode_clusters` (see [mean_shift()]); `parent`
+#' @return An object of class `local_modes` (see [mean_shift()]); `parent`
 #'   holds every point's move (its index in the data) in the first round.
 #' @family modes
 #' @export
@@ -387,7 +387,7 @@ medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 
               converged = rep(TRUE, n))
   res$density <- kde_values_at(setup, setup$x[root, , drop = FALSE])
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
-  fit <- new_mode_clusters(setup, groups, res, "medoid_shift", match.call())
+  fit <- new_local_modes(setup, groups, res, "medoid_shift", match.call())
   fit$parent <- parent
   fit$root <- root
   fit$paths <- NULL
@@ -438,7 +438,7 @@ kde_values_at <- function(setup, points, data = setup$x) {
 #'
 #' @inheritParams mean_shift
 #' @param ndim Dimension of the ridge, from 0 to d - 1.
-#' @return An object of class `pc_shift`: `points` (the projected points),
+#' @return An object of class `local_ridges`: `points` (the projected points),
 #'   `x`, `ndim`, `iterations`, `converged`, `paths`, `bandwidth`, `kernel`
 #'   and `call`.
 #' @family modes
@@ -465,7 +465,7 @@ pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_i
                  converged = res$converged, paths = if (keep_path) res$paths,
                  bandwidth = setup$h, bandwidth_method = setup$bandwidth_method,
                  kernel = setup$kernel, call = match.call()),
-            class = "pc_shift")
+            class = "local_ridges")
 }
 
 #' Methods for mode clusterings
@@ -481,28 +481,28 @@ pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_i
 #' the moves (MedoidShift). More than two variables give a pairs plot; one
 #' variable a strip chart.
 #'
-#' @param object,x A `mode_clusters` or `pc_shift` object.
+#' @param object,x A `local_modes` or `local_ridges` object.
 #' @param newdata New points (a vector, matrix or data frame with the fit's
 #'   variables).
 #' @param paths Draw the paths or moves.
 #' @inheritParams kde
 #' @param ... Passed to the plotting functions or unused.
 #' @return `predict()`: integer cluster labels; `summary()`: an object of
-#'   class `summary.mode_clusters`.
-#' @name mode_clusters
+#'   class `summary.local_modes`.
+#' @name local_modes
 #' @family modes
 NULL
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-print.mode_clusters <- function(x, ...) {
+print.local_modes <- function(x, ...) {
   check_dots(...)
   label <- c(mean_shift = if (isTRUE(x$blurring)) "blurring mean shift" else "mean shift",
              medoid_shift = "MedoidShift")[[x$algorithm]]
   k <- length(x$size)
   stuck <- sum(!x$converged)
   print_fields(
-    sprintf("<mode_clusters> %s: %d cluster%s from %d points, %s kernel", label, k,
+    sprintf("<local_modes> %s: %d cluster%s from %d points, %s kernel", label, k,
             if (k != 1L) "s" else "", nrow(x$x), x$kernel),
     list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
                              x$bandwidth_method),
@@ -513,18 +513,18 @@ print.mode_clusters <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-summary.mode_clusters <- function(object, ...) {
+summary.local_modes <- function(object, ...) {
   check_dots(...)
   modes <- data.frame(cluster = seq_along(object$size), size = object$size, object$modes,
                       density = object$mode_density, check.names = FALSE)
   structure(list(fit = object, modes = modes, iterations = summary(object$iterations)),
-            class = "summary.mode_clusters")
+            class = "summary.local_modes")
 }
 
 #' @export
-print.summary.mode_clusters <- function(x, ...) {
+print.summary.local_modes <- function(x, ...) {
   check_dots(...)
   print(x$fit)
   cat("\nModes:\n")
@@ -536,9 +536,9 @@ print.summary.mode_clusters <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-predict.mode_clusters <- function(object, newdata, n_threads = NULL, ...) {
+predict.local_modes <- function(object, newdata, n_threads = NULL, ...) {
   check_dots(...)
   points <- kde_points(object, newdata)
   setup <- list(x = object$x, h = object$bandwidth, kernel = object$kernel,
@@ -557,9 +557,9 @@ predict.mode_clusters <- function(object, newdata, n_threads = NULL, ...) {
   ifelse(dist <= object$merge_tol, nearest, NA_integer_)
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-plot.mode_clusters <- function(x, paths = FALSE, ...) {
+plot.local_modes <- function(x, paths = FALSE, ...) {
   check_flag(paths)
   cols <- cluster_colours(length(x$size))
   point_col <- grDevices::adjustcolor(cols[x$cluster], 0.6)
@@ -600,12 +600,12 @@ cluster_colours <- function(k) {
   rep_len(base, k)
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-print.pc_shift <- function(x, ...) {
+print.local_ridges <- function(x, ...) {
   check_dots(...)
   print_fields(
-    sprintf("<pc_shift> onto %d-dimensional ridges: %d points, %s kernel", x$ndim, nrow(x$x),
+    sprintf("<local_ridges> onto %d-dimensional ridges: %d points, %s kernel", x$ndim, nrow(x$x),
             x$kernel),
     list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
                              x$bandwidth_method),
@@ -615,26 +615,26 @@ print.pc_shift <- function(x, ...) {
 }
 
 #' @rdname pc_shift
-#' @param object A `pc_shift` fit.
+#' @param object A `local_ridges` fit.
 #' @export
-summary.pc_shift <- function(object, ...) {
+summary.local_ridges <- function(object, ...) {
   check_dots(...)
   moved <- sqrt(rowSums((object$points - object$x)^2))
   structure(list(fit = object, distance = summary(moved),
                  iterations = summary(object$iterations)),
-            class = "summary.pc_shift")
+            class = "summary.local_ridges")
 }
 
 #' @export
-print.summary.pc_shift <- function(x, ...) {
+print.summary.local_ridges <- function(x, ...) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Distance from each point to the ridge" = x$distance,
                                         "Steps per point" = x$iterations))
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-plot.pc_shift <- function(x, paths = FALSE, ...) {
+plot.local_ridges <- function(x, paths = FALSE, ...) {
   if (ncol(x$x) != 2L) {
     graphics::pairs(rbind(x$x, x$points), col = rep(c("grey60", "firebrick"), each = nrow(x$x)),
                     pch = 20, ...)

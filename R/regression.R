@@ -358,7 +358,7 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
                 categorical = categorical, lambda = lambda, family = likelihood,
                 n_threads = n_threads, call = call)
   }
-  if (inherits(bandwidth, "nn_bandwidth")) {
+  if (inherits(bandwidth, "local_nn")) {
     if (!is.null(categorical)) {
       abort("{.fn nn} bandwidths are for numeric predictors only.", call = call)
     }

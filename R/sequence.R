@@ -304,14 +304,14 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #'   of tokens.
 #' @param batch_size Targets per mini-batch.
 #' @inheritParams temporal_local_mean
-#' @return An object of class `qkv_model`: a list with `vocab`, `counts`
+#' @return An object of class `local_qkv`: a list with `vocab`, `counts`
 #'   (training frequencies), `query`, `key`, `value` and `output` (vocab x
 #'   dim matrices with the words as row names), `output_bias`, `lag_weights`
 #'   (the time kernel's log weights for lags 0, 1, ...), `theta` (all
 #'   parameters), the loss trace (`batch_loss`, `epoch_loss`, `valid_loss`),
 #'   `n_tokens` and the settings.
 #' @family sequences
-#' @seealso [predict.qkv_model()], [attention_weights()], [plot.qkv_model()]
+#' @seealso [predict.local_qkv()], [attention_weights()], [plot.local_qkv()]
 #' @export
 #' @examples
 #' set.seed(1)
@@ -377,7 +377,7 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
                        n_threads(n_threads), check_flag(verbose))
   check_diverged(c(res$theta, res$batch_loss), "lr")
-  qkv_model(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
+  new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
             list(lr = lr, epochs = epochs, batch_size = batch_size))
 }
 
@@ -414,7 +414,7 @@ qkv_init <- function(lay, n_vocab, dim, counts) {
   theta
 }
 
-qkv_model <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
+new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
   theta <- res$theta
   d <- shape$dim
   emb <- function(name) {
@@ -431,7 +431,7 @@ qkv_model <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, setti
     theta = theta, shape = shape, batch_loss = res$batch_loss, epoch_loss = res$epoch_loss,
     valid_loss = res$valid_loss, n_tokens = n_tokens, n_valid = length(valid_ids),
     unigram_loss = unigram_loss(counts, valid_ids), settings = settings
-  ), class = "qkv_model")
+  ), class = "local_qkv")
 }
 
 # Cross-entropy of the held-out tokens under the training frequencies (add-one smoothing): the
@@ -461,7 +461,7 @@ unigram_loss <- function(counts, valid_ids) {
 #' words are drawn as arrows from query to key on a circle, words ordered
 #' by a clustering of their kernel rows, line width by weight.
 #'
-#' @param x,object A `qkv_model`.
+#' @param x,object A `local_qkv`.
 #' @param context Tokens before the word to predict: a character vector, or
 #'   a list of them for several predictions.
 #' @param type For `predict()`: `"prob"` (probabilities) or `"token"`. For
@@ -471,7 +471,7 @@ unigram_loss <- function(counts, valid_ids) {
 #' @return `predict()`: a named probability vector (a matrix with a row per
 #'   context for a list), or the predicted tokens. `plot()`: the graph's
 #'   edges (invisibly) for `"graph"`, the object for `"loss"`.
-#' @name qkv_model-methods
+#' @name local_qkv-methods
 #' @family sequences
 #' @examples
 #' set.seed(1)
@@ -488,14 +488,14 @@ unigram_loss <- function(counts, valid_ids) {
 #' plot(fit, top = 5)
 NULL
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-print.qkv_model <- function(x, ...) {
+print.new_local_qkv <- function(x, ...) {
   check_dots(...)
   s <- x$shape
   last <- utils::tail(x$epoch_loss, 1)
   print_fields(
-    sprintf("<qkv_model> %d layer%s, vocabulary %d (with <unk>), dim %d, window %d", s$layers,
+    sprintf("<local_qkv> %d layer%s, vocabulary %d (with <unk>), dim %d, window %d", s$layers,
             if (s$layers > 1L) "s" else "", s$vocab, s$dim, s$window),
     list(Trained = sprintf("%d tokens, %d epoch%s", x$n_tokens, length(x$epoch_loss),
                            if (length(x$epoch_loss) > 1L) "s" else ""),
@@ -509,9 +509,9 @@ print.qkv_model <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-summary.qkv_model <- function(object, ...) {
+summary.new_local_qkv <- function(object, ...) {
   check_dots(...)
   ep <- seq_along(object$epoch_loss)
   loss <- data.frame(epoch = ep, train_loss = object$epoch_loss,
@@ -525,11 +525,11 @@ summary.qkv_model <- function(object, ...) {
                    exp(utils::tail(object$valid_loss, 1)) else NA_real_,
                  unigram_perplexity = exp(object$unigram_loss),
                  lag_weights = object$lag_weights),
-            class = "summary.qkv_model")
+            class = "summary.local_qkv")
 }
 
 #' @export
-print.summary.qkv_model <- function(x, ...) {
+print.summary.new_local_qkv <- function(x, ...) {
   check_dots(...)
   print(x$fit)
   cat("\nLoss by epoch:\n")
@@ -542,16 +542,16 @@ print.summary.qkv_model <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-nobs.qkv_model <- function(object, ...) {
+nobs.new_local_qkv <- function(object, ...) {
   check_dots(...)
   object$n_tokens
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-predict.qkv_model <- function(object, context, type = c("prob", "token"), ...) {
+predict.new_local_qkv <- function(object, context, type = c("prob", "token"), ...) {
   check_dots(...)
   type <- match_choice(type, c("prob", "token"))
   several <- is.list(context)
@@ -597,7 +597,7 @@ attention_weights <- function(object, tokens, ...) UseMethod("attention_weights"
 
 #' @rdname attention_weights
 #' @export
-attention_weights.qkv_model <- function(object, tokens, layer = 1, ...) {
+attention_weights.new_local_qkv <- function(object, tokens, layer = 1, ...) {
   check_dots(...)
   if (!is.character(tokens) || anyNA(tokens) || length(tokens) == 0L) {
     abort("{.arg tokens} must be a non-empty character vector.")
@@ -617,9 +617,9 @@ softmax_rows <- function(s) {
   p / rowSums(p)
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
+plot.new_local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   type <- match_choice(type, c("graph", "loss"))
   if (type == "loss") {
     bl <- x$batch_loss

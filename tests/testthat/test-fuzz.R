@@ -252,14 +252,14 @@ fuzz_pools <- function() {
 fuzz_templates <- function() {
   tp <- function(call, ...) list(call = call, args = c(...))
   # The methods the package registers for each fitted model's classes, with predict() fed bad
-  # newdata (qkv_model's predict() has its own template).
+  # newdata (local_qkv's predict() has its own template).
   fit_classes <- list(poly = "local_poly", poly1 = "local_poly", pform = "local_poly",
                       lmean = "local_model", logit = "local_poly", classify = "local_classify",
                       kde1 = "local_kde", kde2 = "local_kde", kde_nn = "local_kde",
                       kde_H = "local_kde", kde_bounded = "local_kde", kde_mixed = "local_kde",
-                      ms = "mode_clusters", medoid = "mode_clusters", pcs = "pc_shift",
+                      ms = "local_modes", medoid = "local_modes", pcs = "local_ridges",
                       lle = "local_embedding", trimap = "local_embedding",
-                      ordinal = "local_embedding", impute = "local_imputation", qkv = "qkv_model")
+                      ordinal = "local_embedding", impute = "local_imputation", qkv = "local_qkv")
   generics <- c("print", "summary", "nobs", "plot", "fitted", "residuals", "formula", "logLik",
                 "as.data.frame", "deviance", "sigma", "df.residual", "as.matrix", "predict")
   has_method <- function(generic, cls) {
@@ -272,7 +272,7 @@ fuzz_templates <- function() {
     cls <- fit_classes[[fit]]
     out <- list()
     for (g in generics[vapply(generics, has_method, TRUE, cls = cls)]) {
-      out[[length(out) + 1L]] <- if (g == "predict" && cls != "qkv_model") {
+      out[[length(out) + 1L]] <- if (g == "predict" && cls != "local_qkv") {
         tp(as.call(list(as.name("predict"), obj, newdata = quote(X2))), newdata = "newdata",
            n_threads = "threads")
       } else if (g == "summary") {

@@ -198,7 +198,7 @@ test_that("edge cases give documented results", {
 
 test_that("methods print, summarise and plot", {
   ms <- mean_shift(blobs, bandwidth = 0.8, keep_path = TRUE, verbose = FALSE)
-  expect_output(print(ms), "<mode_clusters> mean shift: 3 clusters from 150 points")
+  expect_output(print(ms), "<local_modes> mean shift: 3 clusters from 150 points")
   expect_output(print(summary(ms)), "Modes:")
   med <- medoid_shift(blobs, bandwidth = 0.8, verbose = FALSE)
   expect_output(print(med), "MedoidShift: 3 clusters")

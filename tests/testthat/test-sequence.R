@@ -130,7 +130,7 @@ test_that("qkv_fit learns a dependence two steps back", {
   set.seed(7)
   fit <- qkv_fit(tok, dim = 4, window = 4, epochs = 3, lr = 0.02, validation = 0.1,
                  n_threads = 1, verbose = FALSE)
-  expect_s3_class(fit, "qkv_model")
+  expect_s3_class(fit, "local_qkv")
   expect_lt(utils::tail(fit$epoch_loss, 1), fit$epoch_loss[1])
   expect_lt(mean(utils::tail(fit$batch_loss, 10)), mean(fit$batch_loss[1:5]))
   # The time kernel puts its weight on lag 1 (the token before the current one).

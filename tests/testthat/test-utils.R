@@ -211,7 +211,7 @@ test_that("every exported function rejects a misspelt argument", {
       args <- c(list(as.double(1:20), as.double(1:20)), args)
       if (name == "kde") args <- args[-2L]
     }
-    if (name == "attention_weights") args <- c(list(small_fits()$qkv_model, "the"), args)
+    if (name == "attention_weights") args <- c(list(small_fits()$local_qkv, "the"), args)
     err <- tryCatch(do.call(f, args), error = identity)
     expect_s3_class(err, "error")
     expect_match(conditionMessage(err), "bandwith", fixed = TRUE, info = name)
@@ -225,12 +225,12 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_model = summary(fits$local_poly),
     summary.local_classify = summary(fits$local_classify),
     summary.local_kde = summary(fits$kde_1d),
-    summary.mode_clusters = summary(fits$mean_shift),
-    summary.qkv_model = summary(fits$qkv_model),
-    summary.pc_shift = summary(fits$pc_shift),
+    summary.local_modes = summary(fits$mean_shift),
+    summary.local_qkv = summary(fits$local_qkv),
+    summary.local_ridges = summary(fits$local_ridges),
     summary.local_embedding = summary(fits$lle),
     summary.local_imputation = summary(fits$local_imputation),
-    nn_bandwidth = nn(5),
+    local_nn = nn(5),
     local_control = local_control()
   ))
   methods <- getNamespaceInfo("localmean", "S3methods")
