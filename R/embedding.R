@@ -193,7 +193,7 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' @param weight_temp Temperature of the tempered log applied to the triplet
 #'   weights (1: the plain log).
 #' @param lr Learning rate.
-#' @param n_iters Number of iterations, at most 1e7 (the loss is kept for
+#' @param n_iter Number of iterations, at most 1e7 (the loss is kept for
 #'   each).
 #' @param init `"pca"`, `"random"` (Gaussian, standard deviation 1e-4) or a
 #'   numeric matrix with one row per point and `ndim` columns.
@@ -205,11 +205,11 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' @family embedding
 #' @export
 #' @examples
-#' fit <- trimap(iris[, 1:4], n_iters = 200)
+#' fit <- trimap(iris[, 1:4], n_iter = 200)
 #' fit
 #' plot(fit, labels = iris$Species)
 trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
-                   weight_temp = 0.5, lr = 0.1, n_iters = 400, init = "pca",
+                   weight_temp = 0.5, lr = 0.1, n_iter = 400, init = "pca",
                    n_threads = NULL, verbose = interactive()) {
   x <- check_predictors(x)
   n <- nrow(x)
@@ -225,7 +225,7 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
              "n_random")
   weight_temp <- check_positive(weight_temp, zero = TRUE)
   lr <- check_positive(lr)
-  n_iters <- check_size(check_count(n_iters), size_limits$iterations, "iterations", "n_iters")
+  n_iter <- check_size(check_count(n_iter), size_limits$iterations, "iterations", "n_iter")
   verbose <- check_flag(verbose)
   threads <- n_threads(n_threads)
   prep <- trimap_preprocessing(x, threads)
@@ -237,11 +237,11 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
                                  weight_temp, seed, threads)
   n_triplets <- ncol(sampled$triplets)
   res <- cpp_optimise_triplets(init, sampled$triplets, sampled$weights, "trimap",
-                               lr * n / n_triplets, n_iters, 0, threads, verbose)
+                               lr * n / n_triplets, n_iter, 0, threads, verbose)
   check_diverged(c(res$layout, res$loss), "lr")
   new_local_embedding(res$layout, "trimap",
                       list(n_inliers = n_inliers, n_outliers = n_outliers, n_random = n_random,
-                           weight_temp = weight_temp, lr = lr, n_iters = n_iters,
+                           weight_temp = weight_temp, lr = lr, n_iter = n_iter,
                            n_triplets = n_triplets),
                       match.call(), data = z, preprocessing = prep, loss = res$loss,
                       violated = res$violated)
@@ -331,7 +331,7 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' fit <- ordinal_embed(tri)
 #' fit$violated
 ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, lr = 0.1,
-                          n_iters = 1000, init = "random", n_threads = NULL,
+                          n_iter = 1000, init = "random", n_threads = NULL,
                           verbose = interactive()) {
   triplets <- check_triplets(triplets, n)
   n <- attr(triplets, "n")
@@ -340,17 +340,17 @@ ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, 
   weights <- check_weights(weights, ncol(triplets)) %||% rep(1, ncol(triplets))
   l2 <- check_positive(l2, zero = TRUE)
   lr <- check_positive(lr)
-  n_iters <- check_size(check_count(n_iters), size_limits$iterations, "iterations", "n_iters")
+  n_iter <- check_size(check_count(n_iter), size_limits$iterations, "iterations", "n_iter")
   init <- if (identical(init, "random")) {
     matrix(stats::rnorm(n * ndim, sd = 1e-4), n, ndim)
   } else {
     check_init_matrix(init, n, ndim)
   }
   res <- cpp_optimise_triplets(init, triplets, weights, "tste", lr * n / ncol(triplets),
-                               n_iters, l2, n_threads(n_threads), check_flag(verbose))
+                               n_iter, l2, n_threads(n_threads), check_flag(verbose))
   check_diverged(c(res$layout, res$loss), c("lr", "l2"))
   new_local_embedding(res$layout, "ordinal",
-                      list(n_triplets = ncol(triplets), l2 = l2, lr = lr, n_iters = n_iters),
+                      list(n_triplets = ncol(triplets), l2 = l2, lr = lr, n_iter = n_iter),
                       match.call(), loss = res$loss, violated = res$violated)
 }
 

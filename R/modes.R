@@ -104,15 +104,16 @@
 #' fit
 #' plot(fit, paths = TRUE)
 #' predict(fit, rbind(c(0, 0), c(2, 2)))
-mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 500, tol = 1e-8,
-                       blurring = FALSE, merge_tol = 0.1, seeds = NULL, min_bin_freq = 1,
-                       keep_path = FALSE, accelerate = TRUE, weights = NULL, method = "auto",
-                       n_threads = NULL, verbose = interactive(), control = local_control(),
-                       ...) {
+mean_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 500, tol = 1e-8,
+                       blurring = FALSE, merge_tol = 0.1, min_size = NULL, seeds = NULL,
+                       min_bin_freq = 1, keep_path = FALSE, accelerate = TRUE, weights = NULL,
+                       method = "auto", n_threads = NULL, verbose = interactive(),
+                       control = local_control(), ...) {
   check_dots(...)
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose,
                        control)
   merge_tol <- check_positive(merge_tol)
+  min_size <- check_count(min_size %||% default_min_size(nrow(setup$x)), arg = "min_size")
   keep_path <- check_flag(keep_path)
   accelerate <- check_flag(accelerate)
   blurring <- check_flag(blurring)
@@ -127,13 +128,17 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
   }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
   if (!is.null(start)) groups <- assign_to_modes(groups, res$points, setup)
+  groups <- absorb_small(groups, res$points, setup$h, min_size)
   fit <- new_local_modes(setup, groups, res, "mean_shift", match.call())
+  fit$absorbed_modes <- res$points[groups$absorbed, , drop = FALSE]
+  fit$absorbed_into <- groups$absorbed_into
   if (!is.null(start)) {
     fit$seeds <- start
-    fit$seed_cluster <- cpp_nearest_index(fit$modes, setup$h, res$points, setup$n_threads)
+    fit$seed_cluster <- nearest_cluster(fit, res$points, setup$n_threads)
     fit$point_modes <- fit$modes[fit$cluster, , drop = FALSE]
   }
   fit$merge_tol <- merge_tol
+  fit$min_size <- min_size
   fit$blurring <- blurring
   fit$accelerate <- accelerate
   fit
@@ -142,6 +147,41 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
 # With `accelerate`, a climb stops once it comes within this share of merge_tol of a mode where
 # an earlier climb converged (see mean_shift()).
 meet_share <- 0.25
+
+# The default smallest cluster: 1% of the points (as ks::kms()), at least 2, so that a mode
+# reached by a single point does not make a cluster of its own.
+default_min_size <- function(n) max(2L, as.integer(round(0.01 * n)))
+
+# Clusters smaller than `min_size` join the cluster whose mode is nearest their own (in
+# bandwidths) among those of at least `min_size` points (or the largest, when none is that
+# large); the rest are renumbered by decreasing size. `absorbed` indexes the small clusters'
+# modes in `points`, `absorbed_into` their new clusters.
+absorb_small <- function(groups, points, h, min_size) {
+  small <- groups$size < min_size
+  small[1L] <- FALSE  # sizes decrease, so the largest cluster always stays
+  if (!any(small)) return(c(groups, list(absorbed = integer(0), absorbed_into = integer(0))))
+  large <- which(!small)
+  reps <- groups$representative
+  into <- large[cpp_nearest_index(points[reps[large], , drop = FALSE], h,
+                                  points[reps[small], , drop = FALSE], 1L)]
+  target <- seq_along(reps)
+  target[small] <- into
+  cluster <- target[groups$cluster]
+  size <- tabulate(cluster, length(reps))[large]
+  relabel <- order(-size, seq_along(size))
+  new_label <- integer(length(reps))
+  new_label[large[relabel]] <- seq_along(large)
+  list(cluster = new_label[cluster], representative = reps[large[relabel]],
+       size = size[relabel], absorbed = reps[small], absorbed_into = new_label[into])
+}
+
+# The cluster of every point of `points` by the fit's rule for data points: the nearest mode (in
+# bandwidths) among the clusters' modes and the modes of the clusters absorbed into them.
+nearest_cluster <- function(fit, points, n_threads) {
+  modes <- rbind(fit$modes, fit$absorbed_modes)
+  c(seq_len(nrow(fit$modes)), fit$absorbed_into)[
+    cpp_nearest_index(modes, fit$bandwidth, points, n_threads)]
+}
 
 # Starting points: NULL (every data point), "bin" (the mean of the points in every cell of a grid
 # with one-bandwidth cells holding at least min_bin_freq points) or a matrix.
@@ -180,12 +220,12 @@ assign_to_modes <- function(groups, points, setup) {
 #'
 #' `self_local_mean()` applies the self-local mean transform
 #' \eqn{x_j \leftarrow \sum_i K_h(x_j, x_i) w_i x_i / \sum_i K_h(x_j, x_i) w_i}
-#' `steps` times, each step to the current points: the data contract towards
+#' `n_iter` times, each step to the current points: the data contract towards
 #' their modes (one step is a denoising of the data by the localization
 #' method; many steps are the blurring mean shift).
 #'
 #' @inheritParams mean_shift
-#' @param steps Number of steps (0 returns the data; at most 1e7).
+#' @param n_iter Number of steps (0 returns the data; at most 1e7).
 #' @return The transformed points, with the shape of `x` (a vector or a
 #'   matrix).
 #' @family modes
@@ -193,17 +233,17 @@ assign_to_modes <- function(groups, points, setup) {
 #' @examples
 #' set.seed(1)
 #' x <- c(rnorm(100), rnorm(100, 5))
-#' y <- self_local_mean(x, steps = 5, bandwidth = 0.5)
+#' y <- self_local_mean(x, bandwidth = 0.5, n_iter = 5)
 #' plot(x, y)
-self_local_mean <- function(x, steps = 1, bandwidth = "auto", kernel = "gaussian",
+self_local_mean <- function(x, kernel = "gaussian", bandwidth = "auto", n_iter = 1,
                             weights = NULL, method = "auto", n_threads = NULL,
                             verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   was_vector <- is.numeric(x) && is.null(dim(x))
-  steps <- check_size(check_count(steps, min = 0), size_limits$iterations, "steps", "steps")
-  setup <- shift_setup(x, bandwidth, kernel, weights, method, steps, 0, n_threads, verbose,
+  n_iter <- check_size(check_count(n_iter, min = 0), size_limits$iterations, "steps", "n_iter")
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, n_iter, 0, n_threads, verbose,
                        control)
-  res <- blurring_shift(setup$x, setup, setup$x, max_iter = steps, tol = 0, ndim = -1L,
+  res <- blurring_shift(setup$x, setup, setup$x, max_iter = n_iter, tol = 0, ndim = -1L,
                         keep_path = FALSE)
   if (was_vector) drop(res$points) else res$points
 }
@@ -363,7 +403,7 @@ new_local_modes <- function(setup, groups, res, algorithm, call) {
 #'            matrix(rnorm(100, mean = 2, sd = 0.3), ncol = 2))
 #' fit <- medoid_shift(x, bandwidth = 0.5)
 #' plot(fit, paths = TRUE)
-medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 100,
+medoid_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 100,
                          merge_tol = 0, weights = NULL, method = "auto", n_threads = NULL,
                          verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -449,7 +489,7 @@ kde_values_at <- function(setup, points, data = setup$x) {
 #' x <- cbind(cos(t), sin(t)) + matrix(rnorm(800, sd = 0.1), ncol = 2)
 #' fit <- pc_shift(x, ndim = 1, bandwidth = 0.15)
 #' plot(fit)
-pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_iter = 500,
+pc_shift <- function(x, kernel = "gaussian", bandwidth = "auto", ndim = 1, max_iter = 500,
                      tol = 1e-8, keep_path = FALSE, weights = NULL, method = "auto",
                      n_threads = NULL, verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -538,23 +578,27 @@ print.summary.local_modes <- function(x, ...) {
 
 #' @rdname local_modes
 #' @export
-predict.local_modes <- function(object, newdata, n_threads = NULL, ...) {
+predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = interactive(),
+                                ...) {
   check_dots(...)
   points <- kde_points(object, newdata)
   setup <- list(x = object$x, h = object$bandwidth, kernel = object$kernel,
                 method = object$method, control = object$control,
                 prior = if (!is.null(object$weights)) object$weights / sum(object$weights),
-                n_threads = n_threads(n_threads), verbose = FALSE)
+                n_threads = n_threads(n_threads), verbose = check_flag(verbose))
   if (object$algorithm == "medoid_shift") {
     step <- engine_shift(shift_spec(setup), points, 1L)
     nearest <- cpp_nearest_index(object$x, setup$h, step$points, setup$n_threads)
     return(object$cluster[nearest])
   }
+  if (!is.null(object$seeds)) return(nearest_cluster(object, points, setup$n_threads))
   res <- climb(object$x, setup, points, object$max_iter, object$tol, -1L, FALSE)
-  nearest <- cpp_nearest_index(object$modes, object$bandwidth, res$points, setup$n_threads)
-  dist <- sqrt(rowSums(sweep(res$points - object$modes[nearest, , drop = FALSE], 2L,
+  modes <- rbind(object$modes, object$absorbed_modes)
+  nearest <- cpp_nearest_index(modes, object$bandwidth, res$points, setup$n_threads)
+  dist <- sqrt(rowSums(sweep(res$points - modes[nearest, , drop = FALSE], 2L,
                              object$bandwidth, `/`)^2))
-  ifelse(dist <= object$merge_tol, nearest, NA_integer_)
+  label <- c(seq_len(nrow(object$modes)), object$absorbed_into)[nearest]
+  ifelse(dist <= object$merge_tol, label, NA_integer_)
 }
 
 #' @rdname local_modes
@@ -569,7 +613,7 @@ plot.local_modes <- function(x, paths = FALSE, ...) {
                     pch = c(rep(20, nrow(x$x)), rep(4, nrow(x$modes))), ...)
     return(invisible(x))
   }
-  xy <- if (d == 2L) x$x else cbind(x$x, stats::runif(nrow(x$x), -1, 1))
+  xy <- if (d == 2L) x$x else cbind(x$x, strip_jitter(nrow(x$x)))
   modes <- if (d == 2L) x$modes else cbind(x$modes, 0)
   k <- length(x$size)
   plot_with_defaults(xy, NULL, col = point_col, pch = 20, xlab = colnames(x$x)[1L],
@@ -594,6 +638,10 @@ draw_paths <- function(x, cols) {
     graphics::lines(x$paths[[i]], col = cols[path_cluster[i]], lwd = 0.7)
   }
 }
+
+# Vertical offsets in (-1, 1) that spread a strip chart's points without drawing random numbers
+# (a plot must leave the user's random stream alone): the golden-ratio sequence.
+strip_jitter <- function(n) 2 * ((seq_len(n) * 0.6180339887498949) %% 1) - 1
 
 cluster_colours <- function(k) {
   base <- grDevices::hcl.colors(min(k, 12L), "Dark 3")

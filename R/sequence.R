@@ -5,8 +5,8 @@
 #'
 #' The temporal self-local mean of a sequence \eqn{x_1, \dots, x_T}:
 #' \deqn{y_t = \sum_s K(q_t, k_s) L(t, s) v_s \big/ \sum_s K(q_t, k_s) L(t, s),}
-#' with queries \eqn{q_t = x_t Q}, keys \eqn{k_s = x_s K} and values
-#' \eqn{v_s = x_s V} (each projection is the identity when not given), a
+#' with queries \eqn{q_t = x_t W_Q}, keys \eqn{k_s = x_s W_K} and values
+#' \eqn{v_s = x_s W_V} (each projection is the identity when not given), a
 #' content kernel \eqn{K} and a time kernel \eqn{L}. With the default
 #' `kernel = "softmax"`, \eqn{K(q, k) = \exp(q \cdot k / h)} with
 #' \eqn{h = \sqrt{d_k}}, and with `time_kernel = "causal"` this is exactly
@@ -41,8 +41,9 @@
 #'   `"none"`.
 #' @param time_bandwidth Steps: the causal window length, the half-width of
 #'   `"window"` or the decay scale of `"exponential"` (needed by the last two).
-#' @param q,k,v Optional projection matrices with `ncol(x)` rows: `q` and `k`
-#'   with the same number of columns \eqn{d_k}, `v` with \eqn{d_v} columns.
+#' @param wq,wk,wv Optional query, key and value projection matrices with
+#'   `ncol(x)` rows: `wq` and `wk` with the same number of columns
+#'   \eqn{d_k}, `wv` with \eqn{d_v} columns.
 #' @param return_weights Also return the \eqn{T \times T} weights.
 #' @inheritParams lle
 #' @param ... Not used.
@@ -64,7 +65,7 @@
 #' y2 <- temporal_local_mean(x, kernel = "gaussian", time_kernel = "window",
 #'                           time_bandwidth = 5)
 temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_kernel = "causal",
-                                time_bandwidth = NULL, q = NULL, k = NULL, v = NULL,
+                                time_bandwidth = NULL, wq = NULL, wk = NULL, wv = NULL,
                                 return_weights = FALSE, n_threads = NULL,
                                 verbose = interactive(), ...) {
   check_dots(...)
@@ -73,16 +74,16 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
   time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
   check_flag(return_weights)
   n <- nrow(x)
-  q <- check_projection(q, ncol(x))
-  k <- check_projection(k, ncol(x))
-  v <- check_projection(v, ncol(x))
-  xq <- if (is.null(q)) x else x %*% q
-  xk <- if (is.null(k)) x else x %*% k
+  wq <- check_projection(wq, ncol(x))
+  wk <- check_projection(wk, ncol(x))
+  wv <- check_projection(wv, ncol(x))
+  xq <- if (is.null(wq)) x else x %*% wq
+  xk <- if (is.null(wk)) x else x %*% wk
   if (ncol(xq) != ncol(xk)) {
-    abort("{.arg q} and {.arg k} must have the same number of columns ({ncol(xq)} and
+    abort("{.arg wq} and {.arg wk} must have the same number of columns ({ncol(xq)} and
           {ncol(xk)}).")
   }
-  xv <- if (is.null(v)) x else x %*% v
+  xv <- if (is.null(wv)) x else x %*% wv
   bandwidth <- if (is.null(bandwidth)) sqrt(ncol(xq)) else check_positive(bandwidth)
   time_bandwidth <- check_time_bandwidth(time_bandwidth, time_kernel)
   if (return_weights && n > max_weight_steps) {
@@ -90,10 +91,10 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
             i = "The weights are returned for at most {max_weight_steps} steps."))
   }
   # One transposed copy per distinct matrix: without projections x serves as all three.
-  tx <- if (is.null(q) || is.null(k) || is.null(v)) t(x)
-  tq <- if (is.null(q)) tx else t(xq)
-  tk <- if (is.null(k)) tx else t(xk)
-  tv <- if (is.null(v)) tx else t(xv)
+  tx <- if (is.null(wq) || is.null(wk) || is.null(wv)) t(x)
+  tq <- if (is.null(wq)) tx else t(xq)
+  tk <- if (is.null(wk)) tx else t(xk)
+  tv <- if (is.null(wv)) tx else t(xv)
   res <- cpp_temporal_local_mean(tq, tk, tv, kernel, bandwidth, time_kernel, time_bandwidth,
                                  return_weights, n_threads(n_threads), check_flag(verbose))
   out <- res$mean
@@ -168,7 +169,7 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' @param query The states to start from: a matrix with the same columns, or
 #'   one vector.
 #' @param beta Inverse temperature (positive).
-#' @param steps Number of updates (at most 1e7).
+#' @param n_iter Number of updates (at most 1e7).
 #' @inheritParams temporal_local_mean
 #' @return A list with `retrieved` (one row per query) and `attention` (the
 #'   weights over the stored patterns of the last update, one row per query).
@@ -180,7 +181,8 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' noisy <- patterns[2, ] * ifelse(runif(64) < 0.2, -1, 1)
 #' res <- hopfield(patterns, noisy, beta = 0.5)
 #' round(res$attention, 3)
-hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
+hopfield <- function(patterns, query, beta = 1, n_iter = 1, n_threads = NULL,
+                     verbose = interactive()) {
   if (!is.matrix(patterns) || !is.numeric(patterns) || any(!is.finite(patterns)) ||
       nrow(patterns) == 0L) {
     abort("{.arg patterns} must be a finite numeric matrix with one pattern per row.")
@@ -193,15 +195,18 @@ hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
     abort("{.arg query} has {ncol(query)} column{?s} but {.arg patterns} has {ncol(patterns)}.")
   }
   beta <- check_positive(beta)
-  steps <- check_size(check_count(steps), size_limits$iterations, "steps", "steps")
+  n_iter <- check_size(check_count(n_iter), size_limits$iterations, "updates", "n_iter")
   storage.mode(patterns) <- storage.mode(query) <- "double"
   threads <- n_threads(n_threads)
+  verbose <- check_flag(verbose)
   xi <- t(query)
   pt <- t(patterns)
-  for (i in seq_len(steps)) {
-    res <- cpp_temporal_local_mean(xi, pt, pt, "softmax", 1 / beta, "none", Inf, i == steps,
+  if (verbose && n_iter > 1L) cli::cli_progress_bar("Hopfield updates", total = n_iter)
+  for (i in seq_len(n_iter)) {
+    res <- cpp_temporal_local_mean(xi, pt, pt, "softmax", 1 / beta, "none", Inf, i == n_iter,
                                    threads, FALSE)
     xi <- t(res$mean)
+    if (verbose && n_iter > 1L) cli::cli_progress_update()
   }
   retrieved <- t(xi)
   colnames(retrieved) <- colnames(patterns)
@@ -295,8 +300,8 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' @param window Causal window: the number of tokens (the current one
 #'   included) each prediction sees.
 #' @param layers 1 or 2 local-mean layers.
-#' @param epochs Passes over the tokens; at most 1e7 mini-batches in all
-#'   (epochs times batches per epoch).
+#' @param n_iter Passes over the tokens (epochs); at most 1e7 mini-batches in
+#'   all (`n_iter` times batches per pass).
 #' @param lr Adam's learning rate.
 #' @param vocab_size Largest vocabulary, `"<unk>"` included.
 #' @param validation Held-out text for the perplexity: a fraction in
@@ -317,10 +322,10 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' set.seed(1)
 #' words <- c("the", "cat", "sat", "on", "mat", "dog", "ran")
 #' tokens <- sample(words, 2000, replace = TRUE)
-#' fit <- qkv_fit(tokens, dim = 4, window = 3, epochs = 1, n_threads = 1)
+#' fit <- qkv_fit(tokens, dim = 4, window = 3, n_iter = 1, n_threads = 1)
 #' fit
 #' predict(fit, c("the", "cat"), type = "token")
-qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0.01,
+qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.01,
                     vocab_size = 5000, validation = 0, batch_size = 256, n_threads = NULL,
                     verbose = interactive(), ...) {
   check_dots(...)
@@ -333,7 +338,7 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   window <- check_count(window)
   layers <- check_count(layers)
   if (layers > 2L) abort("{.arg layers} must be 1 or 2.")
-  epochs <- check_count(epochs)
+  n_iter <- check_count(n_iter)
   lr <- check_positive(lr)
   vocab_size <- check_count(vocab_size, min = 2)
   batch_size <- check_count(batch_size)
@@ -372,13 +377,13 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   lay <- cpp_qkv_layout(shape)
   theta <- qkv_init(lay, n_vocab, dim, train_counts)
   n_batches <- ceiling((length(ids) - 1) / batch_size)
-  check_size(n_batches * epochs, size_limits$iterations, "mini-batches", "epochs")
-  order <- as.integer(replicate(epochs, sample.int(n_batches)) - 1L)
-  res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
+  check_size(n_batches * n_iter, size_limits$iterations, "mini-batches", "n_iter")
+  order <- as.integer(replicate(n_iter, sample.int(n_batches)) - 1L)
+  res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, n_iter,
                        n_threads(n_threads), check_flag(verbose))
   check_diverged(c(res$theta, res$batch_loss), "lr")
   new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
-            list(lr = lr, epochs = epochs, batch_size = batch_size))
+            list(lr = lr, n_iter = n_iter, batch_size = batch_size))
 }
 
 # 0-based ids; tokens outside the vocabulary become "<unk>".
@@ -481,7 +486,7 @@ unigram_loss <- function(counts, valid_ids) {
 #' for (i in 3:3000) {
 #'   tokens[i] <- if (runif(1) < 0.8) nxt[[tokens[i - 2]]] else sample(names(nxt), 1)
 #' }
-#' fit <- qkv_fit(tokens, dim = 3, window = 3, epochs = 3, validation = 0.1,
+#' fit <- qkv_fit(tokens, dim = 3, window = 3, n_iter = 3, validation = 0.1,
 #'                n_threads = 1)
 #' summary(fit)
 #' predict(fit, c("a", "c"))
@@ -591,7 +596,7 @@ predict.new_local_qkv <- function(object, context, type = c("prob", "token"), ..
 #' @examples
 #' set.seed(1)
 #' tokens <- sample(c("a", "b", "c", "d"), 500, replace = TRUE)
-#' fit <- qkv_fit(tokens, dim = 2, window = 3, epochs = 1, n_threads = 1)
+#' fit <- qkv_fit(tokens, dim = 2, window = 3, n_iter = 1, n_threads = 1)
 #' round(attention_weights(fit, c("a", "b", "c", "a")), 2)
 attention_weights <- function(object, tokens, ...) UseMethod("attention_weights")
 

@@ -56,7 +56,7 @@ paths <- list(
   attention_softmax = function() temporal_local_mean(s, n_threads = 1),
   attention_gaussian = function() temporal_local_mean(s, kernel = "gaussian", bandwidth = 3,
                                                       n_threads = 1),
-  qkv_fit_20000 = function() qkv_fit(toks, dim = 16, window = 8, epochs = 1, n_threads = 1,
+  qkv_fit_20000 = function() qkv_fit(toks, dim = 16, window = 8, n_iter = 1, n_threads = 1,
                                      verbose = FALSE)
 )
 for (name in names(paths)) cat(sprintf("%-22s %9.4f\n", name, time_min(paths[[name]])))

@@ -55,10 +55,10 @@ fuzz_setup <- function() {
       medoid = quote(medoid_shift(X2, bandwidth = 0.3, verbose = FALSE)),
       pcs = quote(pc_shift(X3, ndim = 1, bandwidth = 0.5, verbose = FALSE)),
       lle = quote(lle(X3, ndim = 2, k = 8, verbose = FALSE)),
-      trimap = quote(trimap(X3, n_iters = 20, verbose = FALSE)),
-      ordinal = quote(ordinal_embed(triplets, n_iters = 20, verbose = FALSE)),
+      trimap = quote(trimap(X3, n_iter = 20, verbose = FALSE)),
+      ordinal = quote(ordinal_embed(triplets, n_iter = 20, verbose = FALSE)),
       impute = quote(local_impute(miss, max_iter = 2, verbose = FALSE)),
-      qkv = quote(qkv_fit(tokens, dim = 2, window = 2, epochs = 1, n_threads = 1,
+      qkv = quote(qkv_fit(tokens, dim = 2, window = 2, n_iter = 1, n_threads = 1,
                           verbose = FALSE))
     ), eval, envir = environment())
     fits <- q
@@ -315,17 +315,17 @@ fuzz_templates <- function() {
       tp(quote(pc_shift(x = X3, ndim = 1, bandwidth = 0.5, verbose = FALSE)), x = "data",
          ndim = "count", bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations",
          n_threads = "threads"),
-      tp(quote(self_local_mean(x = X2, steps = 2, bandwidth = 0.3, verbose = FALSE)),
-         x = "data", steps = "iterations", bandwidth = "bandwidth", kernel = "kernel",
+      tp(quote(self_local_mean(x = X2, n_iter = 2, bandwidth = 0.3, verbose = FALSE)),
+         x = "data", n_iter = "iterations", bandwidth = "bandwidth", kernel = "kernel",
          n_threads = "threads"),
       tp(quote(lle(x = X3, ndim = 2, k = 8, verbose = FALSE)), x = "data", ndim = "count",
          k = "count", reg = "positive", n_threads = "threads"),
-      tp(quote(trimap(x = X3, n_iters = 20, verbose = FALSE)), x = "data", ndim = "count",
+      tp(quote(trimap(x = X3, n_iter = 20, verbose = FALSE)), x = "data", ndim = "count",
          n_inliers = "count", n_outliers = "count", n_random = "count", lr = "positive",
-         n_iters = "iterations", init = "newdata", n_threads = "threads"),
-      tp(quote(ordinal_embed(triplets = triplets, n_iters = 20, verbose = FALSE)),
+         n_iter = "iterations", init = "newdata", n_threads = "threads"),
+      tp(quote(ordinal_embed(triplets = triplets, n_iter = 20, verbose = FALSE)),
          triplets = "data", n = "count", ndim = "count", weights = "weights", l2 = "positive",
-         lr = "positive", n_iters = "iterations", n_threads = "threads"),
+         lr = "positive", n_iter = "iterations", n_threads = "threads"),
       tp(quote(asym_mds(s = matrix(runif(25), 5))), s = "data", ndim = "count",
          max_iter = "iterations", tol = "positive"),
       tp(quote(embedding_quality(x = X3, layout = X2, verbose = FALSE)), x = "data",
@@ -334,12 +334,12 @@ fuzz_templates <- function() {
       tp(quote(temporal_local_mean(x = X3)), x = "data", kernel = "kernel",
          bandwidth = "bandwidth", time_kernel = "kernel", time_bandwidth = "positive",
          n_threads = "threads"),
-      tp(quote(qkv_fit(tokens = tokens, dim = 2, window = 2, epochs = 1, verbose = FALSE)),
+      tp(quote(qkv_fit(tokens = tokens, dim = 2, window = 2, n_iter = 1, verbose = FALSE)),
          tokens = "tokens", dim = "count", window = "count", layers = "count",
-         epochs = "iterations", lr = "positive", vocab_size = "count", batch_size = "count",
+         n_iter = "iterations", lr = "positive", vocab_size = "count", batch_size = "count",
          n_threads = "threads"),
       tp(quote(hopfield(patterns = patterns, query = patterns[1, ])), patterns = "data",
-         query = "newdata", beta = "positive", steps = "iterations", n_threads = "threads"),
+         query = "newdata", beta = "positive", n_iter = "iterations", n_threads = "threads"),
       tp(quote(local_impute(x = miss, max_iter = 2, verbose = FALSE)), x = "data",
          image_dim = "image_dim", layers = "count", kernel = "kernel", bandwidth = "bandwidth",
          k = "count", mix = "positive", max_iter = "iterations", tol = "positive",
@@ -454,16 +454,16 @@ test_that("long iterative runs stop within a second of Ctrl-C and leave R usable
   long_runs <- list(
     qkv_fit = function() {
       tokens <- sample(c("the", "cat", "sat", "on", "mat"), 300, replace = TRUE)
-      localmean::qkv_fit(tokens, dim = 2, window = 2, epochs = 3e4, batch_size = 1,
+      localmean::qkv_fit(tokens, dim = 2, window = 2, n_iter = 3e4, batch_size = 1,
                          verbose = FALSE)
     },
     ordinal_embed = function() {
       tri <- matrix(sample(20L, 300, replace = TRUE), ncol = 3)
       tri <- tri[apply(tri, 1, function(r) length(unique(r)) == 3L), ]
-      localmean::ordinal_embed(tri, n_iters = 1e7, verbose = FALSE)
+      localmean::ordinal_embed(tri, n_iter = 1e7, verbose = FALSE)
     },
     trimap = function() {
-      localmean::trimap(matrix(stats::runif(600), 200), n_iters = 1e7, verbose = FALSE)
+      localmean::trimap(matrix(stats::runif(600), 200), n_iter = 1e7, verbose = FALSE)
     }
   )
   for (name in names(long_runs)) {
