@@ -330,8 +330,8 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' tri[swap, 2:3] <- tri[swap, 3:2]
 #' fit <- ordinal_embed(tri)
 #' fit$violated
-ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, lr = 0.1,
-                          n_iter = 1000, init = "random", n_threads = NULL,
+ordinal_embed <- function(triplets, n = NULL, ndim = 2, l2 = 0, lr = 0.1, n_iter = 1000,
+                          init = "random", weights = NULL, n_threads = NULL,
                           verbose = interactive()) {
   triplets <- check_triplets(triplets, n)
   n <- attr(triplets, "n")
@@ -404,6 +404,11 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #' @param max_iter Most L-BFGS iterations.
 #' @param tol Relative convergence tolerance of L-BFGS (`factr` is `tol`
 #'   divided by the machine precision).
+#' @param n_threads Validated as for every function of the package
+#'   ([n_threads()]); the optimisation runs in R's matrix algebra on the main
+#'   thread.
+#' @param verbose Show a progress spinner (one tick per evaluation of the
+#'   loss).
 #' @return A [`local_embedding`][local_embedding] object with method
 #'   `"asym_mds"`: `layout` holds the senders, `receivers` the receivers,
 #'   `loss` the final divergence, `fitted` the matrix Q and `converged`
@@ -415,7 +420,10 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #'                         vocab_size = 10)
 #' fit <- asym_mds(co$prob)
 #' plot(fit)
-asym_mds <- function(s, ndim = 2, weights = NULL, max_iter = 1000, tol = 1e-10) {
+asym_mds <- function(s, ndim = 2, max_iter = 1000, tol = 1e-10, weights = NULL,
+                     n_threads = NULL, verbose = interactive()) {
+  n_threads(n_threads)
+  verbose <- check_flag(verbose)
   p <- check_similarity(s)
   n <- nrow(p)
   ndim <- check_ndim(ndim, n)
@@ -433,12 +441,17 @@ asym_mds <- function(s, ndim = 2, weights = NULL, max_iter = 1000, tol = 1e-10) 
     q <- exp(logits)
     q / rowSums(q)
   }
+  pos <- p > 0
   loss <- function(theta) {
+    if (verbose) cli::cli_progress_update(.envir = progress)
     par <- unpack(theta)
     q <- model(par$u, par$v)
-    pos <- p > 0
-    sum((w * p)[pos] * (log(p[pos]) - log(q[pos])))
+    # Q underflows to 0 far from a receiver: its log is floored so that the loss stays finite
+    # (optim() would otherwise warn that it replaced an infinite value).
+    sum((w * p)[pos] * (log(p[pos]) - log(pmax(q[pos], .Machine$double.xmin))))
   }
+  progress <- environment()
+  if (verbose) cli::cli_progress_bar("asymmetric MDS", total = NA)
   gradient <- function(theta) {
     par <- unpack(theta)
     r <- w * (p - model(par$u, par$v))
@@ -446,6 +459,7 @@ asym_mds <- function(s, ndim = 2, weights = NULL, max_iter = 1000, tol = 1e-10) 
   }
   opt <- stats::optim(c(start$u, start$v), loss, gradient, method = "L-BFGS-B",
                       control = list(maxit = max_iter, factr = tol / .Machine$double.eps))
+  if (verbose) cli::cli_progress_done(.envir = progress)
   par <- unpack(opt$par)
   labels <- rownames(p) %||% colnames(p)
   dimnames(par$u) <- dimnames(par$v) <- list(labels, paste0("dim", seq_len(ndim)))
@@ -510,7 +524,8 @@ check_ndim <- function(ndim, d, max = Inf, call = rlang::caller_env()) {
 #' @param labels Optional labels, one per point, to colour the points by.
 #' @param newdata New points: a matrix or data frame with the training
 #'   variables.
-#' @param n_threads Number of threads.
+#' @param n_threads Number of threads (see [n_threads()]).
+#' @param verbose Show a progress bar (the TriMap transform).
 #' @param main,col,pch,... Graphical parameters, or further arguments
 #'   (ignored by `print()` and `as.data.frame()`).
 #' @param row.names,optional Ignored.
@@ -623,7 +638,8 @@ as.data.frame.local_embedding <- function(x, row.names = NULL, optional = FALSE,
 
 #' @rdname local_embedding
 #' @export
-predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
+predict.local_embedding <- function(object, newdata, n_threads = NULL, verbose = interactive(),
+                                    ...) {
   check_dots(...)
   if (!object$method %in% c("lle", "trimap")) {
     abort("{.fn predict} is defined for LLE and TriMap layouts, not for {embedding_names[[object$method]]}.")
@@ -634,6 +650,7 @@ predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
     abort("{.arg newdata} must have the {length(variables)} training variables; it has {ncol(newdata)}.")
   }
   threads <- n_threads(n_threads)
+  verbose <- check_flag(verbose)
   out <- if (object$method == "lle") {
     cpp_lle_transform(object$data, object$layout, newdata, object$parameters$k,
                       object$parameters$reg, threads)
@@ -644,7 +661,7 @@ predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
     spec <- engine_spec(object$data, "tricube", values = object$layout,
                         nn = list(k = object$parameters$n_inliers + 1L, scale = rep(1, ncol(z))),
                         method = "exact", n_threads = threads)
-    fit <- engine_run(spec, z)
+    fit <- engine_run(spec, z, verbose = verbose)
     matrix(fit$coef, nrow(z))
   }
   dimnames(out) <- list(rownames(newdata), colnames(object$layout))
