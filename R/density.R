@@ -94,18 +94,18 @@
 #'   a data frame may have categorical columns, see "Mixed data"), or for the
 #'   formula method a one-sided formula such as `~ a + b`.
 #' @param data A data frame for the formula method.
+#' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
+#'   density in more than one dimension; a full matrix `H` needs a kernel
+#'   other than the Cauchy too.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
 #'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
 #'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}
 #'   or \eqn{\lambda}), "rot" or "lscv".
-#' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
-#'   density in more than one dimension; a full matrix `H` needs a kernel
-#'   other than the Cauchy too.
-#' @param weights Optional non-negative case weights (normalised to sum 1).
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
 #'   none beyond); 0 skips the grid. At most 1,048,576 grid points in all
 #'   (1024 x 1024).
 #' @param bounds Bounds of the support, see Details.
+#' @param weights Optional non-negative case weights (normalised to sum 1).
 #' @param method "auto", "binned", "exact" (every pair, never truncated) or
 #'   "tree" (kd-tree with the kernel's cut-off, see [kernels()]).
 #' @param n_threads Number of threads, see [n_threads()].
@@ -165,8 +165,8 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
 
 #' @rdname kde
 #' @export
-kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NULL,
-                        gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
+kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NULL, bounds = NULL,
+                        weights = NULL, method = "auto", n_threads = NULL,
                         verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   if (has_categorical(x)) {
@@ -188,7 +188,7 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
                                 kernel = kernel, bounds = bounds, control = control,
                                 call = match.call())),
                    class = "local_kde")
-  chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads)
+  chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads, verbose)
   fit$bandwidth <- chosen$bandwidth
   fit$bandwidth_method <- chosen$method
   fit$grid <- kde_grid(fit, gridsize)
@@ -249,13 +249,13 @@ check_bounds <- function(bounds, data, call = rlang::caller_env()) {
 }
 
 # A bandwidth specification: list(type = "scale", h) / ("matrix", H) / ("nn", k, scale, point).
-resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads,
+resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads, verbose = FALSE,
                                   call = rlang::caller_env()) {
   d <- fit$d
   if (is.character(bandwidth)) {
     method <- check_choice(bandwidth, selector_names("density"), arg = "bandwidth", call = call)
-    bw <- kde_bandwidth(kde_data(fit), method, kernel = fit$kernel, weights = weights,
-                        n_threads = n_threads)
+    bw <- kde_bandwidth(kde_data(fit), fit$kernel, method, weights = weights,
+                        n_threads = n_threads, verbose = verbose)
     return(list(bandwidth = as_kde_bandwidth(bw, d, call), method = method))
   }
   if (inherits(bandwidth, "local_nn")) {

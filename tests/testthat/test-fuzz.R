@@ -303,7 +303,7 @@ fuzz_templates <- function() {
       tp(quote(kde(x = x1, verbose = FALSE)), x = "data", bandwidth = "bandwidth",
          kernel = "kernel", weights = "weights", gridsize = "count", bounds = "newdata",
          method = "method", n_threads = "threads"),
-      tp(quote(kde_bandwidth(x = X2)), x = "data", method = "bandwidth", kernel = "kernel",
+      tp(quote(kde_bandwidth(x = X2)), x = "data", bandwidth = "bandwidth", kernel = "kernel",
          weights = "weights", n_threads = "threads"),
       tp(quote(mean_shift(x = X2, bandwidth = 0.3, verbose = FALSE)), x = "data",
          bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations", tol = "positive",
