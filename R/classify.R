@@ -64,8 +64,8 @@ local_classify <- function(x, ...) UseMethod("local_classify")
 
 #' @rdname local_classify
 #' @export
-local_classify.formula <- function(formula, data = NULL, degree = 0, kernel = "gaussian",
-                                   bandwidth = "cv", weights = NULL, subset,
+local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
+                                   degree = 0, weights = NULL, subset,
                                    na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                    verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -81,7 +81,7 @@ local_classify.formula <- function(formula, data = NULL, degree = 0, kernel = "g
 
 #' @rdname local_classify
 #' @export
-local_classify.default <- function(x, y, degree = 0, kernel = "gaussian", bandwidth = "cv",
+local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degree = 0,
                                    weights = NULL, method = "auto", n_threads = NULL,
                                    verbose = interactive(), control = local_control(), ...) {
   check_dots(...)

@@ -191,8 +191,8 @@ local_mean <- function(x, ...) UseMethod("local_mean")
 
 #' @rdname local_poly
 #' @export
-local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gaussian",
-                               bandwidth = "cv", family = "gaussian", weights = NULL, subset,
+local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
+                               degree = 1, family = "gaussian", weights = NULL, subset,
                                na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -207,7 +207,7 @@ local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gauss
 
 #' @rdname local_poly
 #' @export
-local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth = "cv",
+local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degree = 1,
                                family = "gaussian", weights = NULL, method = "auto",
                                n_threads = NULL, verbose = interactive(),
                                control = local_control(), ...) {
@@ -366,7 +366,7 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
   }
   if (is.numeric(bandwidth)) {
     bw <- split_bandwidth(bandwidth, predictors %||% split_predictors(x), call = call)
-    return(list(spec = spec_for(bw$h, lambda = bw$lambda), how = "fixed", curve = NULL))
+    return(list(spec = spec_for(bw$h, lambda = bw$lambda), how = "user", curve = NULL))
   }
   if (identical(bandwidth, "metric")) {
     return(resolve_metric(x, values, prior, degree, kernel, method, control, n_threads, verbose,
@@ -929,7 +929,7 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #' y <- sin(2 * pi * x) + rnorm(1e4, sd = 0.3)
 #' est <- local_smooth(x, y, bandwidth = 0.02)
 #' plot(est, type = "l")
-local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandwidth,
+local_smooth <- function(x, y, at = NULL, kernel = "gaussian", bandwidth, degree = 1,
                          deriv = 0, family = "gaussian", weights = NULL, method = "auto",
                          n_threads = NULL, verbose = interactive(), control = local_control()) {
   predictors <- split_predictors(x)
