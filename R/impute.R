@@ -102,8 +102,8 @@
 #' fit <- local_impute(x_na, max_iter = 5, n_threads = 1)
 #' fit
 #' sqrt(mean((as.matrix(fit) - x)[is.na(x_na)]^2))
-local_impute <- function(x, image_dim = NULL, layers = c("feature", "sample"),
-                         kernel = "gaussian", bandwidth = NULL, k = 10,
+local_impute <- function(x, kernel = "gaussian", bandwidth = NULL, image_dim = NULL,
+                         layers = c("feature", "sample"), k = 10,
                          feature_bandwidth = NULL, mix = "auto", imputed_weight = 0.1,
                          max_iter = 20, tol = 1e-4, n_threads = NULL,
                          verbose = interactive()) {
@@ -478,24 +478,25 @@ as.matrix.local_imputation <- function(x, ...) {
 #' \eqn{\sigma} the noise standard deviation (the form of Buades, Coll and
 #' Morel, 2011); another kernel \eqn{k} gives
 #' \eqn{w = k(\sqrt{2 \max(d^2 - 2\sigma^2, 0)} / h)}{w = k(sqrt(2 max(d2 - 2 sigma^2, 0)) / h)}
-#' up to a constant, so that `h` keeps the Gaussian's meaning (a compact
+#' up to a constant, so that the bandwidth \eqn{h} keeps the Gaussian's meaning (a compact
 #' kernel ignores patches whose excess distance exceeds \eqn{h^2 / 2}). The image is mirrored at its edges. When `sigma` is `NULL`
 #' it is estimated by Immerkaer's (1996) fast estimator (a Laplacian-type
-#' 3 x 3 filter that cancels smooth structure); when `h` is `NULL` it is
+#' 3 x 3 filter that cancels smooth structure); when `bandwidth` is `NULL` it is
 #' `0.8 * sigma`, the factor that gave the highest PSNR on noisy mosaics of
 #' Fashion-MNIST images (noise sd 0.1, 7 x 7 patches; 0.6 to 1 were within
 #' 0.4 dB). The work is split over rows; the result does not depend on the
 #' number of threads.
 #'
 #' @param img A numeric matrix (the image, rows from the top).
-#' @param patch,search Odd widths of the patch and of the search window.
-#' @param h Filtering parameter, or `NULL` for `0.8 * sigma`.
-#' @param sigma Noise standard deviation, or `NULL` to estimate it.
 #' @param kernel A kernel name, see [kernels()]: the weight of a patch as a
 #'   function of its distance.
+#' @param bandwidth The filtering parameter \eqn{h}, or `NULL` for
+#'   `0.8 * sigma`.
+#' @param patch,search Odd widths of the patch and of the search window.
+#' @param sigma Noise standard deviation, or `NULL` to estimate it.
 #' @inheritParams local_impute
 #' @return The denoised image, a matrix like `img`, with attributes `sigma`
-#'   and `h`.
+#'   and `bandwidth`.
 #' @references Buades, A., Coll, B. and Morel, J.-M. (2005). A non-local
 #'   algorithm for image denoising. CVPR 2005. Buades, A., Coll, B. and
 #'   Morel, J.-M. (2011). Non-local means denoising. Image Processing On Line
@@ -510,8 +511,8 @@ as.matrix.local_imputation <- function(x, ...) {
 #' clean <- local_denoise(noisy, patch = 5, search = 11, n_threads = 1)
 #' attr(clean, "sigma")
 #' c(noisy = sqrt(mean((noisy - img)^2)), denoised = sqrt(mean((clean - img)^2)))
-local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
-                          kernel = "gaussian", n_threads = NULL, verbose = interactive()) {
+local_denoise <- function(img, kernel = "gaussian", bandwidth = NULL, patch = 7, search = 21,
+                          sigma = NULL, n_threads = NULL, verbose = interactive()) {
   if (!is.matrix(img) || !is.numeric(img)) abort("{.arg img} must be a numeric matrix.")
   if (any(!is.finite(img))) abort("{.arg img} has missing or non-finite values.")
   if (length(img) == 0L) abort("{.arg img} has no pixels.")
@@ -523,7 +524,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
   } else {
     sigma <- check_positive(sigma, zero = TRUE)
   }
-  h <- if (is.null(h)) 0.8 * sigma else check_positive(h)
+  h <- if (is.null(bandwidth)) 0.8 * sigma else check_positive(bandwidth)
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
   scale <- max(abs(img))
@@ -539,7 +540,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
     img + 0  # a noiseless image: nothing to do
   }
   dimnames(out) <- dimnames(img)
-  structure(out, sigma = sigma, h = h)
+  structure(out, sigma = sigma, bandwidth = h)
 }
 
 check_odd <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {

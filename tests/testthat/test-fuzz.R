@@ -345,7 +345,7 @@ fuzz_templates <- function() {
          k = "count", mix = "positive", max_iter = "iterations", tol = "positive",
          n_threads = "threads"),
       tp(quote(local_denoise(img = img, patch = 3, search = 5, verbose = FALSE)),
-         img = "data", patch = "count", search = "count", h = "positive", sigma = "positive",
+         img = "data", patch = "count", search = "count", bandwidth = "positive", sigma = "positive",
          kernel = "kernel", n_threads = "threads"),
       tp(quote(plot_images(x = matrix(runif(32), 2), image_dim = c(4, 4))), x = "data",
          image_dim = "image_dim", nrow = "count", ncol = "count"),
