@@ -33,6 +33,7 @@
 #' @param k Number of neighbours.
 #' @param max_points Most points whose neighbourhoods are compared.
 #' @inheritParams lle
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A named numeric vector of the measures.
 #' @family embedding
 #' @export
@@ -41,7 +42,8 @@
 #' pca <- prcomp(x)$x[, 1:2]
 #' embedding_quality(x, pca, labels = iris$Species)
 embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 5000,
-                              n_threads = NULL, verbose = interactive()) {
+                              n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_predictors(x)
   layout <- check_predictors(layout, arg = "layout")
   n <- nrow(x)
@@ -124,6 +126,7 @@ knn_vote_accuracy <- function(nn, labels, rows) {
 #' @param n_threads Number of threads (see [n_threads()]); results do not
 #'   depend on it.
 #' @param verbose Show a progress bar.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method `"lle"`,
 #'   holding also the neighbour indices (`neighbours`), the reconstruction
 #'   weights (`weights`) and the eigenvalues.
@@ -138,7 +141,8 @@ knn_vote_accuracy <- function(nn, labels, rows) {
 #' fit <- lle(roll, k = 10)
 #' plot(fit, labels = cut(t, 6))
 #' predict(fit, roll[1:3, ] + 0.1)
-lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = interactive()) {
+lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_predictors(x)
   n <- nrow(x)
   ndim <- check_ndim(ndim, ncol(x))
@@ -197,6 +201,7 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #'   each).
 #' @param init `"pca"`, `"random"` (Gaussian, standard deviation 1e-4) or a
 #'   numeric matrix with one row per point and `ndim` columns.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method
 #'   `"trimap"`; `loss` holds the mean triplet loss at every iteration and
 #'   `violated` the share of triplets out of order at the end.
@@ -210,7 +215,8 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' plot(fit, labels = iris$Species)
 trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
                    weight_temp = 0.5, lr = 0.1, n_iter = 400, init = "pca",
-                   n_threads = NULL, verbose = interactive()) {
+                   n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_predictors(x)
   n <- nrow(x)
   ndim <- check_ndim(ndim, ncol(x), max = 8L)
@@ -312,6 +318,7 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' @param l2 Penalty on the squared norm of the layout.
 #' @param init `"random"` or a numeric matrix with `n` rows and `ndim`
 #'   columns.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method
 #'   `"ordinal"`; `loss` holds the mean loss at every iteration and `violated`
 #'   the share of triplets out of order at the end.
@@ -332,7 +339,8 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' fit$violated
 ordinal_embed <- function(triplets, n = NULL, ndim = 2, l2 = 0, lr = 0.1, n_iter = 1000,
                           init = "random", weights = NULL, n_threads = NULL,
-                          verbose = interactive()) {
+                          verbose = interactive(), ...) {
+  check_dots(...)
   triplets <- check_triplets(triplets, n)
   n <- attr(triplets, "n")
   ndim <- check_ndim(ndim, Inf, max = 8L)
@@ -409,6 +417,7 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #'   thread.
 #' @param verbose Show a progress spinner (one tick per evaluation of the
 #'   loss).
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method
 #'   `"asym_mds"`: `layout` holds the senders, `receivers` the receivers,
 #'   `loss` the final divergence, `fitted` the matrix Q and `converged`
@@ -421,7 +430,8 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #' fit <- asym_mds(co$prob)
 #' plot(fit)
 asym_mds <- function(s, ndim = 2, max_iter = 1000, tol = 1e-10, weights = NULL,
-                     n_threads = NULL, verbose = interactive()) {
+                     n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   n_threads(n_threads)
   verbose <- check_flag(verbose)
   p <- check_similarity(s)
@@ -638,7 +648,7 @@ as.data.frame.local_embedding <- function(x, row.names = NULL, optional = FALSE,
 
 #' @rdname local_embedding
 #' @export
-predict.local_embedding <- function(object, newdata, n_threads = NULL, verbose = interactive(),
+predict.local_embedding <- function(object, newdata, n_threads = NULL, verbose = FALSE,
                                     ...) {
   check_dots(...)
   if (!object$method %in% c("lle", "trimap")) {

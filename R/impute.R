@@ -86,6 +86,7 @@
 #' @param n_threads Number of threads, see [n_threads()]; results do not
 #'   depend on it.
 #' @param verbose Show progress.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return An object of class `local_imputation`: a list with `completed`
 #'   (the completed matrix), `missing` (the logical matrix of missing
 #'   entries), `change` (relative change at every iteration), `iterations`,
@@ -106,7 +107,8 @@ local_impute <- function(x, kernel = "gaussian", bandwidth = NULL, image_dim = N
                          layers = c("feature", "sample"), k = 10,
                          feature_bandwidth = NULL, mix = "auto", imputed_weight = 0.1,
                          max_iter = 20, tol = 1e-4, n_threads = NULL,
-                         verbose = interactive()) {
+                         verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_incomplete(x)
   n <- nrow(x)
   p <- ncol(x)
@@ -495,6 +497,7 @@ as.matrix.local_imputation <- function(x, ...) {
 #' @param patch,search Odd widths of the patch and of the search window.
 #' @param sigma Noise standard deviation, or `NULL` to estimate it.
 #' @inheritParams local_impute
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return The denoised image, a matrix like `img`, with attributes `sigma`
 #'   and `bandwidth`.
 #' @references Buades, A., Coll, B. and Morel, J.-M. (2005). A non-local
@@ -512,7 +515,8 @@ as.matrix.local_imputation <- function(x, ...) {
 #' attr(clean, "sigma")
 #' c(noisy = sqrt(mean((noisy - img)^2)), denoised = sqrt(mean((clean - img)^2)))
 local_denoise <- function(img, kernel = "gaussian", bandwidth = NULL, patch = 7, search = 21,
-                          sigma = NULL, n_threads = NULL, verbose = interactive()) {
+                          sigma = NULL, n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   if (!is.matrix(img) || !is.numeric(img)) abort("{.arg img} must be a numeric matrix.")
   if (any(!is.finite(img))) abort("{.arg img} has missing or non-finite values.")
   if (length(img) == 0L) abort("{.arg img} has no pixels.")

@@ -146,6 +146,7 @@
 #' @param verbose Show the selector's progress (a status line with the time
 #'   taken).
 #' @inheritParams kde
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A bandwidth in the package convention: a number (1-D), a vector
 #'   (one scale per variable) or a bandwidth matrix; with categorical columns
 #'   a named vector with one value per column (\eqn{h} or \eqn{\lambda}).
@@ -159,7 +160,8 @@
 #' kde_bandwidth(data.frame(eruptions = faithful$eruptions,
 #'                          long_wait = faithful$waiting > 70), bandwidth = "lscv")
 kde_bandwidth <- function(x, kernel = "gaussian", bandwidth = "rot", plugin = NULL,
-                          weights = NULL, n_threads = NULL, verbose = interactive()) {
+                          weights = NULL, n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   selector <- check_choice(bandwidth, selector_names("density"), arg = "bandwidth")
   threads <- n_threads(n_threads)
   if (check_flag(verbose)) cli::cli_progress_step("Choosing the {.val {selector}} bandwidth")

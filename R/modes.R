@@ -578,8 +578,7 @@ print.summary.local_modes <- function(x, ...) {
 
 #' @rdname local_modes
 #' @export
-predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = interactive(),
-                                ...) {
+predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = FALSE, ...) {
   check_dots(...)
   points <- kde_points(object, newdata)
   setup <- list(x = object$x, h = object$bandwidth, kernel = object$kernel,

@@ -919,6 +919,7 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #' @param deriv Order of derivative (at most `degree`), as in
 #'   [predict.local_poly()]; derivatives of local likelihood fits are on the
 #'   link scale, estimates on the response scale.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A data frame with the columns of `at` and `estimate` (for
 #'   derivatives of several predictors, one column per predictor:
 #'   `d_<name>`).
@@ -931,7 +932,9 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #' plot(est, type = "l")
 local_smooth <- function(x, y, at = NULL, kernel = "gaussian", bandwidth, degree = 1,
                          deriv = 0, family = "gaussian", weights = NULL, method = "auto",
-                         n_threads = NULL, verbose = interactive(), control = local_control()) {
+                         n_threads = NULL, verbose = interactive(), control = local_control(),
+                         ...) {
+  check_dots(...)
   predictors <- split_predictors(x)
   x <- predictors$x
   family <- check_family(family)

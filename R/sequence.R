@@ -171,6 +171,7 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' @param beta Inverse temperature (positive).
 #' @param n_iter Number of updates (at most 1e7).
 #' @inheritParams temporal_local_mean
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list with `retrieved` (one row per query) and `attention` (the
 #'   weights over the stored patterns of the last update, one row per query).
 #' @family sequences
@@ -182,7 +183,8 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' res <- hopfield(patterns, noisy, beta = 0.5)
 #' round(res$attention, 3)
 hopfield <- function(patterns, query, beta = 1, n_iter = 1, n_threads = NULL,
-                     verbose = interactive()) {
+                     verbose = interactive(), ...) {
+  check_dots(...)
   if (!is.matrix(patterns) || !is.numeric(patterns) || any(!is.finite(patterns)) ||
       nrow(patterns) == 0L) {
     abort("{.arg patterns} must be a finite numeric matrix with one pattern per row.")
@@ -224,13 +226,15 @@ hopfield <- function(patterns, query, beta = 1, n_iter = 1, n_threads = NULL,
 #' @param text A character vector (lines or paragraphs).
 #' @param lower Convert to lower case.
 #' @param punctuation Keep sentence punctuation as tokens.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A character vector of tokens, in order.
 #' @family sequences
 #' @export
 #' @examples
 #' tokenize_words("It is a truth universally acknowledged, that a single man...")
 #' tokenize_words("Don't panic!", lower = FALSE, punctuation = TRUE)
-tokenize_words <- function(text, lower = TRUE, punctuation = FALSE) {
+tokenize_words <- function(text, lower = TRUE, punctuation = FALSE, ...) {
+  check_dots(...)
   if (!is.character(text)) abort("{.arg text} must be a character vector.")
   check_flag(lower)
   check_flag(punctuation)

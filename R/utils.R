@@ -193,12 +193,14 @@ check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
 #' the thread settings of other packages.
 #'
 #' @param n_threads `NULL` or a whole number of threads.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A whole number of threads.
 #' @export
 #' @examples
 #' n_threads()
 #' n_threads(1)
-n_threads <- function(n_threads = NULL) {
+n_threads <- function(n_threads = NULL, ...) {
+  check_dots(...)
   if (is.null(n_threads)) n_threads <- getOption("localmean.threads")
   if (is.null(n_threads)) {
     env <- Sys.getenv("LOCALMEAN_THREADS")
