@@ -280,6 +280,7 @@ fitted.local_classify <- function(object, ...) {
 #' @param n_grid Grid points per predictor.
 #' @export
 plot.local_classify <- function(x, n_grid = 150, ...) {
+  check_graphics_dots(...)
   if (ncol(x$x) != 2L) abort("{.fn plot} draws classifiers of two predictors.")
   n_grid <- check_n_grid(n_grid, 2L)
   g1 <- seq(min(x$x[, 1L]), max(x$x[, 1L]), length.out = n_grid)

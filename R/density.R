@@ -631,6 +631,7 @@ print.summary.local_kde <- function(x, ...) {
 #' @rdname kde-methods
 #' @export
 plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+  check_graphics_dots(...)
   check_probs(probs)
   check_flag(rug)
   if (!is.null(x$categorical)) return(plot_kde_mixed(x, rug, ...))

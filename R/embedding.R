@@ -600,6 +600,7 @@ print.summary.local_embedding <- function(x, ...) {
 #' @export
 plot.local_embedding <- function(x, labels = NULL, main = embedding_names[[x$method]],
                                  col = NULL, pch = 19, ...) {
+  check_graphics_dots(...)
   layout <- x$layout
   if (!is.null(labels) && length(labels) != nrow(layout)) {
     abort("{.arg labels} must have one entry per point ({nrow(layout)}).")

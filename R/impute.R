@@ -454,6 +454,7 @@ print.summary.local_imputation <- function(x, ...) {
 #' @rdname local_imputation
 #' @export
 plot.local_imputation <- function(x, main = "Convergence of the local imputation", ...) {
+  check_graphics_dots(...)
   if (length(x$change) == 0L) abort("Nothing was imputed: there is no convergence trace.")
   change <- pmax(x$change, .Machine$double.eps)
   graphics::plot(seq_along(change), change, type = "b", log = "y", pch = 19, main = main,
@@ -593,6 +594,7 @@ noise_sd <- function(img) {
 plot_images <- function(x, image_dim = NULL, nrow = NULL, ncol = NULL, main = NULL,
                         range = NULL, col = grDevices::gray.colors(64, start = 1, end = 0),
                         na_col = "firebrick", ...) {
+  check_graphics_dots(..., .known = names(formals(graphics::image.default)))
   images <- if (is.list(x) && !is.data.frame(x)) {
     if (!all(vapply(x, function(m) is.matrix(m) && is.numeric(m), TRUE))) {
       abort("{.arg x} must be a matrix of images in rows or a list of numeric matrices.")

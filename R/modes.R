@@ -603,6 +603,7 @@ predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = FAL
 #' @rdname local_modes
 #' @export
 plot.local_modes <- function(x, paths = FALSE, ...) {
+  check_graphics_dots(...)
   check_flag(paths)
   cols <- cluster_colours(length(x$size))
   point_col <- grDevices::adjustcolor(cols[x$cluster], 0.6)
@@ -682,6 +683,8 @@ print.summary.local_ridges <- function(x, ...) {
 #' @rdname local_modes
 #' @export
 plot.local_ridges <- function(x, paths = FALSE, ...) {
+  check_graphics_dots(...)
+  check_flag(paths)
   if (ncol(x$x) != 2L) {
     graphics::pairs(rbind(x$x, x$points), col = rep(c("grey60", "firebrick"), each = nrow(x$x)),
                     pch = 20, ...)

@@ -785,6 +785,8 @@ deviance.local_poly <- function(object, ...) {
 #' @export
 plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, level = 0.95,
                             simultaneous = FALSE, ...) {
+  # filled.contour() (two predictors) takes its own arguments too
+  check_graphics_dots(..., .known = names(formals(graphics::filled.contour)))
   which <- match_choice(which, c("fit", "bandwidth"))
   n_grid <- check_n_grid(n_grid, min(2L, NCOL(x$x)))
   check_level(level)

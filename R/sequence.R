@@ -499,7 +499,7 @@ NULL
 
 #' @rdname local_qkv-methods
 #' @export
-print.new_local_qkv <- function(x, ...) {
+print.local_qkv <- function(x, ...) {
   check_dots(...)
   s <- x$shape
   last <- utils::tail(x$epoch_loss, 1)
@@ -520,7 +520,7 @@ print.new_local_qkv <- function(x, ...) {
 
 #' @rdname local_qkv-methods
 #' @export
-summary.new_local_qkv <- function(object, ...) {
+summary.local_qkv <- function(object, ...) {
   check_dots(...)
   ep <- seq_along(object$epoch_loss)
   loss <- data.frame(epoch = ep, train_loss = object$epoch_loss,
@@ -538,7 +538,7 @@ summary.new_local_qkv <- function(object, ...) {
 }
 
 #' @export
-print.summary.new_local_qkv <- function(x, ...) {
+print.summary.local_qkv <- function(x, ...) {
   check_dots(...)
   print(x$fit)
   cat("\nLoss by epoch:\n")
@@ -553,14 +553,14 @@ print.summary.new_local_qkv <- function(x, ...) {
 
 #' @rdname local_qkv-methods
 #' @export
-nobs.new_local_qkv <- function(object, ...) {
+nobs.local_qkv <- function(object, ...) {
   check_dots(...)
   object$n_tokens
 }
 
 #' @rdname local_qkv-methods
 #' @export
-predict.new_local_qkv <- function(object, context, type = c("prob", "token"), ...) {
+predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
   check_dots(...)
   type <- match_choice(type, c("prob", "token"))
   several <- is.list(context)
@@ -606,7 +606,7 @@ attention_weights <- function(object, tokens, ...) UseMethod("attention_weights"
 
 #' @rdname attention_weights
 #' @export
-attention_weights.new_local_qkv <- function(object, tokens, layer = 1, ...) {
+attention_weights.local_qkv <- function(object, tokens, layer = 1, ...) {
   check_dots(...)
   if (!is.character(tokens) || anyNA(tokens) || length(tokens) == 0L) {
     abort("{.arg tokens} must be a non-empty character vector.")
@@ -628,7 +628,8 @@ softmax_rows <- function(s) {
 
 #' @rdname local_qkv-methods
 #' @export
-plot.new_local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
+plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
+  check_graphics_dots(...)
   type <- match_choice(type, c("graph", "loss"))
   if (type == "loss") {
     bl <- x$batch_loss

@@ -461,14 +461,14 @@ nobs.local_imputation <- function(object, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.new_local_qkv <- function(x, ...) {
+tidy.local_qkv <- function(x, ...) {
   check_dots(...)
   as_tidy_frame(as.data.frame(x))
 }
 
 #' @rdname localmean-tidiers
 #' @export
-glance.new_local_qkv <- function(x, ...) {
+glance.local_qkv <- function(x, ...) {
   check_dots(...)
   s <- x$shape
   last <- function(v) if (length(v)) v[length(v)]
@@ -479,7 +479,7 @@ glance.new_local_qkv <- function(x, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-as.data.frame.new_local_qkv <- function(x, row.names = NULL, optional = FALSE, ...) {
+as.data.frame.local_qkv <- function(x, row.names = NULL, optional = FALSE, ...) {
   check_dots(..., .known = "stringsAsFactors")
   out <- data.frame(epoch = seq_along(x$epoch_loss), train.loss = x$epoch_loss)
   if (length(x$valid_loss) == nrow(out)) out$validation.loss <- x$valid_loss

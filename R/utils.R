@@ -233,14 +233,15 @@ thread_limit <- function() {
 # call check_dots(...) first thing. `.known` names arguments that `...` may carry (those a
 # method forwards, or that base R passes, as data.frame() passes `stringsAsFactors`). The hint
 # compares each unknown name with the calling function's own arguments and `.known`.
-check_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
+check_dots <- function(..., .known = NULL, .call = rlang::caller_env(), .own = NULL) {
   if (...length() == 0L) return(invisible())
   given <- ...names() %||% character(...length())
   given[is.na(given)] <- ""
   unknown <- unique(setdiff(given[nzchar(given)], .known))
   unnamed <- sum(!nzchar(given))
   if (!length(unknown) && !unnamed) return(invisible())
-  candidates <- setdiff(c(names(formals(sys.function(sys.parent()))), .known), "...")
+  own <- .own %||% names(formals(sys.function(sys.parent())))
+  candidates <- setdiff(c(own, .known), "...")
   hints <- vapply(unknown, closest_name, "", candidates = candidates)
   close <- nzchar(hints)
   bullets <- c(
@@ -250,6 +251,19 @@ check_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
                             unknown[close]), rep("i", sum(close)))
   )
   abort(c("Arguments in {.arg ...} must be used.", bullets), call = .call)
+}
+
+# check_dots() for plot methods, whose `...` carries graphical parameters to base graphics: a
+# name is accepted when it is one of par()'s or an argument of plot.default(), title(),
+# plot.window() or axis() (or in `.known`); anything else, which base graphics would ignore or
+# only warn about, is a localmean_error with a hint.
+check_graphics_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
+  if (...length() == 0L) return(invisible())
+  own <- names(formals(sys.function(sys.parent())))
+  graphical <- c(names(graphics::par(no.readonly = FALSE)),
+                 names(formals(graphics::plot.default)), names(formals(graphics::title)),
+                 names(formals(graphics::plot.window)), names(formals(graphics::axis)), .known)
+  check_dots(..., .known = setdiff(graphical, "..."), .call = .call, .own = own)
 }
 
 # The argument a misspelt or foreign name most likely meant: a common alias (`bw`, `h`), an

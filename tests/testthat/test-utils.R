@@ -214,8 +214,11 @@ test_that("every exported function rejects a misspelt argument", {
     if (name == "attention_weights") args <- c(list(small_fits()$local_qkv, "the"), args)
     err <- tryCatch(do.call(f, args), error = identity)
     expect_s3_class(err, "error")
+    expect_s3_class(err, "localmean_error")
     expect_match(conditionMessage(err), "bandwith", fixed = TRUE, info = name)
-    if ("..." %in% names(formals(f))) expect_s3_class(err, "localmean_error")
+    if ("bandwidth" %in% names(formals(f))) {
+      expect_match(conditionMessage(err), "Did you mean .*bandwidth", info = name)
+    }
   }
 })
 
