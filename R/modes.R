@@ -70,6 +70,13 @@
 #'   clustering alone `tol = 1e-4` is usually as good and much faster.
 #' @param blurring Move the data with the points (blurring mean shift).
 #' @param merge_tol Modes closer than this (in bandwidths) are merged.
+#' @param min_size Fewest points of a cluster: the points of a smaller one
+#'   join the cluster whose mode is nearest its own mode (in bandwidths), as
+#'   `ks::kms(min.clust.size =)` does. `NULL` means 1% of the points, at least
+#'   2 (ks's default), so that a mode reached by one point is not a cluster;
+#'   1 keeps every mode. The small clusters' modes are kept as
+#'   `absorbed_modes`, so that [predict()] sends new points that climb to
+#'   them where their training points went.
 #' @param seeds `NULL` (every data point climbs), "bin" (one seed per cell of
 #'   a grid with cells one bandwidth wide holding at least `min_bin_freq`
 #'   points, at the mean of its points, as scikit-learn's `bin_seeding`), or a
@@ -93,7 +100,8 @@
 #'   estimate at the modes), `size`, `point_modes` (where every point
 #'   stopped; with seeds, its cluster's mode), `iterations` and `converged`
 #'   (per point, or per seed), `seeds`, `paths` (with `keep_path = TRUE`),
-#'   `x`, `bandwidth`, `kernel`, `algorithm`, `accelerate` and `call`.
+#'   `x`, `bandwidth`, `kernel`, `algorithm`, `accelerate`, `min_size`,
+#'   `absorbed_modes`, `absorbed_into` (their clusters) and `call`.
 #' @family modes
 #' @export
 #' @examples
