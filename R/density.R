@@ -499,7 +499,7 @@ NULL
 
 #' @rdname kde-methods
 #' @export
-predict.local_kde <- function(object, newdata, method = "tree", rtol = 0, n_threads = NULL,
+predict.local_kde <- function(object, newdata, rtol = 0, method = "tree", n_threads = NULL,
                               verbose = FALSE, ...) {
   check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
@@ -631,7 +631,7 @@ print.summary.local_kde <- function(x, ...) {
 #' @rdname kde-methods
 #' @export
 plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
-  check_graphics_dots(...)
+  check_graphics_dots(..., .known = names(formals(graphics::barplot.default)))
   check_probs(probs)
   check_flag(rug)
   if (!is.null(x$categorical)) return(plot_kde_mixed(x, rug, ...))
@@ -641,9 +641,13 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
   }
   vars <- x$vars
   points <- kde_data(x)
+  bandwidth <- sprintf("bandwidth %s (%s)", format_kde_bandwidth(x$bandwidth, vars),
+                       x$bandwidth_method)
   if (d == 1L) {
-    plot_with_defaults(x$grid[[1L]], x$estimate, type = "l", xlab = vars, ylab = "density",
-                       main = paste("Kernel density,", x$kernel), ...)
+    # as density(): the sample size and the bandwidth under the axis
+    plot_with_defaults(x$grid[[1L]], x$estimate, type = "l", ylab = "density",
+                       xlab = sprintf("%s\nN = %d, %s", vars, x$n, bandwidth),
+                       main = sprintf("Kernel density, %s kernel", x$kernel), ...)
     if (rug) graphics::rug(points[sample_rows(x$n, 2000L), 1L])
     return(invisible(x))
   }
@@ -651,14 +655,22 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
   breaks <- c(levels, max(x$estimate, levels) * (1 + 1e-9))
   cols <- grDevices::hcl.colors(length(levels), "YlOrRd", rev = TRUE)
   plot_with_defaults(range(x$grid[[1L]]), range(x$grid[[2L]]), type = "n", xlab = vars[1L],
-                     ylab = vars[2L], main = paste("Highest-density regions,", x$kernel), ...)
+                     ylab = vars[2L],
+                     main = sprintf("Highest-density regions, %s kernel", x$kernel), ...)
+  bandwidth_note(bandwidth)
   graphics::.filled.contour(x$grid[[1L]], x$grid[[2L]], x$estimate, breaks, cols)
   if (rug) {
     keep <- sample_rows(x$n, 5000L)
-    graphics::points(points[keep, 1L], points[keep, 2L], pch = ".", col = "grey30")
+    graphics::points(points[keep, 1L], points[keep, 2L], pch = 20, cex = 0.4, col = "grey20")
   }
-  graphics::contour(x$grid[[1L]], x$grid[[2L]], x$estimate, levels = levels,
-                    labels = names(levels), add = TRUE, col = "grey20")
+  graphics::contour(x$grid[[1L]], x$grid[[2L]], x$estimate, levels = levels, drawlabels = FALSE,
+                    add = TRUE, col = "grey25")
+  # the region of probability p is where the density exceeds its level: the darkest colour is the
+  # smallest region; listed from the smallest
+  region <- names(levels)
+  graphics::legend(emptiest_corner(points[, 1L], points[, 2L]), legend = rev(region),
+                   fill = rev(cols), title = "Region holding", bg = "white", box.col = "grey70",
+                   cex = 0.85)
   invisible(x)
 }
 

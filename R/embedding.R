@@ -607,7 +607,8 @@ plot.local_embedding <- function(x, labels = NULL, main = embedding_names[[x$met
   }
   if (x$method == "asym_mds") {
     both <- rbind(layout, x$receivers)
-    graphics::plot(both[, 1:2], type = "n", main = main, xlab = "dim1", ylab = "dim2", ...)
+    plot_with_defaults(room_for_legend(both[, 1L]), range(both[, 2L]), type = "n", main = main,
+                       xlab = "dim1", ylab = "dim2", ...)
     graphics::segments(layout[, 1], layout[, 2], x$receivers[, 1], x$receivers[, 2],
                        col = "grey80")
     names <- rownames(layout) %||% seq_len(nrow(layout))
@@ -618,15 +619,18 @@ plot.local_embedding <- function(x, labels = NULL, main = embedding_names[[x$met
     return(invisible(NULL))
   }
   groups <- if (is.null(labels)) factor(rep(1L, nrow(layout))) else as.factor(labels)
-  palette <- grDevices::hcl.colors(max(nlevels(groups), 2L), "Dark 3")
+  palette <- if (is.null(labels)) "grey30" else group_colours(nlevels(groups))
   if (is.null(col)) col <- grDevices::adjustcolor(palette[as.integer(groups)], alpha.f = 0.7)
   cex <- if (nrow(layout) > 5000L) 0.2 else if (nrow(layout) > 1000L) 0.4 else 0.8
-  graphics::plot(layout[, 1], if (ncol(layout) > 1L) layout[, 2] else rep(0, nrow(layout)),
-                 col = col, pch = pch, cex = cex, main = main, xlab = "dim1",
-                 ylab = if (ncol(layout) > 1L) "dim2" else "", ...)
-  if (!is.null(labels) && nlevels(groups) <= 20L) {
-    graphics::legend("topright", levels(groups), col = palette[seq_len(nlevels(groups))],
-                     pch = pch, bty = "n", cex = 0.7)
+  legend <- !is.null(labels) && nlevels(groups) <= 20L
+  # with a legend, the right quarter of the plot is left for it, beside the points
+  xlim <- if (legend) room_for_legend(layout[, 1L]) else range(layout[, 1L])
+  plot_with_defaults(layout[, 1], if (ncol(layout) > 1L) layout[, 2] else rep(0, nrow(layout)),
+                     col = col, pch = pch, cex = cex, main = main, xlab = "dim1",
+                     ylab = if (ncol(layout) > 1L) "dim2" else "", xlim = xlim, ...)
+  if (legend) {
+    graphics::legend("topright", levels(groups), col = palette, pch = pch, bty = "n",
+                     cex = 0.8)
   }
   invisible(NULL)
 }

@@ -628,6 +628,7 @@ plot.local_modes <- function(x, paths = FALSE, ...) {
                      ylab = if (d == 2L) colnames(x$x)[2L] else "", yaxt = if (d == 1L) "n",
                      main = paste0(if (x$algorithm == "mean_shift") "Mean shift" else
                                      "MedoidShift", ": ", k, " cluster", if (k != 1L) "s"), ...)
+  bandwidth_note(shift_bandwidth_note(x))
   if (paths && d == 2L) draw_paths(x, cols)
   graphics::points(modes, pch = 4, cex = 2, lwd = 3)
   invisible(x)
@@ -635,7 +636,9 @@ plot.local_modes <- function(x, paths = FALSE, ...) {
 
 draw_paths <- function(x, cols) {
   if (x$algorithm == "medoid_shift") {
-    moved <- which(x$parent != seq_along(x$parent))
+    # moves between repeated points have no length (arrows() would warn)
+    moved <- which(x$parent != seq_along(x$parent) &
+                     rowSums(abs(x$x - x$x[x$parent, , drop = FALSE])) > 0)
     graphics::arrows(x$x[moved, 1L], x$x[moved, 2L], x$x[x$parent[moved], 1L],
                      x$x[x$parent[moved], 2L], length = 0.05, col = cols[x$cluster[moved]])
     return(invisible())
@@ -652,8 +655,13 @@ draw_paths <- function(x, cols) {
 strip_jitter <- function(n) 2 * ((seq_len(n) * 0.6180339887498949) %% 1) - 1
 
 cluster_colours <- function(k) {
-  base <- grDevices::hcl.colors(min(k, 12L), "Dark 3")
+  base <- group_colours(min(k, 20L))
   rep_len(base, k)
+}
+
+shift_bandwidth_note <- function(x) {
+  sprintf("bandwidth %s (%s), %s kernel", named_values(x$bandwidth, colnames(x$x)),
+          x$bandwidth_method, x$kernel)
 }
 
 #' @rdname local_modes
@@ -698,10 +706,16 @@ plot.local_ridges <- function(x, paths = FALSE, ...) {
                     pch = 20, ...)
     return(invisible(x))
   }
-  plot_with_defaults(x$x, NULL, col = "grey60", pch = 20, main = "Principal-component shift", ...)
+  plot_with_defaults(x$x, NULL, col = "grey60", pch = 20,
+                     main = sprintf("Principal-component shift onto %d-dimensional ridges",
+                                    x$ndim), ...)
+  bandwidth_note(shift_bandwidth_note(x))
   if (paths && !is.null(x$paths)) {
     for (i in sample_rows(length(x$paths), 500L)) graphics::lines(x$paths[[i]], col = "grey40")
   }
   graphics::points(x$points, col = "firebrick", pch = 20, cex = 0.8)
+  graphics::legend(emptiest_corner(x$x[, 1L], x$x[, 2L]), c("data", "on the ridge"),
+                   col = c("grey60", "firebrick"), pch = 20, bg = "white", box.col = "grey70",
+                   cex = 0.85)
   invisible(x)
 }

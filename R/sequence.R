@@ -662,21 +662,38 @@ plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   strongest <- order(off, decreasing = TRUE)[seq_len(n_edges)]
   edges <- data.frame(from = words[row(off)[strongest]], to = words[col(off)[strongest]],
                       weight = off[strongest])
-  # Words on the unit circle, labels just outside it, arrows stopping short of the labels.
-  label_radius <- 1.08
-  arrow_radius <- 0.9
-  lim <- c(-1.25, 1.25)
-  graphics::plot(NA, xlim = lim, ylim = lim, asp = 1, axes = FALSE,
-                 xlab = "", ylab = "", main = "Learned word kernel (query -> key)", ...)
+  # Words as markers on the unit circle with their labels just outside; every arrow runs from
+  # the query word's marker to the key word's, its head at the key's marker, shifted a little to
+  # its right so that the two directions between a pair of words stay apart.
+  lim <- c(-1.35, 1.35)
+  graphics::plot(NA, xlim = lim, ylim = lim, asp = 1, axes = FALSE, xlab = "", ylab = "",
+                 main = "Learned word kernel (query -> key)", ...)
+  graphics::mtext(sprintf("the %d strongest attention weights among the %d most frequent words",
+                          nrow(edges), n), side = 3, line = 0.3, cex = 0.8, col = "grey30")
   from <- match(edges$from, words)
   to <- match(edges$to, words)
   # Line widths from 0.5 (weakest edge) to 4.5 (strongest); equal weights give 0.5.
   lwd <- 0.5 + 4 * (edges$weight - min(edges$weight)) /
     max(1e-12, diff(range(edges$weight)))
-  graphics::arrows(pos[from, 1] * arrow_radius, pos[from, 2] * arrow_radius,
-                   pos[to, 1] * arrow_radius, pos[to, 2] * arrow_radius, length = 0.06,
-                   lwd = lwd, col = grDevices::adjustcolor("steelblue", 0.6))
-  graphics::text(pos[, 1] * label_radius, pos[, 2] * label_radius, words, cex = 0.75,
-                 srt = 0, xpd = TRUE)
+  dx <- pos[to, 1] - pos[from, 1]
+  dy <- pos[to, 2] - pos[from, 2]
+  len <- sqrt(dx^2 + dy^2)
+  # the markers' radius in user units: neighbours on the circle are 2 sin(pi / n) apart, so every
+  # shortened arrow keeps a length (arrows() warns on zero-length ones)
+  gap <- min(0.07, 0.4 * sin(pi / n))
+  keep <- len > 2 * gap
+  ux <- dx[keep] / len[keep]
+  uy <- dy[keep] / len[keep]
+  shift <- gap / 3
+  graphics::arrows(pos[from[keep], 1] + gap * ux + shift * uy,
+                   pos[from[keep], 2] + gap * uy - shift * ux,
+                   pos[to[keep], 1] - gap * ux + shift * uy,
+                   pos[to[keep], 2] - gap * uy - shift * ux, length = 0.08, angle = 25,
+                   lwd = lwd[keep], col = grDevices::adjustcolor("steelblue", 0.7))
+  graphics::points(pos, pch = 21, cex = if (n > 20L) 1.2 else 1.8, bg = "white", col = "grey30",
+                   lwd = 1.2)
+  side <- ifelse(pos[, 1] < -0.2, 2, ifelse(pos[, 1] > 0.2, 4, ifelse(pos[, 2] > 0, 3, 1)))
+  graphics::text(pos[, 1] * 1.1, pos[, 2] * 1.1, words, cex = 0.8, pos = side, offset = 0.2,
+                 xpd = TRUE)
   invisible(edges)
 }

@@ -18,7 +18,7 @@ api_functions <- function() {
 }
 
 test_that("arguments come in the order data, kernel, bandwidth, others, weights, method, n_threads, verbose", {
-  data_args <- c("x", "y", "at", "formula", "data", "img", "object", "newdata")
+  data_args <- c("x", "y", "u", "at", "formula", "data", "img", "object", "newdata")
   tail_order <- c("weights", "subset", "na.action", "method", "n_threads", "verbose", "control",
                   "...")
   for (name in names(fns <- api_functions())) {
@@ -55,7 +55,7 @@ test_that("one name per meaning: n_iter counts iterations, k counts neighbours",
   x <- faithful$eruptions
   expect_identical(kde_bandwidth(x, bandwidth = "plugin", verbose = FALSE),
                    kde(x, bandwidth = "plugin", verbose = FALSE)$bandwidth$h)
-  expect_error(kde_bandwidth(x, method = "plugin"), "Did you mean", class = "localmean_error")
+  expect_error(kde_bandwidth(x, method = "plugin"), "method", class = "localmean_error")
 })
 
 test_that("a user-given bandwidth is labelled \"user\" by every family", {
@@ -154,7 +154,7 @@ test_that("plot() methods reject unknown parameters and pass graphical ones", {
     expect_no_error(plot(fits[[name]], cex.main = 0.9), message = name)
   }
   expect_error(plot(fits$local_poly, lwdd = 2), "Did you mean .*lwd", class = "localmean_error")
-  expect_error(plot(fits$mean_shift, path = TRUE), "Did you mean .*paths",
+  expect_error(plot(fits$mean_shift, pths = TRUE), "Did you mean .*paths",
                class = "localmean_error")
   expect_error(plot_images(matrix(runif(32), 2), image_dim = c(4, 4), colour = 1),
                class = "localmean_error")
@@ -164,7 +164,7 @@ test_that("mean_shift(min_size =) joins small clusters to their nearest large ne
   x <- scale(iris[, 1:4])
   fit <- mean_shift(x, verbose = FALSE)
   plain <- mean_shift(x, min_size = 1, verbose = FALSE)
-  expect_lt(length(fit$size), 10L)
+  expect_lt(length(fit$size), length(plain$size) / 3)
   expect_gt(length(plain$size), length(fit$size))
   expect_true(all(fit$size >= 2L))
   expect_identical(fit$min_size, 2L)
