@@ -655,7 +655,7 @@ draw_paths <- function(x, cols) {
 strip_jitter <- function(n) 2 * ((seq_len(n) * 0.6180339887498949) %% 1) - 1
 
 cluster_colours <- function(k) {
-  base <- group_colours(min(k, 20L))
+  base <- group_colours(min(k, 26L))
   rep_len(base, k)
 }
 

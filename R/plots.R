@@ -8,11 +8,11 @@ bandwidth_note <- function(text) {
 }
 
 # Colours for k groups that stay distinguishable: Okabe-Ito (safe for colour-blind readers) up to
-# 8, Tableau's palettes up to 20, hues beyond.
+# 8, Tableau 10 up to 10, Green-Armytage's "Alphabet" up to 26, hues beyond.
 group_colours <- function(k) {
   if (k <= 8L) return(unname(grDevices::palette.colors(9L, "Okabe-Ito")[seq_len(k) + 1L]))
   if (k <= 10L) return(unname(grDevices::palette.colors(k, "Tableau 10")))
-  if (k <= 20L) return(unname(grDevices::palette.colors(k, "Classic Tableau")))
+  if (k <= 26L) return(unname(grDevices::palette.colors(k, "Alphabet")))
   grDevices::hcl.colors(k, "Dark 3")
 }
 

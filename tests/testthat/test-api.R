@@ -200,3 +200,20 @@ test_that("with seeds = \"bin\", predict() agrees with the fit on the training p
   fit <- mean_shift(scale(iris[, 1:4]), seeds = "bin", verbose = FALSE)
   expect_identical(predict(fit, scale(iris[, 1:4])), fit$cluster)
 })
+
+test_that("group colours are distinct for up to 26 groups, without warnings", {
+  for (k in 1:30) {
+    expect_no_warning(cols <- group_colours(k))
+    expect_length(cols, k)
+    if (k <= 26L) expect_false(anyDuplicated(cols) > 0L, info = k)
+  }
+})
+
+test_that("far_from_data() masks grid points beyond the reach of every data point", {
+  data <- cbind(c(0, 1), c(0, 0))
+  grid <- rbind(c(0, 0.5), c(5, 0), c(0.5, 0), c(1, 2.1))
+  expect_identical(far_from_data(data, grid, scale = c(1, 1), reach = 2),
+                   c(FALSE, TRUE, FALSE, TRUE))
+  expect_identical(far_from_data(data, grid, scale = c(1, 10), reach = 2),
+                   c(FALSE, TRUE, FALSE, FALSE))
+})
