@@ -164,7 +164,7 @@ kde_bandwidth <- function(x, kernel = "gaussian", bandwidth = "rot", plugin = NU
   check_dots(...)
   selector <- check_choice(bandwidth, selector_names("density"), arg = "bandwidth")
   threads <- n_threads(n_threads)
-  if (check_flag(verbose)) cli::cli_progress_step("Choosing the {.val {selector}} bandwidth")
+  if (check_flag(verbose)) cli::cli_progress_step("bandwidth selection ({selector})")
   if (has_categorical(x)) {
     predictors <- split_predictors(x)
     if (!selector %in% mixed_kde_selectors) {
