@@ -611,7 +611,8 @@ predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = FAL
 #' @rdname local_modes
 #' @export
 plot.local_modes <- function(x, paths = FALSE, ...) {
-  check_graphics_dots(...)
+  # more than two variables give a pairs plot, which has arguments of its own
+  check_graphics_dots(..., .known = names(formals(graphics::pairs.default)))
   check_flag(paths)
   cols <- cluster_colours(length(x$size))
   point_col <- grDevices::adjustcolor(cols[x$cluster], 0.6)
@@ -699,7 +700,8 @@ print.summary.local_ridges <- function(x, ...) {
 #' @rdname local_modes
 #' @export
 plot.local_ridges <- function(x, paths = FALSE, ...) {
-  check_graphics_dots(...)
+  # more than two variables give a pairs plot, which has arguments of its own
+  check_graphics_dots(..., .known = names(formals(graphics::pairs.default)))
   check_flag(paths)
   if (ncol(x$x) != 2L) {
     graphics::pairs(rbind(x$x, x$points), col = rep(c("grey60", "firebrick"), each = nrow(x$x)),
