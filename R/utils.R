@@ -260,11 +260,27 @@ check_dots <- function(..., .known = NULL, .call = rlang::caller_env(), .own = N
 check_graphics_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
   if (...length() == 0L) return(invisible())
   own <- names(formals(sys.function(sys.parent())))
-  graphical <- c(names(graphics::par(no.readonly = FALSE)),
-                 names(formals(graphics::plot.default)), names(formals(graphics::title)),
-                 names(formals(graphics::plot.window)), names(formals(graphics::axis)), .known)
+  graphical <- c(par_names(), names(formals(graphics::plot.default)),
+                 names(formals(graphics::title)), names(formals(graphics::plot.window)),
+                 names(formals(graphics::axis)), .known)
   check_dots(..., .known = setdiff(graphical, "..."), .call = .call, .own = own)
 }
+
+# The names of par()'s parameters, read once. Without an open device par() would open one (and
+# write Rplots.pdf), so they are read on a null PDF device, closed again.
+par_names <- local({
+  known <- NULL
+  function() {
+    if (is.null(known)) {
+      if (grDevices::dev.cur() == 1L) {
+        grDevices::pdf(NULL)
+        on.exit(grDevices::dev.off())
+      }
+      known <<- names(graphics::par(no.readonly = FALSE))
+    }
+    known
+  }
+})
 
 # The argument a misspelt or foreign name most likely meant: a common alias (`bw`, `h`), an
 # unambiguous prefix, or the nearest name within a small edit distance; "" when none is close.

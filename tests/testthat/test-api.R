@@ -217,3 +217,10 @@ test_that("far_from_data() masks grid points beyond the reach of every data poin
   expect_identical(far_from_data(data, grid, scale = c(1, 10), reach = 2),
                    c(FALSE, TRUE, FALSE, FALSE))
 })
+
+test_that("checking a plot's parameters opens no graphics device", {
+  skip_if(grDevices::dev.cur() != 1L, "a device is already open")
+  fits <- small_fits()
+  expect_error(plot(fits$kde_1d, colour = 1), class = "localmean_error")
+  expect_identical(grDevices::dev.cur(), c(`null device` = 1L))
+})
