@@ -898,7 +898,11 @@ scatter <- function(x, point_col, bands, ...) {
 # The title of a regression plot: what was fitted, with which kernel.
 fit_title <- function(x) {
   what <- if (inherits(x, "local_classify")) {
-    if (x$degree == 0L) "Local-mode classifier" else sprintf("Local classifier, degree %d", x$degree)
+    if (x$degree == 0L) {
+      "Local-mode classifier"
+    } else {
+      sprintf("Local classifier, degree %d", x$degree)
+    }
   } else if (!is.null(x$deviance)) {
     sprintf("Local %s regression", x$family$family)
   } else {

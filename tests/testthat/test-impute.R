@@ -203,14 +203,16 @@ test_that("local_denoise() takes every registry kernel, with the Gaussian's h", 
                as.vector(nlm_kernel_ref(tiny, 3, 5, function(d2) {
                  max(0, 1 - 2 * excess(d2) / h^2)
                })), tolerance = 1e-10)
-  cauchy <- local_denoise(tiny, patch = 3, search = 5, bandwidth = h, sigma = sigma, kernel = "cauchy",
+  cauchy <- local_denoise(tiny, patch = 3, search = 5, bandwidth = h, sigma = sigma,
+                          kernel = "cauchy",
                           n_threads = 1)
   expect_equal(as.vector(cauchy),
                as.vector(nlm_kernel_ref(tiny, 3, 5, function(d2) 1 / (1 + 2 * excess(d2) / h^2))),
                tolerance = 1e-10)
   # The default is the Gaussian, unchanged; every registry kernel runs, the same on 1 and 2 threads.
   expect_identical(local_denoise(tiny, bandwidth = h, sigma = sigma, n_threads = 1),
-                   local_denoise(tiny, bandwidth = h, sigma = sigma, kernel = "gaussian", n_threads = 1))
+                   local_denoise(tiny, bandwidth = h, sigma = sigma, kernel = "gaussian",
+                                 n_threads = 1))
   noisy <- matrix(rep(c(0, 1), each = 20 * 10), 20) + matrix(rnorm(400, sd = 0.1), 20)
   for (kernel in kernels()$kernel) {
     one <- local_denoise(noisy, patch = 3, search = 7, kernel = kernel, n_threads = 1)

@@ -37,7 +37,8 @@ test_that("the Sheather-Jones plug-in agrees with stats::bw.SJ()", {
   big <- c(rnorm(6e4), rnorm(4e4, 3, 0.5))
   expect_equal(kde_bandwidth(big, bandwidth = "plugin"), bw.SJ(big, nb = 10000L, tol = 1e-8),
                tolerance = 2e-3)
-  expect_equal(kde_bandwidth(big, bandwidth = "plugin", plugin = "ste"), kde_bandwidth(big, bandwidth = "plugin"))
+  expect_equal(kde_bandwidth(big, bandwidth = "plugin", plugin = "ste"),
+               kde_bandwidth(big, bandwidth = "plugin"))
 })
 
 test_that("the binned functionals match the pairwise double sums", {
@@ -60,7 +61,8 @@ test_that("the 1-D direct plug-in agrees with ks::hpi()", {
   }
   set.seed(4)
   big <- rnorm(1e5)
-  expect_equal(kde_bandwidth(big, bandwidth = "plugin", plugin = "dpi"), ks::hpi(big), tolerance = 0.02)
+  expect_equal(kde_bandwidth(big, bandwidth = "plugin", plugin = "dpi"), ks::hpi(big),
+               tolerance = 0.02)
 })
 
 test_that("the multivariate plug-in follows ks::Hpi.diag()", {
@@ -70,7 +72,8 @@ test_that("the multivariate plug-in follows ks::Hpi.diag()", {
   set.seed(8)
   x3 <- cbind(bw_data_2d(300, seed = 9), c = rnorm(300, 0, 2))
   # sqrt(diag(ks::Hpi.diag(x3, binned = FALSE, pilot = "samse"))) with ks 1.14 (8 s, so stored)
-  expect_equal(unname(kde_bandwidth(x3, bandwidth = "plugin")), c(0.6483300841, 0.3355644913, 0.8139733847),
+  expect_equal(unname(kde_bandwidth(x3, bandwidth = "plugin")),
+               c(0.6483300841, 0.3355644913, 0.8139733847),
                tolerance = 0.1)
   skip_if_not_installed("ks")
   x2 <- bw_data_2d(400)
@@ -238,7 +241,8 @@ test_that("selectors convert to the kernel and honour weights", {
     expect_equal(kde_bandwidth(x, bandwidth = m, weights = rep(3, length(x))), g, info = m)
   }
   w <- rep(c(1, 0), c(300, 200))
-  expect_equal(kde_bandwidth(x, bandwidth = "plugin", weights = w), kde_bandwidth(x[1:300], bandwidth = "plugin"),
+  expect_equal(kde_bandwidth(x, bandwidth = "plugin", weights = w),
+               kde_bandwidth(x[1:300], bandwidth = "plugin"),
                tolerance = 1e-6)
 })
 
@@ -246,9 +250,12 @@ test_that("selectors refuse degenerate input with classed errors", {
   expect_error(kde_bandwidth(rep(2, 10), bandwidth = "plugin"), class = "localmean_error")
   expect_error(kde_bandwidth(rep(2, 10), bandwidth = "isj"), "no spread")
   expect_error(kde_bandwidth(1, bandwidth = "lscv"), "at least 2 points", class = "localmean_error")
-  expect_error(kde_bandwidth(cbind(1:10, 3), bandwidth = "plugin"), "no spread", class = "localmean_error")
-  expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "isj"), "bandwidth", class = "localmean_error")
-  expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "scv"), "one dimension", class = "localmean_error")
+  expect_error(kde_bandwidth(cbind(1:10, 3), bandwidth = "plugin"), "no spread",
+               class = "localmean_error")
+  expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "isj"), "bandwidth",
+               class = "localmean_error")
+  expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "scv"), "one dimension",
+               class = "localmean_error")
   expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "plugin", plugin = "ste"), "plugin",
                class = "localmean_error")
   expect_error(kde_bandwidth(1:10, bandwidth = "plugin", plugin = "sj"), "plugin",

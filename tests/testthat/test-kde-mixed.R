@@ -120,7 +120,8 @@ test_that("the rule of thumb takes h from the numeric rule and lambda = n^(-2/(4
   expect_equal(bw[1:2], kde_bandwidth(as.matrix(d[c("x", "y")]), bandwidth = "rot"))
   expect_equal(unname(bw[3:4]), rep(100^(-2 / 6), 2))
   fit <- kde(d[c("x", "g")], kernel = "epanechnikov", n_threads = 1)
-  expect_equal(fit$bandwidth$h, unname(kde_bandwidth(d$x, bandwidth = "rot", kernel = "epanechnikov")))
+  expect_equal(fit$bandwidth$h,
+               unname(kde_bandwidth(d$x, bandwidth = "rot", kernel = "epanechnikov")))
   expect_equal(fit$bandwidth$lambda, min(2 / 3, 100^(-2 / 5)))
 })
 
