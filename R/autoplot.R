@@ -170,7 +170,7 @@ format_bandwidth_value <- function(object) {
 
 #' @rdname localmean-autoplot
 #' @exportS3Method ggplot2::autoplot
-autoplot.mode_clusters <- function(object, paths = FALSE, ...) {
+autoplot.local_modes <- function(object, paths = FALSE, ...) {
   check_dots(...)
   check_ggplot2()
   check_flag(paths)
@@ -200,7 +200,7 @@ autoplot.mode_clusters <- function(object, paths = FALSE, ...) {
 
 #' @rdname localmean-autoplot
 #' @exportS3Method ggplot2::autoplot
-autoplot.pc_shift <- function(object, ...) {
+autoplot.local_ridges <- function(object, ...) {
   check_dots(...)
   check_ggplot2()
   if (ncol(object$x) < 2L) abort("{.fn autoplot} draws shifts of two or more variables.")

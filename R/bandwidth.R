@@ -37,7 +37,8 @@
 #' @param k Number of neighbours, at least 1 and less than the number of
 #'   observations, or `"cv"` to choose it by leave-one-out cross-validation.
 #' @param scale Standardise the predictors before computing distances.
-#' @return An object of class `nn_bandwidth`.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
+#' @return An object of class `local_nn`.
 #' @family regression
 #' @export
 #' @examples
@@ -45,7 +46,8 @@
 #' predict(fit, data.frame(speed = 10))
 #' loess_like <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn("cv"))
 #' loess_like$nn$k
-nn <- function(k, scale = TRUE) {
+nn <- function(k, scale = TRUE, ...) {
+  check_dots(...)
   if (is.character(k)) {
     if (!identical(k, "cv")) {
       abort("{.arg k} must be a whole number or {.val cv}, not {.val {k}}.")
@@ -53,11 +55,11 @@ nn <- function(k, scale = TRUE) {
   } else {
     k <- check_count(k)
   }
-  structure(list(k = k, scale = check_flag(scale)), class = "nn_bandwidth")
+  structure(list(k = k, scale = check_flag(scale)), class = "local_nn")
 }
 
 #' @export
-print.nn_bandwidth <- function(x, ...) {
+print.local_nn <- function(x, ...) {
   check_dots(...)
   cat("<nn bandwidth: k = ", x$k, if (x$scale) ", standardised" else "", ">\n", sep = "")
   invisible(x)

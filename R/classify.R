@@ -64,8 +64,8 @@ local_classify <- function(x, ...) UseMethod("local_classify")
 
 #' @rdname local_classify
 #' @export
-local_classify.formula <- function(formula, data = NULL, degree = 0, kernel = "gaussian",
-                                   bandwidth = "cv", weights = NULL, subset,
+local_classify.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
+                                   degree = 0, weights = NULL, subset,
                                    na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                    verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -81,7 +81,7 @@ local_classify.formula <- function(formula, data = NULL, degree = 0, kernel = "g
 
 #' @rdname local_classify
 #' @export
-local_classify.default <- function(x, y, degree = 0, kernel = "gaussian", bandwidth = "cv",
+local_classify.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degree = 0,
                                    weights = NULL, method = "auto", n_threads = NULL,
                                    verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -280,18 +280,25 @@ fitted.local_classify <- function(object, ...) {
 #' @param n_grid Grid points per predictor.
 #' @export
 plot.local_classify <- function(x, n_grid = 150, ...) {
+  check_graphics_dots(...)
   if (ncol(x$x) != 2L) abort("{.fn plot} draws classifiers of two predictors.")
   n_grid <- check_n_grid(n_grid, 2L)
   g1 <- seq(min(x$x[, 1L]), max(x$x[, 1L]), length.out = n_grid)
   g2 <- seq(min(x$x[, 2L]), max(x$x[, 2L]), length.out = n_grid)
   nd <- stats::setNames(expand.grid(g1, g2), colnames(x$x))
-  cls <- suppressWarnings(predict(x, nd))
-  cols <- grDevices::hcl.colors(length(x$levels), "Dark 3")
-  graphics::image(g1, g2, matrix(as.integer(cls), n_grid), col = grDevices::adjustcolor(cols, 0.3),
-                  useRaster = TRUE,
-                  xlab = colnames(x$x)[1L], ylab = colnames(x$x)[2L], ...)
+  cls <- as.integer(suppressWarnings(predict(x, nd)))
+  # no regions where there are no data: farther than two bandwidths from every point
+  cls[far_from_data(x$x, nd, local_scales(x$x, if (is.null(x$nn)) x$bandwidth))] <- NA
+  cols <- group_colours(length(x$levels))
+  # the right quarter of the plot is left for the legend, beside the points
+  plot_with_defaults(room_for_legend(g1), range(g2), type = "n", xlab = colnames(x$x)[1L],
+                     ylab = colnames(x$x)[2L], main = fit_title(x), ...)
+  bandwidth_note(fit_bandwidth_note(x))
+  graphics::image(g1, g2, matrix(cls, n_grid), col = grDevices::adjustcolor(cols, 0.3),
+                  breaks = seq_len(length(x$levels) + 1L) - 0.5, useRaster = TRUE, add = TRUE)
   graphics::points(x$x, col = cols[as.integer(x$y)], pch = 20)
-  graphics::legend("topleft", legend = x$levels, col = cols, pch = 20,
-                   bg = grDevices::adjustcolor("white", 0.8))
+  graphics::legend("topright", legend = x$levels, col = cols, pch = 20,
+                   fill = grDevices::adjustcolor(cols, 0.3), border = NA, bty = "n",
+                   title = response_name(x))
   invisible(x)
 }

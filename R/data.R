@@ -10,6 +10,7 @@
 #' (`.gz`) are read directly.
 #'
 #' @param file Path to an IDX file, optionally gzip-compressed.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A vector for one dimension; a matrix for two; for three or more,
 #'   a matrix with one row per item and the remaining dimensions flattened in
 #'   row-major order (for images: pixel `(r - 1) * ncol + c`), with the item
@@ -25,7 +26,8 @@
 #' writeBin(as.raw(1:6), con)
 #' close(con)
 #' read_idx(f)
-read_idx <- function(file) {
+read_idx <- function(file, ...) {
+  check_dots(...)
   if (!is.character(file) || length(file) != 1L || is.na(file)) {
     abort("{.arg file} must be a single file path.")
   }
@@ -84,6 +86,7 @@ fashion_classes <- c("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "San
 #'
 #' @param split "test" or "train".
 #' @param path Folder holding the IDX files (gzip-compressed or not).
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list with `x`, an integer matrix (one image per row, pixel
 #'   `(r - 1) * 28 + c` in column `(r - 1) * 28 + c`, grey levels 0 to 255),
 #'   `label`, a factor of class names, and `image_dim = c(28, 28)`.
@@ -95,7 +98,8 @@ fashion_classes <- c("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "San
 #'   test <- fashion_mnist("test")
 #'   table(test$label)
 #' }
-fashion_mnist <- function(split = "test", path = NULL) {
+fashion_mnist <- function(split = "test", path = NULL, ...) {
+  check_dots(...)
   split <- check_choice(split, c("test", "train"))
   path <- path %||% fashion_mnist_path()
   prefix <- c(test = "t10k", train = "train")[[split]]
@@ -111,7 +115,8 @@ fashion_mnist <- function(split = "test", path = NULL) {
 
 #' @rdname fashion_mnist
 #' @export
-fashion_mnist_path <- function() {
+fashion_mnist_path <- function(...) {
+  check_dots(...)
   getOption("localmean.fashion_mnist_path", "/usr/share/datasets/fashion-mnist")
 }
 
@@ -161,6 +166,7 @@ fashion_file <- function(path, name, call = rlang::caller_env()) {
 #' @param text A character vector (for instance the lines of a novel).
 #' @param vocab_size Number of words kept.
 #' @param window How many following tokens count as co-occurring.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list with `counts` (a `vocab_size` x `vocab_size` matrix:
 #'   `counts[i, j]` is how often word j occurs within `window` tokens after
 #'   word i), `prob` (the conditional frequencies P(j | i), rows summing to 1,
@@ -172,7 +178,8 @@ fashion_file <- function(path, name, call = rlang::caller_env()) {
 #' text <- c("the cat sat on the mat", "the dog sat on the cat")
 #' co <- word_cooccurrence(text, vocab_size = 5, window = 1)
 #' co$counts
-word_cooccurrence <- function(text, vocab_size = 200, window = 2) {
+word_cooccurrence <- function(text, vocab_size = 200, window = 2, ...) {
+  check_dots(...)
   if (!is.character(text)) abort("{.arg text} must be a character vector.")
   vocab_size <- check_count(vocab_size)
   window <- check_count(window)

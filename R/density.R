@@ -94,18 +94,18 @@
 #'   a data frame may have categorical columns, see "Mixed data"), or for the
 #'   formula method a one-sided formula such as `~ a + b`.
 #' @param data A data frame for the formula method.
+#' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
+#'   density in more than one dimension; a full matrix `H` needs a kernel
+#'   other than the Cauchy too.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
 #'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
 #'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}
 #'   or \eqn{\lambda}), "rot" or "lscv".
-#' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
-#'   density in more than one dimension; a full matrix `H` needs a kernel
-#'   other than the Cauchy too.
-#' @param weights Optional non-negative case weights (normalised to sum 1).
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
 #'   none beyond); 0 skips the grid. At most 1,048,576 grid points in all
 #'   (1024 x 1024).
 #' @param bounds Bounds of the support, see Details.
+#' @param weights Optional non-negative case weights (normalised to sum 1).
 #' @param method "auto", "binned", "exact" (every pair, never truncated) or
 #'   "tree" (kd-tree with the kernel's cut-off, see [kernels()]).
 #' @param n_threads Number of threads, see [n_threads()].
@@ -165,8 +165,8 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
 
 #' @rdname kde
 #' @export
-kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NULL,
-                        gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
+kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NULL, bounds = NULL,
+                        weights = NULL, method = "auto", n_threads = NULL,
                         verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   if (has_categorical(x)) {
@@ -188,7 +188,7 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
                                 kernel = kernel, bounds = bounds, control = control,
                                 call = match.call())),
                    class = "local_kde")
-  chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads)
+  chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads, verbose)
   fit$bandwidth <- chosen$bandwidth
   fit$bandwidth_method <- chosen$method
   fit$grid <- kde_grid(fit, gridsize)
@@ -249,16 +249,16 @@ check_bounds <- function(bounds, data, call = rlang::caller_env()) {
 }
 
 # A bandwidth specification: list(type = "scale", h) / ("matrix", H) / ("nn", k, scale, point).
-resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads,
+resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads, verbose = FALSE,
                                   call = rlang::caller_env()) {
   d <- fit$d
   if (is.character(bandwidth)) {
     method <- check_choice(bandwidth, selector_names("density"), arg = "bandwidth", call = call)
-    bw <- kde_bandwidth(kde_data(fit), method, kernel = fit$kernel, weights = weights,
-                        n_threads = n_threads)
+    bw <- kde_bandwidth(kde_data(fit), fit$kernel, method, weights = weights,
+                        n_threads = n_threads, verbose = verbose)
     return(list(bandwidth = as_kde_bandwidth(bw, d, call), method = method))
   }
-  if (inherits(bandwidth, "nn_bandwidth")) {
+  if (inherits(bandwidth, "local_nn")) {
     x <- kde_data(fit)
     if (bandwidth$k >= nrow(x)) {
       abort("{.arg bandwidth}: {.code nn(k)} needs k below the number of points ({nrow(x)}).",
@@ -499,7 +499,7 @@ NULL
 
 #' @rdname kde-methods
 #' @export
-predict.local_kde <- function(object, newdata, method = "tree", rtol = 0, n_threads = NULL,
+predict.local_kde <- function(object, newdata, rtol = 0, method = "tree", n_threads = NULL,
                               verbose = FALSE, ...) {
   check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
@@ -631,6 +631,7 @@ print.summary.local_kde <- function(x, ...) {
 #' @rdname kde-methods
 #' @export
 plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+  check_graphics_dots(..., .known = names(formals(graphics::barplot.default)))
   check_probs(probs)
   check_flag(rug)
   if (!is.null(x$categorical)) return(plot_kde_mixed(x, rug, ...))
@@ -640,9 +641,13 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
   }
   vars <- x$vars
   points <- kde_data(x)
+  bandwidth <- sprintf("bandwidth %s (%s)", format_kde_bandwidth(x$bandwidth, vars),
+                       x$bandwidth_method)
   if (d == 1L) {
-    plot_with_defaults(x$grid[[1L]], x$estimate, type = "l", xlab = vars, ylab = "density",
-                       main = paste("Kernel density,", x$kernel), ...)
+    # as density(): the sample size and the bandwidth under the axis
+    plot_with_defaults(x$grid[[1L]], x$estimate, type = "l", ylab = "density",
+                       xlab = sprintf("%s\nN = %d, %s", vars, x$n, bandwidth),
+                       main = sprintf("Kernel density, %s kernel", x$kernel), ...)
     if (rug) graphics::rug(points[sample_rows(x$n, 2000L), 1L])
     return(invisible(x))
   }
@@ -650,14 +655,22 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
   breaks <- c(levels, max(x$estimate, levels) * (1 + 1e-9))
   cols <- grDevices::hcl.colors(length(levels), "YlOrRd", rev = TRUE)
   plot_with_defaults(range(x$grid[[1L]]), range(x$grid[[2L]]), type = "n", xlab = vars[1L],
-                     ylab = vars[2L], main = paste("Highest-density regions,", x$kernel), ...)
+                     ylab = vars[2L],
+                     main = sprintf("Highest-density regions, %s kernel", x$kernel), ...)
+  bandwidth_note(bandwidth)
   graphics::.filled.contour(x$grid[[1L]], x$grid[[2L]], x$estimate, breaks, cols)
   if (rug) {
     keep <- sample_rows(x$n, 5000L)
-    graphics::points(points[keep, 1L], points[keep, 2L], pch = ".", col = "grey30")
+    graphics::points(points[keep, 1L], points[keep, 2L], pch = 20, cex = 0.4, col = "grey20")
   }
-  graphics::contour(x$grid[[1L]], x$grid[[2L]], x$estimate, levels = levels,
-                    labels = names(levels), add = TRUE, col = "grey20")
+  graphics::contour(x$grid[[1L]], x$grid[[2L]], x$estimate, levels = levels, drawlabels = FALSE,
+                    add = TRUE, col = "grey25")
+  # the region of probability p is where the density exceeds its level: the darkest colour is the
+  # smallest region; listed from the smallest
+  region <- names(levels)
+  graphics::legend(emptiest_corner(points[, 1L], points[, 2L]), legend = rev(region),
+                   fill = rev(cols), title = "Region holding", bg = "white", box.col = "grey70",
+                   cex = 0.85)
   invisible(x)
 }
 

@@ -33,6 +33,7 @@
 #' @param k Number of neighbours.
 #' @param max_points Most points whose neighbourhoods are compared.
 #' @inheritParams lle
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A named numeric vector of the measures.
 #' @family embedding
 #' @export
@@ -41,7 +42,8 @@
 #' pca <- prcomp(x)$x[, 1:2]
 #' embedding_quality(x, pca, labels = iris$Species)
 embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 5000,
-                              n_threads = NULL, verbose = interactive()) {
+                              n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_predictors(x)
   layout <- check_predictors(layout, arg = "layout")
   n <- nrow(x)
@@ -124,6 +126,7 @@ knn_vote_accuracy <- function(nn, labels, rows) {
 #' @param n_threads Number of threads (see [n_threads()]); results do not
 #'   depend on it.
 #' @param verbose Show a progress bar.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method `"lle"`,
 #'   holding also the neighbour indices (`neighbours`), the reconstruction
 #'   weights (`weights`) and the eigenvalues.
@@ -138,7 +141,8 @@ knn_vote_accuracy <- function(nn, labels, rows) {
 #' fit <- lle(roll, k = 10)
 #' plot(fit, labels = cut(t, 6))
 #' predict(fit, roll[1:3, ] + 0.1)
-lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = interactive()) {
+lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_predictors(x)
   n <- nrow(x)
   ndim <- check_ndim(ndim, ncol(x))
@@ -193,10 +197,11 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' @param weight_temp Temperature of the tempered log applied to the triplet
 #'   weights (1: the plain log).
 #' @param lr Learning rate.
-#' @param n_iters Number of iterations, at most 1e7 (the loss is kept for
+#' @param n_iter Number of iterations, at most 1e7 (the loss is kept for
 #'   each).
 #' @param init `"pca"`, `"random"` (Gaussian, standard deviation 1e-4) or a
 #'   numeric matrix with one row per point and `ndim` columns.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method
 #'   `"trimap"`; `loss` holds the mean triplet loss at every iteration and
 #'   `violated` the share of triplets out of order at the end.
@@ -205,12 +210,13 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' @family embedding
 #' @export
 #' @examples
-#' fit <- trimap(iris[, 1:4], n_iters = 200)
+#' fit <- trimap(iris[, 1:4], n_iter = 200)
 #' fit
 #' plot(fit, labels = iris$Species)
 trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
-                   weight_temp = 0.5, lr = 0.1, n_iters = 400, init = "pca",
-                   n_threads = NULL, verbose = interactive()) {
+                   weight_temp = 0.5, lr = 0.1, n_iter = 400, init = "pca",
+                   n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_predictors(x)
   n <- nrow(x)
   ndim <- check_ndim(ndim, ncol(x), max = 8L)
@@ -225,7 +231,7 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
              "n_random")
   weight_temp <- check_positive(weight_temp, zero = TRUE)
   lr <- check_positive(lr)
-  n_iters <- check_size(check_count(n_iters), size_limits$iterations, "iterations", "n_iters")
+  n_iter <- check_size(check_count(n_iter), size_limits$iterations, "iterations", "n_iter")
   verbose <- check_flag(verbose)
   threads <- n_threads(n_threads)
   prep <- trimap_preprocessing(x, threads)
@@ -237,11 +243,11 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
                                  weight_temp, seed, threads)
   n_triplets <- ncol(sampled$triplets)
   res <- cpp_optimise_triplets(init, sampled$triplets, sampled$weights, "trimap",
-                               lr * n / n_triplets, n_iters, 0, threads, verbose)
+                               lr * n / n_triplets, n_iter, 0, threads, verbose)
   check_diverged(c(res$layout, res$loss), "lr")
   new_local_embedding(res$layout, "trimap",
                       list(n_inliers = n_inliers, n_outliers = n_outliers, n_random = n_random,
-                           weight_temp = weight_temp, lr = lr, n_iters = n_iters,
+                           weight_temp = weight_temp, lr = lr, n_iter = n_iter,
                            n_triplets = n_triplets),
                       match.call(), data = z, preprocessing = prep, loss = res$loss,
                       violated = res$violated)
@@ -312,6 +318,7 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' @param l2 Penalty on the squared norm of the layout.
 #' @param init `"random"` or a numeric matrix with `n` rows and `ndim`
 #'   columns.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method
 #'   `"ordinal"`; `loss` holds the mean loss at every iteration and `violated`
 #'   the share of triplets out of order at the end.
@@ -330,9 +337,10 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' tri[swap, 2:3] <- tri[swap, 3:2]
 #' fit <- ordinal_embed(tri)
 #' fit$violated
-ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, lr = 0.1,
-                          n_iters = 1000, init = "random", n_threads = NULL,
-                          verbose = interactive()) {
+ordinal_embed <- function(triplets, n = NULL, ndim = 2, l2 = 0, lr = 0.1, n_iter = 1000,
+                          init = "random", weights = NULL, n_threads = NULL,
+                          verbose = interactive(), ...) {
+  check_dots(...)
   triplets <- check_triplets(triplets, n)
   n <- attr(triplets, "n")
   ndim <- check_ndim(ndim, Inf, max = 8L)
@@ -340,17 +348,17 @@ ordinal_embed <- function(triplets, n = NULL, ndim = 2, weights = NULL, l2 = 0, 
   weights <- check_weights(weights, ncol(triplets)) %||% rep(1, ncol(triplets))
   l2 <- check_positive(l2, zero = TRUE)
   lr <- check_positive(lr)
-  n_iters <- check_size(check_count(n_iters), size_limits$iterations, "iterations", "n_iters")
+  n_iter <- check_size(check_count(n_iter), size_limits$iterations, "iterations", "n_iter")
   init <- if (identical(init, "random")) {
     matrix(stats::rnorm(n * ndim, sd = 1e-4), n, ndim)
   } else {
     check_init_matrix(init, n, ndim)
   }
   res <- cpp_optimise_triplets(init, triplets, weights, "tste", lr * n / ncol(triplets),
-                               n_iters, l2, n_threads(n_threads), check_flag(verbose))
+                               n_iter, l2, n_threads(n_threads), check_flag(verbose))
   check_diverged(c(res$layout, res$loss), c("lr", "l2"))
   new_local_embedding(res$layout, "ordinal",
-                      list(n_triplets = ncol(triplets), l2 = l2, lr = lr, n_iters = n_iters),
+                      list(n_triplets = ncol(triplets), l2 = l2, lr = lr, n_iter = n_iter),
                       match.call(), loss = res$loss, violated = res$violated)
 }
 
@@ -404,6 +412,12 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #' @param max_iter Most L-BFGS iterations.
 #' @param tol Relative convergence tolerance of L-BFGS (`factr` is `tol`
 #'   divided by the machine precision).
+#' @param n_threads Validated as for every function of the package
+#'   ([n_threads()]); the optimisation runs in R's matrix algebra on the main
+#'   thread.
+#' @param verbose Show a progress spinner (one tick per evaluation of the
+#'   loss).
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A [`local_embedding`][local_embedding] object with method
 #'   `"asym_mds"`: `layout` holds the senders, `receivers` the receivers,
 #'   `loss` the final divergence, `fitted` the matrix Q and `converged`
@@ -415,7 +429,11 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #'                         vocab_size = 10)
 #' fit <- asym_mds(co$prob)
 #' plot(fit)
-asym_mds <- function(s, ndim = 2, weights = NULL, max_iter = 1000, tol = 1e-10) {
+asym_mds <- function(s, ndim = 2, max_iter = 1000, tol = 1e-10, weights = NULL,
+                     n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
+  n_threads(n_threads)
+  verbose <- check_flag(verbose)
   p <- check_similarity(s)
   n <- nrow(p)
   ndim <- check_ndim(ndim, n)
@@ -433,12 +451,17 @@ asym_mds <- function(s, ndim = 2, weights = NULL, max_iter = 1000, tol = 1e-10) 
     q <- exp(logits)
     q / rowSums(q)
   }
+  pos <- p > 0
   loss <- function(theta) {
+    if (verbose) cli::cli_progress_update(.envir = progress)
     par <- unpack(theta)
     q <- model(par$u, par$v)
-    pos <- p > 0
-    sum((w * p)[pos] * (log(p[pos]) - log(q[pos])))
+    # Q underflows to 0 far from a receiver: its log is floored so that the loss stays finite
+    # (optim() would otherwise warn that it replaced an infinite value).
+    sum((w * p)[pos] * (log(p[pos]) - log(pmax(q[pos], .Machine$double.xmin))))
   }
+  progress <- environment()
+  if (verbose) cli::cli_progress_bar("asymmetric MDS", total = NA)
   gradient <- function(theta) {
     par <- unpack(theta)
     r <- w * (p - model(par$u, par$v))
@@ -446,6 +469,7 @@ asym_mds <- function(s, ndim = 2, weights = NULL, max_iter = 1000, tol = 1e-10) 
   }
   opt <- stats::optim(c(start$u, start$v), loss, gradient, method = "L-BFGS-B",
                       control = list(maxit = max_iter, factr = tol / .Machine$double.eps))
+  if (verbose) cli::cli_progress_done(.envir = progress)
   par <- unpack(opt$par)
   labels <- rownames(p) %||% colnames(p)
   dimnames(par$u) <- dimnames(par$v) <- list(labels, paste0("dim", seq_len(ndim)))
@@ -510,7 +534,8 @@ check_ndim <- function(ndim, d, max = Inf, call = rlang::caller_env()) {
 #' @param labels Optional labels, one per point, to colour the points by.
 #' @param newdata New points: a matrix or data frame with the training
 #'   variables.
-#' @param n_threads Number of threads.
+#' @param n_threads Number of threads (see [n_threads()]).
+#' @param verbose Show a progress bar (the TriMap transform).
 #' @param main,col,pch,... Graphical parameters, or further arguments
 #'   (ignored by `print()` and `as.data.frame()`).
 #' @param row.names,optional Ignored.
@@ -575,13 +600,15 @@ print.summary.local_embedding <- function(x, ...) {
 #' @export
 plot.local_embedding <- function(x, labels = NULL, main = embedding_names[[x$method]],
                                  col = NULL, pch = 19, ...) {
+  check_graphics_dots(...)
   layout <- x$layout
   if (!is.null(labels) && length(labels) != nrow(layout)) {
     abort("{.arg labels} must have one entry per point ({nrow(layout)}).")
   }
   if (x$method == "asym_mds") {
     both <- rbind(layout, x$receivers)
-    graphics::plot(both[, 1:2], type = "n", main = main, xlab = "dim1", ylab = "dim2", ...)
+    plot_with_defaults(room_for_legend(both[, 1L]), range(both[, 2L]), type = "n", main = main,
+                       xlab = "dim1", ylab = "dim2", ...)
     graphics::segments(layout[, 1], layout[, 2], x$receivers[, 1], x$receivers[, 2],
                        col = "grey80")
     names <- rownames(layout) %||% seq_len(nrow(layout))
@@ -592,15 +619,18 @@ plot.local_embedding <- function(x, labels = NULL, main = embedding_names[[x$met
     return(invisible(NULL))
   }
   groups <- if (is.null(labels)) factor(rep(1L, nrow(layout))) else as.factor(labels)
-  palette <- grDevices::hcl.colors(max(nlevels(groups), 2L), "Dark 3")
+  palette <- if (is.null(labels)) "grey30" else group_colours(nlevels(groups))
   if (is.null(col)) col <- grDevices::adjustcolor(palette[as.integer(groups)], alpha.f = 0.7)
   cex <- if (nrow(layout) > 5000L) 0.2 else if (nrow(layout) > 1000L) 0.4 else 0.8
-  graphics::plot(layout[, 1], if (ncol(layout) > 1L) layout[, 2] else rep(0, nrow(layout)),
-                 col = col, pch = pch, cex = cex, main = main, xlab = "dim1",
-                 ylab = if (ncol(layout) > 1L) "dim2" else "", ...)
-  if (!is.null(labels) && nlevels(groups) <= 20L) {
-    graphics::legend("topright", levels(groups), col = palette[seq_len(nlevels(groups))],
-                     pch = pch, bty = "n", cex = 0.7)
+  legend <- !is.null(labels) && nlevels(groups) <= 20L
+  # with a legend, the right quarter of the plot is left for it, beside the points
+  xlim <- if (legend) room_for_legend(layout[, 1L]) else range(layout[, 1L])
+  plot_with_defaults(layout[, 1], if (ncol(layout) > 1L) layout[, 2] else rep(0, nrow(layout)),
+                     col = col, pch = pch, cex = cex, main = main, xlab = "dim1",
+                     ylab = if (ncol(layout) > 1L) "dim2" else "", xlim = xlim, ...)
+  if (legend) {
+    graphics::legend("topright", levels(groups), col = palette, pch = pch, bty = "n",
+                     cex = 0.8)
   }
   invisible(NULL)
 }
@@ -623,7 +653,8 @@ as.data.frame.local_embedding <- function(x, row.names = NULL, optional = FALSE,
 
 #' @rdname local_embedding
 #' @export
-predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
+predict.local_embedding <- function(object, newdata, n_threads = NULL, verbose = FALSE,
+                                    ...) {
   check_dots(...)
   if (!object$method %in% c("lle", "trimap")) {
     abort("{.fn predict} is defined for LLE and TriMap layouts, not for {embedding_names[[object$method]]}.")
@@ -634,6 +665,7 @@ predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
     abort("{.arg newdata} must have the {length(variables)} training variables; it has {ncol(newdata)}.")
   }
   threads <- n_threads(n_threads)
+  verbose <- check_flag(verbose)
   out <- if (object$method == "lle") {
     cpp_lle_transform(object$data, object$layout, newdata, object$parameters$k,
                       object$parameters$reg, threads)
@@ -644,7 +676,7 @@ predict.local_embedding <- function(object, newdata, n_threads = NULL, ...) {
     spec <- engine_spec(object$data, "tricube", values = object$layout,
                         nn = list(k = object$parameters$n_inliers + 1L, scale = rep(1, ncol(z))),
                         method = "exact", n_threads = threads)
-    fit <- engine_run(spec, z)
+    fit <- engine_run(spec, z, verbose = verbose)
     matrix(fit$coef, nrow(z))
   }
   dimnames(out) <- list(rownames(newdata), colnames(object$layout))

@@ -31,6 +31,7 @@
 #'   at most `max_iter` Newton steps at each query point, converged when the
 #'   local deviance changes by less than `tol` relative to it (the rule of
 #'   [stats::glm.control()]).
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list of class `local_control`.
 #' @family regression
 #' @export
@@ -38,7 +39,8 @@
 #' local_control(gridsize = 801)
 local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = NULL,
                           refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
-                          max_iter = 25, tol = 1e-8) {
+                          max_iter = 25, tol = 1e-8, ...) {
+  check_dots(...)
   if (!is.null(gridsize)) {
     gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
     check_size(max(gridsize), size_limits$grid_nodes_per_dim, "grid nodes per dimension",

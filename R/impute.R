@@ -86,6 +86,7 @@
 #' @param n_threads Number of threads, see [n_threads()]; results do not
 #'   depend on it.
 #' @param verbose Show progress.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return An object of class `local_imputation`: a list with `completed`
 #'   (the completed matrix), `missing` (the logical matrix of missing
 #'   entries), `change` (relative change at every iteration), `iterations`,
@@ -102,11 +103,12 @@
 #' fit <- local_impute(x_na, max_iter = 5, n_threads = 1)
 #' fit
 #' sqrt(mean((as.matrix(fit) - x)[is.na(x_na)]^2))
-local_impute <- function(x, image_dim = NULL, layers = c("feature", "sample"),
-                         kernel = "gaussian", bandwidth = NULL, k = 10,
+local_impute <- function(x, kernel = "gaussian", bandwidth = NULL, image_dim = NULL,
+                         layers = c("feature", "sample"), k = 10,
                          feature_bandwidth = NULL, mix = "auto", imputed_weight = 0.1,
                          max_iter = 20, tol = 1e-4, n_threads = NULL,
-                         verbose = interactive()) {
+                         verbose = interactive(), ...) {
+  check_dots(...)
   x <- check_incomplete(x)
   n <- nrow(x)
   p <- ncol(x)
@@ -120,7 +122,7 @@ local_impute <- function(x, image_dim = NULL, layers = c("feature", "sample"),
   if (n < 2L && "sample" %in% layers) abort("{.arg x} needs at least two rows for the sample layer.")
   nn_rank <- as.integer(ceiling(k / 2))
   h_fixed <- 0
-  if (inherits(bandwidth, "nn_bandwidth")) {
+  if (inherits(bandwidth, "local_nn")) {
     nn_rank <- bandwidth$k
   } else if (!is.null(bandwidth)) {
     h_fixed <- check_positive(bandwidth)
@@ -310,7 +312,7 @@ feature_links <- function(x, image_dim, kernel, feature_bandwidth, centre,
   diag(r) <- 0
   rank <- 10L
   h_fixed <- NULL
-  if (inherits(feature_bandwidth, "nn_bandwidth")) {
+  if (inherits(feature_bandwidth, "local_nn")) {
     rank <- feature_bandwidth$k
   } else if (!is.null(feature_bandwidth)) {
     h_fixed <- check_positive(feature_bandwidth, arg = "feature_bandwidth", call = call)
@@ -452,6 +454,7 @@ print.summary.local_imputation <- function(x, ...) {
 #' @rdname local_imputation
 #' @export
 plot.local_imputation <- function(x, main = "Convergence of the local imputation", ...) {
+  check_graphics_dots(...)
   if (length(x$change) == 0L) abort("Nothing was imputed: there is no convergence trace.")
   change <- pmax(x$change, .Machine$double.eps)
   graphics::plot(seq_along(change), change, type = "b", log = "y", pch = 19, main = main,
@@ -478,24 +481,26 @@ as.matrix.local_imputation <- function(x, ...) {
 #' \eqn{\sigma} the noise standard deviation (the form of Buades, Coll and
 #' Morel, 2011); another kernel \eqn{k} gives
 #' \eqn{w = k(\sqrt{2 \max(d^2 - 2\sigma^2, 0)} / h)}{w = k(sqrt(2 max(d2 - 2 sigma^2, 0)) / h)}
-#' up to a constant, so that `h` keeps the Gaussian's meaning (a compact
+#' up to a constant, so that the bandwidth \eqn{h} keeps the Gaussian's meaning (a compact
 #' kernel ignores patches whose excess distance exceeds \eqn{h^2 / 2}). The image is mirrored at its edges. When `sigma` is `NULL`
 #' it is estimated by Immerkaer's (1996) fast estimator (a Laplacian-type
-#' 3 x 3 filter that cancels smooth structure); when `h` is `NULL` it is
+#' 3 x 3 filter that cancels smooth structure); when `bandwidth` is `NULL` it is
 #' `0.8 * sigma`, the factor that gave the highest PSNR on noisy mosaics of
 #' Fashion-MNIST images (noise sd 0.1, 7 x 7 patches; 0.6 to 1 were within
 #' 0.4 dB). The work is split over rows; the result does not depend on the
 #' number of threads.
 #'
 #' @param img A numeric matrix (the image, rows from the top).
-#' @param patch,search Odd widths of the patch and of the search window.
-#' @param h Filtering parameter, or `NULL` for `0.8 * sigma`.
-#' @param sigma Noise standard deviation, or `NULL` to estimate it.
 #' @param kernel A kernel name, see [kernels()]: the weight of a patch as a
 #'   function of its distance.
+#' @param bandwidth The filtering parameter \eqn{h}, or `NULL` for
+#'   `0.8 * sigma`.
+#' @param patch,search Odd widths of the patch and of the search window.
+#' @param sigma Noise standard deviation, or `NULL` to estimate it.
 #' @inheritParams local_impute
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return The denoised image, a matrix like `img`, with attributes `sigma`
-#'   and `h`.
+#'   and `bandwidth`.
 #' @references Buades, A., Coll, B. and Morel, J.-M. (2005). A non-local
 #'   algorithm for image denoising. CVPR 2005. Buades, A., Coll, B. and
 #'   Morel, J.-M. (2011). Non-local means denoising. Image Processing On Line
@@ -510,8 +515,9 @@ as.matrix.local_imputation <- function(x, ...) {
 #' clean <- local_denoise(noisy, patch = 5, search = 11, n_threads = 1)
 #' attr(clean, "sigma")
 #' c(noisy = sqrt(mean((noisy - img)^2)), denoised = sqrt(mean((clean - img)^2)))
-local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
-                          kernel = "gaussian", n_threads = NULL, verbose = interactive()) {
+local_denoise <- function(img, kernel = "gaussian", bandwidth = NULL, patch = 7, search = 21,
+                          sigma = NULL, n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   if (!is.matrix(img) || !is.numeric(img)) abort("{.arg img} must be a numeric matrix.")
   if (any(!is.finite(img))) abort("{.arg img} has missing or non-finite values.")
   if (length(img) == 0L) abort("{.arg img} has no pixels.")
@@ -523,7 +529,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
   } else {
     sigma <- check_positive(sigma, zero = TRUE)
   }
-  h <- if (is.null(h)) 0.8 * sigma else check_positive(h)
+  h <- if (is.null(bandwidth)) 0.8 * sigma else check_positive(bandwidth)
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
   scale <- max(abs(img))
@@ -539,7 +545,7 @@ local_denoise <- function(img, patch = 7, search = 21, h = NULL, sigma = NULL,
     img + 0  # a noiseless image: nothing to do
   }
   dimnames(out) <- dimnames(img)
-  structure(out, sigma = sigma, h = h)
+  structure(out, sigma = sigma, bandwidth = h)
 }
 
 check_odd <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
@@ -588,6 +594,7 @@ noise_sd <- function(img) {
 plot_images <- function(x, image_dim = NULL, nrow = NULL, ncol = NULL, main = NULL,
                         range = NULL, col = grDevices::gray.colors(64, start = 1, end = 0),
                         na_col = "firebrick", ...) {
+  check_graphics_dots(..., .known = names(formals(graphics::image.default)))
   images <- if (is.list(x) && !is.data.frame(x)) {
     if (!all(vapply(x, function(m) is.matrix(m) && is.numeric(m), TRUE))) {
       abort("{.arg x} must be a matrix of images in rows or a list of numeric matrices.")

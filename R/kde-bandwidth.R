@@ -138,11 +138,15 @@
 #'
 #' @param x A numeric vector or matrix, or a data frame (which may have
 #'   categorical columns).
-#' @param method The selector.
+#' @param bandwidth The selector: "rot", "plugin", "lscv", "scv" or "isj"
+#'   (with categorical columns "rot" or "lscv"), as [kde()]'s `bandwidth`.
 #' @param plugin The one-dimensional plug-in: "ste" (Sheather-Jones
 #'   solve-the-equation) or "dpi" (two-stage direct plug-in). `NULL` means
 #'   "ste" in one dimension and "dpi", the only one available, in more.
+#' @param verbose Show the selector's progress (a status line with the time
+#'   taken).
 #' @inheritParams kde
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A bandwidth in the package convention: a number (1-D), a vector
 #'   (one scale per variable) or a bandwidth matrix; with categorical columns
 #'   a named vector with one value per column (\eqn{h} or \eqn{\lambda}).
@@ -150,30 +154,32 @@
 #' @export
 #' @examples
 #' kde_bandwidth(faithful$eruptions)
-#' kde_bandwidth(faithful$eruptions, "plugin")
-#' kde_bandwidth(faithful$eruptions, "isj")
-#' kde_bandwidth(faithful, "plugin")
+#' kde_bandwidth(faithful$eruptions, bandwidth = "plugin")
+#' kde_bandwidth(faithful$eruptions, bandwidth = "isj")
+#' kde_bandwidth(faithful, bandwidth = "plugin")
 #' kde_bandwidth(data.frame(eruptions = faithful$eruptions,
-#'                          long_wait = faithful$waiting > 70), "lscv")
-kde_bandwidth <- function(x, method = "rot", kernel = "gaussian", plugin = NULL,
-                          weights = NULL, n_threads = NULL) {
+#'                          long_wait = faithful$waiting > 70), bandwidth = "lscv")
+kde_bandwidth <- function(x, kernel = "gaussian", bandwidth = "rot", plugin = NULL,
+                          weights = NULL, n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
+  selector <- check_choice(bandwidth, selector_names("density"), arg = "bandwidth")
+  threads <- n_threads(n_threads)
+  if (check_flag(verbose)) cli::cli_progress_step("bandwidth selection ({selector})")
   if (has_categorical(x)) {
     predictors <- split_predictors(x)
-    method <- check_choice(method, selector_names("density"))
-    if (!method %in% mixed_kde_selectors) {
-      abort(c("{.arg method} {.val {method}} is for numeric data only.",
+    if (!selector %in% mixed_kde_selectors) {
+      abort(c("{.arg bandwidth} {.val {selector}} is for numeric data only.",
               i = "With categorical columns choose {.val {mixed_kde_selectors}}."))
     }
     if (nrow(predictors$x) < 2L) abort("{.arg x} needs at least 2 points to choose a bandwidth.")
-    return(kde_mixed_bandwidth(predictors, method, check_kernel(kernel),
-                               check_weights(weights, nrow(predictors$x)), n_threads(n_threads)))
+    return(kde_mixed_bandwidth(predictors, selector, check_kernel(kernel),
+                               check_weights(weights, nrow(predictors$x)), threads))
   }
   x <- check_predictors(x)
-  method <- check_choice(method, selector_names("density"))
   problem <- list(x = x, kernel = check_kernel(kernel), weights = check_weights(weights, nrow(x)),
-                  n_threads = n_threads(n_threads), plugin = check_plugin(plugin, ncol(x)))
+                  n_threads = threads, plugin = check_plugin(plugin, ncol(x)))
   if (nrow(x) < 2L) abort("{.arg x} needs at least 2 points to choose a bandwidth.")
-  run_selector(method, "density", problem, arg = "method")$bandwidth
+  run_selector(selector, "density", problem, arg = "bandwidth")$bandwidth
 }
 
 check_plugin <- function(plugin, d, call = rlang::caller_env()) {

@@ -21,6 +21,7 @@
 #' exact strategy never truncates (unless `local_control(cutoff =)` asks it
 #' to), and the Cauchy is never truncated and always uses the exact strategy.
 #'
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return `kernels()`: a data frame with one row per kernel: `kernel`,
 #'   `compact`, `cutoff`, `constant` (the normalising constant \eqn{c} of
 #'   \eqn{k(u) = c\,\kappa(u^2)}), `mu2` (the second moment \eqn{\int u^2 k}),
@@ -31,7 +32,8 @@
 #' @examples
 #' kernels()
 #' curve(kernel_value(x, "epanechnikov"), -1.5, 1.5)
-kernels <- function() {
+kernels <- function(...) {
+  check_dots(...)
   registry_table()[c("kernel", "compact", "cutoff", "constant", "mu2", "roughness", "canonical")]
 }
 
@@ -40,7 +42,8 @@ kernels <- function() {
 #' @param kernel A kernel name, see `kernels()$kernel`.
 #' @return `kernel_value()`: the kernel density \eqn{k(u)}.
 #' @export
-kernel_value <- function(u, kernel = "gaussian") {
+kernel_value <- function(u, kernel = "gaussian", ...) {
+  check_dots(...)
   kernel <- check_kernel(kernel)
   if (!is.numeric(u)) abort("{.arg u} must be numeric.")
   cpp_kernel_value(kernel, as.double(u))

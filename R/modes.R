@@ -70,6 +70,13 @@
 #'   clustering alone `tol = 1e-4` is usually as good and much faster.
 #' @param blurring Move the data with the points (blurring mean shift).
 #' @param merge_tol Modes closer than this (in bandwidths) are merged.
+#' @param min_size Fewest points of a cluster: the points of a smaller one
+#'   join the cluster whose mode is nearest its own mode (in bandwidths), as
+#'   `ks::kms(min.clust.size =)` does. `NULL` means 1% of the points, at least
+#'   2 (ks's default), so that a mode reached by one point is not a cluster;
+#'   1 keeps every mode. The small clusters' modes are kept as
+#'   `absorbed_modes`, so that [predict()] sends new points that climb to
+#'   them where their training points went.
 #' @param seeds `NULL` (every data point climbs), "bin" (one seed per cell of
 #'   a grid with cells one bandwidth wide holding at least `min_bin_freq`
 #'   points, at the mean of its points, as scikit-learn's `bin_seeding`), or a
@@ -88,12 +95,13 @@
 #'   seeking never bins, so `gridsize` does not apply).
 #' @inheritParams kde
 #' @param ... Unused.
-#' @return An object of class `mode_clusters`: `cluster` (integer labels),
+#' @return An object of class `local_modes`: `cluster` (integer labels),
 #'   `modes` (one row per cluster), `mode_density` (the kernel density
 #'   estimate at the modes), `size`, `point_modes` (where every point
 #'   stopped; with seeds, its cluster's mode), `iterations` and `converged`
 #'   (per point, or per seed), `seeds`, `paths` (with `keep_path = TRUE`),
-#'   `x`, `bandwidth`, `kernel`, `algorithm`, `accelerate` and `call`.
+#'   `x`, `bandwidth`, `kernel`, `algorithm`, `accelerate`, `min_size`,
+#'   `absorbed_modes`, `absorbed_into` (their clusters) and `call`.
 #' @family modes
 #' @export
 #' @examples
@@ -104,15 +112,16 @@
 #' fit
 #' plot(fit, paths = TRUE)
 #' predict(fit, rbind(c(0, 0), c(2, 2)))
-mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 500, tol = 1e-8,
-                       blurring = FALSE, merge_tol = 0.1, seeds = NULL, min_bin_freq = 1,
-                       keep_path = FALSE, accelerate = TRUE, weights = NULL, method = "auto",
-                       n_threads = NULL, verbose = interactive(), control = local_control(),
-                       ...) {
+mean_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 500, tol = 1e-8,
+                       blurring = FALSE, merge_tol = 0.1, min_size = NULL, seeds = NULL,
+                       min_bin_freq = 1, keep_path = FALSE, accelerate = TRUE, weights = NULL,
+                       method = "auto", n_threads = NULL, verbose = interactive(),
+                       control = local_control(), ...) {
   check_dots(...)
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, tol, n_threads, verbose,
                        control)
   merge_tol <- check_positive(merge_tol)
+  min_size <- check_count(min_size %||% default_min_size(nrow(setup$x)), arg = "min_size")
   keep_path <- check_flag(keep_path)
   accelerate <- check_flag(accelerate)
   blurring <- check_flag(blurring)
@@ -127,13 +136,17 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
   }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
   if (!is.null(start)) groups <- assign_to_modes(groups, res$points, setup)
-  fit <- new_mode_clusters(setup, groups, res, "mean_shift", match.call())
+  groups <- absorb_small(groups, res$points, setup$h, min_size)
+  fit <- new_local_modes(setup, groups, res, "mean_shift", match.call())
+  fit$absorbed_modes <- res$points[groups$absorbed, , drop = FALSE]
+  fit$absorbed_into <- groups$absorbed_into
   if (!is.null(start)) {
     fit$seeds <- start
-    fit$seed_cluster <- cpp_nearest_index(fit$modes, setup$h, res$points, setup$n_threads)
+    fit$seed_cluster <- nearest_cluster(fit, res$points, setup$n_threads)
     fit$point_modes <- fit$modes[fit$cluster, , drop = FALSE]
   }
   fit$merge_tol <- merge_tol
+  fit$min_size <- min_size
   fit$blurring <- blurring
   fit$accelerate <- accelerate
   fit
@@ -142,6 +155,41 @@ mean_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 50
 # With `accelerate`, a climb stops once it comes within this share of merge_tol of a mode where
 # an earlier climb converged (see mean_shift()).
 meet_share <- 0.25
+
+# The default smallest cluster: 1% of the points (as ks::kms()), at least 2, so that a mode
+# reached by a single point does not make a cluster of its own.
+default_min_size <- function(n) max(2L, as.integer(round(0.01 * n)))
+
+# Clusters smaller than `min_size` join the cluster whose mode is nearest their own (in
+# bandwidths) among those of at least `min_size` points (or the largest, when none is that
+# large); the rest are renumbered by decreasing size. `absorbed` indexes the small clusters'
+# modes in `points`, `absorbed_into` their new clusters.
+absorb_small <- function(groups, points, h, min_size) {
+  small <- groups$size < min_size
+  small[1L] <- FALSE  # sizes decrease, so the largest cluster always stays
+  if (!any(small)) return(c(groups, list(absorbed = integer(0), absorbed_into = integer(0))))
+  large <- which(!small)
+  reps <- groups$representative
+  into <- large[cpp_nearest_index(points[reps[large], , drop = FALSE], h,
+                                  points[reps[small], , drop = FALSE], 1L)]
+  target <- seq_along(reps)
+  target[small] <- into
+  cluster <- target[groups$cluster]
+  size <- tabulate(cluster, length(reps))[large]
+  relabel <- order(-size, seq_along(size))
+  new_label <- integer(length(reps))
+  new_label[large[relabel]] <- seq_along(large)
+  list(cluster = new_label[cluster], representative = reps[large[relabel]],
+       size = size[relabel], absorbed = reps[small], absorbed_into = new_label[into])
+}
+
+# The cluster of every point of `points` by the fit's rule for data points: the nearest mode (in
+# bandwidths) among the clusters' modes and the modes of the clusters absorbed into them.
+nearest_cluster <- function(fit, points, n_threads) {
+  modes <- rbind(fit$modes, fit$absorbed_modes)
+  c(seq_len(nrow(fit$modes)), fit$absorbed_into)[
+    cpp_nearest_index(modes, fit$bandwidth, points, n_threads)]
+}
 
 # Starting points: NULL (every data point), "bin" (the mean of the points in every cell of a grid
 # with one-bandwidth cells holding at least min_bin_freq points) or a matrix.
@@ -180,12 +228,12 @@ assign_to_modes <- function(groups, points, setup) {
 #'
 #' `self_local_mean()` applies the self-local mean transform
 #' \eqn{x_j \leftarrow \sum_i K_h(x_j, x_i) w_i x_i / \sum_i K_h(x_j, x_i) w_i}
-#' `steps` times, each step to the current points: the data contract towards
+#' `n_iter` times, each step to the current points: the data contract towards
 #' their modes (one step is a denoising of the data by the localization
 #' method; many steps are the blurring mean shift).
 #'
 #' @inheritParams mean_shift
-#' @param steps Number of steps (0 returns the data; at most 1e7).
+#' @param n_iter Number of steps (0 returns the data; at most 1e7).
 #' @return The transformed points, with the shape of `x` (a vector or a
 #'   matrix).
 #' @family modes
@@ -193,17 +241,17 @@ assign_to_modes <- function(groups, points, setup) {
 #' @examples
 #' set.seed(1)
 #' x <- c(rnorm(100), rnorm(100, 5))
-#' y <- self_local_mean(x, steps = 5, bandwidth = 0.5)
+#' y <- self_local_mean(x, bandwidth = 0.5, n_iter = 5)
 #' plot(x, y)
-self_local_mean <- function(x, steps = 1, bandwidth = "auto", kernel = "gaussian",
+self_local_mean <- function(x, kernel = "gaussian", bandwidth = "auto", n_iter = 1,
                             weights = NULL, method = "auto", n_threads = NULL,
                             verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   was_vector <- is.numeric(x) && is.null(dim(x))
-  steps <- check_size(check_count(steps, min = 0), size_limits$iterations, "steps", "steps")
-  setup <- shift_setup(x, bandwidth, kernel, weights, method, steps, 0, n_threads, verbose,
+  n_iter <- check_size(check_count(n_iter, min = 0), size_limits$iterations, "steps", "n_iter")
+  setup <- shift_setup(x, bandwidth, kernel, weights, method, n_iter, 0, n_threads, verbose,
                        control)
-  res <- blurring_shift(setup$x, setup, setup$x, max_iter = steps, tol = 0, ndim = -1L,
+  res <- blurring_shift(setup$x, setup, setup$x, max_iter = n_iter, tol = 0, ndim = -1L,
                         keep_path = FALSE)
   if (was_vector) drop(res$points) else res$points
 }
@@ -322,7 +370,7 @@ merge_modes <- function(modes, density, h, tol) {
   list(cluster = cluster, representative = reps[relabel], size = size[relabel])
 }
 
-new_mode_clusters <- function(setup, groups, res, algorithm, call) {
+new_local_modes <- function(setup, groups, res, algorithm, call) {
   reps <- groups$representative
   dimnames(res$points) <- list(NULL, colnames(setup$x))
   modes <- res$points[reps, , drop = FALSE]
@@ -334,7 +382,7 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
                  method = setup$method, control = setup$control, max_iter = setup$max_iter,
                  tol = setup$tol,
                  algorithm = algorithm, call = call),
-            class = "mode_clusters")
+            class = "local_modes")
 }
 
 #' MedoidShift clustering
@@ -353,7 +401,7 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
 #' @inheritParams mean_shift
 #' @param max_iter Most rounds of MedoidShift (1: a single pass over the data;
 #'   by default the roots are shifted again until none moves).
-#' @return An object of class `mode_clusters` (see [mean_shift()]); `parent`
+#' @return An object of class `local_modes` (see [mean_shift()]); `parent`
 #'   holds every point's move (its index in the data) in the first round.
 #' @family modes
 #' @export
@@ -363,7 +411,7 @@ new_mode_clusters <- function(setup, groups, res, algorithm, call) {
 #'            matrix(rnorm(100, mean = 2, sd = 0.3), ncol = 2))
 #' fit <- medoid_shift(x, bandwidth = 0.5)
 #' plot(fit, paths = TRUE)
-medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 100,
+medoid_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 100,
                          merge_tol = 0, weights = NULL, method = "auto", n_threads = NULL,
                          verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -387,7 +435,7 @@ medoid_shift <- function(x, bandwidth = "auto", kernel = "gaussian", max_iter = 
               converged = rep(TRUE, n))
   res$density <- kde_values_at(setup, setup$x[root, , drop = FALSE])
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
-  fit <- new_mode_clusters(setup, groups, res, "medoid_shift", match.call())
+  fit <- new_local_modes(setup, groups, res, "medoid_shift", match.call())
   fit$parent <- parent
   fit$root <- root
   fit$paths <- NULL
@@ -438,7 +486,7 @@ kde_values_at <- function(setup, points, data = setup$x) {
 #'
 #' @inheritParams mean_shift
 #' @param ndim Dimension of the ridge, from 0 to d - 1.
-#' @return An object of class `pc_shift`: `points` (the projected points),
+#' @return An object of class `local_ridges`: `points` (the projected points),
 #'   `x`, `ndim`, `iterations`, `converged`, `paths`, `bandwidth`, `kernel`
 #'   and `call`.
 #' @family modes
@@ -449,7 +497,7 @@ kde_values_at <- function(setup, points, data = setup$x) {
 #' x <- cbind(cos(t), sin(t)) + matrix(rnorm(800, sd = 0.1), ncol = 2)
 #' fit <- pc_shift(x, ndim = 1, bandwidth = 0.15)
 #' plot(fit)
-pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_iter = 500,
+pc_shift <- function(x, kernel = "gaussian", bandwidth = "auto", ndim = 1, max_iter = 500,
                      tol = 1e-8, keep_path = FALSE, weights = NULL, method = "auto",
                      n_threads = NULL, verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -465,7 +513,7 @@ pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_i
                  converged = res$converged, paths = if (keep_path) res$paths,
                  bandwidth = setup$h, bandwidth_method = setup$bandwidth_method,
                  kernel = setup$kernel, call = match.call()),
-            class = "pc_shift")
+            class = "local_ridges")
 }
 
 #' Methods for mode clusterings
@@ -481,28 +529,28 @@ pc_shift <- function(x, ndim = 1, bandwidth = "auto", kernel = "gaussian", max_i
 #' the moves (MedoidShift). More than two variables give a pairs plot; one
 #' variable a strip chart.
 #'
-#' @param object,x A `mode_clusters` or `pc_shift` object.
+#' @param object,x A `local_modes` or `local_ridges` object.
 #' @param newdata New points (a vector, matrix or data frame with the fit's
 #'   variables).
 #' @param paths Draw the paths or moves.
 #' @inheritParams kde
 #' @param ... Passed to the plotting functions or unused.
 #' @return `predict()`: integer cluster labels; `summary()`: an object of
-#'   class `summary.mode_clusters`.
-#' @name mode_clusters
+#'   class `summary.local_modes`.
+#' @name local_modes
 #' @family modes
 NULL
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-print.mode_clusters <- function(x, ...) {
+print.local_modes <- function(x, ...) {
   check_dots(...)
   label <- c(mean_shift = if (isTRUE(x$blurring)) "blurring mean shift" else "mean shift",
              medoid_shift = "MedoidShift")[[x$algorithm]]
   k <- length(x$size)
   stuck <- sum(!x$converged)
   print_fields(
-    sprintf("<mode_clusters> %s: %d cluster%s from %d points, %s kernel", label, k,
+    sprintf("<local_modes> %s: %d cluster%s from %d points, %s kernel", label, k,
             if (k != 1L) "s" else "", nrow(x$x), x$kernel),
     list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
                              x$bandwidth_method),
@@ -513,18 +561,18 @@ print.mode_clusters <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-summary.mode_clusters <- function(object, ...) {
+summary.local_modes <- function(object, ...) {
   check_dots(...)
   modes <- data.frame(cluster = seq_along(object$size), size = object$size, object$modes,
                       density = object$mode_density, check.names = FALSE)
   structure(list(fit = object, modes = modes, iterations = summary(object$iterations)),
-            class = "summary.mode_clusters")
+            class = "summary.local_modes")
 }
 
 #' @export
-print.summary.mode_clusters <- function(x, ...) {
+print.summary.local_modes <- function(x, ...) {
   check_dots(...)
   print(x$fit)
   cat("\nModes:\n")
@@ -536,30 +584,35 @@ print.summary.mode_clusters <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-predict.mode_clusters <- function(object, newdata, n_threads = NULL, ...) {
+predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = FALSE, ...) {
   check_dots(...)
   points <- kde_points(object, newdata)
   setup <- list(x = object$x, h = object$bandwidth, kernel = object$kernel,
                 method = object$method, control = object$control,
                 prior = if (!is.null(object$weights)) object$weights / sum(object$weights),
-                n_threads = n_threads(n_threads), verbose = FALSE)
+                n_threads = n_threads(n_threads), verbose = check_flag(verbose))
   if (object$algorithm == "medoid_shift") {
     step <- engine_shift(shift_spec(setup), points, 1L)
     nearest <- cpp_nearest_index(object$x, setup$h, step$points, setup$n_threads)
     return(object$cluster[nearest])
   }
+  if (!is.null(object$seeds)) return(nearest_cluster(object, points, setup$n_threads))
   res <- climb(object$x, setup, points, object$max_iter, object$tol, -1L, FALSE)
-  nearest <- cpp_nearest_index(object$modes, object$bandwidth, res$points, setup$n_threads)
-  dist <- sqrt(rowSums(sweep(res$points - object$modes[nearest, , drop = FALSE], 2L,
+  modes <- rbind(object$modes, object$absorbed_modes)
+  nearest <- cpp_nearest_index(modes, object$bandwidth, res$points, setup$n_threads)
+  dist <- sqrt(rowSums(sweep(res$points - modes[nearest, , drop = FALSE], 2L,
                              object$bandwidth, `/`)^2))
-  ifelse(dist <= object$merge_tol, nearest, NA_integer_)
+  label <- c(seq_len(nrow(object$modes)), object$absorbed_into)[nearest]
+  ifelse(dist <= object$merge_tol, label, NA_integer_)
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-plot.mode_clusters <- function(x, paths = FALSE, ...) {
+plot.local_modes <- function(x, paths = FALSE, ...) {
+  # more than two variables give a pairs plot, which has arguments of its own
+  check_graphics_dots(..., .known = names(formals(graphics::pairs.default)))
   check_flag(paths)
   cols <- cluster_colours(length(x$size))
   point_col <- grDevices::adjustcolor(cols[x$cluster], 0.6)
@@ -569,13 +622,14 @@ plot.mode_clusters <- function(x, paths = FALSE, ...) {
                     pch = c(rep(20, nrow(x$x)), rep(4, nrow(x$modes))), ...)
     return(invisible(x))
   }
-  xy <- if (d == 2L) x$x else cbind(x$x, stats::runif(nrow(x$x), -1, 1))
+  xy <- if (d == 2L) x$x else cbind(x$x, strip_jitter(nrow(x$x)))
   modes <- if (d == 2L) x$modes else cbind(x$modes, 0)
   k <- length(x$size)
   plot_with_defaults(xy, NULL, col = point_col, pch = 20, xlab = colnames(x$x)[1L],
                      ylab = if (d == 2L) colnames(x$x)[2L] else "", yaxt = if (d == 1L) "n",
                      main = paste0(if (x$algorithm == "mean_shift") "Mean shift" else
                                      "MedoidShift", ": ", k, " cluster", if (k != 1L) "s"), ...)
+  bandwidth_note(shift_bandwidth_note(x))
   if (paths && d == 2L) draw_paths(x, cols)
   graphics::points(modes, pch = 4, cex = 2, lwd = 3)
   invisible(x)
@@ -583,7 +637,9 @@ plot.mode_clusters <- function(x, paths = FALSE, ...) {
 
 draw_paths <- function(x, cols) {
   if (x$algorithm == "medoid_shift") {
-    moved <- which(x$parent != seq_along(x$parent))
+    # moves between repeated points have no length (arrows() would warn)
+    moved <- which(x$parent != seq_along(x$parent) &
+                     rowSums(abs(x$x - x$x[x$parent, , drop = FALSE])) > 0)
     graphics::arrows(x$x[moved, 1L], x$x[moved, 2L], x$x[x$parent[moved], 1L],
                      x$x[x$parent[moved], 2L], length = 0.05, col = cols[x$cluster[moved]])
     return(invisible())
@@ -595,17 +651,26 @@ draw_paths <- function(x, cols) {
   }
 }
 
+# Vertical offsets in (-1, 1) that spread a strip chart's points without drawing random numbers
+# (a plot must leave the user's random stream alone): the golden-ratio sequence.
+strip_jitter <- function(n) 2 * ((seq_len(n) * 0.6180339887498949) %% 1) - 1
+
 cluster_colours <- function(k) {
-  base <- grDevices::hcl.colors(min(k, 12L), "Dark 3")
+  base <- group_colours(min(k, 26L))
   rep_len(base, k)
 }
 
-#' @rdname mode_clusters
+shift_bandwidth_note <- function(x) {
+  sprintf("bandwidth %s (%s), %s kernel", named_values(x$bandwidth, colnames(x$x)),
+          x$bandwidth_method, x$kernel)
+}
+
+#' @rdname local_modes
 #' @export
-print.pc_shift <- function(x, ...) {
+print.local_ridges <- function(x, ...) {
   check_dots(...)
   print_fields(
-    sprintf("<pc_shift> onto %d-dimensional ridges: %d points, %s kernel", x$ndim, nrow(x$x),
+    sprintf("<local_ridges> onto %d-dimensional ridges: %d points, %s kernel", x$ndim, nrow(x$x),
             x$kernel),
     list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
                              x$bandwidth_method),
@@ -615,35 +680,44 @@ print.pc_shift <- function(x, ...) {
 }
 
 #' @rdname pc_shift
-#' @param object A `pc_shift` fit.
+#' @param object A `local_ridges` fit.
 #' @export
-summary.pc_shift <- function(object, ...) {
+summary.local_ridges <- function(object, ...) {
   check_dots(...)
   moved <- sqrt(rowSums((object$points - object$x)^2))
   structure(list(fit = object, distance = summary(moved),
                  iterations = summary(object$iterations)),
-            class = "summary.pc_shift")
+            class = "summary.local_ridges")
 }
 
 #' @export
-print.summary.pc_shift <- function(x, ...) {
+print.summary.local_ridges <- function(x, ...) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Distance from each point to the ridge" = x$distance,
                                         "Steps per point" = x$iterations))
 }
 
-#' @rdname mode_clusters
+#' @rdname local_modes
 #' @export
-plot.pc_shift <- function(x, paths = FALSE, ...) {
+plot.local_ridges <- function(x, paths = FALSE, ...) {
+  # more than two variables give a pairs plot, which has arguments of its own
+  check_graphics_dots(..., .known = names(formals(graphics::pairs.default)))
+  check_flag(paths)
   if (ncol(x$x) != 2L) {
     graphics::pairs(rbind(x$x, x$points), col = rep(c("grey60", "firebrick"), each = nrow(x$x)),
                     pch = 20, ...)
     return(invisible(x))
   }
-  plot_with_defaults(x$x, NULL, col = "grey60", pch = 20, main = "Principal-component shift", ...)
+  plot_with_defaults(x$x, NULL, col = "grey60", pch = 20,
+                     main = sprintf("Principal-component shift onto %d-dimensional ridges",
+                                    x$ndim), ...)
+  bandwidth_note(shift_bandwidth_note(x))
   if (paths && !is.null(x$paths)) {
     for (i in sample_rows(length(x$paths), 500L)) graphics::lines(x$paths[[i]], col = "grey40")
   }
   graphics::points(x$points, col = "firebrick", pch = 20, cex = 0.8)
+  graphics::legend(emptiest_corner(x$x[, 1L], x$x[, 2L]), c("data", "on the ridge"),
+                   col = c("grey60", "firebrick"), pch = 20, bg = "white", box.col = "grey70",
+                   cex = 0.85)
   invisible(x)
 }

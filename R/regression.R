@@ -191,8 +191,8 @@ local_mean <- function(x, ...) UseMethod("local_mean")
 
 #' @rdname local_poly
 #' @export
-local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gaussian",
-                               bandwidth = "cv", family = "gaussian", weights = NULL, subset,
+local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
+                               degree = 1, family = "gaussian", weights = NULL, subset,
                                na.action = stats::na.omit, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
@@ -207,7 +207,7 @@ local_poly.formula <- function(formula, data = NULL, degree = 1, kernel = "gauss
 
 #' @rdname local_poly
 #' @export
-local_poly.default <- function(x, y, degree = 1, kernel = "gaussian", bandwidth = "cv",
+local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degree = 1,
                                family = "gaussian", weights = NULL, method = "auto",
                                n_threads = NULL, verbose = interactive(),
                                control = local_control(), ...) {
@@ -358,7 +358,7 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
                 categorical = categorical, lambda = lambda, family = likelihood,
                 n_threads = n_threads, call = call)
   }
-  if (inherits(bandwidth, "nn_bandwidth")) {
+  if (inherits(bandwidth, "local_nn")) {
     if (!is.null(categorical)) {
       abort("{.fn nn} bandwidths are for numeric predictors only.", call = call)
     }
@@ -366,7 +366,7 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
   }
   if (is.numeric(bandwidth)) {
     bw <- split_bandwidth(bandwidth, predictors %||% split_predictors(x), call = call)
-    return(list(spec = spec_for(bw$h, lambda = bw$lambda), how = "fixed", curve = NULL))
+    return(list(spec = spec_for(bw$h, lambda = bw$lambda), how = "user", curve = NULL))
   }
   if (identical(bandwidth, "metric")) {
     return(resolve_metric(x, values, prior, degree, kernel, method, control, n_threads, verbose,
@@ -785,6 +785,8 @@ deviance.local_poly <- function(object, ...) {
 #' @export
 plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, level = 0.95,
                             simultaneous = FALSE, ...) {
+  # filled.contour() (two predictors) takes its own arguments too
+  check_graphics_dots(..., .known = names(formals(graphics::filled.contour)))
   which <- match_choice(which, c("fit", "bandwidth"))
   n_grid <- check_n_grid(n_grid, min(2L, NCOL(x$x)))
   check_level(level)
@@ -799,7 +801,8 @@ plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, leve
     wide <- if (simultaneous) {
       predict(x, nd, interval = "confidence", level = level, simultaneous = TRUE)
     }
-    scatter(x, grDevices::gray(0.5), bands = list(p, wide), ...)
+    scatter(x, grDevices::gray(0.5), bands = list(p, wide), main = fit_title(x), ...)
+    bandwidth_note(fit_bandwidth_note(x))
     if (simultaneous) draw_band(grid, wide, "steelblue", 0.12)
     draw_band(grid, p, "steelblue", 0.3)
     graphics::lines(grid, p[, "fit"], col = "steelblue", lwd = 2)
@@ -813,14 +816,25 @@ plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, leve
     g1 <- seq(min(x$x[, 1L]), max(x$x[, 1L]), length.out = min(n_grid, 60))
     g2 <- seq(min(x$x[, 2L]), max(x$x[, 2L]), length.out = min(n_grid, 60))
     nd <- stats::setNames(expand.grid(g1, g2), colnames(x$x))
-    z <- matrix(suppressWarnings(predict(x, nd)), length(g1))
+    z <- suppressWarnings(predict(x, nd))
+    # no surface where there are no data: farther than two bandwidths from every point
+    z[far_from_data(x$x, nd, local_scales(x$x, if (is.null(x$nn)) x$bandwidth))] <- NA
+    z <- matrix(z, length(g1))
     pts <- x$x
-    graphics::filled.contour(g1, g2, z, xlab = colnames(x$x)[1L], ylab = colnames(x$x)[2L],
-                             color.palette = grDevices::hcl.colors,
+    title <- fit_title(x)
+    note <- fit_bandwidth_note(x)
+    response <- response_name(x)
+    graphics::filled.contour(g1, g2, z, color.palette = grDevices::hcl.colors,
+                             plot.title = {
+                               graphics::title(main = title, xlab = colnames(pts)[1L],
+                                               ylab = colnames(pts)[2L])
+                               bandwidth_note(note)
+                             },
+                             key.title = graphics::title(main = response, cex.main = 0.9),
                              plot.axes = {
                                graphics::axis(1)
                                graphics::axis(2)
-                               graphics::points(pts, pch = 20, cex = 0.4)
+                               graphics::points(pts, pch = 21, cex = 0.8, bg = "white")
                              }, ...)
   } else {
     abort("{.fn plot} draws fits of one or two predictors; use {.fn predict} for more.")
@@ -841,7 +855,7 @@ plot_by_level <- function(x, n_grid, level, simultaneous, ...) {
     abort("{.fn plot} draws at most 8 curves, one per combination of levels; these predictors
            have {nrow(combos)}. Use {.fn predict} instead.", call = rlang::caller_env())
   }
-  cols <- grDevices::hcl.colors(nrow(combos), "Dark 3")
+  cols <- group_colours(nrow(combos))
   key <- function(codes) do.call(paste, as.data.frame(codes))
   point_combo <- match(key(categorical$codes), key(combos))
   # each curve over the range of its own data (the whole range for a level without two points)
@@ -857,7 +871,8 @@ plot_by_level <- function(x, n_grid, level, simultaneous, ...) {
                                                       level = level)))
   })
   scatter(x, grDevices::adjustcolor(cols[point_combo], 0.7),
-          bands = lapply(curves, `[[`, "band"), pch = 20, ...)
+          bands = lapply(curves, `[[`, "band"), pch = 20, main = fit_title(x), ...)
+  bandwidth_note(fit_bandwidth_note(x))
   for (k in seq_along(curves)) {
     draw_band(curves[[k]]$grid, curves[[k]]$band, cols[k], 0.2)
     graphics::lines(curves[[k]]$grid, curves[[k]]$band[, "fit"], col = cols[k], lwd = 2)
@@ -872,12 +887,32 @@ plot_by_level <- function(x, n_grid, level, simultaneous, ...) {
 
 # The data of a one-predictor plot, with y-limits that hold the data and the `bands` (the user's
 # ylim wins).
-scatter <- function(x, col, bands, ...) {
-  dots <- list(...)
-  dots$ylim <- dots$ylim %||%
-    range(x$y, unlist(lapply(bands, function(b) b[, c("lwr", "upr")])), finite = TRUE)
-  do.call(graphics::plot, c(list(x$x[, 1L], x$y, xlab = colnames(x$x), ylab = response_name(x),
-                                 col = col), dots))
+# The data of a one-predictor fit, with y-limits that hold every band; graphical parameters in
+# `...` (the defaults first, the user's after them) override the defaults.
+scatter <- function(x, point_col, bands, ...) {
+  ylim <- range(x$y, unlist(lapply(bands, function(b) b[, c("lwr", "upr")])), finite = TRUE)
+  plot_with_defaults(x$x[, 1L], x$y, xlab = colnames(x$x), ylab = response_name(x),
+                     col = point_col, ylim = ylim, ...)
+}
+
+# The title of a regression plot: what was fitted, with which kernel.
+fit_title <- function(x) {
+  what <- if (inherits(x, "local_classify")) {
+    if (x$degree == 0L) {
+      "Local-mode classifier"
+    } else {
+      sprintf("Local classifier, degree %d", x$degree)
+    }
+  } else if (!is.null(x$deviance)) {
+    sprintf("Local %s regression", x$family$family)
+  } else {
+    c("Local mean", "Local linear fit", "Local quadratic fit", "Local cubic fit")[x$degree + 1L]
+  }
+  sprintf("%s, %s kernel", what, x$kernel)
+}
+
+fit_bandwidth_note <- function(x) {
+  sprintf("bandwidth %s (%s)", bandwidth_label(x), x$bandwidth_method)
 }
 
 response_name <- function(x) {
@@ -919,6 +954,7 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #' @param deriv Order of derivative (at most `degree`), as in
 #'   [predict.local_poly()]; derivatives of local likelihood fits are on the
 #'   link scale, estimates on the response scale.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A data frame with the columns of `at` and `estimate` (for
 #'   derivatives of several predictors, one column per predictor:
 #'   `d_<name>`).
@@ -929,9 +965,11 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #' y <- sin(2 * pi * x) + rnorm(1e4, sd = 0.3)
 #' est <- local_smooth(x, y, bandwidth = 0.02)
 #' plot(est, type = "l")
-local_smooth <- function(x, y, at = NULL, degree = 1, kernel = "gaussian", bandwidth,
+local_smooth <- function(x, y, at = NULL, kernel = "gaussian", bandwidth, degree = 1,
                          deriv = 0, family = "gaussian", weights = NULL, method = "auto",
-                         n_threads = NULL, verbose = interactive(), control = local_control()) {
+                         n_threads = NULL, verbose = interactive(), control = local_control(),
+                         ...) {
+  check_dots(...)
   predictors <- split_predictors(x)
   x <- predictors$x
   family <- check_family(family)

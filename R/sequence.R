@@ -5,8 +5,8 @@
 #'
 #' The temporal self-local mean of a sequence \eqn{x_1, \dots, x_T}:
 #' \deqn{y_t = \sum_s K(q_t, k_s) L(t, s) v_s \big/ \sum_s K(q_t, k_s) L(t, s),}
-#' with queries \eqn{q_t = x_t Q}, keys \eqn{k_s = x_s K} and values
-#' \eqn{v_s = x_s V} (each projection is the identity when not given), a
+#' with queries \eqn{q_t = x_t W_Q}, keys \eqn{k_s = x_s W_K} and values
+#' \eqn{v_s = x_s W_V} (each projection is the identity when not given), a
 #' content kernel \eqn{K} and a time kernel \eqn{L}. With the default
 #' `kernel = "softmax"`, \eqn{K(q, k) = \exp(q \cdot k / h)} with
 #' \eqn{h = \sqrt{d_k}}, and with `time_kernel = "causal"` this is exactly
@@ -41,8 +41,9 @@
 #'   `"none"`.
 #' @param time_bandwidth Steps: the causal window length, the half-width of
 #'   `"window"` or the decay scale of `"exponential"` (needed by the last two).
-#' @param q,k,v Optional projection matrices with `ncol(x)` rows: `q` and `k`
-#'   with the same number of columns \eqn{d_k}, `v` with \eqn{d_v} columns.
+#' @param wq,wk,wv Optional query, key and value projection matrices with
+#'   `ncol(x)` rows: `wq` and `wk` with the same number of columns
+#'   \eqn{d_k}, `wv` with \eqn{d_v} columns.
 #' @param return_weights Also return the \eqn{T \times T} weights.
 #' @inheritParams lle
 #' @param ... Not used.
@@ -64,7 +65,7 @@
 #' y2 <- temporal_local_mean(x, kernel = "gaussian", time_kernel = "window",
 #'                           time_bandwidth = 5)
 temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_kernel = "causal",
-                                time_bandwidth = NULL, q = NULL, k = NULL, v = NULL,
+                                time_bandwidth = NULL, wq = NULL, wk = NULL, wv = NULL,
                                 return_weights = FALSE, n_threads = NULL,
                                 verbose = interactive(), ...) {
   check_dots(...)
@@ -73,16 +74,16 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
   time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
   check_flag(return_weights)
   n <- nrow(x)
-  q <- check_projection(q, ncol(x))
-  k <- check_projection(k, ncol(x))
-  v <- check_projection(v, ncol(x))
-  xq <- if (is.null(q)) x else x %*% q
-  xk <- if (is.null(k)) x else x %*% k
+  wq <- check_projection(wq, ncol(x))
+  wk <- check_projection(wk, ncol(x))
+  wv <- check_projection(wv, ncol(x))
+  xq <- if (is.null(wq)) x else x %*% wq
+  xk <- if (is.null(wk)) x else x %*% wk
   if (ncol(xq) != ncol(xk)) {
-    abort("{.arg q} and {.arg k} must have the same number of columns ({ncol(xq)} and
+    abort("{.arg wq} and {.arg wk} must have the same number of columns ({ncol(xq)} and
           {ncol(xk)}).")
   }
-  xv <- if (is.null(v)) x else x %*% v
+  xv <- if (is.null(wv)) x else x %*% wv
   bandwidth <- if (is.null(bandwidth)) sqrt(ncol(xq)) else check_positive(bandwidth)
   time_bandwidth <- check_time_bandwidth(time_bandwidth, time_kernel)
   if (return_weights && n > max_weight_steps) {
@@ -90,10 +91,10 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
             i = "The weights are returned for at most {max_weight_steps} steps."))
   }
   # One transposed copy per distinct matrix: without projections x serves as all three.
-  tx <- if (is.null(q) || is.null(k) || is.null(v)) t(x)
-  tq <- if (is.null(q)) tx else t(xq)
-  tk <- if (is.null(k)) tx else t(xk)
-  tv <- if (is.null(v)) tx else t(xv)
+  tx <- if (is.null(wq) || is.null(wk) || is.null(wv)) t(x)
+  tq <- if (is.null(wq)) tx else t(xq)
+  tk <- if (is.null(wk)) tx else t(xk)
+  tv <- if (is.null(wv)) tx else t(xv)
   res <- cpp_temporal_local_mean(tq, tk, tv, kernel, bandwidth, time_kernel, time_bandwidth,
                                  return_weights, n_threads(n_threads), check_flag(verbose))
   out <- res$mean
@@ -168,8 +169,9 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' @param query The states to start from: a matrix with the same columns, or
 #'   one vector.
 #' @param beta Inverse temperature (positive).
-#' @param steps Number of updates (at most 1e7).
+#' @param n_iter Number of updates (at most 1e7).
 #' @inheritParams temporal_local_mean
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list with `retrieved` (one row per query) and `attention` (the
 #'   weights over the stored patterns of the last update, one row per query).
 #' @family sequences
@@ -180,7 +182,9 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' noisy <- patterns[2, ] * ifelse(runif(64) < 0.2, -1, 1)
 #' res <- hopfield(patterns, noisy, beta = 0.5)
 #' round(res$attention, 3)
-hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
+hopfield <- function(patterns, query, beta = 1, n_iter = 1, n_threads = NULL,
+                     verbose = interactive(), ...) {
+  check_dots(...)
   if (!is.matrix(patterns) || !is.numeric(patterns) || any(!is.finite(patterns)) ||
       nrow(patterns) == 0L) {
     abort("{.arg patterns} must be a finite numeric matrix with one pattern per row.")
@@ -193,15 +197,18 @@ hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
     abort("{.arg query} has {ncol(query)} column{?s} but {.arg patterns} has {ncol(patterns)}.")
   }
   beta <- check_positive(beta)
-  steps <- check_size(check_count(steps), size_limits$iterations, "steps", "steps")
+  n_iter <- check_size(check_count(n_iter), size_limits$iterations, "updates", "n_iter")
   storage.mode(patterns) <- storage.mode(query) <- "double"
   threads <- n_threads(n_threads)
+  verbose <- check_flag(verbose)
   xi <- t(query)
   pt <- t(patterns)
-  for (i in seq_len(steps)) {
-    res <- cpp_temporal_local_mean(xi, pt, pt, "softmax", 1 / beta, "none", Inf, i == steps,
+  if (verbose && n_iter > 1L) cli::cli_progress_bar("Hopfield updates", total = n_iter)
+  for (i in seq_len(n_iter)) {
+    res <- cpp_temporal_local_mean(xi, pt, pt, "softmax", 1 / beta, "none", Inf, i == n_iter,
                                    threads, FALSE)
     xi <- t(res$mean)
+    if (verbose && n_iter > 1L) cli::cli_progress_update()
   }
   retrieved <- t(xi)
   colnames(retrieved) <- colnames(patterns)
@@ -219,13 +226,15 @@ hopfield <- function(patterns, query, beta = 1, steps = 1, n_threads = NULL) {
 #' @param text A character vector (lines or paragraphs).
 #' @param lower Convert to lower case.
 #' @param punctuation Keep sentence punctuation as tokens.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A character vector of tokens, in order.
 #' @family sequences
 #' @export
 #' @examples
 #' tokenize_words("It is a truth universally acknowledged, that a single man...")
 #' tokenize_words("Don't panic!", lower = FALSE, punctuation = TRUE)
-tokenize_words <- function(text, lower = TRUE, punctuation = FALSE) {
+tokenize_words <- function(text, lower = TRUE, punctuation = FALSE, ...) {
+  check_dots(...)
   if (!is.character(text)) abort("{.arg text} must be a character vector.")
   check_flag(lower)
   check_flag(punctuation)
@@ -295,8 +304,8 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' @param window Causal window: the number of tokens (the current one
 #'   included) each prediction sees.
 #' @param layers 1 or 2 local-mean layers.
-#' @param epochs Passes over the tokens; at most 1e7 mini-batches in all
-#'   (epochs times batches per epoch).
+#' @param n_iter Passes over the tokens (epochs); at most 1e7 mini-batches in
+#'   all (`n_iter` times batches per pass).
 #' @param lr Adam's learning rate.
 #' @param vocab_size Largest vocabulary, `"<unk>"` included.
 #' @param validation Held-out text for the perplexity: a fraction in
@@ -304,23 +313,23 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #'   of tokens.
 #' @param batch_size Targets per mini-batch.
 #' @inheritParams temporal_local_mean
-#' @return An object of class `qkv_model`: a list with `vocab`, `counts`
+#' @return An object of class `local_qkv`: a list with `vocab`, `counts`
 #'   (training frequencies), `query`, `key`, `value` and `output` (vocab x
 #'   dim matrices with the words as row names), `output_bias`, `lag_weights`
 #'   (the time kernel's log weights for lags 0, 1, ...), `theta` (all
 #'   parameters), the loss trace (`batch_loss`, `epoch_loss`, `valid_loss`),
 #'   `n_tokens` and the settings.
 #' @family sequences
-#' @seealso [predict.qkv_model()], [attention_weights()], [plot.qkv_model()]
+#' @seealso [predict.local_qkv()], [attention_weights()], [plot.local_qkv()]
 #' @export
 #' @examples
 #' set.seed(1)
 #' words <- c("the", "cat", "sat", "on", "mat", "dog", "ran")
 #' tokens <- sample(words, 2000, replace = TRUE)
-#' fit <- qkv_fit(tokens, dim = 4, window = 3, epochs = 1, n_threads = 1)
+#' fit <- qkv_fit(tokens, dim = 4, window = 3, n_iter = 1, n_threads = 1)
 #' fit
 #' predict(fit, c("the", "cat"), type = "token")
-qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0.01,
+qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.01,
                     vocab_size = 5000, validation = 0, batch_size = 256, n_threads = NULL,
                     verbose = interactive(), ...) {
   check_dots(...)
@@ -333,7 +342,7 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   window <- check_count(window)
   layers <- check_count(layers)
   if (layers > 2L) abort("{.arg layers} must be 1 or 2.")
-  epochs <- check_count(epochs)
+  n_iter <- check_count(n_iter)
   lr <- check_positive(lr)
   vocab_size <- check_count(vocab_size, min = 2)
   batch_size <- check_count(batch_size)
@@ -372,13 +381,13 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, epochs = 5, lr = 0
   lay <- cpp_qkv_layout(shape)
   theta <- qkv_init(lay, n_vocab, dim, train_counts)
   n_batches <- ceiling((length(ids) - 1) / batch_size)
-  check_size(n_batches * epochs, size_limits$iterations, "mini-batches", "epochs")
-  order <- as.integer(replicate(epochs, sample.int(n_batches)) - 1L)
-  res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, epochs,
+  check_size(n_batches * n_iter, size_limits$iterations, "mini-batches", "n_iter")
+  order <- as.integer(replicate(n_iter, sample.int(n_batches)) - 1L)
+  res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, n_iter,
                        n_threads(n_threads), check_flag(verbose))
   check_diverged(c(res$theta, res$batch_loss), "lr")
-  qkv_model(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
-            list(lr = lr, epochs = epochs, batch_size = batch_size))
+  new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
+            list(lr = lr, n_iter = n_iter, batch_size = batch_size))
 }
 
 # 0-based ids; tokens outside the vocabulary become "<unk>".
@@ -414,7 +423,7 @@ qkv_init <- function(lay, n_vocab, dim, counts) {
   theta
 }
 
-qkv_model <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
+new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
   theta <- res$theta
   d <- shape$dim
   emb <- function(name) {
@@ -431,7 +440,7 @@ qkv_model <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, setti
     theta = theta, shape = shape, batch_loss = res$batch_loss, epoch_loss = res$epoch_loss,
     valid_loss = res$valid_loss, n_tokens = n_tokens, n_valid = length(valid_ids),
     unigram_loss = unigram_loss(counts, valid_ids), settings = settings
-  ), class = "qkv_model")
+  ), class = "local_qkv")
 }
 
 # Cross-entropy of the held-out tokens under the training frequencies (add-one smoothing): the
@@ -461,7 +470,7 @@ unigram_loss <- function(counts, valid_ids) {
 #' words are drawn as arrows from query to key on a circle, words ordered
 #' by a clustering of their kernel rows, line width by weight.
 #'
-#' @param x,object A `qkv_model`.
+#' @param x,object A `local_qkv`.
 #' @param context Tokens before the word to predict: a character vector, or
 #'   a list of them for several predictions.
 #' @param type For `predict()`: `"prob"` (probabilities) or `"token"`. For
@@ -471,7 +480,7 @@ unigram_loss <- function(counts, valid_ids) {
 #' @return `predict()`: a named probability vector (a matrix with a row per
 #'   context for a list), or the predicted tokens. `plot()`: the graph's
 #'   edges (invisibly) for `"graph"`, the object for `"loss"`.
-#' @name qkv_model-methods
+#' @name local_qkv-methods
 #' @family sequences
 #' @examples
 #' set.seed(1)
@@ -481,21 +490,21 @@ unigram_loss <- function(counts, valid_ids) {
 #' for (i in 3:3000) {
 #'   tokens[i] <- if (runif(1) < 0.8) nxt[[tokens[i - 2]]] else sample(names(nxt), 1)
 #' }
-#' fit <- qkv_fit(tokens, dim = 3, window = 3, epochs = 3, validation = 0.1,
+#' fit <- qkv_fit(tokens, dim = 3, window = 3, n_iter = 3, validation = 0.1,
 #'                n_threads = 1)
 #' summary(fit)
 #' predict(fit, c("a", "c"))
 #' plot(fit, top = 5)
 NULL
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-print.qkv_model <- function(x, ...) {
+print.local_qkv <- function(x, ...) {
   check_dots(...)
   s <- x$shape
   last <- utils::tail(x$epoch_loss, 1)
   print_fields(
-    sprintf("<qkv_model> %d layer%s, vocabulary %d (with <unk>), dim %d, window %d", s$layers,
+    sprintf("<local_qkv> %d layer%s, vocabulary %d (with <unk>), dim %d, window %d", s$layers,
             if (s$layers > 1L) "s" else "", s$vocab, s$dim, s$window),
     list(Trained = sprintf("%d tokens, %d epoch%s", x$n_tokens, length(x$epoch_loss),
                            if (length(x$epoch_loss) > 1L) "s" else ""),
@@ -509,9 +518,9 @@ print.qkv_model <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-summary.qkv_model <- function(object, ...) {
+summary.local_qkv <- function(object, ...) {
   check_dots(...)
   ep <- seq_along(object$epoch_loss)
   loss <- data.frame(epoch = ep, train_loss = object$epoch_loss,
@@ -525,11 +534,11 @@ summary.qkv_model <- function(object, ...) {
                    exp(utils::tail(object$valid_loss, 1)) else NA_real_,
                  unigram_perplexity = exp(object$unigram_loss),
                  lag_weights = object$lag_weights),
-            class = "summary.qkv_model")
+            class = "summary.local_qkv")
 }
 
 #' @export
-print.summary.qkv_model <- function(x, ...) {
+print.summary.local_qkv <- function(x, ...) {
   check_dots(...)
   print(x$fit)
   cat("\nLoss by epoch:\n")
@@ -542,16 +551,16 @@ print.summary.qkv_model <- function(x, ...) {
   invisible(x)
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-nobs.qkv_model <- function(object, ...) {
+nobs.local_qkv <- function(object, ...) {
   check_dots(...)
   object$n_tokens
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-predict.qkv_model <- function(object, context, type = c("prob", "token"), ...) {
+predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
   check_dots(...)
   type <- match_choice(type, c("prob", "token"))
   several <- is.list(context)
@@ -591,13 +600,13 @@ predict.qkv_model <- function(object, context, type = c("prob", "token"), ...) {
 #' @examples
 #' set.seed(1)
 #' tokens <- sample(c("a", "b", "c", "d"), 500, replace = TRUE)
-#' fit <- qkv_fit(tokens, dim = 2, window = 3, epochs = 1, n_threads = 1)
+#' fit <- qkv_fit(tokens, dim = 2, window = 3, n_iter = 1, n_threads = 1)
 #' round(attention_weights(fit, c("a", "b", "c", "a")), 2)
 attention_weights <- function(object, tokens, ...) UseMethod("attention_weights")
 
 #' @rdname attention_weights
 #' @export
-attention_weights.qkv_model <- function(object, tokens, layer = 1, ...) {
+attention_weights.local_qkv <- function(object, tokens, layer = 1, ...) {
   check_dots(...)
   if (!is.character(tokens) || anyNA(tokens) || length(tokens) == 0L) {
     abort("{.arg tokens} must be a non-empty character vector.")
@@ -617,9 +626,10 @@ softmax_rows <- function(s) {
   p / rowSums(p)
 }
 
-#' @rdname qkv_model-methods
+#' @rdname local_qkv-methods
 #' @export
-plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
+plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
+  check_graphics_dots(...)
   type <- match_choice(type, c("graph", "loss"))
   if (type == "loss") {
     bl <- x$batch_loss
@@ -652,21 +662,38 @@ plot.qkv_model <- function(x, type = c("graph", "loss"), top = 40, ...) {
   strongest <- order(off, decreasing = TRUE)[seq_len(n_edges)]
   edges <- data.frame(from = words[row(off)[strongest]], to = words[col(off)[strongest]],
                       weight = off[strongest])
-  # Words on the unit circle, labels just outside it, arrows stopping short of the labels.
-  label_radius <- 1.08
-  arrow_radius <- 0.9
-  lim <- c(-1.25, 1.25)
-  graphics::plot(NA, xlim = lim, ylim = lim, asp = 1, axes = FALSE,
-                 xlab = "", ylab = "", main = "Learned word kernel (query -> key)", ...)
+  # Words as markers on the unit circle with their labels just outside; every arrow runs from
+  # the query word's marker to the key word's, its head at the key's marker, shifted a little to
+  # its right so that the two directions between a pair of words stay apart.
+  lim <- c(-1.35, 1.35)
+  graphics::plot(NA, xlim = lim, ylim = lim, asp = 1, axes = FALSE, xlab = "", ylab = "",
+                 main = "Learned word kernel (query -> key)", ...)
+  graphics::mtext(sprintf("the %d strongest attention weights among the %d most frequent words",
+                          nrow(edges), n), side = 3, line = 0.3, cex = 0.8, col = "grey30")
   from <- match(edges$from, words)
   to <- match(edges$to, words)
   # Line widths from 0.5 (weakest edge) to 4.5 (strongest); equal weights give 0.5.
   lwd <- 0.5 + 4 * (edges$weight - min(edges$weight)) /
     max(1e-12, diff(range(edges$weight)))
-  graphics::arrows(pos[from, 1] * arrow_radius, pos[from, 2] * arrow_radius,
-                   pos[to, 1] * arrow_radius, pos[to, 2] * arrow_radius, length = 0.06,
-                   lwd = lwd, col = grDevices::adjustcolor("steelblue", 0.6))
-  graphics::text(pos[, 1] * label_radius, pos[, 2] * label_radius, words, cex = 0.75,
-                 srt = 0, xpd = TRUE)
+  dx <- pos[to, 1] - pos[from, 1]
+  dy <- pos[to, 2] - pos[from, 2]
+  len <- sqrt(dx^2 + dy^2)
+  # the markers' radius in user units: neighbours on the circle are 2 sin(pi / n) apart, so every
+  # shortened arrow keeps a length (arrows() warns on zero-length ones)
+  gap <- min(0.07, 0.4 * sin(pi / n))
+  keep <- len > 2 * gap
+  ux <- dx[keep] / len[keep]
+  uy <- dy[keep] / len[keep]
+  shift <- gap / 3
+  graphics::arrows(pos[from[keep], 1] + gap * ux + shift * uy,
+                   pos[from[keep], 2] + gap * uy - shift * ux,
+                   pos[to[keep], 1] - gap * ux + shift * uy,
+                   pos[to[keep], 2] - gap * uy - shift * ux, length = 0.08, angle = 25,
+                   lwd = lwd[keep], col = grDevices::adjustcolor("steelblue", 0.7))
+  graphics::points(pos, pch = 21, cex = if (n > 20L) 1.2 else 1.8, bg = "white", col = "grey30",
+                   lwd = 1.2)
+  side <- ifelse(pos[, 1] < -0.2, 2, ifelse(pos[, 1] > 0.2, 4, ifelse(pos[, 2] > 0, 3, 1)))
+  graphics::text(pos[, 1] * 1.1, pos[, 2] * 1.1, words, cex = 0.8, pos = side, offset = 0.2,
+                 xpd = TRUE)
   invisible(edges)
 }

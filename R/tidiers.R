@@ -258,7 +258,7 @@ kde_training_frame <- function(x) {
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.mode_clusters <- function(x, ...) {
+tidy.local_modes <- function(x, ...) {
   check_dots(...)
   modes <- as.data.frame(x$modes, optional = TRUE)
   names(modes) <- mode_vars(x)
@@ -270,7 +270,7 @@ mode_vars <- function(x) colnames(x$x) %||% paste0("x", seq_len(ncol(x$x)))
 
 #' @rdname localmean-tidiers
 #' @export
-glance.mode_clusters <- function(x, ...) {
+glance.local_modes <- function(x, ...) {
   check_dots(...)
   h <- x$bandwidth
   glance_row(nobs = nrow(x$x), n.clusters = nrow(x$modes), algorithm = x$algorithm,
@@ -281,7 +281,7 @@ glance.mode_clusters <- function(x, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-augment.mode_clusters <- function(x, data = NULL, newdata = NULL, ...) {
+augment.local_modes <- function(x, data = NULL, newdata = NULL, ...) {
   check_dots(...)
   if (is.null(newdata)) {
     base <- augment_base(data, nrow(x$x), function() {
@@ -298,32 +298,32 @@ augment.mode_clusters <- function(x, data = NULL, newdata = NULL, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-as.data.frame.mode_clusters <- function(x, row.names = NULL, optional = FALSE, ...) {
+as.data.frame.local_modes <- function(x, row.names = NULL, optional = FALSE, ...) {
   check_dots(..., .known = "stringsAsFactors")
   as.data.frame(augment(x))
 }
 
 #' @export
-fitted.mode_clusters <- function(object, ...) {
+fitted.local_modes <- function(object, ...) {
   check_dots(...)
   object$point_modes
 }
 
 #' @export
-residuals.mode_clusters <- function(object, ...) {
+residuals.local_modes <- function(object, ...) {
   check_dots(...)
   object$x - object$point_modes
 }
 
 #' @export
-nobs.mode_clusters <- function(object, ...) {
+nobs.local_modes <- function(object, ...) {
   check_dots(...)
   nrow(object$x)
 }
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.pc_shift <- function(x, ...) {
+tidy.local_ridges <- function(x, ...) {
   check_dots(...)
   as_tidy_frame(pc_points(x))
 }
@@ -334,7 +334,7 @@ pc_points <- function(x) {
 
 #' @rdname localmean-tidiers
 #' @export
-glance.pc_shift <- function(x, ...) {
+glance.local_ridges <- function(x, ...) {
   check_dots(...)
   h <- x$bandwidth
   glance_row(nobs = nrow(x$x), ndim = x$ndim, kernel = x$kernel,
@@ -345,7 +345,7 @@ glance.pc_shift <- function(x, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-augment.pc_shift <- function(x, data = NULL, ...) {
+augment.local_ridges <- function(x, data = NULL, ...) {
   check_dots(...)
   base <- augment_base(data, nrow(x$x), function() {
     stats::setNames(as.data.frame(x$x), names(pc_points(x)))
@@ -357,19 +357,19 @@ augment.pc_shift <- function(x, data = NULL, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-as.data.frame.pc_shift <- function(x, row.names = NULL, optional = FALSE, ...) {
+as.data.frame.local_ridges <- function(x, row.names = NULL, optional = FALSE, ...) {
   check_dots(..., .known = "stringsAsFactors")
   as.data.frame(augment(x))
 }
 
 #' @export
-fitted.pc_shift <- function(object, ...) {
+fitted.local_ridges <- function(object, ...) {
   check_dots(...)
   object$points
 }
 
 #' @export
-nobs.pc_shift <- function(object, ...) {
+nobs.local_ridges <- function(object, ...) {
   check_dots(...)
   nrow(object$x)
 }
@@ -461,14 +461,14 @@ nobs.local_imputation <- function(object, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.qkv_model <- function(x, ...) {
+tidy.local_qkv <- function(x, ...) {
   check_dots(...)
   as_tidy_frame(as.data.frame(x))
 }
 
 #' @rdname localmean-tidiers
 #' @export
-glance.qkv_model <- function(x, ...) {
+glance.local_qkv <- function(x, ...) {
   check_dots(...)
   s <- x$shape
   last <- function(v) if (length(v)) v[length(v)]
@@ -479,7 +479,7 @@ glance.qkv_model <- function(x, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-as.data.frame.qkv_model <- function(x, row.names = NULL, optional = FALSE, ...) {
+as.data.frame.local_qkv <- function(x, row.names = NULL, optional = FALSE, ...) {
   check_dots(..., .known = "stringsAsFactors")
   out <- data.frame(epoch = seq_along(x$epoch_loss), train.loss = x$epoch_loss)
   if (length(x$valid_loss) == nrow(out)) out$validation.loss <- x$valid_loss

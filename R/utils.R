@@ -191,12 +191,14 @@ check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
 #' the thread settings of other packages.
 #'
 #' @param n_threads `NULL` or a whole number of threads.
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A whole number of threads.
 #' @export
 #' @examples
 #' n_threads()
 #' n_threads(1)
-n_threads <- function(n_threads = NULL) {
+n_threads <- function(n_threads = NULL, ...) {
+  check_dots(...)
   if (is.null(n_threads)) n_threads <- getOption("localmean.threads")
   if (is.null(n_threads)) {
     env <- Sys.getenv("LOCALMEAN_THREADS")
@@ -229,14 +231,15 @@ thread_limit <- function() {
 # call check_dots(...) first thing. `.known` names arguments that `...` may carry (those a
 # method forwards, or that base R passes, as data.frame() passes `stringsAsFactors`). The hint
 # compares each unknown name with the calling function's own arguments and `.known`.
-check_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
+check_dots <- function(..., .known = NULL, .call = rlang::caller_env(), .own = NULL) {
   if (...length() == 0L) return(invisible())
   given <- ...names() %||% character(...length())
   given[is.na(given)] <- ""
   unknown <- unique(setdiff(given[nzchar(given)], .known))
   unnamed <- sum(!nzchar(given))
   if (!length(unknown) && !unnamed) return(invisible())
-  candidates <- setdiff(c(names(formals(sys.function(sys.parent()))), .known), "...")
+  own <- .own %||% names(formals(sys.function(sys.parent())))
+  candidates <- setdiff(c(own, .known), "...")
   hints <- vapply(unknown, closest_name, "", candidates = candidates)
   close <- nzchar(hints)
   bullets <- c(
@@ -247,6 +250,35 @@ check_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
   )
   abort(c("Arguments in {.arg ...} must be used.", bullets), call = .call)
 }
+
+# check_dots() for plot methods, whose `...` carries graphical parameters to base graphics: a
+# name is accepted when it is one of par()'s or an argument of plot.default(), title(),
+# plot.window() or axis() (or in `.known`); anything else, which base graphics would ignore or
+# only warn about, is a localmean_error with a hint.
+check_graphics_dots <- function(..., .known = NULL, .call = rlang::caller_env()) {
+  if (...length() == 0L) return(invisible())
+  own <- names(formals(sys.function(sys.parent())))
+  graphical <- c(par_names(), names(formals(graphics::plot.default)),
+                 names(formals(graphics::title)), names(formals(graphics::plot.window)),
+                 names(formals(graphics::axis)), .known)
+  check_dots(..., .known = setdiff(graphical, "..."), .call = .call, .own = own)
+}
+
+# The names of par()'s parameters, read once. Without an open device par() would open one (and
+# write Rplots.pdf), so they are read on a null PDF device, closed again.
+par_names <- local({
+  known <- NULL
+  function() {
+    if (is.null(known)) {
+      if (grDevices::dev.cur() == 1L) {
+        grDevices::pdf(NULL)
+        on.exit(grDevices::dev.off())
+      }
+      known <<- names(graphics::par(no.readonly = FALSE))
+    }
+    known
+  }
+})
 
 # The argument a misspelt or foreign name most likely meant: a common alias (`bw`, `h`), an
 # unambiguous prefix, or the nearest name within a small edit distance; "" when none is close.

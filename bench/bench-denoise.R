@@ -28,7 +28,7 @@ psnr <- function(a) 10 * log10(1 / mean((a - clean)^2))
 cat(sprintf("%d x %d image, noise sd %.2f, patch 7, search 21\n", size, size, sigma))
 out <- list()
 for (th in threads) {
-  tt <- time_it(function() out[[as.character(th)]] <<- local_denoise(noisy, 7, 21, n_threads = th,
+  tt <- time_it(function() out[[as.character(th)]] <<- local_denoise(noisy, patch = 7, search = 21, n_threads = th,
                                                                       verbose = FALSE), reps)
   cat(sprintf("local_denoise, %d thread%s: %s\n", th, if (th > 1) "s" else "", fmt_times(tt, 3)))
 }
@@ -37,6 +37,6 @@ if (length(out) > 1) {
   cat("identical results on", paste(names(out), collapse = " and "), "threads:",
       all(vapply(out, identical, TRUE, res)), "\n")
 }
-cat(sprintf("estimated sigma %.4f (true %.2f), h %.4f\n", attr(res, "sigma"), sigma, attr(res, "h")))
+cat(sprintf("estimated sigma %.4f (true %.2f), h %.4f\n", attr(res, "sigma"), sigma, attr(res, "bandwidth")))
 cat(sprintf("PSNR noisy %.2f dB -> denoised %.2f dB (+%.2f dB)\n", psnr(noisy), psnr(res),
             psnr(res) - psnr(noisy)))

@@ -43,7 +43,7 @@ paths <- list(
   kde_binned_1e6x2 = function() kde(b2, bandwidth = c(0.1, 0.1), method = "binned",
                                     n_threads = 1, verbose = FALSE),
   kde_exact_3d = function() predict(kde3, x3[1:2000, ], method = "exact", n_threads = 1),
-  kde_plugin_3d = function() kde_bandwidth(x3[1:2000, ], "plugin"),
+  kde_plugin_3d = function() kde_bandwidth(x3[1:2000, ], bandwidth = "plugin"),
   cv_local_linear_2000 = function() local_poly(cv_x, cv_y, bandwidth = "cv", n_threads = 1,
                                                verbose = FALSE),
   mean_shift_4000x3 = function() mean_shift(blobs, bandwidth = 0.5, n_threads = 1,
@@ -56,7 +56,7 @@ paths <- list(
   attention_softmax = function() temporal_local_mean(s, n_threads = 1),
   attention_gaussian = function() temporal_local_mean(s, kernel = "gaussian", bandwidth = 3,
                                                       n_threads = 1),
-  qkv_fit_20000 = function() qkv_fit(toks, dim = 16, window = 8, epochs = 1, n_threads = 1,
+  qkv_fit_20000 = function() qkv_fit(toks, dim = 16, window = 8, n_iter = 1, n_threads = 1,
                                      verbose = FALSE)
 )
 for (name in names(paths)) cat(sprintf("%-22s %9.4f\n", name, time_min(paths[[name]])))

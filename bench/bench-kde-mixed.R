@@ -27,7 +27,7 @@ score <- function(bw) lscv(bw[1:2], bw[3])
 cat(sprintf("n = %d: x1, x2 numeric, g a factor of 3 levels; Gaussian and Aitchison-Aitken kernels\n", n))
 for (th in threads) {
   bw <- NULL
-  sel <- time_it(function() bw <<- kde_bandwidth(data, "lscv", n_threads = th), reps)
+  sel <- time_it(function() bw <<- kde_bandwidth(data, bandwidth = "lscv", n_threads = th), reps)
   fit <- kde(data, bandwidth = bw, n_threads = th, verbose = FALSE)
   grid <- time_it(function() kde(data, bandwidth = bw, n_threads = th, verbose = FALSE), reps)
   at_data <- time_it(function() predict(fit, data, n_threads = th), reps)

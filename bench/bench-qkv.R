@@ -30,7 +30,7 @@ rate <- numeric(0)
 for (nt in threads) {
   tt <- time_it(function() {
     set.seed(1)
-    fits[[as.character(nt)]] <<- qkv_fit(tokens, dim = dim, window = window, epochs = epochs,
+    fits[[as.character(nt)]] <<- qkv_fit(tokens, dim = dim, window = window, n_iter = epochs,
                                          vocab_size = vocab, n_threads = nt, verbose = FALSE)
   }, reps, warm_up = FALSE)
   rate[as.character(nt)] <- epochs * (length(tokens) - 1) / tt$median

@@ -1,9 +1,9 @@
 # Bandwidths (R/bandwidth.R): nn(), the rule of thumb, the plug-in, and the CV, GCV and AICc
 # selectors, each against a brute-force computation in plain R.
 
-test_that("nn() builds an nn_bandwidth and prints it", {
+test_that("nn() builds an local_nn and prints it", {
   b <- nn(7)
-  expect_s3_class(b, "nn_bandwidth")
+  expect_s3_class(b, "local_nn")
   expect_identical(b$k, 7L)
   expect_true(b$scale)
   expect_false(nn(3, scale = FALSE)$scale)

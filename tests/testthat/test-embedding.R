@@ -266,7 +266,7 @@ test_that("local_embedding methods print, plot, convert and predict where define
   expect_error(plot(fit, labels = 1:3), "labels", class = "localmean_error")
   expect_error(predict(fit, x[, 1:2]), "variables", class = "localmean_error")
   tri <- planted_triplets(matrix(runif(40), 20), 500)
-  ord <- ordinal_embed(tri, n_iters = 50, verbose = FALSE)
+  ord <- ordinal_embed(tri, n_iter = 50, verbose = FALSE)
   expect_output(print(ord), "out of order")
   expect_error(predict(ord, x), "defined", class = "localmean_error")
 })
@@ -275,14 +275,14 @@ test_that("diverging and oversized triplet embeddings are clear errors (issue 18
   set.seed(1)
   tri <- matrix(sample(20L, 300, replace = TRUE), ncol = 3)
   tri <- tri[apply(tri, 1, function(r) length(unique(r)) == 3L), ]
-  expect_error(ordinal_embed(tri, n_iters = 20, lr = 1e300, verbose = FALSE),
+  expect_error(ordinal_embed(tri, n_iter = 20, lr = 1e300, verbose = FALSE),
                class = "localmean_error", regexp = "lr")
   expect_error(ordinal_embed(tri, n = 1e9, verbose = FALSE), class = "localmean_error",
                regexp = "n")
-  expect_error(ordinal_embed(tri, n_iters = 1e9, verbose = FALSE), class = "localmean_error",
-               regexp = "n_iters")
-  expect_error(trimap(matrix(runif(300), 100), n_iters = 1e9, verbose = FALSE),
-               class = "localmean_error", regexp = "n_iters")
+  expect_error(ordinal_embed(tri, n_iter = 1e9, verbose = FALSE), class = "localmean_error",
+               regexp = "n_iter")
+  expect_error(trimap(matrix(runif(300), 100), n_iter = 1e9, verbose = FALSE),
+               class = "localmean_error", regexp = "n_iter")
 })
 
 test_that("embedding_quality's global score is 1 for a layout as good as exact PCA", {

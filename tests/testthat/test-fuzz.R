@@ -55,10 +55,10 @@ fuzz_setup <- function() {
       medoid = quote(medoid_shift(X2, bandwidth = 0.3, verbose = FALSE)),
       pcs = quote(pc_shift(X3, ndim = 1, bandwidth = 0.5, verbose = FALSE)),
       lle = quote(lle(X3, ndim = 2, k = 8, verbose = FALSE)),
-      trimap = quote(trimap(X3, n_iters = 20, verbose = FALSE)),
-      ordinal = quote(ordinal_embed(triplets, n_iters = 20, verbose = FALSE)),
+      trimap = quote(trimap(X3, n_iter = 20, verbose = FALSE)),
+      ordinal = quote(ordinal_embed(triplets, n_iter = 20, verbose = FALSE)),
       impute = quote(local_impute(miss, max_iter = 2, verbose = FALSE)),
-      qkv = quote(qkv_fit(tokens, dim = 2, window = 2, epochs = 1, n_threads = 1,
+      qkv = quote(qkv_fit(tokens, dim = 2, window = 2, n_iter = 1, n_threads = 1,
                           verbose = FALSE))
     ), eval, envir = environment())
     fits <- q
@@ -252,14 +252,14 @@ fuzz_pools <- function() {
 fuzz_templates <- function() {
   tp <- function(call, ...) list(call = call, args = c(...))
   # The methods the package registers for each fitted model's classes, with predict() fed bad
-  # newdata (qkv_model's predict() has its own template).
+  # newdata (local_qkv's predict() has its own template).
   fit_classes <- list(poly = "local_poly", poly1 = "local_poly", pform = "local_poly",
                       lmean = "local_model", logit = "local_poly", classify = "local_classify",
                       kde1 = "local_kde", kde2 = "local_kde", kde_nn = "local_kde",
                       kde_H = "local_kde", kde_bounded = "local_kde", kde_mixed = "local_kde",
-                      ms = "mode_clusters", medoid = "mode_clusters", pcs = "pc_shift",
+                      ms = "local_modes", medoid = "local_modes", pcs = "local_ridges",
                       lle = "local_embedding", trimap = "local_embedding",
-                      ordinal = "local_embedding", impute = "local_imputation", qkv = "qkv_model")
+                      ordinal = "local_embedding", impute = "local_imputation", qkv = "local_qkv")
   generics <- c("print", "summary", "nobs", "plot", "fitted", "residuals", "formula", "logLik",
                 "as.data.frame", "deviance", "sigma", "df.residual", "as.matrix", "predict")
   has_method <- function(generic, cls) {
@@ -272,7 +272,7 @@ fuzz_templates <- function() {
     cls <- fit_classes[[fit]]
     out <- list()
     for (g in generics[vapply(generics, has_method, TRUE, cls = cls)]) {
-      out[[length(out) + 1L]] <- if (g == "predict" && cls != "qkv_model") {
+      out[[length(out) + 1L]] <- if (g == "predict" && cls != "local_qkv") {
         tp(as.call(list(as.name("predict"), obj, newdata = quote(X2))), newdata = "newdata",
            n_threads = "threads")
       } else if (g == "summary") {
@@ -303,29 +303,29 @@ fuzz_templates <- function() {
       tp(quote(kde(x = x1, verbose = FALSE)), x = "data", bandwidth = "bandwidth",
          kernel = "kernel", weights = "weights", gridsize = "count", bounds = "newdata",
          method = "method", n_threads = "threads"),
-      tp(quote(kde_bandwidth(x = X2)), x = "data", method = "bandwidth", kernel = "kernel",
+      tp(quote(kde_bandwidth(x = X2)), x = "data", bandwidth = "bandwidth", kernel = "kernel",
          weights = "weights", n_threads = "threads"),
       tp(quote(mean_shift(x = X2, bandwidth = 0.3, verbose = FALSE)), x = "data",
          bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations", tol = "positive",
-         blurring = "flag", merge_tol = "positive", seeds = "newdata", weights = "weights",
-         method = "method", n_threads = "threads", control = "control"),
+         blurring = "flag", merge_tol = "positive", min_size = "count", seeds = "newdata",
+         weights = "weights", method = "method", n_threads = "threads", control = "control"),
       tp(quote(medoid_shift(x = X2, bandwidth = 0.3, verbose = FALSE)), x = "data",
          bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations", weights = "weights",
          n_threads = "threads"),
       tp(quote(pc_shift(x = X3, ndim = 1, bandwidth = 0.5, verbose = FALSE)), x = "data",
          ndim = "count", bandwidth = "bandwidth", kernel = "kernel", max_iter = "iterations",
          n_threads = "threads"),
-      tp(quote(self_local_mean(x = X2, steps = 2, bandwidth = 0.3, verbose = FALSE)),
-         x = "data", steps = "iterations", bandwidth = "bandwidth", kernel = "kernel",
+      tp(quote(self_local_mean(x = X2, n_iter = 2, bandwidth = 0.3, verbose = FALSE)),
+         x = "data", n_iter = "iterations", bandwidth = "bandwidth", kernel = "kernel",
          n_threads = "threads"),
       tp(quote(lle(x = X3, ndim = 2, k = 8, verbose = FALSE)), x = "data", ndim = "count",
          k = "count", reg = "positive", n_threads = "threads"),
-      tp(quote(trimap(x = X3, n_iters = 20, verbose = FALSE)), x = "data", ndim = "count",
+      tp(quote(trimap(x = X3, n_iter = 20, verbose = FALSE)), x = "data", ndim = "count",
          n_inliers = "count", n_outliers = "count", n_random = "count", lr = "positive",
-         n_iters = "iterations", init = "newdata", n_threads = "threads"),
-      tp(quote(ordinal_embed(triplets = triplets, n_iters = 20, verbose = FALSE)),
+         n_iter = "iterations", init = "newdata", n_threads = "threads"),
+      tp(quote(ordinal_embed(triplets = triplets, n_iter = 20, verbose = FALSE)),
          triplets = "data", n = "count", ndim = "count", weights = "weights", l2 = "positive",
-         lr = "positive", n_iters = "iterations", n_threads = "threads"),
+         lr = "positive", n_iter = "iterations", n_threads = "threads"),
       tp(quote(asym_mds(s = matrix(runif(25), 5))), s = "data", ndim = "count",
          max_iter = "iterations", tol = "positive"),
       tp(quote(embedding_quality(x = X3, layout = X2, verbose = FALSE)), x = "data",
@@ -334,18 +334,19 @@ fuzz_templates <- function() {
       tp(quote(temporal_local_mean(x = X3)), x = "data", kernel = "kernel",
          bandwidth = "bandwidth", time_kernel = "kernel", time_bandwidth = "positive",
          n_threads = "threads"),
-      tp(quote(qkv_fit(tokens = tokens, dim = 2, window = 2, epochs = 1, verbose = FALSE)),
+      tp(quote(qkv_fit(tokens = tokens, dim = 2, window = 2, n_iter = 1, verbose = FALSE)),
          tokens = "tokens", dim = "count", window = "count", layers = "count",
-         epochs = "iterations", lr = "positive", vocab_size = "count", batch_size = "count",
+         n_iter = "iterations", lr = "positive", vocab_size = "count", batch_size = "count",
          n_threads = "threads"),
       tp(quote(hopfield(patterns = patterns, query = patterns[1, ])), patterns = "data",
-         query = "newdata", beta = "positive", steps = "iterations", n_threads = "threads"),
+         query = "newdata", beta = "positive", n_iter = "iterations", n_threads = "threads"),
       tp(quote(local_impute(x = miss, max_iter = 2, verbose = FALSE)), x = "data",
          image_dim = "image_dim", layers = "count", kernel = "kernel", bandwidth = "bandwidth",
          k = "count", mix = "positive", max_iter = "iterations", tol = "positive",
          n_threads = "threads"),
       tp(quote(local_denoise(img = img, patch = 3, search = 5, verbose = FALSE)),
-         img = "data", patch = "count", search = "count", h = "positive", sigma = "positive",
+         img = "data", patch = "count", search = "count", bandwidth = "positive",
+         sigma = "positive",
          kernel = "kernel", n_threads = "threads"),
       tp(quote(plot_images(x = matrix(runif(32), 2), image_dim = c(4, 4))), x = "data",
          image_dim = "image_dim", nrow = "count", ncol = "count"),
@@ -454,16 +455,16 @@ test_that("long iterative runs stop within a second of Ctrl-C and leave R usable
   long_runs <- list(
     qkv_fit = function() {
       tokens <- sample(c("the", "cat", "sat", "on", "mat"), 300, replace = TRUE)
-      localmean::qkv_fit(tokens, dim = 2, window = 2, epochs = 3e4, batch_size = 1,
+      localmean::qkv_fit(tokens, dim = 2, window = 2, n_iter = 3e4, batch_size = 1,
                          verbose = FALSE)
     },
     ordinal_embed = function() {
       tri <- matrix(sample(20L, 300, replace = TRUE), ncol = 3)
       tri <- tri[apply(tri, 1, function(r) length(unique(r)) == 3L), ]
-      localmean::ordinal_embed(tri, n_iters = 1e7, verbose = FALSE)
+      localmean::ordinal_embed(tri, n_iter = 1e7, verbose = FALSE)
     },
     trimap = function() {
-      localmean::trimap(matrix(stats::runif(600), 200), n_iters = 1e7, verbose = FALSE)
+      localmean::trimap(matrix(stats::runif(600), 200), n_iter = 1e7, verbose = FALSE)
     }
   )
   for (name in names(long_runs)) {

@@ -139,7 +139,7 @@ test_that("local_impute() refuses bad input", {
 test_that("local_denoise() equals plain-R non-local means and raises the PSNR", {
   set.seed(8)
   tiny <- matrix(runif(7 * 6), 7)
-  ours <- local_denoise(tiny, patch = 3, search = 5, h = 0.3, sigma = 0.1, n_threads = 1)
+  ours <- local_denoise(tiny, patch = 3, search = 5, bandwidth = 0.3, sigma = 0.1, n_threads = 1)
   expect_equal(as.vector(ours), as.vector(nl_means_ref(tiny, 3, 5, 0.3, 0.1)),
                tolerance = 1e-10)
   # Four Fashion-MNIST images tiled into a 56 x 56 image, Gaussian noise of sd 0.1 (20 dB).
@@ -197,20 +197,22 @@ test_that("local_denoise() takes every registry kernel, with the Gaussian's h", 
   h <- 0.3
   sigma <- 0.1
   excess <- function(d2) max(d2 - 2 * sigma^2, 0)
-  epan <- local_denoise(tiny, patch = 3, search = 5, h = h, sigma = sigma,
+  epan <- local_denoise(tiny, patch = 3, search = 5, bandwidth = h, sigma = sigma,
                         kernel = "epanechnikov", n_threads = 1)
   expect_equal(as.vector(epan),
                as.vector(nlm_kernel_ref(tiny, 3, 5, function(d2) {
                  max(0, 1 - 2 * excess(d2) / h^2)
                })), tolerance = 1e-10)
-  cauchy <- local_denoise(tiny, patch = 3, search = 5, h = h, sigma = sigma, kernel = "cauchy",
+  cauchy <- local_denoise(tiny, patch = 3, search = 5, bandwidth = h, sigma = sigma,
+                          kernel = "cauchy",
                           n_threads = 1)
   expect_equal(as.vector(cauchy),
                as.vector(nlm_kernel_ref(tiny, 3, 5, function(d2) 1 / (1 + 2 * excess(d2) / h^2))),
                tolerance = 1e-10)
   # The default is the Gaussian, unchanged; every registry kernel runs, the same on 1 and 2 threads.
-  expect_identical(local_denoise(tiny, h = h, sigma = sigma, n_threads = 1),
-                   local_denoise(tiny, h = h, sigma = sigma, kernel = "gaussian", n_threads = 1))
+  expect_identical(local_denoise(tiny, bandwidth = h, sigma = sigma, n_threads = 1),
+                   local_denoise(tiny, bandwidth = h, sigma = sigma, kernel = "gaussian",
+                                 n_threads = 1))
   noisy <- matrix(rep(c(0, 1), each = 20 * 10), 20) + matrix(rnorm(400, sd = 0.1), 20)
   for (kernel in kernels()$kernel) {
     one <- local_denoise(noisy, patch = 3, search = 7, kernel = kernel, n_threads = 1)

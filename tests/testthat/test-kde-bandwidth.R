@@ -26,7 +26,7 @@ psi_ref <- function(x, r, g) {
 test_that("the Sheather-Jones plug-in agrees with stats::bw.SJ()", {
   for (nm in names(dat <- bw_data_1d())) {
     x <- dat[[nm]]
-    h <- kde_bandwidth(x, "plugin")
+    h <- kde_bandwidth(x, bandwidth = "plugin")
     # bw.SJ() stops its root search at 1% of its upper bound by default, which alone can move
     # it by 2%; with a fine tolerance it agrees within 2% on its own 1000 bins, and far more
     # closely with many bins
@@ -35,9 +35,10 @@ test_that("the Sheather-Jones plug-in agrees with stats::bw.SJ()", {
   }
   set.seed(3)
   big <- c(rnorm(6e4), rnorm(4e4, 3, 0.5))
-  expect_equal(kde_bandwidth(big, "plugin"), bw.SJ(big, nb = 10000L, tol = 1e-8),
+  expect_equal(kde_bandwidth(big, bandwidth = "plugin"), bw.SJ(big, nb = 10000L, tol = 1e-8),
                tolerance = 2e-3)
-  expect_equal(kde_bandwidth(big, "plugin", plugin = "ste"), kde_bandwidth(big, "plugin"))
+  expect_equal(kde_bandwidth(big, bandwidth = "plugin", plugin = "ste"),
+               kde_bandwidth(big, bandwidth = "plugin"))
 })
 
 test_that("the binned functionals match the pairwise double sums", {
@@ -55,12 +56,13 @@ test_that("the 1-D direct plug-in agrees with ks::hpi()", {
   dat <- bw_data_1d()
   for (nm in c("normal500", "bimodal", "lognormal")) {
     x <- dat[[nm]]
-    expect_equal(kde_bandwidth(x, "plugin", plugin = "dpi"), ks::hpi(x, binned = FALSE),
+    expect_equal(kde_bandwidth(x, bandwidth = "plugin", plugin = "dpi"), ks::hpi(x, binned = FALSE),
                  tolerance = 0.02, info = nm)
   }
   set.seed(4)
   big <- rnorm(1e5)
-  expect_equal(kde_bandwidth(big, "plugin", plugin = "dpi"), ks::hpi(big), tolerance = 0.02)
+  expect_equal(kde_bandwidth(big, bandwidth = "plugin", plugin = "dpi"), ks::hpi(big),
+               tolerance = 0.02)
 })
 
 test_that("the multivariate plug-in follows ks::Hpi.diag()", {
@@ -70,11 +72,12 @@ test_that("the multivariate plug-in follows ks::Hpi.diag()", {
   set.seed(8)
   x3 <- cbind(bw_data_2d(300, seed = 9), c = rnorm(300, 0, 2))
   # sqrt(diag(ks::Hpi.diag(x3, binned = FALSE, pilot = "samse"))) with ks 1.14 (8 s, so stored)
-  expect_equal(unname(kde_bandwidth(x3, "plugin")), c(0.6483300841, 0.3355644913, 0.8139733847),
+  expect_equal(unname(kde_bandwidth(x3, bandwidth = "plugin")),
+               c(0.6483300841, 0.3355644913, 0.8139733847),
                tolerance = 0.1)
   skip_if_not_installed("ks")
   x2 <- bw_data_2d(400)
-  h <- kde_bandwidth(x2, "plugin")
+  h <- kde_bandwidth(x2, bandwidth = "plugin")
   expect_named(h, c("a", "b"))
   expect_equal(unname(h), sqrt(diag(ks::Hpi.diag(x2, binned = FALSE))), tolerance = 0.04)
 })
@@ -119,7 +122,7 @@ test_that("LSCV matches its brute-force criterion and stats::bw.ucv()", {
       1 / (2 * sqrt(pi) * n * h) + 2 * sum(dnorm(d, sd = sqrt(2) * h)) / n^2 -
         4 * sum(dnorm(d, sd = h)) / (n * (n - 1))
     }
-    h <- kde_bandwidth(x, "lscv")
+    h <- kde_bandwidth(x, bandwidth = "lscv")
     grid <- exp(seq(log(0.03), log(1.5), length.out = 40))
     best <- which.min(vapply(grid, lscv_ref, numeric(1)))
     ref <- optimize(lscv_ref, grid[best + c(-1, 1)], tol = 1e-9)$minimum
@@ -132,7 +135,7 @@ test_that("LSCV matches its brute-force criterion and stats::bw.ucv()", {
 
 test_that("diagonal LSCV matches brute force and ks::Hlscv.diag()", {
   x <- bw_data_2d(200)
-  h <- kde_bandwidth(x, "lscv", n_threads = 1)
+  h <- kde_bandwidth(x, bandwidth = "lscv", n_threads = 1)
   lscv_ref <- function(h) {
     n <- nrow(x)
     total_2h <- 0
@@ -147,7 +150,7 @@ test_that("diagonal LSCV matches brute force and ks::Hlscv.diag()", {
   }
   ref <- optim(unname(h), lscv_ref, control = list(reltol = 1e-12))$par
   expect_equal(unname(h), ref, tolerance = 0.01)
-  expect_identical(kde_bandwidth(x, "lscv", n_threads = 2), h)
+  expect_identical(kde_bandwidth(x, bandwidth = "lscv", n_threads = 2), h)
   skip_if_not_installed("ks")
   expect_equal(unname(h), sqrt(diag(ks::Hlscv.diag(x, binned = FALSE))), tolerance = 0.02)
 })
@@ -155,7 +158,7 @@ test_that("diagonal LSCV matches brute force and ks::Hlscv.diag()", {
 test_that("SCV minimises its criterion with the documented pilot", {
   x <- bw_data_1d()$bimodal
   n <- length(x)
-  h <- kde_bandwidth(x, "scv")
+  h <- kde_bandwidth(x, bandwidth = "scv")
   # the pilot, from the formulas: two-stage psi_6, then g = 2^-1/2 [-2 phi4(0) / (psi6 n)]^(1/7)
   s <- min(sd(x), IQR(x) / 1.349)
   psi10 <- -945 / (64 * sqrt(pi) * s^11)
@@ -206,16 +209,16 @@ isj_ref <- function(x, m = 2^14) {
 test_that("ISJ solves the diffusion fixed-point equation", {
   set.seed(11)
   x <- c(rnorm(150), rnorm(100, 5, 0.5))
-  expect_equal(kde_bandwidth(x, "isj"), isj_ref(x), tolerance = 0.01)
+  expect_equal(kde_bandwidth(x, bandwidth = "isj"), isj_ref(x), tolerance = 0.01)
   set.seed(12)
   normal <- rnorm(2000)
-  expect_equal(kde_bandwidth(normal, "isj"), normal_ref_bw(normal), tolerance = 0.1)
+  expect_equal(kde_bandwidth(normal, bandwidth = "isj"), normal_ref_bw(normal), tolerance = 0.1)
   set.seed(13)
   separated <- c(rnorm(1000), rnorm(1000, 8))
-  expect_lt(kde_bandwidth(separated, "isj"), 0.6 * bw.nrd0(separated))
+  expect_lt(kde_bandwidth(separated, bandwidth = "isj"), 0.6 * bw.nrd0(separated))
   # rounded data (to 0.001) add tiny spurious solutions; the one at the density's scale is kept
   eruptions <- faithful$eruptions
-  expect_equal(kde_bandwidth(eruptions, "isj"), bw.SJ(eruptions), tolerance = 0.3)
+  expect_equal(kde_bandwidth(eruptions, bandwidth = "isj"), bw.SJ(eruptions), tolerance = 0.3)
 })
 
 test_that("bw_gradient() follows ks::Hpi.diag(deriv.order = 1) and is fast", {
@@ -223,7 +226,7 @@ test_that("bw_gradient() follows ks::Hpi.diag(deriv.order = 1) and is fast", {
   time <- system.time(h <- localmean:::bw_gradient(x))[["elapsed"]]
   expect_named(h, c("a", "b"))
   # the gradient needs more smoothing than the density
-  expect_true(all(h > kde_bandwidth(x, "plugin")))
+  expect_true(all(h > kde_bandwidth(x, bandwidth = "plugin")))
   expect_lt(time, 2)  # about 0.4 s on one core; loose so that a busy machine passes
   # sqrt(diag(ks::Hpi.diag(x, deriv.order = 1))) with ks 1.14 (4 s, so stored)
   expect_equal(unname(h), c(0.3197254607, 0.1851445581), tolerance = 0.05)
@@ -232,28 +235,32 @@ test_that("bw_gradient() follows ks::Hpi.diag(deriv.order = 1) and is fast", {
 test_that("selectors convert to the kernel and honour weights", {
   x <- bw_data_1d()$bimodal
   for (m in c("plugin", "lscv", "scv", "isj")) {
-    g <- kde_bandwidth(x, m)
-    expect_equal(kde_bandwidth(x, m, kernel = "epanechnikov"),
+    g <- kde_bandwidth(x, bandwidth = m)
+    expect_equal(kde_bandwidth(x, bandwidth = m, kernel = "epanechnikov"),
                  g * localmean:::kernel_scale_factor("epanechnikov"), info = m)
-    expect_equal(kde_bandwidth(x, m, weights = rep(3, length(x))), g, info = m)
+    expect_equal(kde_bandwidth(x, bandwidth = m, weights = rep(3, length(x))), g, info = m)
   }
   w <- rep(c(1, 0), c(300, 200))
-  expect_equal(kde_bandwidth(x, "plugin", weights = w), kde_bandwidth(x[1:300], "plugin"),
+  expect_equal(kde_bandwidth(x, bandwidth = "plugin", weights = w),
+               kde_bandwidth(x[1:300], bandwidth = "plugin"),
                tolerance = 1e-6)
 })
 
 test_that("selectors refuse degenerate input with classed errors", {
-  expect_error(kde_bandwidth(rep(2, 10), "plugin"), class = "localmean_error")
-  expect_error(kde_bandwidth(rep(2, 10), "isj"), "no spread")
-  expect_error(kde_bandwidth(1, "lscv"), "at least 2 points", class = "localmean_error")
-  expect_error(kde_bandwidth(cbind(1:10, 3), "plugin"), "no spread", class = "localmean_error")
-  expect_error(kde_bandwidth(bw_data_2d(50), "isj"), "method", class = "localmean_error")
-  expect_error(kde_bandwidth(bw_data_2d(50), "scv"), "one dimension", class = "localmean_error")
-  expect_error(kde_bandwidth(bw_data_2d(50), "plugin", plugin = "ste"), "plugin",
+  expect_error(kde_bandwidth(rep(2, 10), bandwidth = "plugin"), class = "localmean_error")
+  expect_error(kde_bandwidth(rep(2, 10), bandwidth = "isj"), "no spread")
+  expect_error(kde_bandwidth(1, bandwidth = "lscv"), "at least 2 points", class = "localmean_error")
+  expect_error(kde_bandwidth(cbind(1:10, 3), bandwidth = "plugin"), "no spread",
                class = "localmean_error")
-  expect_error(kde_bandwidth(1:10, "plugin", plugin = "sj"), "plugin",
+  expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "isj"), "bandwidth",
                class = "localmean_error")
-  expect_error(kde_bandwidth(1:10, "plugin", weights = c(1, rep(0, 9))), "weights",
+  expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "scv"), "one dimension",
+               class = "localmean_error")
+  expect_error(kde_bandwidth(bw_data_2d(50), bandwidth = "plugin", plugin = "ste"), "plugin",
+               class = "localmean_error")
+  expect_error(kde_bandwidth(1:10, bandwidth = "plugin", plugin = "sj"), "plugin",
+               class = "localmean_error")
+  expect_error(kde_bandwidth(1:10, bandwidth = "plugin", weights = c(1, rep(0, 9))), "weights",
                class = "localmean_error")
   expect_error(localmean:::bw_gradient(cbind(1:10, 1)), "no spread", class = "localmean_error")
 })

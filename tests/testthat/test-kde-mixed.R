@@ -115,12 +115,13 @@ test_that("kde() takes formulas with factor terms", {
 
 test_that("the rule of thumb takes h from the numeric rule and lambda = n^(-2/(4 + d))", {
   d <- mixed_data(100)
-  bw <- kde_bandwidth(d[c("x", "y", "g", "o")], "rot")
+  bw <- kde_bandwidth(d[c("x", "y", "g", "o")], bandwidth = "rot")
   expect_named(bw, c("x", "y", "g", "o"))
-  expect_equal(bw[1:2], kde_bandwidth(as.matrix(d[c("x", "y")]), "rot"))
+  expect_equal(bw[1:2], kde_bandwidth(as.matrix(d[c("x", "y")]), bandwidth = "rot"))
   expect_equal(unname(bw[3:4]), rep(100^(-2 / 6), 2))
   fit <- kde(d[c("x", "g")], kernel = "epanechnikov", n_threads = 1)
-  expect_equal(fit$bandwidth$h, unname(kde_bandwidth(d$x, "rot", kernel = "epanechnikov")))
+  expect_equal(fit$bandwidth$h,
+               unname(kde_bandwidth(d$x, bandwidth = "rot", kernel = "epanechnikov")))
   expect_equal(fit$bandwidth$lambda, min(2 / 3, 100^(-2 / 5)))
 })
 
@@ -170,7 +171,7 @@ test_that("mixed LSCV bandwidths minimise the brute-force criterion", {
   d$x <- d$x + 2 * as.integer(d$g)
   for (cols in list(c("x", "g"), c("x", "o"))) {
     data <- d[cols]
-    ours <- kde_bandwidth(data, "lscv", n_threads = 1)
+    ours <- kde_bandwidth(data, bandwidth = "lscv", n_threads = 1)
     upper <- if (is.ordered(data[[2]])) 1 else 2 / 3
     crit <- function(theta) ref_lscv(data, exp(theta[1]), upper * stats::plogis(theta[2]))
     best <- Inf
@@ -181,7 +182,7 @@ test_that("mixed LSCV bandwidths minimise the brute-force criterion", {
     expect_lte(value, best + 0.01 * abs(best))
   }
   table_only <- d[c("o", "g")]
-  ours <- kde_bandwidth(table_only, "lscv")
+  ours <- kde_bandwidth(table_only, bandwidth = "lscv")
   best <- stats::optim(c(0, 0), function(t) {
     ref_lscv(table_only, numeric(0), c(1, 2 / 3) * stats::plogis(t))
   })$value
@@ -189,7 +190,7 @@ test_that("mixed LSCV bandwidths minimise the brute-force criterion", {
   fit <- kde(d[c("x", "g")], bandwidth = "lscv", n_threads = 1)
   expect_identical(fit$bandwidth_method, "lscv")
   expect_equal(c(fit$bandwidth$h, fit$bandwidth$lambda),
-               unname(kde_bandwidth(d[c("x", "g")], "lscv", n_threads = 1)))
+               unname(kde_bandwidth(d[c("x", "g")], bandwidth = "lscv", n_threads = 1)))
 })
 
 test_that("mixed fits are identical for 1 and 2 threads", {
@@ -253,7 +254,7 @@ test_that("bad mixed input gives localmean errors", {
                class = "localmean_error")
   expect_error(kde(d[c("x", "g")], bandwidth = "plugin"), "numeric data only",
                class = "localmean_error")
-  expect_error(kde_bandwidth(d[c("x", "g")], "isj"), "numeric data only",
+  expect_error(kde_bandwidth(d[c("x", "g")], bandwidth = "isj"), "numeric data only",
                class = "localmean_error")
   expect_error(kde(d[c("x", "g")], bandwidth = nn(5)), "one number per column",
                class = "localmean_error")

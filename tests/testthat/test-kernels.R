@@ -127,7 +127,7 @@ test_that("every method that takes a kernel accepts every registry kernel that f
     } else {
       expect_error(kde(x2, bandwidth = 1, kernel = k), k, class = "localmean_error")
     }
-    expect_s3_class(mean_shift(x2, bandwidth = 1, kernel = k, verbose = FALSE), "mode_clusters")
+    expect_s3_class(mean_shift(x2, bandwidth = 1, kernel = k, verbose = FALSE), "local_modes")
     expect_equal(dim(temporal_local_mean(x2, kernel = k, bandwidth = 1)), dim(x2))
     expect_false(anyNA(as.matrix(local_impute(img, kernel = k, n_threads = 1, verbose = FALSE))))
   }

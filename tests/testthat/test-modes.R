@@ -134,15 +134,15 @@ test_that("MedoidShift moves to the minimiser of the weighted squared distances"
 
 test_that("the self-local mean is one local mean per step", {
   x <- blobs[, 1]
-  one <- self_local_mean(x, steps = 1, bandwidth = 0.5, verbose = FALSE)
+  one <- self_local_mean(x, n_iter = 1, bandwidth = 0.5, verbose = FALSE)
   ref <- vapply(x, function(p) {
     w <- exp(-(x - p)^2 / (2 * 0.25))
     sum(w * x) / sum(w)
   }, 1)
   expect_equal(one, ref, tolerance = 1e-12)
-  two <- self_local_mean(x, steps = 2, bandwidth = 0.5, verbose = FALSE)
-  expect_equal(two, self_local_mean(one, steps = 1, bandwidth = 0.5, verbose = FALSE))
-  expect_equal(self_local_mean(blobs, steps = 0, bandwidth = 1, verbose = FALSE), blobs,
+  two <- self_local_mean(x, n_iter = 2, bandwidth = 0.5, verbose = FALSE)
+  expect_equal(two, self_local_mean(one, n_iter = 1, bandwidth = 0.5, verbose = FALSE))
+  expect_equal(self_local_mean(blobs, n_iter = 0, bandwidth = 1, verbose = FALSE), blobs,
                ignore_attr = TRUE)
 })
 
@@ -198,7 +198,7 @@ test_that("edge cases give documented results", {
 
 test_that("methods print, summarise and plot", {
   ms <- mean_shift(blobs, bandwidth = 0.8, keep_path = TRUE, verbose = FALSE)
-  expect_output(print(ms), "<mode_clusters> mean shift: 3 clusters from 150 points")
+  expect_output(print(ms), "<local_modes> mean shift: 3 clusters from 150 points")
   expect_output(print(summary(ms)), "Modes:")
   med <- medoid_shift(blobs, bandwidth = 0.8, verbose = FALSE)
   expect_output(print(med), "MedoidShift: 3 clusters")
@@ -228,7 +228,7 @@ test_that("bad input gives classed errors naming the argument", {
   expect_error(pc_shift(blobs, ndim = 2, bandwidth = 1), "ndim", class = "localmean_error")
   expect_error(medoid_shift(blobs, bandwidth = 1, max_iter = 0), "max_iter",
                class = "localmean_error")
-  expect_error(self_local_mean(blobs, steps = -1), "steps", class = "localmean_error")
+  expect_error(self_local_mean(blobs, n_iter = -1), "n_iter", class = "localmean_error")
   expect_error(mean_shift(blobs, bandwidth = 1, kernel = "box"), "kernel",
                class = "localmean_error")
 })
@@ -241,7 +241,7 @@ test_that("local_control() sets the mode methods' cut-off; they never bin", {
   expect_false(isTRUE(all.equal(wide$point_modes, cut$point_modes)))
   # with a cut-off of one bandwidth the Gaussian climbs like a truncated kernel: every move is
   # the local mean of the points within one bandwidth, weighted by the Gaussian
-  step <- self_local_mean(x, steps = 1, bandwidth = 0.5, control = local_control(cutoff = 1),
+  step <- self_local_mean(x, n_iter = 1, bandwidth = 0.5, control = local_control(cutoff = 1),
                           verbose = FALSE)
   ref <- t(apply(x, 1, function(p) {
     r2 <- colSums((t(x) - p)^2) / 0.25

@@ -562,7 +562,7 @@ test_that("a query with no data in the kernel window gives NA with a warning", {
 test_that("print() and summary() show the model", {
   fit <- local_poly(dist ~ speed, data = cars, bandwidth = 3, verbose = FALSE)
   expect_output(print(fit), "local_poly.*gaussian kernel, degree 1, n = 50")
-  expect_output(print(fit), "Bandwidth +: speed = 3 \\(fixed\\)")
+  expect_output(print(fit), "Bandwidth +: speed = 3 \\(user\\)")
   expect_output(expect_invisible(print(fit)))
   s <- summary(fit)
   expect_s3_class(s, "summary.local_model")

@@ -20,7 +20,7 @@ test_that("a selector's result is what the family's fit uses", {
   y <- x^2 + rnorm(200, sd = 0.3)
   for (sel in c("rot", "plugin", "lscv", "scv", "isj")) {
     expect_equal(unname(kde(x, bandwidth = sel, gridsize = 0, verbose = FALSE)$bandwidth$h),
-                 unname(kde_bandwidth(x, sel)), info = sel)
+                 unname(kde_bandwidth(x, bandwidth = sel)), info = sel)
   }
   fit <- local_poly(x, y, bandwidth = "gcv", verbose = FALSE)
   curve <- fit$cv_curve
@@ -34,7 +34,7 @@ test_that("a selector's result is what the family's fit uses", {
 
 test_that("selectors outside their family or dimension are clear errors", {
   x2 <- matrix(rnorm(100), ncol = 2)
-  expect_error(kde_bandwidth(x2, "isj"), "one dimension", class = "localmean_error")
+  expect_error(kde_bandwidth(x2, bandwidth = "isj"), "one dimension", class = "localmean_error")
   expect_error(local_poly(x2, rnorm(50), bandwidth = "plugin", verbose = FALSE),
                "one dimension", class = "localmean_error")
   expect_error(local_classify(x2, factor(rep(1:2, 25)), bandwidth = "aicc", verbose = FALSE),

@@ -36,12 +36,12 @@ test_that("projections give scaled dot-product self-attention", {
   wq <- matrix(rnorm(6 * 3), 6)
   wk <- matrix(rnorm(6 * 3), 6)
   wv <- matrix(rnorm(6 * 2), 6)
-  ours <- temporal_local_mean(x, q = wq, k = wk, v = wv, n_threads = 1)
+  ours <- temporal_local_mean(x, wq = wq, wk = wk, wv = wv, n_threads = 1)
   ref <- attention_ref(x %*% wq, x %*% wk, x %*% wv, sqrt(3), log_time_ref(n, "causal"))
   expect_equal(dim(ours), c(n, 2L))
   expect_equal(unname(ours), ref$output, tolerance = 1e-10)
   # A bandwidth replaces sqrt(d_k).
-  ours <- temporal_local_mean(x, bandwidth = 0.7, q = wq, k = wk, n_threads = 1)
+  ours <- temporal_local_mean(x, bandwidth = 0.7, wq = wq, wk = wk, n_threads = 1)
   ref <- attention_ref(x %*% wq, x %*% wk, x, 0.7, log_time_ref(n, "causal"))
   expect_equal(unname(ours), ref$output, tolerance = 1e-10)
 })
@@ -80,8 +80,8 @@ test_that("bad input to temporal_local_mean gives clear errors", {
   x <- matrix(rnorm(40), 10)
   expect_error(temporal_local_mean(x[1, , drop = FALSE]), "at least 2", class = "localmean_error")
   expect_error(temporal_local_mean(matrix(numeric(0), 0, 4)), "at least 2")
-  expect_error(temporal_local_mean(x, q = diag(3)), "q.*3 rows")
-  expect_error(temporal_local_mean(x, q = diag(4), k = diag(4)[, 1:2]), "same number of columns")
+  expect_error(temporal_local_mean(x, wq = diag(3)), "q.*3 rows")
+  expect_error(temporal_local_mean(x, wq = diag(4), wk = diag(4)[, 1:2]), "same number of columns")
   expect_error(temporal_local_mean(x, time_kernel = "window"), "time_bandwidth.*needed")
   expect_error(temporal_local_mean(x, time_kernel = "window", time_bandwidth = 0),
                "time_bandwidth.*positive")
@@ -94,7 +94,7 @@ test_that("hopfield retrieves stored patterns from corrupted queries", {
   set.seed(5)
   patterns <- sign(matrix(rnorm(8 * 100), 8))
   flip <- matrix(ifelse(runif(8 * 100) < 0.25, -1, 1), 8)
-  res <- hopfield(patterns, patterns * flip, beta = 0.5, steps = 2)
+  res <- hopfield(patterns, patterns * flip, beta = 0.5, n_iter = 2)
   expect_equal(sign(res$retrieved), patterns)
   expect_equal(unname(apply(res$attention, 1L, which.max)), 1:8)
   expect_equal(rowSums(res$attention), rep(1, 8), tolerance = 1e-12)
@@ -128,9 +128,9 @@ markov2_tokens <- function(n, seed) {
 test_that("qkv_fit learns a dependence two steps back", {
   tok <- markov2_tokens(12000, 6)
   set.seed(7)
-  fit <- qkv_fit(tok, dim = 4, window = 4, epochs = 3, lr = 0.02, validation = 0.1,
+  fit <- qkv_fit(tok, dim = 4, window = 4, n_iter = 3, lr = 0.02, validation = 0.1,
                  n_threads = 1, verbose = FALSE)
-  expect_s3_class(fit, "qkv_model")
+  expect_s3_class(fit, "local_qkv")
   expect_lt(utils::tail(fit$epoch_loss, 1), fit$epoch_loss[1])
   expect_lt(mean(utils::tail(fit$batch_loss, 10)), mean(fit$batch_loss[1:5]))
   # The time kernel puts its weight on lag 1 (the token before the current one).
@@ -149,7 +149,7 @@ test_that("the C++ model equals its plain-R forward pass, for one and two layers
   tok <- markov2_tokens(3000, 9)
   for (layers in 1:2) {
     set.seed(10)
-    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, epochs = 1, n_threads = 1,
+    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, n_iter = 1, n_threads = 1,
                    verbose = FALSE)
     ctx <- tok[20:26]
     ids <- localmean:::token_ids(ctx, fit$vocab)
@@ -167,7 +167,7 @@ test_that("the C++ gradient matches finite differences, for one and two layers",
   tok <- markov2_tokens(60, 17)
   for (layers in 1:2) {
     set.seed(18)
-    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, epochs = 1, n_threads = 1,
+    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, n_iter = 1, n_threads = 1,
                    verbose = FALSE)
     ids <- localmean:::token_ids(tok, fit$vocab)
     th <- fit$theta + stats::rnorm(length(fit$theta), sd = 0.3)
@@ -189,7 +189,7 @@ test_that("qkv_fit is reproducible and does not depend on the number of threads"
   tok <- markov2_tokens(2000, 11)
   fits <- lapply(c(1, 2, 1), function(th) {
     set.seed(12)
-    qkv_fit(tok, dim = 3, window = 3, layers = 2, epochs = 1, batch_size = 64,
+    qkv_fit(tok, dim = 3, window = 3, layers = 2, n_iter = 1, batch_size = 64,
             n_threads = th, verbose = FALSE)
   })
   expect_identical(fits[[1]]$theta, fits[[2]]$theta)
@@ -199,7 +199,7 @@ test_that("qkv_fit is reproducible and does not depend on the number of threads"
 test_that("unknown tokens map to <unk>, and bad input to qkv_fit gives clear errors", {
   tok <- markov2_tokens(1000, 13)
   set.seed(14)
-  fit <- qkv_fit(tok, dim = 2, window = 2, epochs = 1, vocab_size = 6, n_threads = 1,
+  fit <- qkv_fit(tok, dim = 2, window = 2, n_iter = 1, vocab_size = 6, n_threads = 1,
                  verbose = FALSE)
   expect_equal(length(fit$vocab), 6L)
   expect_equal(utils::tail(fit$vocab, 1), "<unk>")
@@ -220,7 +220,7 @@ test_that("unknown tokens map to <unk>, and bad input to qkv_fit gives clear err
 test_that("plots draw without error", {
   tok <- markov2_tokens(1500, 15)
   set.seed(16)
-  fit <- qkv_fit(tok, dim = 2, window = 3, epochs = 2, validation = 0.2, n_threads = 1,
+  fit <- qkv_fit(tok, dim = 2, window = 3, n_iter = 2, validation = 0.2, n_threads = 1,
                  verbose = FALSE)
   grDevices::pdf(NULL)
   on.exit(grDevices::dev.off())
@@ -244,7 +244,7 @@ test_that("the parameter layout comes from the C++ model and is the one it uses"
   # A large log weight at lag 2 in the "lag" ("lag2") block makes layer 1 (2) look two back.
   tok <- markov2_tokens(800, 19)
   set.seed(20)
-  fit <- qkv_fit(tok, dim = 3, window = 4, layers = 2, epochs = 1, n_threads = 1,
+  fit <- qkv_fit(tok, dim = 3, window = 4, layers = 2, n_iter = 1, n_threads = 1,
                  verbose = FALSE)
   lay <- localmean:::qkv_layout(fit$shape$vocab, 3L, 4L, 2L)
   expect_equal(lay$total, length(fit$theta))
@@ -260,7 +260,7 @@ test_that("the parameter layout comes from the C++ model and is the one it uses"
 test_that("attention_weights() is the plain-R softmax of the learned kernel", {
   tok <- markov2_tokens(1500, 21)
   set.seed(22)
-  fit <- qkv_fit(tok, dim = 3, window = 3, epochs = 1, n_threads = 1, verbose = FALSE)
+  fit <- qkv_fit(tok, dim = 3, window = 3, n_iter = 1, n_threads = 1, verbose = FALSE)
   ctx <- tok[100:140]
   n <- length(ctx)
   ids <- match(ctx, fit$vocab)
@@ -277,9 +277,9 @@ test_that("attention_weights() is the plain-R softmax of the learned kernel", {
 
 test_that("qkv_fit refuses absurd training lengths and bad choices with classed errors", {
   tokens <- rep(c("the", "cat", "sat", "on", "mat"), 60)
-  expect_error(qkv_fit(tokens, dim = 2, window = 2, epochs = 1e9, verbose = FALSE),
-               class = "localmean_error", regexp = "epochs")
-  fit <- qkv_fit(tokens, dim = 2, window = 2, epochs = 1, n_threads = 1, verbose = FALSE)
+  expect_error(qkv_fit(tokens, dim = 2, window = 2, n_iter = 1e9, verbose = FALSE),
+               class = "localmean_error", regexp = "n_iter")
+  fit <- qkv_fit(tokens, dim = 2, window = 2, n_iter = 1, n_threads = 1, verbose = FALSE)
   expect_error(predict(fit, c("the", "cat"), type = "bogus"), class = "localmean_error",
                regexp = "type")
   expect_error(plot(fit, type = NA), class = "localmean_error", regexp = "type")

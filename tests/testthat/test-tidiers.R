@@ -109,7 +109,7 @@ test_that("mode clusters: one row per mode, .cluster per point, as kmeans' tidie
 })
 
 test_that("principal-component shifts, embeddings, imputations and QKV models", {
-  pcs <- small_fits()$pc_shift
+  pcs <- small_fits()$local_ridges
   expect_equal(as.matrix(tidy(pcs)), fitted(pcs), ignore_attr = TRUE)
   expect_tidy_frame(augment(pcs), c("x1", "x2", ".fitted_x1", ".fitted_x2"))
   expect_identical(glance(pcs)$nobs, nobs(pcs))
@@ -127,7 +127,7 @@ test_that("principal-component shifts, embeddings, imputations and QKV models", 
   expect_identical(sum(augment(imp)$.imputed), sum(imp$missing))
   expect_equal(as.matrix(as.data.frame(imp)), imp$completed)
   expect_identical(glance(imp)$n.missing, sum(imp$missing))
-  qkv <- small_fits()$qkv_model
+  qkv <- small_fits()$local_qkv
   expect_tidy_frame(tidy(qkv), c("epoch", "train.loss"))
   expect_identical(glance(qkv)$nobs, nobs(qkv))
 })
@@ -152,7 +152,7 @@ test_that("autoplot() draws every class as a ggplot", {
     ggplot2::autoplot(fits$kde_2d),
     ggplot2::autoplot(fits$mean_shift, paths = TRUE),
     ggplot2::autoplot(fits$medoid_shift),
-    ggplot2::autoplot(fits$pc_shift),
+    ggplot2::autoplot(fits$local_ridges),
     ggplot2::autoplot(fits$lle, labels = iris$Species),
     ggplot2::autoplot(fits$trimap),
     ggplot2::autoplot(fits$local_imputation)

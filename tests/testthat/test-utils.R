@@ -200,9 +200,7 @@ test_that("every exported function rejects a misspelt argument", {
   exports <- exports[vapply(exports, function(f) is.function(getExportedValue("localmean", f)),
                             TRUE)]
   generics_only <- c("tidy", "glance", "augment")  # re-exported from generics
-  # plot_images() passes its dots to graphics::image(), as the plot() methods do
-  graphics_dots <- "plot_images"
-  for (name in setdiff(exports, c(generics_only, graphics_dots))) {
+  for (name in setdiff(exports, generics_only)) {
     f <- getExportedValue("localmean", name)
     first <- names(formals(f))[1L]
     args <- list(bandwith = 1)
@@ -211,11 +209,14 @@ test_that("every exported function rejects a misspelt argument", {
       args <- c(list(as.double(1:20), as.double(1:20)), args)
       if (name == "kde") args <- args[-2L]
     }
-    if (name == "attention_weights") args <- c(list(small_fits()$qkv_model, "the"), args)
+    if (name == "attention_weights") args <- c(list(small_fits()$local_qkv, "the"), args)
     err <- tryCatch(do.call(f, args), error = identity)
     expect_s3_class(err, "error")
+    expect_s3_class(err, "localmean_error")
     expect_match(conditionMessage(err), "bandwith", fixed = TRUE, info = name)
-    if ("..." %in% names(formals(f))) expect_s3_class(err, "localmean_error")
+    if ("bandwidth" %in% names(formals(f))) {
+      expect_match(conditionMessage(err), "Did you mean .*bandwidth", info = name)
+    }
   }
 })
 
@@ -225,18 +226,18 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_model = summary(fits$local_poly),
     summary.local_classify = summary(fits$local_classify),
     summary.local_kde = summary(fits$kde_1d),
-    summary.mode_clusters = summary(fits$mean_shift),
-    summary.qkv_model = summary(fits$qkv_model),
-    summary.pc_shift = summary(fits$pc_shift),
+    summary.local_modes = summary(fits$mean_shift),
+    summary.local_qkv = summary(fits$local_qkv),
+    summary.local_ridges = summary(fits$local_ridges),
     summary.local_embedding = summary(fits$lle),
     summary.local_imputation = summary(fits$local_imputation),
-    nn_bandwidth = nn(5),
+    local_nn = nn(5),
     local_control = local_control()
   ))
   methods <- getNamespaceInfo("localmean", "S3methods")
-  # plot() passes its dots to graphics, which warns on an unknown parameter; autoplot() is
-  # tested with the tidiers; formula and default methods are the fitting functions above.
-  methods <- methods[!methods[, 1L] %in% c("plot", "autoplot") &
+  # autoplot() is tested with the tidiers; formula and default methods are the fitting
+  # functions above. plot() methods take graphical parameters and refuse other names.
+  methods <- methods[!methods[, 1L] %in% "autoplot" &
                        !methods[, 2L] %in% c("default", "formula"), , drop = FALSE]
   for (i in seq_len(nrow(methods))) {
     generic <- methods[i, 1L]
