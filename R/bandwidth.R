@@ -160,9 +160,9 @@ select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
 
 # Normal-reference rule of thumb: 1.06 s n^(-1/(4 + d)) per variable for the Gaussian, with the
 # robust spread s = min(sd, IQR / 1.349) (1.349: the IQR of the standard normal), converted to
-# `kernel` by the ratio of canonical bandwidths. `n`: the sample size the rule assumes
-# (fuzzy_inference() gives its number of rules, so that the rules overlap as such a sample's points).
-bw_rot <- function(x, kernel, n = nrow(x)) {
+# `kernel` by the ratio of canonical bandwidths.
+bw_rot <- function(x, kernel) {
+  n <- nrow(x)
   spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.349)
   1.06 * spread * n^(-1 / (4 + ncol(x))) * kernel_scale_factor(kernel)
 }

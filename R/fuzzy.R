@@ -20,7 +20,7 @@
 #' **Rule centres** (`centres`): `"kmeans"` clusters the numeric predictors,
 #' each divided by its spread (the smaller of the sd and IQR / 1.349), by
 #' [stats::kmeans()] with 10 random starts, so `set.seed()` makes the rules
-#' reproducible; `"mean_shift"` takes the modes of [mean_shift()] (its
+#' reproducible (they are numbered in the order of their centres); `"mean_shift"` takes the modes of [mean_shift()] (its
 #' `"auto"` bandwidth), the modes of the `rules` largest clusters when
 #' `rules` is given (fewer when there are fewer modes); or give a matrix (or
 #' data frame) of centres with one column per numeric predictor.
@@ -40,11 +40,14 @@
 #' consequents then explain the data near their own centres, and the rule
 #' base is the local-linear fit compressed into `rules` models.
 #'
-#' **Membership widths** (`bandwidth`): `"rot"` is the normal-reference rule
-#' of [local_poly()] with the number of rules in place of the number of
-#' observations, \eqn{1.06\,\hat\sigma_j R^{-1/(4 + d)}} converted to the
-#' kernel, so that the rules overlap as points of a sample of size \eqn{R}
-#' would; `"cv"` scales these widths by a common factor (0.05 to 20) that
+#' **Membership widths** (`bandwidth`): `"spacing"` (the default) is half the
+#' spacing of \eqn{R} centres laid evenly over the data, per predictor
+#' \eqn{h_j = \sqrt{3}\,\hat\sigma_j R^{-1/d}} (a uniform variable with
+#' standard deviation \eqn{\hat\sigma_j}, the smaller of the sd and IQR / 1.349,
+#' spans \eqn{2\sqrt{3}\hat\sigma_j}), converted from the Gaussian scale to
+#' `kernel` as the bandwidth selectors do: neighbouring Gaussian rules then
+#' cross at two widths, and each consequent speaks for its own region;
+#' `"cv"` scales these widths by a common factor (0.05 to 20) that
 #' minimises the leave-one-out score of the global consequents; or give a
 #' number or one width per numeric predictor. Where no rule fires (beyond a
 #' compact kernel's support, or so far from every rule that the Gaussian
@@ -61,7 +64,7 @@
 #'   observations and 1000. `NULL`: 3 with k-means (fewer for fewer distinct
 #'   points), every mode with mean shift, the rows of a centre matrix.
 #' @param kernel The membership function, a kernel name (see [kernels()]).
-#' @param bandwidth Membership widths: `"rot"`, `"cv"`, a positive number or
+#' @param bandwidth Membership widths: `"spacing"`, `"cv"`, a positive number or
 #'   one per numeric predictor (named or in their order); see Details.
 #' @param centres `"kmeans"`, `"mean_shift"` or a matrix of rule centres.
 #' @param consequent `"global"` (least squares on the blended output) or
@@ -105,7 +108,7 @@ fuzzy_inference <- function(x, ...) UseMethod("fuzzy_inference")
 
 #' @rdname fuzzy_inference
 #' @export
-fuzzy_inference.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "rot",
+fuzzy_inference.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "spacing",
                                     rules = NULL, centres = c("kmeans", "mean_shift"),
                                     consequent = c("global", "local"), weights = NULL, subset,
                                     na.action = stats::na.omit, method = "auto",
@@ -122,7 +125,7 @@ fuzzy_inference.formula <- function(formula, data = NULL, kernel = "gaussian", b
 
 #' @rdname fuzzy_inference
 #' @export
-fuzzy_inference.default <- function(x, y, kernel = "gaussian", bandwidth = "rot", rules = NULL,
+fuzzy_inference.default <- function(x, y, kernel = "gaussian", bandwidth = "spacing", rules = NULL,
                                     centres = c("kmeans", "mean_shift"),
                                     consequent = c("global", "local"), weights = NULL,
                                     method = "auto", n_threads = NULL, verbose = interactive(),
@@ -238,7 +241,9 @@ kmeans_centres <- function(x, rules) {
   # every distinct point its own rule: kmeans() has nothing to cluster
   if (rules == nrow(distinct)) return(sweep(distinct, 2L, spread, "*"))
   km <- stats::kmeans(scaled, centers = rules, nstart = 10L, iter.max = 100L)
-  sweep(km$centers, 2L, spread, "*")
+  # k-means numbers its clusters arbitrarily: rules in the order of their centres
+  centres <- km$centers[do.call(order, as.data.frame(km$centers)), , drop = FALSE]
+  sweep(centres, 2L, spread, "*")
 }
 
 # The membership widths, their engine specification (the centres as data) and how they were
@@ -246,26 +251,33 @@ kmeans_centres <- function(x, rules) {
 membership_widths <- function(bandwidth, x, centres, kernel, consequent, design, y, prior,
                               n_threads, verbose, call = rlang::caller_env()) {
   d <- ncol(x)
-  rot <- bw_rot(x, kernel, n = nrow(centres))
+  spacing <- spacing_widths(x, nrow(centres), kernel)
   spec_for <- function(h) membership_spec(centres, kernel, h, n_threads, verbose)
   if (is.numeric(bandwidth)) {
     numeric_only <- list(names = colnames(x), kind = rep("numeric", d))
     h <- split_bandwidth(bandwidth, numeric_only, call = call)$h
     return(list(h = h, spec = spec_for(h), how = "fixed"))
   }
-  how <- match_choice(bandwidth, c("rot", "cv"), arg = "bandwidth", call = call)
-  if (how == "rot") return(list(h = rot, spec = spec_for(rot), how = how))
+  how <- match_choice(bandwidth, c("spacing", "cv"), arg = "bandwidth", call = call)
+  if (how == "spacing") return(list(h = spacing, spec = spec_for(spacing), how = how))
   if (consequent == "local") {
     abort("{.code bandwidth = \"cv\"} scores global consequents; give widths or
-           {.val rot} with {.code consequent = \"local\"}.", call = call)
+           {.val spacing} with {.code consequent = \"local\"}.", call = call)
   }
   score <- function(log_factor) {
-    member <- memberships(spec_for(exp(log_factor) * rot), x, n_threads, FALSE)$membership
+    member <- memberships(spec_for(exp(log_factor) * spacing), x, n_threads, FALSE)$membership
     finite_or_max(global_least_squares(member, design, y, prior)$cv)
   }
   best <- stats::optimize(score, log(c(0.05, 20)))$minimum
-  h <- exp(best) * rot
+  h <- exp(best) * spacing
   list(h = h, spec = spec_for(h), how = how)
+}
+
+# Half the spacing of `rules` centres spread evenly over each predictor's range: a uniform
+# variable with standard deviation s spans 2 sqrt(3) s (s robust, as the rules of thumb's).
+spacing_widths <- function(x, rules, kernel) {
+  spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.349)
+  sqrt(3) * spread * rules^(-1 / ncol(x)) * kernel_scale_factor(kernel)
 }
 
 # The engine sees the rule centres as data with one-hot labels: the local mean of the labels at
