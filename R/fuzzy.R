@@ -20,10 +20,11 @@
 #' **Rule centres** (`centres`): `"kmeans"` clusters the numeric predictors,
 #' each divided by its spread (the smaller of the sd and IQR / 1.349), by
 #' [stats::kmeans()] with 10 random starts, so `set.seed()` makes the rules
-#' reproducible (they are numbered in the order of their centres); `"mean_shift"` takes the modes of [mean_shift()] (its
-#' `"auto"` bandwidth), the modes of the `rules` largest clusters when
-#' `rules` is given (fewer when there are fewer modes); or give a matrix (or
-#' data frame) of centres with one column per numeric predictor.
+#' reproducible (they are numbered in the order of their centres);
+#' `"mean_shift"` takes the modes of [mean_shift()] (its `"auto"` bandwidth)
+#' whose clusters hold at least as many points as a consequent has
+#' coefficients, largest cluster first, at most `rules` of them; or give a
+#' matrix (or data frame) of centres with one column per numeric predictor.
 #'
 #' **Consequents** (`consequent`): `"global"` fits every rule's coefficients
 #' at once by weighted least squares of \eqn{y} on the blended design
@@ -38,7 +39,11 @@
 #' `local_poly(degree = 1)` with the same kernel and the membership widths
 #' as bandwidths, evaluated at \eqn{c_r}, with its gradient as slopes. The
 #' consequents then explain the data near their own centres, and the rule
-#' base is the local-linear fit compressed into `rules` models.
+#' base is the local-linear fit compressed into `rules` models. Global
+#' consequents have `rules` times (terms + 1) coefficients: with few
+#' observations per coefficient they overfit and swing wildly between the
+#' data (leverages near 1; the leave-one-out score `cv` shows it), where local
+#' consequents stay stable.
 #'
 #' **Membership widths** (`bandwidth`): `"spacing"` (the default) is half the
 #' spacing of \eqn{R} centres laid evenly over the data, per predictor
@@ -48,7 +53,8 @@
 #' `kernel` as the bandwidth selectors do: neighbouring Gaussian rules then
 #' cross at two widths, and each consequent speaks for its own region;
 #' `"cv"` scales these widths by a common factor (0.05 to 20) that
-#' minimises the leave-one-out score of the global consequents; or give a
+#' minimises the leave-one-out score of the global consequents (25
+#' log-spaced factors, then a golden-section search around the best); or give a
 #' number or one width per numeric predictor. Where no rule fires (beyond a
 #' compact kernel's support, or so far from every rule that the Gaussian
 #' underflows) the point follows its nearest rule, the limit of the Gaussian
@@ -152,7 +158,8 @@ fuzzy_inference.default <- function(x, y, kernel = "gaussian", bandwidth = "spac
            {.code consequent = \"global\"} with categorical ones.")
   }
   design <- consequent_design(x, predictors$categorical)
-  centres <- rule_centres(centres, rules, x, prior, kernel, n_threads, verbose)
+  centres <- rule_centres(centres, rules, x, prior, kernel, ncol(design) + 1L, n_threads,
+                          verbose)
   check_size(as.double(n) * (ncol(design) + 1) * nrow(centres$centres),
              size_limits$design_values, "values of the consequents' design", "rules")
   widths <- membership_widths(bandwidth, x, centres$centres, kernel, consequent, design, y,
@@ -191,7 +198,7 @@ consequent_design <- function(x, categorical, codes = categorical$codes) {
 }
 
 # The rule centres (a matrix, one row per rule, original units) and how they were found.
-rule_centres <- function(centres, rules, x, prior, kernel, n_threads, verbose,
+rule_centres <- function(centres, rules, x, prior, kernel, terms, n_threads, verbose,
                          call = rlang::caller_env()) {
   d <- ncol(x)
   if (!is.null(rules)) {
@@ -221,26 +228,32 @@ rule_centres <- function(centres, rules, x, prior, kernel, n_threads, verbose,
            ({distinct}).", call = call)
   }
   out <- if (how == "kmeans") {
-    kmeans_centres(x, rules %||% min(3L, distinct))
+    kmeans_centres(x, rules %||% min(3L, distinct), call)
   } else {
     ms <- mean_shift(x, kernel = kernel, tol = 1e-4, weights = prior, n_threads = n_threads,
                      verbose = verbose)
-    ms$modes[seq_len(min(rules %||% Inf, nrow(ms$modes))), , drop = FALSE]
+    # clusters come largest first; a rule needs the points to fit its consequent
+    fit_enough <- max(1L, sum(ms$size >= terms + 1L))
+    ms$modes[seq_len(min(rules %||% Inf, fit_enough)), , drop = FALSE]
   }
   dimnames(out) <- list(NULL, colnames(x))
   list(centres = out, how = how)
 }
 
 # k-means on the predictors divided by their spreads (so that units do not matter), 10 starts.
-kmeans_centres <- function(x, rules) {
-  spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.349)
-  spread[spread <= 0] <- 1
+kmeans_centres <- function(x, rules, call = rlang::caller_env()) {
+  spread <- predictor_spread(x)
   scaled <- sweep(x, 2L, spread, "/")
   if (rules == 1L) return(matrix(colMeans(x), 1L))
   distinct <- unique(scaled)
   # every distinct point its own rule: kmeans() has nothing to cluster
   if (rules == nrow(distinct)) return(sweep(distinct, 2L, spread, "*"))
-  km <- stats::kmeans(scaled, centers = rules, nstart = 10L, iter.max = 100L)
+  km <- tryCatch(stats::kmeans(scaled, centers = rules, nstart = 10L, iter.max = 100L),
+                 error = function(e) {
+                   abort(c("k-means could not place {rules} rule centres.",
+                           x = conditionMessage(e),
+                           i = "Use fewer {.arg rules} or other {.arg centres}."), call = call)
+                 })
   # k-means numbers its clusters arbitrarily: rules in the order of their centres
   centres <- km$centers[do.call(order, as.data.frame(km$centers)), , drop = FALSE]
   sweep(centres, 2L, spread, "*")
@@ -268,15 +281,28 @@ membership_widths <- function(bandwidth, x, centres, kernel, consequent, design,
     member <- memberships(spec_for(exp(log_factor) * spacing), x, n_threads, FALSE)$membership
     finite_or_max(global_least_squares(member, design, y, prior)$cv)
   }
-  best <- stats::optimize(score, log(c(0.05, 20)))$minimum
-  h <- exp(best) * spacing
+  # the score is bumpy where leverages near 1 come and go: a grid first, then its best cell
+  grid <- seq(log(0.05), log(20), length.out = 25L)
+  scores <- vapply(grid, score, 1)
+  best <- which.min(scores)
+  cell <- grid[c(max(best - 1L, 1L), min(best + 1L, length(grid)))]
+  refined <- stats::optimize(score, cell)
+  factor <- if (refined$objective < scores[best]) refined$minimum else grid[best]
+  h <- exp(factor) * spacing
   list(h = h, spec = spec_for(h), how = how)
+}
+
+# Each predictor's robust spread, min(sd, IQR / 1.349); for data so small that the variance
+# underflows, the range's (that of a uniform variable, range / (2 sqrt(3))).
+predictor_spread <- function(x) {
+  spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.349)
+  ifelse(spread > 0, spread, diff(column_ranges(x))[1L, ] / (2 * sqrt(3)))
 }
 
 # Half the spacing of `rules` centres spread evenly over each predictor's range: a uniform
 # variable with standard deviation s spans 2 sqrt(3) s (s robust, as the rules of thumb's).
 spacing_widths <- function(x, rules, kernel) {
-  spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.349)
+  spread <- predictor_spread(x)
   sqrt(3) * spread * rules^(-1 / ncol(x)) * kernel_scale_factor(kernel)
 }
 
