@@ -676,7 +676,9 @@ draw_rules <- function(x, grid, at, cols, ...) {
   lines <- cbind(1, design) %*% t(x$coefficients)
   plot_with_defaults(x$x[, 1L], x$y, xlab = "", ylab = response_name(x), xaxt = "n",
                      col = grDevices::gray(0.55), pch = 20,
-                     ylim = range(x$y, at$fit, finite = TRUE), ...)
+                     ylim = range(x$y, at$fit, finite = TRUE),
+                     main = "Blended fit (black) and rule consequents (opacity: membership)",
+                     cex.main = 0.9, font.main = 1, ...)
   k <- length(g)
   for (r in seq_len(ncol(lines))) {
     strength <- (at$membership[-1L, r] + at$membership[-k, r]) / 2
@@ -686,8 +688,6 @@ draw_rules <- function(x, grid, at, cols, ...) {
   graphics::lines(g, at$fit, lwd = 2.5)
   centre_fit <- stats::approx(g, at$fit, x$centres[, 1L], rule = 2)$y
   graphics::points(x$centres[, 1L], centre_fit, pch = 21, bg = cols, cex = 1.4)
-  graphics::legend("topright", c("blended fit", "rule consequents (opacity: membership)"),
-                   lwd = c(2.5, 2), col = c("black", cols[1L]), bty = "n", cex = 0.8)
 }
 
 # Colours with an opacity each (adjustcolor() takes one).
@@ -699,7 +699,8 @@ with_alpha <- function(cols, alpha) {
 
 draw_memberships <- function(g, member, cols, xlab, ...) {
   graphics::matplot(g, member, type = "l", lty = 1, lwd = 2, col = cols, xlab = xlab,
-                    ylab = "membership", ylim = c(0, 1), ...)
+                    ylab = "membership", ylim = c(0, 1), yaxt = "n", ...)
+  graphics::axis(2L, at = c(0, 0.5, 1))
 }
 
 # Two predictors: the rule with the largest membership at each grid node, paler where it

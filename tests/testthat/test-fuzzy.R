@@ -125,6 +125,9 @@ test_that("mean-shift centres, the cv widths and points far from every rule", {
   fit <- fuzzy_inference(x, y, centres = "mean_shift", verbose = FALSE)
   expect_identical(nrow(fit$centres), 2L)
   expect_equal(sort(fit$centres[, 1]), c(0, 4), tolerance = 0.1)
+  # a lone outlier is a mode, but too few points for a consequent: no rule
+  outlier <- fuzzy_inference(c(x, 20), c(y, 0), centres = "mean_shift", verbose = FALSE)
+  expect_equal(outlier$centres, fit$centres, tolerance = 0.05)
   one <- fuzzy_inference(x, y, centres = "mean_shift", rules = 1, verbose = FALSE)
   expect_identical(nrow(one$centres), 1L)
   cv <- fuzzy_inference(x, y, centres = "mean_shift", bandwidth = "cv", verbose = FALSE)
@@ -137,6 +140,21 @@ test_that("mean-shift centres, the cv widths and points far from every rule", {
   expect_equal(predict(compact, c(-10, 2.1, 30), type = "membership"),
                rbind(c(1, 0), c(0, 1), c(0, 1)), ignore_attr = TRUE)
   expect_true(all(is.finite(predict(compact, c(-10, 30)))))
+})
+
+test_that("the fit does not depend on the units of the predictors", {
+  d <- fuzzy_data()
+  x <- as.matrix(d[c("x", "z")])
+  centres <- x[c(5, 30, 55), ]
+  base <- fuzzy_inference(x, d$y, centres = centres, bandwidth = c(0.4, 0.3), verbose = FALSE)
+  for (unit in c(1e-300, 1e300)) {
+    scaled <- fuzzy_inference(x * unit, d$y, centres = centres * unit,
+                              bandwidth = c(0.4, 0.3) * unit, verbose = FALSE)
+    expect_equal(fitted(scaled), fitted(base), tolerance = 1e-8)
+    set.seed(10)
+    expect_true(all(is.finite(fitted(fuzzy_inference(x * unit, d$y, rules = 3,
+                                                     verbose = FALSE)))))
+  }
 })
 
 test_that("results do not depend on the number of threads", {
