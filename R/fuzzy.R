@@ -22,15 +22,16 @@
 #' [stats::kmeans()] with 10 random starts, so `set.seed()` makes the rules
 #' reproducible (they are numbered in the order of their centres);
 #' `"mean_shift"` takes the modes of [mean_shift()] (its `"auto"` bandwidth)
-#' whose clusters hold at least as many points as a consequent has
-#' coefficients, largest cluster first, at most `rules` of them; or give a
-#' matrix (or data frame) of centres with one column per numeric predictor.
+#' whose clusters hold more points than a consequent has coefficients,
+#' largest cluster first, at most `rules` of them; or give a matrix (or data
+#' frame, or a vector for one predictor) of centres with one column per
+#' numeric predictor.
 #'
 #' **Consequents** (`consequent`): `"global"` fits every rule's coefficients
 #' at once by weighted least squares of \eqn{y} on the blended design
 #' \eqn{[\bar w_r(x) (1, x')]_r} (the standard TSK estimate, as in the
 #' least-squares step of ANFIS). The fit is then linear in \eqn{y}, so
-#' `predict()` gives standard errors, `hatvalues` and a leave-one-out score
+#' `predict()` gives standard errors, leverages and a leave-one-out score
 #' (`cv`) follow, and one rule is exactly the global linear model of
 #' [stats::lm()]. Coefficients the design cannot identify (as many rules as
 #' points, rules without data) are set to 0, as aliased terms are dropped by
@@ -72,7 +73,8 @@
 #' @param kernel The membership function, a kernel name (see [kernels()]).
 #' @param bandwidth Membership widths: `"spacing"`, `"cv"`, a positive number or
 #'   one per numeric predictor (named or in their order); see Details.
-#' @param centres `"kmeans"`, `"mean_shift"` or a matrix of rule centres.
+#' @param centres `"kmeans"`, `"mean_shift"` or a matrix of rule centres (a
+#'   vector for one predictor).
 #' @param consequent `"global"` (least squares on the blended output) or
 #'   `"local"` (the local linear fit at each centre).
 #' @param weights Optional non-negative prior weights of the observations (in
@@ -114,8 +116,9 @@ fuzzy_inference <- function(x, ...) UseMethod("fuzzy_inference")
 
 #' @rdname fuzzy_inference
 #' @export
-fuzzy_inference.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "spacing",
-                                    rules = NULL, centres = c("kmeans", "mean_shift"),
+fuzzy_inference.formula <- function(formula, data = NULL, kernel = "gaussian",
+                                    bandwidth = "spacing", rules = NULL,
+                                    centres = c("kmeans", "mean_shift"),
                                     consequent = c("global", "local"), weights = NULL, subset,
                                     na.action = stats::na.omit, method = "auto",
                                     n_threads = NULL, verbose = interactive(), ...) {
@@ -205,7 +208,7 @@ rule_centres <- function(centres, rules, x, prior, kernel, terms, n_threads, ver
     rules <- check_count(rules, call = call)
     check_size(rules, size_limits$rules, "rules", "rules", call = call)
   }
-  if (is.matrix(centres) || is.data.frame(centres)) {
+  if (is.numeric(centres) || is.data.frame(centres)) {
     given <- check_predictors(centres, arg = "centres", call = call)
     if (ncol(given) != d) {
       abort("{.arg centres} must have one column per numeric predictor ({d}).", call = call)
@@ -391,7 +394,8 @@ fit_local_consequents <- function(fit, design, verbose, call = rlang::caller_env
   missing <- which(res$status != 0L)
   if (length(missing)) {
     abort(c("The local linear fit at rule centre{cli::qty(length(missing))}{?s} {missing} is
-             undefined: too few points in the kernel window.", i = "Widen {.arg bandwidth} or use fewer {.arg rules}."),
+             undefined: too few points in the kernel window.",
+            i = "Widen {.arg bandwidth} or use fewer {.arg rules}."),
           call = call)
   }
   slopes <- matrix(res$coef[, -1L, 1L], nrow = nrow(fit$centres))

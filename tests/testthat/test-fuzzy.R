@@ -134,7 +134,7 @@ test_that("mean-shift centres, the cv widths and points far from every rule", {
   expect_lte(cv$cv, fit$cv)
   expect_identical(cv$bandwidth_method, "cv")
   # beyond a compact kernel's support a point follows its nearest rule
-  compact <- fuzzy_inference(x, y, centres = cbind(c(0, 4)), bandwidth = 0.5,
+  compact <- fuzzy_inference(x, y, centres = c(0, 4), bandwidth = 0.5,
                              kernel = "epanechnikov", verbose = FALSE)
   expect_gt(compact$uncovered, 0L)
   expect_equal(predict(compact, c(-10, 2.1, 30), type = "membership"),
