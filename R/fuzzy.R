@@ -647,14 +647,18 @@ plot.local_fuzzy <- function(x, which = c("fit", "membership"), n_grid = 200, ..
     draw_memberships(grid$x[, 1L], at$membership, cols, colnames(x$x))
     return(invisible(x))
   }
-  old <- graphics::par(mfrow = grDevices::n2mfrow(d))
+  old <- graphics::par(mfrow = if (d <= 3L) c(1L, d) else grDevices::n2mfrow(d))
   on.exit(graphics::par(old))
   for (j in seq_len(d)) {
     grid <- plot_grid(x, j, n_grid)
+    curve <- fuzzy_at(x, grid, NULL, FALSE)$fit
     plot_with_defaults(x$x[, j], x$y, xlab = colnames(x$x)[j], ylab = response_name(x),
-                       col = grDevices::gray(0.5), pch = 20, ...)
-    graphics::lines(grid$x[, j], fuzzy_at(x, grid, NULL, FALSE)$fit, col = "steelblue", lwd = 2)
-    graphics::rug(x$centres[, j], col = cols, lwd = 2)
+                       col = grDevices::gray(0.5), pch = 20,
+                       ylim = range(x$y, curve, finite = TRUE),
+                       main = "Partial fit (the others at their medians)", cex.main = 0.9,
+                       font.main = 1, ...)
+    graphics::lines(grid$x[, j], curve, col = "steelblue", lwd = 2)
+    for (r in seq_along(cols)) graphics::rug(x$centres[r, j], col = cols[r], lwd = 3)
   }
   invisible(x)
 }
