@@ -30,7 +30,8 @@ generics::augment
 #'   coordinates); for embeddings the layout (`dim1`, `dim2`, ...); for
 #'   imputations one row per imputed cell (`row`, `column`, `value`); for a
 #'   principal-component shift the points on the ridge; for QKV models the
-#'   loss by epoch.
+#'   loss by epoch; for fuzzy rule bases one row per rule and consequent term
+#'   (`rule`, `term`, `estimate`, and for global consequents `std.error`).
 #' * `glance()`: one row of model statistics (`nobs`, `df`, `sigma`,
 #'   `r.squared`, `deviance`, `logLik`, `AIC`, `BIC`, `df.residual`, the
 #'   kernel and how the bandwidth was chosen, as each class has them).
@@ -484,4 +485,49 @@ as.data.frame.local_qkv <- function(x, row.names = NULL, optional = FALSE, ...) 
   out <- data.frame(epoch = seq_along(x$epoch_loss), train.loss = x$epoch_loss)
   if (length(x$valid_loss) == nrow(out)) out$validation.loss <- x$valid_loss
   out
+}
+
+## fuzzy rule bases -----------------------------------------------------------------------------
+
+#' @rdname localmean-tidiers
+#' @export
+tidy.local_fuzzy <- function(x, ...) {
+  check_dots(...)
+  as_tidy_frame(coefficient_rows(x))
+}
+
+#' @rdname localmean-tidiers
+#' @export
+glance.local_fuzzy <- function(x, ...) {
+  check_dots(...)
+  glance_row(nobs = stats::nobs(x), rules = nrow(x$centres), df = x$df, sigma = x$sigma,
+             r.squared = x$r.squared, cv = x$cv, kernel = x$kernel, consequent = x$consequent,
+             centres = x$centre_method, bandwidth.method = x$bandwidth_method)
+}
+
+#' @rdname localmean-tidiers
+#' @export
+augment.local_fuzzy <- function(x, data = NULL, newdata = NULL, se_fit = FALSE, ...) {
+  check_dots(...)
+  check_flag(se_fit)
+  if (!is.null(newdata)) {
+    base <- as.data.frame(newdata)
+    pred <- predict(x, newdata, se.fit = se_fit)
+    base$.fitted <- if (se_fit) pred$fit else pred
+    if (se_fit) base$.se.fit <- pred$se.fit
+    return(as_tidy_frame(base))
+  }
+  base <- augment_base(data, length(x$y), function() model_data(x))
+  base$.fitted <- x$fitted
+  base$.resid <- x$residuals
+  if (!is.null(x$leverage)) base$.hat <- x$leverage
+  if (se_fit) base$.se.fit <- predict(x, se.fit = TRUE)$se.fit
+  as_tidy_frame(base)
+}
+
+#' @rdname localmean-tidiers
+#' @export
+as.data.frame.local_fuzzy <- function(x, row.names = NULL, optional = FALSE, ...) {
+  check_dots(..., .known = "stringsAsFactors")
+  as.data.frame(augment(x))
 }

@@ -51,6 +51,8 @@ size_limits <- list(
   iterations = 1e7,          # iterations, batches and steps (optimisers, hopfield(), ...)
   layout_values = 1e8,       # ordinal_embed(): n times ndim coordinates (800 MB)
   triplets = 1e8,            # trimap(): sampled triplets (1.2 GB with their weights)
+  rules = 1000,              # fuzzy_inference(): rules (memberships cost n rules^2)
+  design_values = 5e7,       # fuzzy_inference(): n x rules x (terms + 1) design (400 MB)
   response = 1e150           # |y|: larger values overflow the sums of squares
 )
 

@@ -33,7 +33,8 @@ small_fits <- local({
       trimap = trimap(iris[, 1:4], n_iter = 30, verbose = FALSE),
       local_imputation = local_impute(holes, verbose = FALSE),
       local_qkv = qkv_fit(sample(words, 1000, replace = TRUE), dim = 3, window = 3, n_iter = 1,
-                          n_threads = 1, verbose = FALSE)
+                          n_threads = 1, verbose = FALSE),
+      local_fuzzy = fuzzy_inference(mpg ~ wt + hp, mtcars, rules = 3, verbose = FALSE)
     )
     fits
   }

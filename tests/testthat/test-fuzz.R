@@ -59,7 +59,10 @@ fuzz_setup <- function() {
       ordinal = quote(ordinal_embed(triplets, n_iter = 20, verbose = FALSE)),
       impute = quote(local_impute(miss, max_iter = 2, verbose = FALSE)),
       qkv = quote(qkv_fit(tokens, dim = 2, window = 2, n_iter = 1, n_threads = 1,
-                          verbose = FALSE))
+                          verbose = FALSE)),
+      fuzzy = quote(fuzzy_inference(X2, y1, rules = 4, verbose = FALSE)),
+      fuzzy1 = quote(fuzzy_inference(x1, y1, rules = 4, consequent = "local", verbose = FALSE)),
+      fuzzy_form = quote(fuzzy_inference(y ~ a + b + g, data = df, rules = 3, verbose = FALSE))
     ), eval, envir = environment())
     fits <- q
     rm(q)
@@ -259,7 +262,8 @@ fuzz_templates <- function() {
                       kde_H = "local_kde", kde_bounded = "local_kde", kde_mixed = "local_kde",
                       ms = "local_modes", medoid = "local_modes", pcs = "local_ridges",
                       lle = "local_embedding", trimap = "local_embedding",
-                      ordinal = "local_embedding", impute = "local_imputation", qkv = "local_qkv")
+                      ordinal = "local_embedding", impute = "local_imputation", qkv = "local_qkv",
+                      fuzzy = "local_fuzzy", fuzzy1 = "local_fuzzy", fuzzy_form = "local_fuzzy")
   generics <- c("print", "summary", "nobs", "plot", "fitted", "residuals", "formula", "logLik",
                 "as.data.frame", "deviance", "sigma", "df.residual", "as.matrix", "predict")
   has_method <- function(generic, cls) {
@@ -295,6 +299,12 @@ fuzz_templates <- function() {
       tp(quote(local_mean(x = X2, y = y1, bandwidth = 0.3, verbose = FALSE)), reg),
       tp(quote(local_classify(x = X2, y = cls, bandwidth = 0.3, verbose = FALSE)), reg,
          degree = "count"),
+      tp(quote(fuzzy_inference(x = X2, y = y1, rules = 3, verbose = FALSE)),
+         reg[names(reg) != "control"], rules = "count", centres = "newdata",
+         consequent = "tokens"),
+      tp(quote(fuzzy_inference(x = x1, y = y1, rules = 3, consequent = "local",
+                               verbose = FALSE)),
+         reg[names(reg) != "control"], rules = "count", centres = "newdata"),
       tp(quote(local_smooth(x = x1, y = y1, bandwidth = 0.1, verbose = FALSE)), reg,
          at = "newdata", degree = "count", deriv = "count", family = "family"),
       tp(quote(kde(x = X2, verbose = FALSE)), x = "data", bandwidth = "bandwidth",
@@ -381,6 +391,11 @@ fuzz_templates <- function() {
       tp(quote(predict(fits$logit, newdata = x1, type = "link")), newdata = "newdata",
          se.fit = "flag", type = "tokens", interval = "tokens", level = "positive"),
       tp(quote(predict(fits$pform, newdata = df)), newdata = "newdata", se.fit = "flag"),
+      tp(quote(predict(fits$fuzzy, newdata = X2, se.fit = TRUE)), newdata = "newdata",
+         se.fit = "flag", type = "tokens", n_threads = "threads"),
+      tp(quote(predict(fits$fuzzy_form, newdata = df)), newdata = "newdata", se.fit = "flag"),
+      tp(quote(plot(fits$fuzzy1, which = "fit")), which = "tokens", n_grid = "count"),
+      tp(quote(augment(fits$fuzzy, newdata = X2)), newdata = "newdata", se_fit = "flag"),
       tp(quote(residuals(fits$logit, type = "pearson")), type = "tokens"),
       tp(quote(plot(fits$poly1, which = "fit")), which = "tokens", n_grid = "count",
          level = "positive"),

@@ -205,7 +205,7 @@ test_that("every exported function rejects a misspelt argument", {
     first <- names(formals(f))[1L]
     args <- list(bandwith = 1)
     # a first argument for the generics that dispatch on it (never evaluated past the check)
-    if (name %in% c("kde", "local_poly", "local_mean", "local_classify")) {
+    if (name %in% c("kde", "local_poly", "local_mean", "local_classify", "fuzzy_inference")) {
       args <- c(list(as.double(1:20), as.double(1:20)), args)
       if (name == "kde") args <- args[-2L]
     }
@@ -231,6 +231,7 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_ridges = summary(fits$local_ridges),
     summary.local_embedding = summary(fits$lle),
     summary.local_imputation = summary(fits$local_imputation),
+    summary.local_fuzzy = summary(fits$local_fuzzy),
     local_nn = nn(5),
     local_control = local_control()
   ))
