@@ -59,7 +59,10 @@ fuzz_setup <- function() {
       ordinal = quote(ordinal_embed(triplets, n_iters = 20, verbose = FALSE)),
       impute = quote(local_impute(miss, max_iter = 2, verbose = FALSE)),
       qkv = quote(qkv_fit(tokens, dim = 2, window = 2, epochs = 1, n_threads = 1,
-                          verbose = FALSE))
+                          verbose = FALSE)),
+      score = quote(local_score(X2, bandwidth = 0.3, verbose = FALSE)),
+      denoiser = quote(local_denoiser(X2)),
+      diffusion = quote(diffusion_sample(X2, n = 20, n_iter = 5, verbose = FALSE))
     ), eval, envir = environment())
     fits <- q
     rm(q)
@@ -259,7 +262,9 @@ fuzz_templates <- function() {
                       kde_H = "local_kde", kde_bounded = "local_kde", kde_mixed = "local_kde",
                       ms = "mode_clusters", medoid = "mode_clusters", pcs = "pc_shift",
                       lle = "local_embedding", trimap = "local_embedding",
-                      ordinal = "local_embedding", impute = "local_imputation", qkv = "qkv_model")
+                      ordinal = "local_embedding", impute = "local_imputation", qkv = "qkv_model",
+                      score = "local_score", denoiser = "local_denoiser",
+                      diffusion = "local_diffusion")
   generics <- c("print", "summary", "nobs", "plot", "fitted", "residuals", "formula", "logLik",
                 "as.data.frame", "deviance", "sigma", "df.residual", "as.matrix", "predict")
   has_method <- function(generic, cls) {
@@ -366,6 +371,19 @@ fuzz_templates <- function() {
       tp(quote(simulate(fits$kde_H, nsim = 5)), nsim = "count"),
       tp(quote(simulate(fits$kde_mixed, nsim = 5)), nsim = "count"),
       tp(quote(simulate(fits$kde_bounded, nsim = 5)), nsim = "count"),
+      tp(quote(simulate(fits$kde2, nsim = 5, sampler = "langevin", n_iter = 3)),
+         nsim = "count", seed = "count", n_iter = "iterations", sampler = "tokens"),
+      tp(quote(local_score(x = X2, bandwidth = 0.3, verbose = FALSE)), x = "data",
+         at = "newdata", kernel = "kernel", bandwidth = "bandwidth", weights = "weights",
+         method = "method", n_threads = "threads", verbose = "flag", control = "control"),
+      tp(quote(local_denoiser(x = X2)), x = "data", bandwidth = "bandwidth",
+         weights = "weights", method = "method", control = "control"),
+      tp(quote(predict(fits$denoiser, newdata = X2, noise = 0.1)), newdata = "newdata",
+         noise = "positive", n_threads = "threads"),
+      tp(quote(diffusion_sample(x = X2, n = 20, n_iter = 5, verbose = FALSE)), x = "data",
+         n = "count", bandwidth = "bandwidth", sampler = "tokens", n_iter = "iterations",
+         max_noise = "positive", eta = "positive", weights = "weights", method = "method",
+         n_threads = "threads", control = "control"),
       tp(quote(predict(fits$qkv, context = c("the", "cat"), type = "token")),
          context = "newdata", type = "tokens"),
       tp(quote(attention_weights(fits$qkv, tokens = c("the", "cat", "sat"))),
