@@ -5,8 +5,8 @@
 
 #' Score of a kernel density estimate
 #'
-#' `local_score()` computes the score \eqn{\nabla \log \hat p_h(x)} of the
-#' kernel density estimate \eqn{\hat p_h} of the data, with the density
+#' `local_score()` computes the score \eqn{\nabla \log \hat p_h(x)}{grad log p_h(x)} of the
+#' kernel density estimate \eqn{\hat p_h}{p_h} of the data, with the density
 #' itself, at any points and in any dimension. The score is a local mean:
 #' for the Gaussian kernel (exact)
 #' \deqn{\nabla \log \hat p_h(x) = (m_h(x) - x) / h^2,}{grad log p_h(x) = (m_h(x) - x) / h^2,}
@@ -16,7 +16,7 @@
 #'
 #' **Other kernels.** For a radial kernel with profile \eqn{k(r^2)}, the
 #' gradient of the estimate is a local mean under the "shadow" kernel
-#' \eqn{g} with \eqn{-k'(r^2) = a\, g(r^2)}:
+#' \eqn{g} with \eqn{-k'(r^2) = a\, g(r^2)}{-k'(r^2) = a g(r^2)}:
 #' \deqn{\nabla \log \hat p_h(x)_j = \frac{2a}{h_j^2}
 #'   \frac{\sum_i w_i g_i}{\sum_i w_i k_i} (m^g_h(x)_j - x_j),}{grad log
 #'   p_h(x)_j = (2 a / h_j^2) (sum_i w_i g_i / sum_i w_i k_i) (m_g(x)_j - x_j),}
@@ -245,19 +245,21 @@ as.data.frame.local_score <- function(x, row.names = NULL, optional = FALSE, ...
 #'
 #' `local_denoiser()` returns the optimal (posterior mean) denoiser for
 #' points drawn from the data and observed under Gaussian noise:
-#' `predict(object, newdata, noise = sigma)` is \eqn{E[x_0 \mid y]} for
-#' \eqn{y = x_0 + \sigma \epsilon}. By Tweedie's formula
-#' \eqn{E[x_0 \mid y] = y + \sigma^2 \nabla \log p_\sigma(y)}, and for the
+#' `predict(object, newdata, noise = sigma)` is \eqn{E[x_0 \mid y]}{E[x_0 | y]} for
+#' \eqn{y = x_0 + \sigma \epsilon}{y = x_0 + sigma e}. By Tweedie's formula
+#' \eqn{E[x_0 \mid y] = y + \sigma^2 \nabla \log p_\sigma(y)}{E[x_0 | y] = y + sigma^2 grad log
+#' p_sigma(y)}, and for the
 #' empirical distribution of the data (`bandwidth = 0`) this is exactly the
-#' Gaussian local mean of the data with bandwidth \eqn{\sigma}:
+#' Gaussian local mean of the data with bandwidth \eqn{\sigma}{sigma}:
 #' \deqn{E[x_0 \mid y] = m_\sigma(y) = \sum_i w_i \phi_\sigma(y - x_i) x_i /
 #'   \sum_i w_i \phi_\sigma(y - x_i).}{E[x0 | y] = m_sigma(y) = sum_i w_i
 #'   phi_sigma(y - x_i) x_i / sum_i w_i phi_sigma(y - x_i).}
 #' With `bandwidth = h > 0` the prior is the data smoothed by a Gaussian of
 #' scale \eqn{h} (their Gaussian kernel density estimate); then, with
-#' \eqn{t^2 = h^2 + \sigma^2} per variable,
-#' \eqn{E[x_0 \mid y] = y + (\sigma^2 / t^2)(m_t(y) - y)}: a step of the
-#' share \eqn{\sigma^2/t^2} towards the local mean at scale \eqn{t}.
+#' \eqn{t^2 = h^2 + \sigma^2}{t^2 = h^2 + sigma^2} per variable,
+#' \eqn{E[x_0 \mid y] = y + (\sigma^2 / t^2)(m_t(y) - y)}{E[x_0 | y] = y + (sigma^2 / t^2)(m_t(y) -
+#' y)}: a step of the
+#' share \eqn{\sigma^2/t^2}{sigma^2/t^2} towards the local mean at scale \eqn{t}.
 #'
 #' The empirical prior reproduces the data: every output is a weighted
 #' average of data points, and at small noise the nearest one (the
@@ -301,7 +303,7 @@ local_denoiser <- function(x, bandwidth = 0, weights = NULL, method = "auto",
 #' @rdname local_denoiser
 #' @param object A `local_denoiser` object.
 #' @param newdata Noisy points (same columns as the data).
-#' @param noise The noise level \eqn{\sigma}: a positive number or one per
+#' @param noise The noise level \eqn{\sigma}{sigma}: a positive number or one per
 #'   variable.
 #' @export
 predict.local_denoiser <- function(object, newdata, noise, n_threads = NULL, verbose = FALSE,
@@ -353,11 +355,12 @@ print.local_denoiser <- function(x, ...) {
 #'
 #' `diffusion_sample()` draws new points by annealed Langevin dynamics or by
 #' a reverse diffusion whose score at every noise level is the exact score of
-#' the data smoothed by Gaussian noise of that level: at level \eqn{\sigma}
-#' the noisy data have the density \eqn{\hat p_\sigma}, the Gaussian kernel
-#' density estimate with bandwidth \eqn{\sigma}, whose score is
-#' \eqn{(m_\sigma(x) - x)/\sigma^2} (see [local_score()]) and whose optimal
-#' denoiser is the local mean \eqn{m_\sigma(x)} (see [local_denoiser()]).
+#' the data smoothed by Gaussian noise of that level: at level \eqn{\sigma}{sigma}
+#' the noisy data have the density \eqn{\hat p_\sigma}{p_sigma}, the Gaussian kernel
+#' density estimate with bandwidth \eqn{\sigma}{sigma}, whose score is
+#' \eqn{(m_\sigma(x) - x)/\sigma^2}{(m_sigma(x) - x)/sigma^2} (see [local_score()]) and whose
+#' optimal
+#' denoiser is the local mean \eqn{m_\sigma(x)}{m_sigma(x)} (see [local_denoiser()]).
 #' Every step costs one local mean of the data at every sample (two for
 #' "ode"), computed by the engine.
 #'
@@ -366,35 +369,42 @@ print.local_denoiser <- function(x, ...) {
 #' `n_iter + 1` geometrically spaced levels \eqn{r_k h_j}, with
 #' \eqn{r_0} = `max_noise`. The samples start from the Gaussian with the
 #' data's mean and variances plus \eqn{(r_0 h_j)^2}, which approximates
-#' \eqn{\hat p_{r_0 h}} when \eqn{r_0 h} exceeds the data's spread.
+#' \eqn{\hat p_{r_0 h}}{p_r_0 h} when \eqn{r_0 h} exceeds the data's spread.
 #'
 #' **Samplers** (all end at the floor's noise level):
 #' * "ddim": the DDIM update in the variance-exploding form,
 #'   \eqn{x' = m + (r'/r)(x - m)} with \eqn{m = m_{rh}(x)} (the Euler step of
-#'   the probability-flow ODE in \eqn{\sigma}); with `eta > 0` part of the
+#'   the probability-flow ODE in \eqn{\sigma}{sigma}); with `eta > 0` part of the
 #'   carried noise is drawn afresh, `eta = 1` being ancestral sampling from
-#'   \eqn{p(x_{r'} \mid x_r, x_0 = m)}.
+#'   \eqn{p(x_{r'} \mid x_r, x_0 = m)}{p(x_r' | x_r, x_0 = m)}.
 #' * "ode": the probability-flow ODE \eqn{dx/d\sigma = -\sigma \nabla \log
-#'   \hat p_\sigma(x)} by Heun's second-order method (two local means per
+#'   \hat p_\sigma(x)}{dx/dsigma = -sigma grad \log
+#'   p_sigma(x)} by Heun's second-order method (two local means per
 #'   step; Karras et al. 2022).
 #' * "langevin": annealed Langevin dynamics (Song and Ermon 2019):
-#'   `langevin_steps` steps at each of the levels \eqn{r_1, \dots, r_K},
-#'   \eqn{x \leftarrow x + (\epsilon/2)(m - x) + \sqrt{\epsilon}\, r h z}
-#'   with \eqn{\epsilon} = `step_size` (the step \eqn{\alpha = \epsilon
-#'   \sigma^2} in the usual notation; the discretisation inflates the
-#'   variance at a level by the factor \eqn{1/(1 - \epsilon/4)}; smaller
+#'   `langevin_steps` steps at each of the levels \eqn{r_1, \dots, r_K}{r_1, ..., r_K},
+#'   \eqn{x \leftarrow x + (\epsilon/2)(m - x) + \sqrt{\epsilon}\, r h z}{x <- x + (e/2)(m - x) +
+#'   sqrt(e) r h z}
+#'   with \eqn{\epsilon}{e} = `step_size` (the step \eqn{\alpha = \epsilon
+#'   \sigma^2}{alpha = e
+#'   sigma^2} in the usual notation; the discretisation inflates the
+#'   variance at a level by the factor \eqn{1/(1 - \epsilon/4)}{1/(1 - e/4)}; smaller
 #'   steps need more of them to relax at each level).
 #'
 #' **Memorisation and the floor.** With the exact empirical score the best
 #' the reverse process can do is to reproduce the noisy data at its last
-#' level: at the floor \eqn{h} its target is \eqn{\hat p_h}, the Gaussian
+#' level: at the floor \eqn{h} its target is \eqn{\hat p_h}{p_h}, the Gaussian
 #' kernel density estimate with bandwidth \eqn{h}, so that
 #' `diffusion_sample(x, bandwidth = h)` approximates `simulate(kde(x,
 #' bandwidth = h))`. As the floor goes to zero the samples collapse onto the
 #' training points (memorisation: no new data); a large floor smooths the
 #' structure away. The floor is a density bandwidth and the default chooses
-#' it as one ("rot"); `summary()` reports how close the samples lie to the
-#' data.
+#' it as one ("rot"). `summary()` measures memorisation: each sample's
+#' distance to its nearest data point in units of that point's own spacing
+#' (its distance to its nearest other data point), and the share of
+#' "copies", samples within half a spacing (about a fifth of fresh draws
+#' from a smooth density are, by chance; nearly all samples are at a tiny
+#' floor).
 #'
 #' **Random numbers** are drawn in R, in a fixed order (the start, then each
 #' step's noise), so `set.seed()` reproduces the samples for any number of
@@ -422,14 +432,14 @@ print.local_denoiser <- function(x, ...) {
 #' @param eta For "ddim": the share of fresh noise, from 0 (deterministic)
 #'   to 1 (ancestral).
 #' @param langevin_steps For "langevin": steps per noise level.
-#' @param step_size For "langevin": the step \eqn{\epsilon} in units of the
+#' @param step_size For "langevin": the step \eqn{\epsilon}{e} in units of the
 #'   level's variance, in (0, 1].
 #' @param method Engine strategy of the local means: "auto", "exact",
 #'   "tree" or "binned" (see [local_score()]).
 #' @return An object of class `local_diffusion`: `samples` (n x d matrix),
 #'   `x` (the data), `weights`, `bandwidth` (the floor), `bandwidth_method`,
 #'   `sampler`, `n_iter`, `levels` (the noise levels in bandwidths,
-#'   \eqn{r_0, \dots, r_K}), `eta`, `langevin_steps`, `step_size`,
+#'   \eqn{r_0, \dots, r_K}{r_0, ..., r_K}), `eta`, `langevin_steps`, `step_size`,
 #'   `local_means` (how many the run computed per sample), `method` and
 #'   `call`. Methods: `print()`, `summary()` (distances of the samples to
 #'   their nearest data point), `plot()`, `as.data.frame()`, `tidy()`,
@@ -607,13 +617,13 @@ summary.local_diffusion <- function(object, n_threads = NULL, ...) {
   h <- object$bandwidth
   nearest <- cpp_nearest_index(object$x, h, object$samples, threads)
   gap <- sqrt(rowSums(sweep(object$samples - object$x[nearest, , drop = FALSE], 2L, h, `/`)^2))
-  # the data's own spacing: each point's distance to its nearest other point (in bandwidths)
+  # each data point's own spacing: the distance to its nearest other data point
   spacing <- if (nrow(object$x) > 1L) {
-    stats::median(cpp_knn_radius(object$x, h, object$x, 2L, threads, FALSE))
+    cpp_knn_radius(object$x, h, object$x, 2L, threads, FALSE)[nearest]
   } else 0
-  if (!(spacing > 0)) spacing <- 1 # repeated points: distances in bandwidths
+  spacing[!(spacing > 0)] <- 1 # repeated points: distances in bandwidths
   relative <- gap / spacing
-  structure(list(fit = object, distance = summary(relative), copies = mean(relative < 0.1),
+  structure(list(fit = object, distance = summary(relative), copies = mean(relative < 0.5),
                  distinct = length(unique(nearest))),
             class = "summary.local_diffusion")
 }
@@ -622,8 +632,8 @@ summary.local_diffusion <- function(object, n_threads = NULL, ...) {
 print.summary.local_diffusion <- function(x, ...) {
   check_dots(...)
   print_summary_sections(x, x$fit, list(
-    `Distance to the nearest data point, in median data spacings` = x$distance,
-    Memorisation = sprintf("%.1f%% of the samples within 0.1 spacings of a data point, %d %s",
+    `Distance to the nearest data point, in its spacings` = x$distance,
+    Memorisation = sprintf("%.1f%% of the samples within half a spacing of a data point, %d %s",
                            100 * x$copies, x$distinct, "distinct nearest data points")))
 }
 

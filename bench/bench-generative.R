@@ -6,8 +6,8 @@
 #     1 / h).
 #   * diffusion_sample() of 1e4 points from n = 1e4 data (ddim, 100 levels, default "rot" floor;
 #     and langevin, 30 levels x 5 steps): time, and accuracy as the energy distance to fresh draws
-#     from the true mixture, against the same distance for fresh draws (the floor's smoothing and the
-#     training sample add to it), on 2,000 of the samples.
+#     from the true mixture, against the same distance for fresh draws (the floor's smoothing
+#     and the training sample add to it), on 2,000 of the samples.
 #
 #   Rscript bench/bench-generative.R
 # Environment: BENCH_N (1e5), BENCH_N_DIFF (1e4), BENCH_REPS (3), BENCH_THREADS ("1,2").

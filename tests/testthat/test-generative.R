@@ -166,7 +166,7 @@ test_that("a small noise floor memorises the training points, a larger one does 
   loose <- summary(diffusion_sample(train, n = 300, bandwidth = 0.3, n_iter = 60,
                                     verbose = FALSE))
   expect_gt(tight$copies, 0.95)
-  expect_lt(loose$copies, 0.2)
+  expect_lt(loose$copies, 0.4)
   expect_output(print(tight), "Memorisation")
 })
 
