@@ -46,10 +46,13 @@
 #'   [mean_shift()] uses: the plug-in for the gradient, converted to
 #'   `kernel`), a number, or one per variable.
 #' @param weights Optional non-negative case weights.
-#' @param method Engine strategy: "auto", "exact" (every pair), "tree"
-#'   (kd-tree with the kernel's cut-off) or "binned" (at most two variables;
-#'   "auto" bins only large data, n >= 10000, when the grid resolves the
-#'   bandwidth).
+#' @param method Engine strategy: "auto" (the kd-tree for kernels with a
+#'   cut-off, else "exact"), "exact" (every pair), "tree" (kd-tree with the
+#'   kernel's cut-off, errors about 1e-12 of the score) or "binned" (at most
+#'   two variables: much faster on large data, but the score is a small
+#'   difference \eqn{m_h(x) - x} and binning's error in the local mean makes
+#'   it about 1% of the score, median over points, at the default grid of
+#'   four nodes per bandwidth; finer with `local_control(gridsize =)`).
 #' @param control [local_control()] settings of the engine.
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show a progress bar for long computations.
@@ -135,7 +138,9 @@ score_points <- function(at, data, arg = "at", call = rlang::caller_env()) {
 # The score and density at `points` from local moments: the density from the kernel's weight
 # sums, the score from the local mean of the data under the shadow kernel g (-k' = a g):
 #   score_j = (2 a / h_j^2) (S_g / S_k) (m_g(x)_j - x_j).
-# The Gaussian is its own shadow: one pass gives both.
+# The Gaussian is its own shadow: one pass gives both. "auto" never bins: the score is a small
+# difference m - x, and binning's error in m, O(step^2 / h), is about 1% of it at four nodes per
+# bandwidth (bench/bench-generative.R), against 1e-12 for the kd-tree.
 kernel_score <- function(fit, points, n_threads, verbose) {
   x <- fit$x
   h <- fit$bandwidth
@@ -144,7 +149,8 @@ kernel_score <- function(fit, points, n_threads, verbose) {
   spec_for <- function(kernel, values) {
     engine_spec(x, kernel, h, values = values, prior = fit$weights,
                 method = fit$requested_method, control = fit$control, m = m,
-                n_threads = n_threads, verbose = verbose)
+                binnable = fit$requested_method == "binned", n_threads = n_threads,
+                verbose = verbose)
   }
   shadow_spec <- spec_for(row$shadow, x)
   shadow <- engine_run(shadow_spec, points)
@@ -435,7 +441,10 @@ print.local_denoiser <- function(x, ...) {
 #' @param step_size For "langevin": the step \eqn{\epsilon}{e} in units of the
 #'   level's variance, in (0, 1].
 #' @param method Engine strategy of the local means: "auto", "exact",
-#'   "tree" or "binned" (see [local_score()]).
+#'   "tree" or "binned" (see [local_score()]). Here "auto" bins large data
+#'   (n >= 10000 in one or two variables) at levels where the grid resolves
+#'   the noise: the score's error of about 1% at such a level is far below
+#'   the sampler's own (see bench/bench-generative.R).
 #' @return An object of class `local_diffusion`: `samples` (n x d matrix),
 #'   `x` (the data), `weights`, `bandwidth` (the floor), `bandwidth_method`,
 #'   `sampler`, `n_iter`, `levels` (the noise levels in bandwidths,
