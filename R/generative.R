@@ -324,9 +324,11 @@ predict.local_denoiser <- function(object, newdata, noise, n_threads = NULL, ver
   }
   points <- score_points(newdata, object$x, arg = "newdata")
   noise <- rep_len(as.double(noise), d)
-  total <- sqrt(object$bandwidth^2 + noise^2)
+  # t = sqrt(h^2 + sigma^2) and sigma^2 / t^2 without under- or overflow
+  big <- pmax(object$bandwidth, noise)
+  total <- big * sqrt(1 + (pmin(object$bandwidth, noise) / big)^2)
+  share <- 1 / (1 + (object$bandwidth / noise)^2)
   mean <- gaussian_local_mean(object, points, total, n_threads(n_threads), check_flag(verbose))
-  share <- noise^2 / total^2
   # (1 - share) y + share m: exactly the local mean m with the empirical prior (share 1)
   sweep(points, 2L, 1 - share, `*`) + sweep(mean, 2L, share, `*`)
 }
