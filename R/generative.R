@@ -644,8 +644,8 @@ print.summary.local_diffusion <- function(x, ...) {
   check_dots(...)
   print_summary_sections(x, x$fit, list(
     `Distance to the nearest data point, in its spacings` = x$distance,
-    Memorisation = sprintf("%.1f%% of the samples within half a spacing of a data point, %d %s",
-                           100 * x$copies, x$distinct, "distinct nearest data points")))
+    Memorisation = c(`samples within half a spacing` = signif(x$copies, 3),
+                     `distinct nearest data points` = x$distinct)))
 }
 
 #' @rdname diffusion_sample
