@@ -175,6 +175,8 @@ test_that("generative objects print, tidy and plot", {
   train <- mixture_draws(150)
   s <- diffusion_sample(train, n = 100, n_iter = 10, verbose = FALSE)
   expect_output(print(s), "local_diffusion")
+  # the progress bar path (cli shows nothing when not interactive)
+  expect_s3_class(diffusion_sample(train, n = 10, n_iter = 3, verbose = TRUE), "local_diffusion")
   expect_identical(dim(as.data.frame(s)), c(100L, 2L))
   expect_identical(nrow(tidy(s)), 100L)
   expect_identical(glance(s)$samples, 100L)
