@@ -452,7 +452,17 @@ kde_binning_grid <- function(fit, range) {
 #' their weights plus kernel noise scaled by the bandwidth (mirrored back at
 #' the bounds); the levels of categorical columns are drawn from their kernel
 #' around the drawn point's level (kept with probability \eqn{1 - \lambda},
-#' else one of the other levels at random, for unordered columns).
+#' else one of the other levels at random, for unordered columns). These are
+#' exact draws from the estimate. `sampler = "langevin"` instead runs
+#' annealed Langevin dynamics on the estimate's score ([diffusion_sample()]
+#' with the fit's bandwidth as the noise floor): the same target reached by
+#' `n_iter` noise levels of local means, approximately (the discretisation
+#' and the finite annealing leave a bias) and far more slowly; it shows the
+#' score-based route, for Gaussian estimates with one bandwidth per variable
+#' and no bounds. With `seed`, the draws use `set.seed(seed)` and the
+#' caller's random number stream is restored afterwards, as
+#' [stats::simulate()] methods do; the result's attribute `seed` records the
+#' seed (or the stream's state before the draws).
 #'
 #' With categorical columns (see [kde()]) `plot()` draws one curve per
 #' combination of levels (one numeric column) or bars of the smoothed
@@ -481,11 +491,15 @@ kde_binning_grid <- function(fit, range) {
 #' @param nsim Number of points to draw: at most 5e7 values in all (`nsim`
 #'   times the number of variables).
 #' @param seed As in [stats::simulate()].
+#' @param sampler "bootstrap" (exact draws, the default) or "langevin" (see
+#'   Details).
+#' @param n_iter Noise levels of the Langevin sampler.
 #' @param row.names,optional Unused, for compatibility.
 #' @inheritParams kde
 #' @param ... Unused, or passed to the plotting functions.
 #' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
-#'   matrix of draws (a data frame with categorical columns); `summary()`: an object of class `summary.local_kde`.
+#'   matrix of draws (a data frame with categorical columns), with the
+#'   attribute `seed`; `summary()`: an object of class `summary.local_kde`.
 #' @name kde-methods
 #' @family density
 #' @examples
@@ -715,11 +729,57 @@ as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) 
 
 #' @rdname kde-methods
 #' @export
-simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
+simulate.local_kde <- function(object, nsim = 1, seed = NULL, sampler = "bootstrap",
+                               n_iter = 100, n_threads = NULL, verbose = FALSE, ...) {
   check_dots(...)
   nsim <- check_size(check_count(nsim), size_limits$simulated_values / max(1, object$d),
                      "draws", "nsim")
-  if (!is.null(seed)) set.seed(check_count(seed, min = -.Machine$integer.max))
+  sampler <- check_choice(sampler, c("bootstrap", "langevin"))
+  if (!missing(n_iter) && sampler != "langevin") {
+    abort("{.arg n_iter} applies to {.code sampler = \"langevin\"} only.")
+  }
+  if (sampler == "langevin") check_langevin_kde(object)
+  seed_state <- use_seed(seed)
+  on.exit(seed_state$restore(), add = TRUE)
+  draws <- if (sampler == "langevin") {
+    diffusion_sample(kde_data(object), nsim, bandwidth = object$bandwidth$h,
+                     sampler = "langevin", n_iter = n_iter, weights = object$weights,
+                     n_threads = n_threads, verbose = verbose)$samples
+  } else {
+    kde_bootstrap(object, nsim)
+  }
+  if (is.data.frame(draws)) return(structure(draws, seed = seed_state$seed))
+  draws <- if (object$d == 1L) unname(drop(draws)) else draws
+  structure(draws, seed = seed_state$seed)
+}
+
+# set.seed(seed) for the caller's draws with the user's stream restored afterwards, as
+# stats:::simulate.lm does; `seed` is what simulate() records: the seed with the RNG kind, or
+# the state the draws started from.
+use_seed <- function(seed, call = rlang::caller_env()) {
+  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
+  saved <- get(".Random.seed", envir = globalenv(), inherits = FALSE)
+  if (is.null(seed)) return(list(seed = saved, restore = function() invisible()))
+  seed <- check_count(seed, min = -.Machine$integer.max, call = call)
+  set.seed(seed)
+  list(seed = structure(seed, kind = as.list(RNGkind())),
+       restore = function() assign(".Random.seed", saved, envir = globalenv()))
+}
+
+# Langevin dynamics follow the score of a Gaussian estimate with one scale per variable on the
+# whole space: no bounds, matrix or nn(k) bandwidths, categorical columns or other kernels.
+check_langevin_kde <- function(object, call = rlang::caller_env()) {
+  if (object$kernel != "gaussian" || object$bandwidth$type != "scale" ||
+      !is.null(object$bounds) || !is.null(object$categorical)) {
+    abort(c("{.code sampler = \"langevin\"} needs a Gaussian estimate of numeric data with one
+             bandwidth per variable and no bounds.",
+            i = "Use {.code sampler = \"bootstrap\"} (exact for every estimate)."), call = call)
+  }
+}
+
+# The smoothed bootstrap: data points drawn with their weights plus kernel noise scaled by the
+# bandwidth, mirrored back at the bounds. Exact draws from the estimate.
+kde_bootstrap <- function(object, nsim) {
   x <- kde_data(object)
   d <- object$d
   rows <- sample.int(object$n, nsim, replace = TRUE, prob = object$weights)
@@ -741,8 +801,8 @@ simulate.local_kde <- function(object, nsim = 1, seed = NULL, ...) {
       draws[, j] <- ifelse(v > hi, 2 * hi - v, v)
     }
   }
-  draws <- unname(draws)
-  if (d == 1L) drop(draws) else `colnames<-`(draws, colnames(x))
+  dimnames(draws) <- list(NULL, colnames(x))
+  draws
 }
 
 # n draws from the standard radial kernel in d dimensions: a uniform direction times a radius

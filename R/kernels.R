@@ -26,7 +26,11 @@
 #'   `compact`, `cutoff`, `constant` (the normalising constant \eqn{c} of
 #'   \eqn{k(u) = c\,\kappa(u^2)}), `mu2` (the second moment \eqn{\int u^2 k}),
 #'   `roughness` (\eqn{\int k^2}) and `canonical` (the canonical bandwidth
-#'   \eqn{(R/\mu_2^2)^{1/5}}, NA for the Cauchy, which has no second moment).
+#'   \eqn{(R/\mu_2^2)^{1/5}}, NA for the Cauchy, which has no second moment)
+#'   and `shadow`: the kernel \eqn{g} with \eqn{-\kappa'(r^2) \propto g(r^2)}
+#'   (the profile's derivative), under which the gradient of a kernel density
+#'   estimate is a local mean (see [local_score()]); NA where that derivative
+#'   is no registry kernel.
 #' @family kernels
 #' @export
 #' @examples
@@ -34,7 +38,8 @@
 #' curve(kernel_value(x, "epanechnikov"), -1.5, 1.5)
 kernels <- function(...) {
   check_dots(...)
-  registry_table()[c("kernel", "compact", "cutoff", "constant", "mu2", "roughness", "canonical")]
+  registry_table()[c("kernel", "compact", "cutoff", "constant", "mu2", "roughness", "canonical",
+                     "shadow")]
 }
 
 #' @rdname kernels

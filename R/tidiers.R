@@ -31,7 +31,9 @@ generics::augment
 #'   imputations one row per imputed cell (`row`, `column`, `value`); for a
 #'   principal-component shift the points on the ridge; for QKV models the
 #'   loss by epoch; for fuzzy rule bases one row per rule and consequent term
-#'   (`rule`, `term`, `estimate`, and for global consequents `std.error`).
+#'   (`rule`, `term`, `estimate`, and for global consequents `std.error`); for
+#'   scores the points with their score and density; for diffusion samples the
+#'   samples.
 #' * `glance()`: one row of model statistics (`nobs`, `df`, `sigma`,
 #'   `r.squared`, `deviance`, `logLik`, `AIC`, `BIC`, `df.residual`, the
 #'   kernel and how the bandwidth was chosen, as each class has them).
@@ -40,7 +42,8 @@ generics::augment
 #'   apply `.resid`, `.hat`, `.std.resid`, `.se.fit`, `.lower`/`.upper`
 #'   (regression), `.pred_<level>` class probabilities (classification),
 #'   `.cluster` (mode clusters), `.dim1`, ... (embeddings), `.density`
-#'   (densities), `.imputed` (the number of imputed cells of each row).
+#'   (densities), `.imputed` (the number of imputed cells of each row),
+#'   `.denoised_<variable>` (a [local_denoiser()] at `newdata` with `noise`).
 #'
 #' @param x A fitted model.
 #' @param data A data frame with one row per training observation, to which
@@ -530,4 +533,58 @@ augment.local_fuzzy <- function(x, data = NULL, newdata = NULL, se_fit = FALSE, 
 as.data.frame.local_fuzzy <- function(x, row.names = NULL, optional = FALSE, ...) {
   check_dots(..., .known = "stringsAsFactors")
   as.data.frame(augment(x))
+}
+
+## generative ------------------------------------------------------------------------------------
+
+#' @rdname localmean-tidiers
+#' @export
+tidy.local_score <- function(x, ...) {
+  check_dots(...)
+  as_tidy_frame(as.data.frame(x))
+}
+
+#' @rdname localmean-tidiers
+#' @export
+glance.local_score <- function(x, ...) {
+  check_dots(...)
+  glance_row(nobs = nrow(x$x), points = nrow(x$at), d = ncol(x$x), kernel = x$kernel,
+             shadow = x$shadow, bandwidth.method = x$bandwidth_method)
+}
+
+#' @rdname localmean-tidiers
+#' @export
+glance.local_denoiser <- function(x, ...) {
+  check_dots(...)
+  glance_row(nobs = nrow(x$x), d = ncol(x$x), bandwidth = max(x$bandwidth))
+}
+
+#' @rdname localmean-tidiers
+#' @param noise For a `local_denoiser`, the noise level of `newdata`.
+#' @export
+augment.local_denoiser <- function(x, newdata = NULL, noise = NULL, ...) {
+  check_dots(...)
+  if (is.null(newdata) || is.null(noise)) {
+    abort("{.arg newdata} and {.arg noise} are required: the noisy points and their noise level.")
+  }
+  out <- as.data.frame(newdata)
+  denoised <- predict(x, newdata, noise = noise)
+  colnames(denoised) <- paste0(".denoised_", colnames(x$x))
+  as_tidy_frame(cbind(out, as.data.frame(denoised, optional = TRUE)))
+}
+
+#' @rdname localmean-tidiers
+#' @export
+tidy.local_diffusion <- function(x, ...) {
+  check_dots(...)
+  as_tidy_frame(as.data.frame(x))
+}
+
+#' @rdname localmean-tidiers
+#' @export
+glance.local_diffusion <- function(x, ...) {
+  check_dots(...)
+  glance_row(nobs = nrow(x$x), samples = nrow(x$samples), d = ncol(x$x), sampler = x$sampler,
+             n_iter = x$n_iter, max_noise = x$levels[1L], local_means = x$local_means,
+             bandwidth.method = x$bandwidth_method)
 }

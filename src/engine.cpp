@@ -319,10 +319,10 @@ NumericVector cpp_knn_distinct_radius(NumericMatrix x, NumericVector scale, Nume
 DataFrame cpp_kernel_table() {
   std::size_t size;
   const localmean::KernelInfo* table = localmean::kernel_table(&size);
-  CharacterVector name(size);
+  CharacterVector name(size), shadow(size);
   LogicalVector compact(size), multivariate(size);
   NumericVector cutoff(size), constant(size), mu2(size), roughness(size), reach(size),
-      quartile(size);
+      quartile(size), shadow_factor(size);
   for (std::size_t i = 0; i < size; ++i) {
     name[i] = table[i].name;
     compact[i] = table[i].compact;
@@ -333,11 +333,17 @@ DataFrame cpp_kernel_table() {
     multivariate[i] = table[i].multivariate;
     reach[i] = table[i].reach;
     quartile[i] = table[i].quartile;
+    shadow_factor[i] = table[i].shadow_factor;
+    if (table[i].shadow_factor > 0)
+      shadow[i] = localmean::kernel_info(table[i].shadow).name;
+    else
+      shadow[i] = NA_STRING;
   }
   return DataFrame::create(_["kernel"] = name, _["compact"] = compact, _["cutoff"] = cutoff,
                            _["constant"] = constant, _["mu2"] = mu2, _["roughness"] = roughness,
                            _["multivariate"] = multivariate, _["reach"] = reach,
-                           _["quartile"] = quartile, _["stringsAsFactors"] = false);
+                           _["quartile"] = quartile, _["shadow"] = shadow,
+                           _["shadow_factor"] = shadow_factor, _["stringsAsFactors"] = false);
 }
 
 // Exponents of the local polynomial's basis monomials, one row per term, in the engine's order.

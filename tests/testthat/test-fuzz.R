@@ -62,7 +62,10 @@ fuzz_setup <- function() {
                           verbose = FALSE)),
       fuzzy = quote(fuzzy_inference(X2, y1, rules = 4, verbose = FALSE)),
       fuzzy1 = quote(fuzzy_inference(x1, y1, rules = 4, consequent = "local", verbose = FALSE)),
-      fuzzy_form = quote(fuzzy_inference(y ~ a + b + g, data = df, rules = 3, verbose = FALSE))
+      fuzzy_form = quote(fuzzy_inference(y ~ a + b + g, data = df, rules = 3, verbose = FALSE)),
+      score = quote(local_score(X2, bandwidth = 0.3, verbose = FALSE)),
+      denoiser = quote(local_denoiser(X2)),
+      diffusion = quote(diffusion_sample(X2, n = 20, n_iter = 5, verbose = FALSE))
     ), eval, envir = environment())
     fits <- q
     rm(q)
@@ -263,7 +266,9 @@ fuzz_templates <- function() {
                       ms = "local_modes", medoid = "local_modes", pcs = "local_ridges",
                       lle = "local_embedding", trimap = "local_embedding",
                       ordinal = "local_embedding", impute = "local_imputation", qkv = "local_qkv",
-                      fuzzy = "local_fuzzy", fuzzy1 = "local_fuzzy", fuzzy_form = "local_fuzzy")
+                      fuzzy = "local_fuzzy", fuzzy1 = "local_fuzzy", fuzzy_form = "local_fuzzy",
+                      score = "local_score", denoiser = "local_denoiser",
+                      diffusion = "local_diffusion")
   generics <- c("print", "summary", "nobs", "plot", "fitted", "residuals", "formula", "logLik",
                 "as.data.frame", "deviance", "sigma", "df.residual", "as.matrix", "predict")
   has_method <- function(generic, cls) {
@@ -377,6 +382,19 @@ fuzz_templates <- function() {
       tp(quote(simulate(fits$kde_H, nsim = 5)), nsim = "count"),
       tp(quote(simulate(fits$kde_mixed, nsim = 5)), nsim = "count"),
       tp(quote(simulate(fits$kde_bounded, nsim = 5)), nsim = "count"),
+      tp(quote(simulate(fits$kde2, nsim = 5, sampler = "langevin", n_iter = 3)),
+         nsim = "count", seed = "count", n_iter = "iterations", sampler = "tokens"),
+      tp(quote(local_score(x = X2, bandwidth = 0.3, verbose = FALSE)), x = "data",
+         at = "newdata", kernel = "kernel", bandwidth = "bandwidth", weights = "weights",
+         method = "method", n_threads = "threads", verbose = "flag", control = "control"),
+      tp(quote(local_denoiser(x = X2)), x = "data", bandwidth = "bandwidth",
+         weights = "weights", method = "method", control = "control"),
+      tp(quote(predict(fits$denoiser, newdata = X2, noise = 0.1)), newdata = "newdata",
+         noise = "positive", n_threads = "threads"),
+      tp(quote(diffusion_sample(x = X2, n = 20, n_iter = 5, verbose = FALSE)), x = "data",
+         n = "count", bandwidth = "bandwidth", sampler = "tokens", n_iter = "iterations",
+         max_noise = "positive", eta = "positive", weights = "weights", method = "method",
+         n_threads = "threads", control = "control"),
       tp(quote(predict(fits$qkv, context = c("the", "cat"), type = "token")),
          context = "newdata", type = "tokens"),
       tp(quote(attention_weights(fits$qkv, tokens = c("the", "cat", "sat"))),

@@ -5,7 +5,7 @@ test_that("kernels() lists the ten kernels with the documented columns", {
   expect_s3_class(tab, "data.frame")
   expect_identical(tab$kernel, kernel_names_ref)
   expect_named(tab, c("kernel", "compact", "cutoff", "constant", "mu2", "roughness",
-                      "canonical"))
+                      "canonical", "shadow"))
   expect_identical(tab$compact, unname(compact_ref[tab$kernel]))
   # compact kernels live on [-1, 1]; the Gaussian is cut at 8 sd, the Laplace at 32 scales,
   # the Cauchy never

@@ -233,7 +233,12 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_imputation = summary(fits$local_imputation),
     summary.local_fuzzy = summary(fits$local_fuzzy),
     local_nn = nn(5),
-    local_control = local_control()
+    local_control = local_control(),
+    local_score = local_score(faithful, bandwidth = c(0.3, 5), verbose = FALSE),
+    local_denoiser = local_denoiser(faithful),
+    local_diffusion = diffusion_sample(faithful, n = 20, n_iter = 3, verbose = FALSE),
+    summary.local_diffusion = summary(diffusion_sample(faithful, n = 20, n_iter = 3,
+                                                       verbose = FALSE))
   ))
   methods <- getNamespaceInfo("localmean", "S3methods")
   # autoplot() is tested with the tidiers; formula and default methods are the fitting

@@ -32,6 +32,12 @@ struct KernelInfo {
   bool multivariate;  // the radial kernel has a density in d >= 2 (shape(||u||^2) integrable)
   double reach;       // how far, in scales, a density grid extends beyond the data
   double quartile;    // upper quartile of k: matches bandwidths when mu2 is infinite
+  // The shadow kernel: -d shape(r2) / d r2 = shadow_factor * shape of `shadow`, so that the
+  // gradient of a kernel-smoothed density (the score) is a local mean under the shadow kernel.
+  // shadow_factor 0: the derivative is no registry kernel (uniform: a spike at the edge;
+  // triangular, laplace: unbounded at 0; tricube, cosine, cauchy: another shape).
+  KernelType shadow;
+  double shadow_factor;
 };
 
 constexpr double kPi = 3.14159265358979323846;
@@ -44,22 +50,25 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // for compact kernels, and 8 scales for the Laplace (tail mass 2e-4).
 constexpr KernelInfo kKernelTable[] = {
     {KernelType::gaussian, "gaussian", false, 8.0, 0.3989422804014327, 1.0, 0.28209479177387814,
-     true, 3.0, 0.6744897501960817},
+     true, 3.0, 0.6744897501960817, KernelType::gaussian, 0.5},
     {KernelType::epanechnikov, "epanechnikov", true, 1.0, 0.75, 0.2, 0.6, true, 1.0,
-     0.3472963553338607},
-    {KernelType::uniform, "uniform", true, 1.0, 0.5, 1.0 / 3.0, 0.5, true, 1.0, 0.5},
+     0.3472963553338607, KernelType::uniform, 1.0},
+    {KernelType::uniform, "uniform", true, 1.0, 0.5, 1.0 / 3.0, 0.5, true, 1.0, 0.5,
+     KernelType::uniform, 0.0},
     {KernelType::triangular, "triangular", true, 1.0, 1.0, 1.0 / 6.0, 2.0 / 3.0, true, 1.0,
-     0.2928932188134524},
+     0.2928932188134524, KernelType::triangular, 0.0},
     {KernelType::biweight, "biweight", true, 1.0, 15.0 / 16.0, 1.0 / 7.0, 5.0 / 7.0, true, 1.0,
-     0.2811276704207059},
+     0.2811276704207059, KernelType::epanechnikov, 2.0},
     {KernelType::triweight, "triweight", true, 1.0, 35.0 / 32.0, 1.0 / 9.0, 350.0 / 429.0, true,
-     1.0, 0.2423031187165852},
+     1.0, 0.2423031187165852, KernelType::biweight, 3.0},
     {KernelType::tricube, "tricube", true, 1.0, 70.0 / 81.0, 35.0 / 243.0, 175.0 / 247.0, true,
-     1.0, 0.2948734051557818},
+     1.0, 0.2948734051557818, KernelType::tricube, 0.0},
     {KernelType::cosine, "cosine", true, 1.0, kPi / 4.0, 1.0 - 8.0 / (kPi * kPi),
-     kPi * kPi / 16.0, true, 1.0, 0.3333333333333333},
-    {KernelType::laplace, "laplace", false, 32.0, 0.5, 2.0, 0.25, true, 8.0, 0.6931471805599453},
-    {KernelType::cauchy, "cauchy", false, kInf, 1.0 / kPi, kInf, 0.5 / kPi, false, 3.0, 1.0},
+     kPi * kPi / 16.0, true, 1.0, 0.3333333333333333, KernelType::cosine, 0.0},
+    {KernelType::laplace, "laplace", false, 32.0, 0.5, 2.0, 0.25, true, 8.0, 0.6931471805599453,
+     KernelType::laplace, 0.0},
+    {KernelType::cauchy, "cauchy", false, kInf, 1.0 / kPi, kInf, 0.5 / kPi, false, 3.0, 1.0,
+     KernelType::cauchy, 0.0},
 };
 constexpr std::size_t kKernelCount = sizeof(kKernelTable) / sizeof(kKernelTable[0]);
 
