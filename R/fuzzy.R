@@ -620,6 +620,7 @@ formula.local_fuzzy <- function(x, ...) {
 #' @param n_grid Grid points per predictor.
 #' @export
 plot.local_fuzzy <- function(x, which = c("fit", "membership"), n_grid = 200, ...) {
+  check_graphics_dots(...)
   which <- match_choice(which, c("fit", "membership"))
   d <- ncol(x$x)
   n_grid <- check_n_grid(n_grid, if (which == "membership") min(d, 2L) else 1L)

@@ -205,6 +205,7 @@ print.local_score <- function(x, ...) {
 #'   arrow is as long as the typical spacing of the points.
 #' @export
 plot.local_score <- function(x, scale = NULL, ...) {
+  check_graphics_dots(...)
   d <- ncol(x$x)
   vars <- colnames(x$x)
   if (d == 1L) {
@@ -524,8 +525,8 @@ noise_floor <- function(bandwidth, data, weights, n_threads, call = rlang::calle
   if (is.character(bandwidth)) {
     choices <- intersect(c("rot", "plugin", "lscv"), selector_names("density", d))
     check_choice(bandwidth, choices, arg = "bandwidth", call = call)
-    return(rep_len(as.double(kde_bandwidth(data, bandwidth, weights = weights,
-                                           n_threads = n_threads)), d))
+    h <- kde_bandwidth(data, bandwidth = bandwidth, weights = weights, n_threads = n_threads)
+    return(rep_len(as.double(h), d))
   }
   if (!is.numeric(bandwidth) || is.matrix(bandwidth) || !length(bandwidth) %in% c(1L, d) ||
       any(!is.finite(bandwidth)) || any(bandwidth <= 0)) {
@@ -651,6 +652,7 @@ print.summary.local_diffusion <- function(x, ...) {
 #' @rdname diffusion_sample
 #' @export
 plot.local_diffusion <- function(x, ...) {
+  check_graphics_dots(..., .known = names(formals(graphics::pairs.default)))
   d <- ncol(x$x)
   vars <- colnames(x$x)
   title <- paste0("Diffusion samples (", x$sampler, ") and data")

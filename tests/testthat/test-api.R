@@ -8,11 +8,12 @@ api_functions <- function() {
   exports <- getNamespaceExports("localmean")
   exports <- exports[vapply(exports, function(f) is.function(ns[[f]]), TRUE)]
   exports <- setdiff(exports, c("tidy", "glance", "augment", "kde", "local_poly", "local_mean",
-                                "local_classify"))
+                                "local_classify", "fuzzy_inference"))
   methods <- c("kde.default", "local_poly.default", "local_poly.formula",
                "local_classify.default", "local_classify.formula", "predict.local_poly",
                "predict.local_kde", "predict.local_classify", "predict.local_modes",
-               "predict.local_embedding")
+               "predict.local_embedding", "fuzzy_inference.default",
+               "fuzzy_inference.formula")
   stats::setNames(lapply(c(exports, methods), function(f) names(formals(ns[[f]]))),
                   c(exports, methods))
 }
@@ -49,7 +50,7 @@ test_that("one name per meaning: n_iter counts iterations, k counts neighbours",
   expect_setequal(with_k, c("lle", "embedding_quality", "local_impute", "nn"))
   with_n_iter <- names(fns)[vapply(fns, function(a) "n_iter" %in% a, TRUE)]
   expect_setequal(with_n_iter, c("self_local_mean", "hopfield", "qkv_fit", "trimap",
-                                 "ordinal_embed"))
+                                 "ordinal_embed", "diffusion_sample"))
   expect_identical(names(formals(temporal_local_mean))[6:8], c("wq", "wk", "wv"))
   # kde_bandwidth() names its selector as kde() does
   x <- faithful$eruptions
@@ -81,7 +82,8 @@ test_that("every function that computes takes n_threads and verbose, validated",
   fns <- api_functions()
   no_work <- c("kernels", "kernel_value", "nn", "local_control", "n_threads", "read_idx",
                "fashion_mnist", "fashion_mnist_path", "tokenize_words", "word_cooccurrence",
-               "plot_images", "attention_weights")
+               "plot_images", "attention_weights",
+               "local_denoiser")  # stores the data; its predict() computes
   for (name in setdiff(names(fns), no_work)) {
     expect_true(all(c("n_threads", "verbose") %in% fns[[name]]), info = name)
   }
