@@ -4,7 +4,7 @@ VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 TARBALL := $(PKG)_$(VERSION).tar.gz
 DEMO_OUT ?= demo-output
 
-.PHONY: deps document build install demo core-test test check sanitize site clean
+.PHONY: deps document build install demo core-test test check sanitize site site-build clean
 
 deps:
 	sh tools/install-deps.sh
@@ -71,10 +71,14 @@ sanitize: deps
 	rm -rf $(SAN_DIR)
 
 # The pkgdown site in docs/ (reference by family, the vignettes as articles; see _pkgdown.yml),
-# from the installed package, without network access.
+# built without network access (pkgdown.internet = FALSE skips its CRAN look-up). site-build uses
+# the package as already installed (CI runs it after `make check`, which installs it).
 site: install
+	$(MAKE) site-build
+
+site-build:
 	sh tools/install-deps.sh site
-	Rscript -e 'pkgdown::build_site(preview = FALSE, install = FALSE, new_process = FALSE)'
+	Rscript -e 'options(pkgdown.internet = FALSE); pkgdown::build_site(preview = FALSE, install = FALSE, new_process = FALSE)'
 
 clean:
 	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so core-test sanitize docs
