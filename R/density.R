@@ -44,8 +44,9 @@
 #' of a data frame (or formula terms such as `factor(g)`) are categorical,
 #' and the estimate is the generalized product kernel estimate (Li and
 #' Racine 2007, as `np::npudens()`)
-#' \deqn{\hat f(x, z) = \sum_i w_i K_h(x - x_i) \prod_k L_k(z_k, z_{ik}),}{fhat(x, z) = sum_i w_i
-#' K_h(x - x_i) prod_k L_k(z_k, z_ik),} a density in the numeric columns \eqn{x}{x} and a
+#' \deqn{\hat f(x, z) = \sum_i w_i K_h(x - x_i) \prod_k L_k(z_k, z_{ik}),}{
+#'  fhat(x, z) = sum_i w_i K_h(x - x_i) prod_k L_k(z_k, z_ik),}
+#' a density in the numeric columns \eqn{x}{x} and a
 #' probability over the levels \eqn{z}{z}: it integrates over \eqn{x}{x} and sums over \eqn{z}{z} to
 #' one. Unordered columns (factors, logical, character) use the Aitchison-Aitken kernel,
 #' \eqn{1 - \lambda}{1 - lambda} at the point's own level and

@@ -386,8 +386,9 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #' \eqn{u_i}{u_i} and a receiver \eqn{v_j}{v_j}. The model is a normalised
 #' heterogeneous kernel between them, the local-mean weights of a Gaussian
 #' kernel:
-#' \deqn{Q(j | i) = \exp(-|u_i - v_j|^2) / \sum_l \exp(-|u_i - v_l|^2).}{Q(j | i) = exp(-|u_i -
-#' v_j|^2) / sum_l exp(-|u_i - v_l|^2).} Rows of `s` are normalised to conditional distributions
+#' \deqn{Q(j | i) = \exp(-|u_i - v_j|^2) / \sum_l \exp(-|u_i - v_l|^2).}{
+#'  Q(j | i) = exp(-|u_i - v_j|^2) / sum_l exp(-|u_i - v_l|^2).}
+#' Rows of `s` are normalised to conditional distributions
 #' \eqn{P(j | i)}{P(j | i)} and the layout minimises the weighted Kullback-Leibler divergence
 #' \eqn{\sum_i w_i \sum_j P(j | i) \log(P(j | i) / Q(j | i))}{sum_i w_i sum_j P(j | i) log(P(j | i)
 #' / Q(j | i))}, whose gradient moves every sender towards the P-weighted and away from the

@@ -9,8 +9,9 @@
 #' row (the feature layer), and the two are iterated to a fixed point.
 #'
 #' **Sample layer.** Rows are compared on their commonly observed entries:
-#' \deqn{d^2(i, j) = p \sum_c o_{ic} o_{jc} (x_{ic} - x_{jc})^2 / \sum_c o_{ic} o_{jc}}{d2(i, j) = p
-#' sum_c o_ic o_jc (x_ic - x_jc)^2 / sum_c o_ic o_jc} (the squared distance over shared entries
+#' \deqn{d^2(i, j) = p \sum_c o_{ic} o_{jc} (x_{ic} - x_{jc})^2 / \sum_c o_{ic} o_{jc}}{
+#'  d2(i, j) = p sum_c o_ic o_jc (x_ic - x_jc)^2 / sum_c o_ic o_jc}
+#' (the squared distance over shared entries
 #' rescaled to all `p` columns; `o` is 1 for observed entries). The `k` nearest rows of every
 #' incomplete row are found once, exactly, on the observed entries. At each iteration the distances
 #' to them are recomputed on the current values with imputed entries down-weighted (`o` replaced by
@@ -472,7 +473,8 @@ as.matrix.local_imputation <- function(x, ...) {
 #' pixel becomes the local mean of the pixels of its `search` x `search`
 #' window, weighted by a kernel on the distance between the `patch` x `patch`
 #' patches around them. With the default Gaussian kernel
-#' \deqn{w = \exp(-\max(d^2 - 2\sigma^2, 0) / h^2),}{w = exp(-max(d2 - 2 sigma^2, 0) / h^2),}
+#' \deqn{w = \exp(-\max(d^2 - 2\sigma^2, 0) / h^2),}{
+#'  w = exp(-max(d2 - 2 sigma^2, 0) / h^2),}
 #' where \eqn{d^2}{d^2} is the mean squared difference of the two patches and
 #' \eqn{\sigma}{sigma} the noise standard deviation (the form of Buades, Coll and
 #' Morel, 2011); another kernel \eqn{k}{k} gives

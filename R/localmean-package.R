@@ -1,8 +1,9 @@
 #' localmean: localization methods
 #'
 #' A localization kernel \eqn{K(x^*, x)}{K(x^*, x)} and the local mean
-#' \deqn{m(x^*) = \sum_i K(x^*, x_i) y_i / \sum_i K(x^*, x_i)}{m(x^*) = sum_i K(x^*, x_i) y_i /
-#' sum_i K(x^*, x_i)} are the two ideas behind Nadaraya-Watson and local polynomial regression,
+#' \deqn{m(x^*) = \sum_i K(x^*, x_i) y_i / \sum_i K(x^*, x_i)}{
+#'  m(x^*) = sum_i K(x^*, x_i) y_i / sum_i K(x^*, x_i)}
+#' are the two ideas behind Nadaraya-Watson and local polynomial regression,
 #' nearest-neighbour and local-mode classification, kernel density estimation and much more (Song,
 #' 2026). The package computes all of them with one engine: see `vignette("localmean")` for the map.
 #'

@@ -4,8 +4,9 @@
 #' Temporal local mean and self-attention
 #'
 #' The temporal self-local mean of a sequence \eqn{x_1, \dots, x_T}{x_1, ..., x_T}:
-#' \deqn{y_t = \sum_s K(q_t, k_s) L(t, s) v_s \big/ \sum_s K(q_t, k_s) L(t, s),}{y_t = sum_s K(q_t,
-#' k_s) L(t, s) v_s / sum_s K(q_t, k_s) L(t, s),} with queries \eqn{q_t = x_t Q}{q_t = x_t Q}, keys
+#' \deqn{y_t = \sum_s K(q_t, k_s) L(t, s) v_s \big/ \sum_s K(q_t, k_s) L(t, s),}{
+#'  y_t = sum_s K(q_t, k_s) L(t, s) v_s / sum_s K(q_t, k_s) L(t, s),}
+#' with queries \eqn{q_t = x_t Q}{q_t = x_t Q}, keys
 #' \eqn{k_s = x_s K}{k_s = x_s K} and values \eqn{v_s = x_s V}{v_s = x_s V} (each projection is the
 #' identity when not given), a content kernel \eqn{K}{K} and a time kernel \eqn{L}{L}. With the
 #' default `kernel = "softmax"`, \eqn{K(q, k) = \exp(q \cdot k / h)}{K(q, k) = exp(q . k / h)} with
@@ -162,9 +163,10 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #'
 #' Retrieves stored patterns by iterating the local mean with the
 #' exponential kernel (Ramsauer et al., 2021):
-#' \deqn{\xi \leftarrow \sum_i \exp(\beta\, \xi \cdot x_i)\, x_i \big/
-#'   \sum_i \exp(\beta\, \xi \cdot x_i),}{xi <- sum_i exp(beta xi . x_i) x_i / sum_i exp(beta xi .
-#' x_i),} the update of a modern Hopfield network, which is attention with the stored patterns as
+#' \deqn{\xi \leftarrow \sum_i \exp(\beta\, \xi \cdot x_i)\, x_i \big/ \sum_i \exp(\beta\, \xi \cdot
+#'   x_i),}{
+#'  xi <- sum_i exp(beta xi . x_i) x_i / sum_i exp(beta xi . x_i),}
+#' the update of a modern Hopfield network, which is attention with the stored patterns as
 #' keys and values. Large `beta` retrieves single patterns; small `beta` gives averages (metastable
 #' states).
 #'
@@ -289,10 +291,11 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' query, a key and a value embedding (\eqn{Q_w, K_w, V_w}{Q_w, K_w, V_w}, `dim` numbers
 #' each), and a learned time kernel \eqn{b}{b} (a log weight per lag), such
 #' that the causal temporal local mean over the last `window` tokens,
-#' \deqn{h_t = \sum_{s} a_{ts} V_{x_s}, \quad a_{ts} \propto
-#'   \exp(Q_{x_t} \cdot K_{x_s} / \sqrt{dim} + b_{t-s}),\quad
-#'   t - s < window,}{h_t = sum_s a_ts V_(x_s), a_ts propto exp(Q_(x_t) . K_(x_s) / sqrt(dim) +
-#' b_(t-s)), t - s < window,} predicts the next token through a softmax output layer,
+#' \deqn{h_t = \sum_{s} a_{ts} V_{x_s}, \quad a_{ts} \propto \exp(Q_{x_t} \cdot K_{x_s} / \sqrt{dim} +
+#'   b_{t-s}),\quad t - s < window,}{
+#'  h_t = sum_s a_ts V_(x_s), a_ts propto exp(Q_(x_t) . K_(x_s) / sqrt(dim) + b_(t-s)), t - s <
+#'  window,}
+#' predicts the next token through a softmax output layer,
 #' \eqn{p(x_{t+1}) = \mathrm{softmax}(W h_t + c)}{p(x_(t+1)) = softmax(W h_t + c)}. The loss is the
 #' mean cross-entropy, minimised by Adam in C++ on mini-batches of `batch_size` consecutive targets
 #' visited in random order. `layers = 2` is the hierarchical local model (a one-head Transformer
