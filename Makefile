@@ -4,7 +4,7 @@ VERSION := $(shell sed -n 's/^Version: //p' DESCRIPTION)
 TARBALL := $(PKG)_$(VERSION).tar.gz
 DEMO_OUT ?= demo-output
 
-.PHONY: deps document build install demo core-test test check sanitize clean
+.PHONY: deps document build install demo core-test test check sanitize site site-build clean
 
 deps:
 	sh tools/install-deps.sh
@@ -19,7 +19,8 @@ build: deps
 install: build
 	R CMD INSTALL $(TARBALL)
 
-# Reproduces the paper's regression figure; PNG files go to $(DEMO_OUT)/.
+# Reproduces the paper's regression figure; PNG files go to $(DEMO_OUT)/ (the demo itself writes
+# to a temporary folder unless LOCALMEAN_DEMO_DIR names one).
 demo: install
 	LOCALMEAN_DEMO_DIR=$(DEMO_OUT) Rscript -e 'demo("regression", package = "localmean", ask = FALSE, echo = FALSE)'
 
@@ -33,12 +34,13 @@ core-test:
 test: install core-test
 	Rscript tools/run-tests.R
 
-# The timestamp check needs a time server this machine cannot reach; the PDF manual needs a
-# LaTeX installation (texlive) that the set-up does not install.
+# The timestamp check needs a time server this machine cannot reach. The PDF manual is built with
+# the Times fonts (R_RD4PDF) from Debian's texlive-fonts-recommended, which install-deps installs;
+# R's default, inconsolata, lives in a far larger TeX package.
 check: test
 	_R_CHECK_SYSTEM_CLOCK_=false _R_CHECK_FUTURE_FILE_TIMESTAMPS_=false \
-	  _R_CHECK_CRAN_INCOMING_REMOTE_=false \
-	  R CMD check --as-cran --no-manual $(TARBALL)
+	  _R_CHECK_CRAN_INCOMING_REMOTE_=false R_RD4PDF="times,hyper" \
+	  R CMD check --as-cran $(TARBALL)
 	Rscript tools/check-log.R $(PKG).Rcheck/00check.log
 
 # The core test and the whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer,
@@ -68,5 +70,15 @@ sanitize: deps
 	$(SAN_ENV) Rscript tools/run-tests.R
 	rm -rf $(SAN_DIR)
 
+# The pkgdown site in docs/ (reference by family, the vignettes as articles; see _pkgdown.yml),
+# built without network access (pkgdown.internet = FALSE skips its CRAN look-up). site-build uses
+# the package as already installed (CI runs it after `make check`, which installs it).
+site: install
+	$(MAKE) site-build
+
+site-build:
+	sh tools/install-deps.sh site
+	Rscript -e 'options(pkgdown.internet = FALSE); pkgdown::build_site(preview = FALSE, install = FALSE, new_process = FALSE)'
+
 clean:
-	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so core-test sanitize
+	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so core-test sanitize docs

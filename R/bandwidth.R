@@ -10,14 +10,14 @@
 #' computed after dividing every column by its standard deviation
 #' (`scale = TRUE`) or on the raw columns (`scale = FALSE`).
 #'
-#' **Windows on tied data.** A local polynomial with \eqn{p} coefficients
-#' (\eqn{p = 1} for the local mean, \eqn{p = 2} for local linear in one
-#' predictor) needs data at \eqn{p} distinct places with positive weight.
+#' **Windows on tied data.** A local polynomial with \eqn{p}{p} coefficients
+#' (\eqn{p = 1}{p = 1} for the local mean, \eqn{p = 2}{p = 2} for local linear in one
+#' predictor) needs data at \eqn{p}{p} distinct places with positive weight.
 #' With a compact kernel the window therefore reaches the k-th neighbour or,
-#' on tied data, farther: the uniform kernel to the \eqn{p}-th different
+#' on tied data, farther: the uniform kernel to the \eqn{p}{p}-th different
 #' distance from the query, the other compact kernels, which vanish at the
-#' edge of their support, to the \eqn{(p + 1)}-th, so that points at
-#' \eqn{p} different distances lie strictly inside (where the data hold
+#' edge of their support, to the \eqn{(p + 1)}{(p + 1)}-th, so that points at
+#' \eqn{p}{p} different distances lie strictly inside (where the data hold
 #' fewer different distances, the radius is twice the farthest distance).
 #' Untied windows are unchanged, the local mean with the uniform kernel is
 #' exactly k-nearest-neighbour averaging, and a fit exists at every data point
@@ -26,8 +26,8 @@
 #' scale.
 #'
 #' **Choosing k.** `nn("cv")` chooses k by leave-one-out cross-validation:
-#' about 20 log-spaced candidates from \eqn{p + 1} to \eqn{n / 2} (extended
-#' to \eqn{n - 1} when the best is the largest), then every whole number
+#' about 20 log-spaced candidates from \eqn{p + 1}{p + 1} to \eqn{n / 2}{n / 2} (extended
+#' to \eqn{n - 1}{n - 1} when the best is the largest), then every whole number
 #' between the best candidate's neighbours is narrowed down. The
 #' leave-one-out residuals use the leverage identity with the windows of the
 #' full data (leaving a point out does not move the other windows), as for

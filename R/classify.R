@@ -2,8 +2,8 @@
 
 #' Local-mode classification
 #'
-#' The probability of class \eqn{c} at \eqn{x^*} is the local mean of the
-#' indicator \eqn{1(y_i = c)}; the predicted class is the local mode, the class
+#' The probability of class \eqn{c}{c} at \eqn{x^*}{x^*} is the local mean of the
+#' indicator \eqn{1(y_i = c)}{1(y_i = c)}; the predicted class is the local mode, the class
 #' of largest probability. With `kernel = "uniform", bandwidth = nn(k)` this
 #' is exactly the k-nearest-neighbour classifier (ties between classes go to
 #' the first level; ties in distance include every point at the k-th
@@ -18,18 +18,18 @@
 #' [local_poly()].
 #'
 #' **Local multinomial logit.** With `degree >= 1` and more than two classes,
-#' each query point \eqn{x^*} gets its own multinomial logit (baseline-category
+#' each query point \eqn{x^*}{x^*} gets its own multinomial logit (baseline-category
 #' logits, as `nnet::multinom()`): the log-odds of every class against a
-#' baseline class are local polynomials in \eqn{x - x^*}, fitted by maximising
+#' baseline class are local polynomials in \eqn{x - x^*}{x - x^*}, fitted by maximising
 #' the kernel-weighted log-likelihood \eqn{\sum_i K(x^*, x_i) w_i \log
 #' p_{y_i}(x_i)}{sum_i K(x*, x_i) w_i log p[y_i](x_i)} with Newton steps (the
 #' convergence rule and step halving of the local likelihood, see
 #' [local_poly()] and `max_iter`, `tol` in [local_control()]). The class
-#' probabilities at \eqn{x^*} are those of the local fit there and sum to one.
+#' probabilities at \eqn{x^*}{x^*} are those of the local fit there and sum to one.
 #' A class that is absent from the kernel window (its share of the window's
 #' weight at most 1e-8, e.g. no point of it within a compact kernel's reach)
 #' gets probability 0 there: that is the limit the local likelihood tends to
-#' (its log-odds go to \eqn{-\infty}), and the other classes are fitted among
+#' (its log-odds go to \eqn{-\infty}{-Inf}), and the other classes are fitted among
 #' themselves. A window holding one class only gives it probability 1. Where
 #' the classes present are separated within the window (the fit gives every
 #' point its own class with probability 1), or the Newton steps do not

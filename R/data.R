@@ -87,9 +87,12 @@ fashion_classes <- c("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "San
 #' @param split "test" or "train".
 #' @param path Folder holding the IDX files (gzip-compressed or not).
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
-#' @return A list with `x`, an integer matrix (one image per row, pixel
-#'   `(r - 1) * 28 + c` in column `(r - 1) * 28 + c`, grey levels 0 to 255),
-#'   `label`, a factor of class names, and `image_dim = c(28, 28)`.
+#' @return A list with `x`, an integer matrix with one image per row and one
+#'   pixel per column in row-major order (the pixel in row `r` and column `c`
+#'   of an image, counted from the top left, is column `(r - 1) * 28 + c`;
+#'   grey levels 0 to 255, 0 the background), `label`, a factor of class
+#'   names, and `image_dim = c(28, 28)`. `matrix(x[i, ], 28, byrow = TRUE)`
+#'   is image `i` as a matrix; [plot_images()] draws them.
 #' @seealso [fashion_mnist_subset], a balanced subset shipped with the package.
 #' @family data
 #' @export
@@ -142,12 +145,14 @@ fashion_file <- function(path, name, call = rlang::caller_env()) {
 #' `data-raw/fashion_mnist_subset.R` from Debian's `dataset-fashion-mnist`.
 #'
 #' @format A list with `x`, an integer matrix of 2,000 images (rows) by 784
-#'   pixels (grey levels 0 to 255, pixel `(r - 1) * 28 + c` in column
+#'   pixels in row-major order (grey levels 0 to 255; the pixel in row `r` and
+#'   column `c` of an image, counted from the top left, is column
 #'   `(r - 1) * 28 + c`), `label`, a factor of the ten class names, `index`,
 #'   the images' rows in the test set, and `image_dim = c(28, 28)`.
 #' @source Xiao, H., Rasul, K. and Vollgraf, R. (2017). Fashion-MNIST: a novel
 #'   image dataset for benchmarking machine learning algorithms.
-#'   arXiv:1708.07747. <https://github.com/zalandoresearch/fashion-mnist>.
+#'   arXiv:1708.07747. \doi{10.48550/arXiv.1708.07747}
+#'   <https://github.com/zalandoresearch/fashion-mnist>.
 #'   Copyright 2017 Zalando SE, MIT licence (see the package's COPYRIGHTS
 #'   file).
 #' @family data

@@ -11,14 +11,14 @@
 #'
 #' **Bandwidths** follow the package convention (see [kernels()]): a number
 #' or a vector with one scale per variable, so that the kernel is radial in
-#' \eqn{(x - x_i)/h}; or a symmetric positive definite matrix `H` playing the
+#' \eqn{(x - x_i)/h}{(x - x_i)/h}; or a symmetric positive definite matrix `H` playing the
 #' role of a covariance (`H = diag(h^2)` is the same as the vector `h`; for
 #' the Gaussian kernel it is `ks::kde()`'s `H`); or `nn(k)` for sample-point
-#' adaptive bandwidths, where \eqn{h_i} is the distance from \eqn{x_i} to its
+#' adaptive bandwidths, where \eqn{h_i}{h_i} is the distance from \eqn{x_i}{x_i} to its
 #' k-th nearest other data point (after dividing the columns by their
 #' standard deviations when `nn(k, scale = TRUE)`), so that
-#' \eqn{\hat f(x) = \sum_i w_i K((x - x_i)/h_i)/h_i^d}; or a selector (see
-#' [kde_bandwidth()]).
+#' \eqn{\hat f(x) = \sum_i w_i K((x - x_i)/h_i)/h_i^d}{fhat(x) = sum_i w_i K((x - x_i)/h_i)/h_i^d};
+#' or a selector (see [kde_bandwidth()]).
 #'
 #' **Grid.** The default grid has 512 points in one dimension and 51 x 51 in
 #' two, extending beyond the data by three bandwidths for the Gaussian and
@@ -44,44 +44,43 @@
 #' of a data frame (or formula terms such as `factor(g)`) are categorical,
 #' and the estimate is the generalized product kernel estimate (Li and
 #' Racine 2007, as `np::npudens()`)
-#' \deqn{\hat f(x, z) = \sum_i w_i K_h(x - x_i) \prod_k L_k(z_k, z_{ik}),}
-#' a density in the numeric columns \eqn{x} and a probability over the
-#' levels \eqn{z}: it integrates over \eqn{x} and sums over \eqn{z} to one.
-#' Unordered columns (factors, logical, character) use the Aitchison-Aitken
-#' kernel, \eqn{1 - \lambda} at the point's own level and
-#' \eqn{\lambda / (c - 1)} at each of the other \eqn{c - 1} levels
-#' (\eqn{0 \le \lambda \le (c - 1)/c}); ordered factors use the Li-Racine
-#' kernel \eqn{\lambda^{|r - r_i|}} of the rank difference divided by its
-#' sum over the levels, \eqn{\sum_{r'} \lambda^{|r' - r_i|}}, so that it is
-#' a probability too (\eqn{0 \le \lambda \le 1}). This is np's
-#' `okertype = "racineliyan"`; np's default for densities, "liracine",
-#' multiplies by \eqn{(1 - \lambda)/(1 + \lambda)} instead, which sums to
-#' one only over infinitely many levels. Only the ranks of ordered levels
-#' count (np takes numeric labels as distances). \eqn{\lambda = 0} estimates
-#' each level apart (its share of the weights times the density within it);
-#' \eqn{\lambda} at its upper bound ignores the column.
+#' \deqn{\hat f(x, z) = \sum_i w_i K_h(x - x_i) \prod_k L_k(z_k, z_{ik}),}{
+#'  fhat(x, z) = sum_i w_i K_h(x - x_i) prod_k L_k(z_k, z_ik),}
+#' a density in the numeric columns \eqn{x}{x} and a
+#' probability over the levels \eqn{z}{z}: it integrates over \eqn{x}{x} and sums over \eqn{z}{z} to
+#' one. Unordered columns (factors, logical, character) use the Aitchison-Aitken kernel,
+#' \eqn{1 - \lambda}{1 - lambda} at the point's own level and
+#' \eqn{\lambda / (c - 1)}{lambda / (c - 1)} at each of the other \eqn{c - 1}{c - 1} levels (\eqn{0
+#' \le \lambda \le (c - 1)/c}{0 <= lambda <= (c - 1)/c}); ordered factors use the Li-Racine kernel
+#' \eqn{\lambda^{|r - r_i|}}{lambda^(|r - r_i|)} of the rank difference divided by its sum over the
+#' levels, \eqn{\sum_{r'} \lambda^{|r' - r_i|}}{sum_r' lambda^(|r' - r_i|)}, so that it is a
+#' probability too (\eqn{0 \le \lambda \le 1}{0 <= lambda <= 1}). This is np's
+#' `okertype = "racineliyan"`; np's default for densities, "liracine", multiplies by
+#' \eqn{(1 - \lambda)/(1 + \lambda)}{(1 - lambda)/(1 + lambda)} instead, which sums to one only over
+#' infinitely many levels. Only the ranks of ordered levels count (np takes numeric labels as
+#' distances). \eqn{\lambda = 0}{lambda = 0} estimates each level apart (its share of the weights
+#' times the density within it); \eqn{\lambda}{lambda} at its upper bound ignores the column.
 #'
 #' With categorical columns `bandwidth` is one value per column in column
-#' order (or named): \eqn{h} for a numeric column, \eqn{\lambda} for a
-#' categorical one; or "rot": \eqn{h} by the numeric rule of thumb of the
+#' order (or named): \eqn{h}{h} for a numeric column, \eqn{\lambda}{lambda} for a
+#' categorical one; or "rot": \eqn{h}{h} by the numeric rule of thumb of the
 #' numeric columns (see [kde_bandwidth()]) and
-#' \eqn{\lambda = n^{-2/(4 + d)}}, capped at its upper bound, with \eqn{d}
-#' the number of numeric columns (\eqn{\lambda} of the order of \eqn{h^2},
-#' Li and Racine 2007, section 4.1; a cautious start rather than an optimum);
-#' or "lscv": least-squares cross-validation of every \eqn{h} and
-#' \eqn{\lambda} jointly (see [kde_bandwidth()]). Matrix and [nn()]
-#' bandwidths, `bounds` and the binned strategy are for numeric data only.
-#' The `estimate` on the grid of the numeric columns (at most two, as above)
-#' is an array with one dimension per numeric grid axis followed by one per
-#' categorical column, named by its levels: for `kde(iris[c("Petal.Length",
-#' "Species")])`, `estimate[, "setosa"]` is the joint density of
-#' `Petal.Length` and `Species == "setosa"` on the grid. Without numeric
-#' columns it is the smoothed probability table. `predict()` takes a data
-#' frame with every column and refuses levels that the fit has not seen.
+#' \eqn{\lambda = n^{-2/(4 + d)}}{lambda = n^(-2/(4 + d))}, capped at its upper bound, with
+#' \eqn{d}{d} the number of numeric columns (\eqn{\lambda}{lambda} of the order of \eqn{h^2}{h^2},
+#' Li and Racine 2007, section 4.1; a cautious start rather than an optimum); or "lscv":
+#' least-squares cross-validation of every \eqn{h}{h} and \eqn{\lambda}{lambda} jointly (see
+#' [kde_bandwidth()]). Matrix and [nn()] bandwidths, `bounds` and the binned strategy are for
+#' numeric data only. The `estimate` on the grid of the numeric columns (at most two, as above) is
+#' an array with one dimension per numeric grid axis followed by one per categorical column, named
+#' by its levels: for `kde(iris[c("Petal.Length", "Species")])`, `estimate[, "setosa"]` is the joint
+#' density of `Petal.Length` and `Species == "setosa"` on the grid. Without numeric columns it is
+#' the smoothed probability table. `predict()` takes a data frame with every column and refuses
+#' levels that the fit has not seen.
 #'
 #' @references
 #' Aitchison, J. and Aitken, C. G. G. (1976). Multivariate binary
 #' discrimination by the kernel method. *Biometrika* 63, 413-420.
+#' \doi{10.1093/biomet/63.3.413}
 #'
 #' Li, Q. and Racine, J. S. (2007). *Nonparametric Econometrics: Theory and
 #' Practice*. Princeton University Press.
@@ -99,8 +98,8 @@
 #'   other than the Cauchy too.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
 #'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
-#'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}
-#'   or \eqn{\lambda}), "rot" or "lscv".
+#'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}{h}
+#'   or \eqn{\lambda}{lambda}), "rot" or "lscv".
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
 #'   none beyond); 0 skips the grid. At most 1,048,576 grid points in all
 #'   (1024 x 1024).
@@ -446,12 +445,12 @@ kde_binning_grid <- function(fit, range) {
 #' Methods for kernel density estimates
 #'
 #' `predict()` evaluates the density exactly (no binning) at new points;
-#' `logLik()` is \eqn{\sum_i w_i n \log \hat f(x_i)} at the data (not
+#' `logLik()` is \eqn{\sum_i w_i n \log \hat f(x_i)}{sum_i w_i n log fhat(x_i)} at the data (not
 #' cross-validated); `as.data.frame()` gives the grid and the estimate;
 #' `simulate()` draws a smoothed bootstrap sample: data points drawn with
 #' their weights plus kernel noise scaled by the bandwidth (mirrored back at
 #' the bounds); the levels of categorical columns are drawn from their kernel
-#' around the drawn point's level (kept with probability \eqn{1 - \lambda},
+#' around the drawn point's level (kept with probability \eqn{1 - \lambda}{1 - lambda},
 #' else one of the other levels at random, for unordered columns). These are
 #' exact draws from the estimate. `sampler = "langevin"` instead runs
 #' annealed Langevin dynamics on the estimate's score ([diffusion_sample()]

@@ -14,10 +14,10 @@
 #' - `neighbour_preservation`: the average share of every point's k nearest
 #'   neighbours in the data that are also among its k nearest in the layout.
 #' - `global_score` (Amid and Warmuth, 2019, TriMap's GS):
-#'   \eqn{\exp(-(e - e_{PCA}) / e_{PCA})}, where \eqn{e} is the residual sum of
-#'   squares of the best linear reconstruction of the centred data from the
-#'   centred layout and \eqn{e_{PCA}} that of a PCA layout of the same
-#'   dimension; 1 for PCA, smaller for layouts that lose global structure.
+#'   \eqn{\exp(-(e - e_{PCA}) / e_{PCA})}{exp(-(e - e_PCA) / e_PCA)}, where \eqn{e}{e} is the
+#'   residual sum of squares of the best linear reconstruction of the centred data from the centred
+#'   layout and \eqn{e_{PCA}}{e_PCA} that of a PCA layout of the same dimension; 1 for PCA, smaller
+#'   for layouts that lose global structure.
 #' - `knn_accuracy` (with `labels`): leave-one-out accuracy of the k-nearest-
 #'   neighbour vote in the layout (ties go to the class of the nearest
 #'   neighbour among the tied classes).
@@ -106,17 +106,16 @@ knn_vote_accuracy <- function(nn, labels, rows) {
 #'
 #' LLE (Roweis and Saul, 2000) writes every point as a local mean of its `k`
 #' nearest neighbours, with the weights of the best affine reconstruction:
-#' \eqn{w_i = \arg\min |x_i - \sum_j w_{ij} x_j|^2} subject to
-#' \eqn{\sum_j w_{ij} = 1}, found from the local Gram matrix \eqn{C = Z Z'}
-#' (Z: the neighbours minus \eqn{x_i}) regularised by `reg` times its trace
-#' (by `reg` alone when it vanishes, so duplicated points are safe). The
-#' layout keeps those local means: its columns are the eigenvectors of
-#' \eqn{M = (I - W)'(I - W)} for the 2nd to (`ndim` + 1)-th smallest
-#' eigenvalues (the smallest belongs to the constant vector), found by the
-#' Lanczos method in shift-and-invert mode (the Spectra library of RSpectra)
+#' \eqn{w_i = \arg\min |x_i - \sum_j w_{ij} x_j|^2}{w_i = arg min |x_i - sum_j w_ij x_j|^2} subject
+#' to \eqn{\sum_j w_{ij} = 1}{sum_j w_ij = 1}, found from the local Gram matrix
+#' \eqn{C = Z Z'}{C = Z Z'} (Z: the neighbours minus \eqn{x_i}{x_i}) regularised by `reg` times its
+#' trace (by `reg` alone when it vanishes, so duplicated points are safe). The layout keeps those
+#' local means: its columns are the eigenvectors of \eqn{M = (I - W)'(I - W)}{M = (I - W)'(I - W)}
+#' for the 2nd to (`ndim` + 1)-th smallest eigenvalues (the smallest belongs to the constant
+#' vector), found by the Lanczos method in shift-and-invert mode (the Spectra library of RSpectra)
 #' about a small negative shift, with a sparse Cholesky factorisation of
-#' \eqn{M - \sigma I}. Neighbours come from the package's kd-tree for at most
-#' 8 variables and from blocked brute-force search above.
+#' \eqn{M - \sigma I}{M - sigma I}. Neighbours come from the package's kd-tree for at most 8
+#' variables and from blocked brute-force search above.
 #'
 #' @param x A numeric matrix or data frame, one row per point.
 #' @param ndim Dimension of the layout (below the number of variables).
@@ -132,6 +131,7 @@ knn_vote_accuracy <- function(nn, labels, rows) {
 #'   weights (`weights`) and the eigenvalues.
 #' @references Roweis, S. T. and Saul, L. K. (2000). Nonlinear dimensionality
 #'   reduction by locally linear embedding. *Science* 290, 2323-2326.
+#'   \doi{10.1126/science.290.5500.2323}
 #' @family embedding
 #' @export
 #' @examples
@@ -163,25 +163,25 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #' keep their order: for an anchor i, a point j from its neighbourhood must
 #' stay nearer than a point k from outside it. In the localization view the
 #' loss is a hyperkernel, a kernel on triplets: with Student-t similarities
-#' \eqn{s_{ab} = 1 / (1 + |y_a - y_b|^2)} every triplet costs
-#' \eqn{w_{ijk} s_{ik} / (s_{ij} + s_{ik})}.
+#' \eqn{s_{ab} = 1 / (1 + |y_a - y_b|^2)}{s_ab = 1 / (1 + |y_a - y_b|^2)} every triplet costs
+#' \eqn{w_{ijk} s_{ik} / (s_{ij} + s_{ik})}{w_ijk s_ik / (s_ij + s_ik)}.
 #'
 #' The steps follow the published method. Data with more than 100 variables
 #' are first centred and projected on their 100 leading principal axes;
 #' otherwise they are scaled to the unit interval (one common range) and
-#' centred. Every point gets the scale \eqn{\sigma_i}, its mean distance to
+#' centred. Every point gets the scale \eqn{\sigma_i}{sigma_i}, its mean distance to
 #' its 4th to 6th nearest neighbours, and similarities from the scaled
-#' squared distances \eqn{d^2_{ij} / (\sigma_i \sigma_j)} among its
+#' squared distances \eqn{d^2_{ij} / (\sigma_i \sigma_j)}{d^2_ij / (sigma_i sigma_j)} among its
 #' `n_inliers + 50` nearest neighbours. Each of its `n_inliers` most similar
 #' neighbours is paired with `n_outliers` points drawn uniformly from outside
 #' that set, and `n_random` triplets of uniform points are added per anchor.
 #' The log-weight of a triplet is the difference of the scaled squared
 #' distances (times 0.1 for random ones); triplets are ordered so that it is
 #' positive, shifted to start at zero and passed through the tempered log
-#' \eqn{((1 + w)^{1 - t} - 1) / (1 - t)} with \eqn{t} = `weight_temp`. The
-#' layout starts at 0.01 times the leading principal components and is
-#' optimised by full-batch delta-bar-delta descent with momentum (0.5, then
-#' 0.8 after 250 iterations), step size `lr` times n / (number of triplets).
+#' \eqn{((1 + w)^{1 - t} - 1) / (1 - t)}{((1 + w)^(1 - t) - 1) / (1 - t)} with \eqn{t}{t} =
+#' `weight_temp`. The layout starts at 0.01 times the leading principal components and is optimised
+#' by full-batch delta-bar-delta descent with momentum (0.5, then 0.8 after 250 iterations), step
+#' size `lr` times n / (number of triplets).
 #'
 #' Neighbours are exact: the kd-tree for at most 8 variables, blocked
 #' brute-force search (single-precision ranking, double-precision distances)
@@ -207,6 +207,7 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
 #'   `violated` the share of triplets out of order at the end.
 #' @references Amid, E. and Warmuth, M. K. (2019). TriMap: large-scale
 #'   dimensionality reduction using triplets. arXiv:1910.00204.
+#'   \doi{10.48550/arXiv.1910.00204}
 #' @family embedding
 #' @export
 #' @examples
@@ -301,15 +302,15 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #' Places n objects so that triplet comparisons "i is closer to j than to k"
 #' hold, by t-distributed stochastic triplet embedding (t-STE, van der Maaten
 #' and Weinberger, 2012, with one degree of freedom): the probability that a
-#' triplet holds is \eqn{s_{ij} / (s_{ij} + s_{ik})} with Student-t
-#' similarities \eqn{s_{ab} = 1 / (1 + |y_a - y_b|^2)}, a hyperkernel on
-#' triplets, and the layout minimises the weighted negative log-likelihood
-#' plus `l2` \eqn{|Y|^2}. The optimiser is TriMap's (see [trimap()]): full-
-#' batch delta-bar-delta descent with momentum, step size `lr` times n / (number
-#' of triplets), from a random start (Gaussian, standard deviation 1e-4) or a
-#' given one.
+#' triplet holds is \eqn{s_{ij} / (s_{ij} + s_{ik})}{s_ij / (s_ij + s_ik)} with Student-t
+#' similarities \eqn{s_{ab} = 1 / (1 + |y_a - y_b|^2)}{s_ab = 1 / (1 + |y_a - y_b|^2)}, a
+#' hyperkernel on triplets, and the layout minimises the weighted negative log-likelihood plus `l2`
+#' \eqn{|Y|^2}{|Y|^2}. The optimiser is TriMap's (see [trimap()]): full-batch delta-bar-delta
+#' descent with momentum, step size `lr` times n / (number of triplets), from a random start
+#' (Gaussian, standard deviation 1e-4) or a given one.
 #'
 #' @inheritParams trimap
+#' @param ndim Dimension of the layout.
 #' @param triplets A matrix (or data frame) of three columns of object
 #'   indices: each row (i, j, k) says i is closer to j than to k.
 #' @param n Number of objects; by default the largest index. At most 1e8
@@ -324,7 +325,7 @@ check_init_matrix <- function(init, n, ndim, call = rlang::caller_env()) {
 #'   the share of triplets out of order at the end.
 #' @references van der Maaten, L. and Weinberger, K. (2012). Stochastic
 #'   triplet embedding. *IEEE International Workshop on Machine Learning for
-#'   Signal Processing*.
+#'   Signal Processing*. \doi{10.1109/MLSP.2012.6349720}
 #' @family embedding
 #' @export
 #' @examples
@@ -389,19 +390,19 @@ check_triplets <- function(triplets, n, call = rlang::caller_env()) {
 #' Asymmetric multidimensional scaling
 #'
 #' Embeds an asymmetric similarity, such as the conditional co-occurrence
-#' \eqn{P(j | i)} of words, with two points per object: a sender
-#' \eqn{u_i} and a receiver \eqn{v_j}. The model is a normalised
+#' \eqn{P(j | i)}{P(j | i)} of words, with two points per object: a sender
+#' \eqn{u_i}{u_i} and a receiver \eqn{v_j}{v_j}. The model is a normalised
 #' heterogeneous kernel between them, the local-mean weights of a Gaussian
 #' kernel:
-#' \deqn{Q(j | i) = \exp(-|u_i - v_j|^2) / \sum_l \exp(-|u_i - v_l|^2).}
-#' Rows of `s` are normalised to conditional distributions \eqn{P(j | i)} and
-#' the layout minimises the weighted Kullback-Leibler divergence
-#' \eqn{\sum_i w_i \sum_j P(j | i) \log(P(j | i) / Q(j | i))}, whose gradient
-#' moves every sender towards the P-weighted and away from the Q-weighted
-#' mean of the receivers. It starts from the singular value decomposition of
-#' the double-centred \eqn{\log P} (which equals \eqn{2 U V'} for centred U
-#' and V when the model holds exactly) and is refined by L-BFGS
-#' ([stats::optim()]).
+#' \deqn{Q(j | i) = \exp(-|u_i - v_j|^2) / \sum_l \exp(-|u_i - v_l|^2).}{
+#'  Q(j | i) = exp(-|u_i - v_j|^2) / sum_l exp(-|u_i - v_l|^2).}
+#' Rows of `s` are normalised to conditional distributions
+#' \eqn{P(j | i)}{P(j | i)} and the layout minimises the weighted Kullback-Leibler divergence
+#' \eqn{\sum_i w_i \sum_j P(j | i) \log(P(j | i) / Q(j | i))}{sum_i w_i sum_j P(j | i) log(P(j | i)
+#' / Q(j | i))}, whose gradient moves every sender towards the P-weighted and away from the
+#' Q-weighted mean of the receivers. It starts from the singular value decomposition of the
+#' double-centred \eqn{\log P}{log P} (which equals \eqn{2 U V'}{2 U V'} for centred U and V when
+#' the model holds exactly) and is refined by L-BFGS ([stats::optim()]).
 #'
 #' @param s A square, non-negative numeric matrix; row i holds the
 #'   similarities (counts, probabilities) from object i to every object.

@@ -9,34 +9,34 @@
 #' row (the feature layer), and the two are iterated to a fixed point.
 #'
 #' **Sample layer.** Rows are compared on their commonly observed entries:
-#' \deqn{d^2(i, j) = p \sum_c o_{ic} o_{jc} (x_{ic} - x_{jc})^2 / \sum_c o_{ic} o_{jc}}{d2(i, j) = p sum_c o_ic o_jc (x_ic - x_jc)^2 / sum_c o_ic o_jc}
-#' (the squared distance over shared entries rescaled to all `p` columns;
-#' `o` is 1 for observed entries). The `k` nearest rows of every
-#' incomplete row are found once, exactly, on the observed entries. At each
-#' iteration the distances to them are recomputed on the current values with
-#' imputed entries down-weighted (`o` replaced by 1 for observed entries and
-#' `imputed_weight` for imputed ones), and the missing entry is
-#' \eqn{S_{ic} = \sum_j K(d_{ij}/h_i) a_{jc} x_{jc} / \sum_j K(d_{ij}/h_i) a_{jc}}{S_ic = sum_j K(d_ij / h_i) a_jc x_jc / sum_j K(d_ij / h_i) a_jc},
-#' with \eqn{a_{jc}}{a_jc} the same entry weights and \eqn{h_i} the distance
-#' to the `ceiling(k / 2)`-th of these rows (`bandwidth = NULL`, the
-#' `nn(k / 2)` rule: the nearest rows weigh most, the farther ones still
-#' count), to the `m`-th for `bandwidth = nn(m)` (then `max(k, m)` rows are
-#' kept), or a fixed number. With `kernel = "uniform"`, `bandwidth = nn(k)`
-#' and `imputed_weight = 0` the first iteration is plain kNN imputation.
+#' \deqn{d^2(i, j) = p \sum_c o_{ic} o_{jc} (x_{ic} - x_{jc})^2 / \sum_c o_{ic} o_{jc}}{
+#'  d2(i, j) = p sum_c o_ic o_jc (x_ic - x_jc)^2 / sum_c o_ic o_jc}
+#' (the squared distance over shared entries
+#' rescaled to all `p` columns; `o` is 1 for observed entries). The `k` nearest rows of every
+#' incomplete row are found once, exactly, on the observed entries. At each iteration the distances
+#' to them are recomputed on the current values with imputed entries down-weighted (`o` replaced by
+#' 1 for observed entries and `imputed_weight` for imputed ones), and the missing entry is
+#' \eqn{S_{ic} = \sum_j K(d_{ij}/h_i) a_{jc} x_{jc} / \sum_j K(d_{ij}/h_i) a_{jc}}{S_ic = sum_j
+#' K(d_ij / h_i) a_jc x_jc / sum_j K(d_ij / h_i) a_jc}, with \eqn{a_{jc}}{a_jc} the same entry
+#' weights and \eqn{h_i}{h_i} the distance to the `ceiling(k / 2)`-th of these rows
+#' (`bandwidth = NULL`, the `nn(k / 2)` rule: the nearest rows weigh most, the farther ones still
+#' count), to the `m`-th for `bandwidth = nn(m)` (then `max(k, m)` rows are kept), or a fixed
+#' number. With `kernel = "uniform"`, `bandwidth = nn(k)` and `imputed_weight = 0` the first
+#' iteration is plain kNN imputation.
 #'
 #' **Feature layer.** For images (`image_dim` given), the missing pixel is the
 #' local mean of the other pixels of the same image, weighted by `kernel` on
 #' their distance in pixels (bandwidth `feature_bandwidth`, default 1 pixel;
 #' kernels with unbounded support are cut at 3 bandwidths). For other tables,
-#' features are linked by their correlation \eqn{r} (pairwise complete
-#' observations): the weight of feature \eqn{l} for feature \eqn{c} is
-#' \eqn{K((1 - |r_{cl}|) / h_c)}{K((1 - |r_cl|) / h_c)}, with \eqn{h_c} the
-#' value of \eqn{1 - |r|} of the 10th most correlated feature
+#' features are linked by their correlation \eqn{r}{r} (pairwise complete
+#' observations): the weight of feature \eqn{l}{l} for feature \eqn{c}{c} is
+#' \eqn{K((1 - |r_{cl}|) / h_c)}{K((1 - |r_cl|) / h_c)}, with \eqn{h_c}{h_c} the
+#' value of \eqn{1 - |r|}{1 - |r|} of the 10th most correlated feature
 #' (`feature_bandwidth = NULL`, or `nn(m)` for the m-th; a number is a fixed
 #' bandwidth), keeping the `2 m` most correlated features; the values
 #' averaged are the per-pair regression predictions
 #' \eqn{\mu_c + s_c r_{cl} z_{il}}{mu_c + s_c r_cl z_il} on the standardised
-#' scale \eqn{z}. Entry weights are as in the sample layer.
+#' scale \eqn{z}{z}. Entry weights are as in the sample layer.
 #'
 #' For tables (`image_dim = NULL`) both layers work on standardised columns
 #' (centred on the observed mean, divided by the observed standard
@@ -476,19 +476,19 @@ as.matrix.local_imputation <- function(x, ...) {
 #' pixel becomes the local mean of the pixels of its `search` x `search`
 #' window, weighted by a kernel on the distance between the `patch` x `patch`
 #' patches around them. With the default Gaussian kernel
-#' \deqn{w = \exp(-\max(d^2 - 2\sigma^2, 0) / h^2),}{w = exp(-max(d2 - 2 sigma^2, 0) / h^2),}
-#' where \eqn{d^2} is the mean squared difference of the two patches and
-#' \eqn{\sigma} the noise standard deviation (the form of Buades, Coll and
-#' Morel, 2011); another kernel \eqn{k} gives
+#' \deqn{w = \exp(-\max(d^2 - 2\sigma^2, 0) / h^2),}{
+#'  w = exp(-max(d2 - 2 sigma^2, 0) / h^2),}
+#' where \eqn{d^2}{d^2} is the mean squared difference of the two patches and
+#' \eqn{\sigma}{sigma} the noise standard deviation (the form of Buades, Coll and
+#' Morel, 2011); another kernel \eqn{k}{k} gives
 #' \eqn{w = k(\sqrt{2 \max(d^2 - 2\sigma^2, 0)} / h)}{w = k(sqrt(2 max(d2 - 2 sigma^2, 0)) / h)}
-#' up to a constant, so that the bandwidth \eqn{h} keeps the Gaussian's meaning (a compact
-#' kernel ignores patches whose excess distance exceeds \eqn{h^2 / 2}). The image is mirrored at its edges. When `sigma` is `NULL`
-#' it is estimated by Immerkaer's (1996) fast estimator (a Laplacian-type
-#' 3 x 3 filter that cancels smooth structure); when `bandwidth` is `NULL` it is
-#' `0.8 * sigma`, the factor that gave the highest PSNR on noisy mosaics of
-#' Fashion-MNIST images (noise sd 0.1, 7 x 7 patches; 0.6 to 1 were within
-#' 0.4 dB). The work is split over rows; the result does not depend on the
-#' number of threads.
+#' up to a constant, so that the bandwidth `h` keeps the Gaussian's meaning (a compact
+#' kernel ignores patches whose excess distance exceeds \eqn{h^2 / 2}{h^2 / 2}). The image is
+#' mirrored at its edges. When `sigma` is `NULL` it is estimated by Immerkaer's (1996) fast
+#' estimator (a Laplacian-type 3 x 3 filter that cancels smooth structure); when `bandwidth` is `NULL` it is
+#' `0.8 * sigma`, the factor that gave the highest PSNR on noisy mosaics of Fashion-MNIST images
+#' (noise sd 0.1, 7 x 7 patches; 0.6 to 1 were within 0.4 dB). The work is split over rows; the
+#' result does not depend on the number of threads.
 #'
 #' @param img A numeric matrix (the image, rows from the top).
 #' @param kernel A kernel name, see [kernels()]: the weight of a patch as a
@@ -501,11 +501,15 @@ as.matrix.local_imputation <- function(x, ...) {
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return The denoised image, a matrix like `img`, with attributes `sigma`
 #'   and `bandwidth`.
-#' @references Buades, A., Coll, B. and Morel, J.-M. (2005). A non-local
-#'   algorithm for image denoising. CVPR 2005. Buades, A., Coll, B. and
-#'   Morel, J.-M. (2011). Non-local means denoising. Image Processing On Line
-#'   1. Immerkaer, J. (1996). Fast noise variance estimation. Computer Vision
-#'   and Image Understanding 64(2), 300-302.
+#' @references
+#' Buades, A., Coll, B. and Morel, J.-M. (2005). A non-local algorithm for
+#' image denoising. *CVPR 2005* 2, 60-65. \doi{10.1109/CVPR.2005.38}
+#'
+#' Buades, A., Coll, B. and Morel, J.-M. (2011). Non-local means denoising.
+#' *Image Processing On Line* 1, 208-212. \doi{10.5201/ipol.2011.bcm_nlm}
+#'
+#' Immerkaer, J. (1996). Fast noise variance estimation. *Computer Vision and
+#' Image Understanding* 64(2), 300-302. \doi{10.1006/cviu.1996.0060}
 #' @family imputation
 #' @export
 #' @examples

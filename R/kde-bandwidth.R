@@ -12,27 +12,27 @@
 #' name. All selectors work on the Gaussian scale and convert the result to
 #' `kernel` by the ratio of canonical bandwidths (see [kernels()]).
 #'
-#' - "rot": Silverman's rule \eqn{0.9 \min(s, IQR/1.34) n^{-1/5}} in one
-#'   dimension (`stats::bw.nrd0()`), Scott's rule \eqn{s_j n^{-1/(d+4)}} per
+#' - "rot": Silverman's rule \eqn{0.9 \min(s, IQR/1.34) n^{-1/5}}{0.9 min(s, IQR/1.34) n^(-1/5)} in
+#'   one dimension (`stats::bw.nrd0()`), Scott's rule \eqn{s_j n^{-1/(d+4)}}{s_j n^(-1/(d+4))} per
 #'   variable in more.
 #' - "plugin": in one dimension, by default (`plugin = "ste"`), the
 #'   solve-the-equation plug-in of Sheather & Jones (1991), as
 #'   `stats::bw.SJ(method = "ste")`, with the scale
-#'   \eqn{\min(s, IQR/1.349)} in its pilot bandwidths; `plugin = "dpi"` gives
+#'   \eqn{\min(s, IQR/1.349)}{min(s, IQR/1.349)} in its pilot bandwidths; `plugin = "dpi"` gives
 #'   the two-stage direct plug-in of Wand & Jones (1995, section 3.6), as
 #'   `ks::hpi()`. In more dimensions (always "dpi") a diagonal bandwidth, one
 #'   scale per variable, by the two-stage plug-in of Wand & Jones (1994) and
 #'   Duong & Hazelton (2003): the data divided by their standard deviations;
 #'   normal-reference functionals of order 8 (covariance of the scaled data);
-#'   one SAMSE pilot bandwidth \eqn{g^2 I} for all functionals of order 6,
+#'   one SAMSE pilot bandwidth \eqn{g^2 I}{g^2 I} for all functionals of order 6,
 #'   then for order 4, minimising the summed squared asymptotic biases of the
 #'   functionals whose indices are all even (each counted once); the AMISE of
-#'   a diagonal \eqn{H} minimised numerically; the scales multiplied back.
+#'   a diagonal \eqn{H}{H} minimised numerically; the scales multiplied back.
 #'   This is the documented default of `ks::Hpi.diag()` in two dimensions
 #'   (`pilot = "samse"`, `nstage = 2`), and ks 1.14 gives the same pilot from
 #'   the same functionals, but its results are about 2-4% larger (its second
 #'   pilot is not computed from the order-6 estimates as the formula states).
-#'   For \eqn{d > 2} `ks::Hpi.diag()` defaults to another pilot
+#'   For \eqn{d > 2}{d > 2} `ks::Hpi.diag()` defaults to another pilot
 #'   (`"dscalar"`, Chacon & Duong 2010), not implemented here; there the two
 #'   differ by 5-9%. The density
 #'   functionals come from a binned grid (256 x 256) in two dimensions when
@@ -41,26 +41,24 @@
 #' - "lscv": least-squares (unbiased) cross-validation (Rudemo 1982;
 #'   Bowman 1984; Duong & Hazelton 2005 for the diagonal matrix), minimising
 #'   \eqn{\int \hat f^2 - 2 n^{-1} \sum_i
-#'   \hat f_{-i}(X_i)} over a grid of bandwidths and then locally; as
-#'   `stats::bw.ucv()` in one dimension (on a wider search interval), and over
-#'   a diagonal bandwidth (one scale per variable) in more, as
-#'   `ks::Hlscv.diag()`. A warning says when the minimum is at an end of the
-#'   search interval.
+#'   \hat f_{-i}(X_i)}{int fhat^2 - 2 n^-1 sum_i fhat_(-i)(X_i)} over a grid of bandwidths and then
+#'   locally; as `stats::bw.ucv()` in one dimension (on a wider search interval), and over a
+#'   diagonal bandwidth (one scale per variable) in more, as `ks::Hlscv.diag()`. A warning says when
+#'   the minimum is at an end of the search interval.
 #' - "scv": smoothed cross-validation (Hall, Marron & Park 1992; Jones,
 #'   Marron & Park 1991) in one dimension: the criterion of `ks::hscv()` with
-#'   the diagonal terms kept, and a Gaussian pilot \eqn{g} that cancels the
-#'   leading bias of the embedded estimate of \eqn{\psi_4},
-#'   \eqn{g = 2^{-1/2} [-2\phi^{(4)}(0)/(\hat\psi_6 n)]^{1/7}}, with
-#'   \eqn{\hat\psi_6} from a two-stage plug-in. `ks::hscv()` chooses its
-#'   pilot differently, so the two differ by up to about 20%. One dimension
-#'   only.
+#'   the diagonal terms kept, and a Gaussian pilot \eqn{g}{g} that cancels the
+#'   leading bias of the embedded estimate of \eqn{\psi_4}{psi_4},
+#'   \eqn{g = 2^{-1/2} [-2\phi^{(4)}(0)/(\hat\psi_6 n)]^{1/7}}{g = 2^(-1/2) [-2 phi^(4)(0) /
+#'   (psihat_6 n)]^(1/7)}, with \eqn{\hat\psi_6}{psihat_6} from a two-stage plug-in. `ks::hscv()`
+#'   chooses its pilot differently, so the two differ by up to about 20%. One dimension only.
 #' - "isj": the improved Sheather-Jones (diffusion) selector of Botev,
-#'   Grotowski & Kroese (2010): the data binned on \eqn{2^{14}} cells over
+#'   Grotowski & Kroese (2010): the data binned on \eqn{2^{14}}{2^14} cells over
 #'   their range widened by a tenth on each side, a discrete cosine
-#'   transform, and the fixed point of \eqn{t = \xi\gamma^{[7]}(t)} (the
-#'   largest one, found on a grid of \eqn{t}: rounded data add spurious tiny
+#'   transform, and the fixed point of \eqn{t = \xi\gamma^{[7]}(t)}{t = xi gamma^[7](t)} (the
+#'   largest one, found on a grid of \eqn{t}{t}: rounded data add spurious tiny
 #'   solutions at the scale of the rounding); the bandwidth is
-#'   \eqn{\sqrt{t}} times the width of that range. It does not
+#'   \eqn{\sqrt{t}}{sqrt(t)} times the width of that range. It does not
 #'   assume a normal reference at any stage, so it suits multimodal data. One
 #'   dimension only.
 #'
@@ -70,41 +68,40 @@
 #' 1)` uses its `"dscalar"` pilot and differs by a few percent):
 #' the AMISE of the gradient estimate (Chacon, Duong & Wand 2011),
 #' \eqn{n^{-1}(4\pi)^{-d/2}\prod_j h_j^{-1} \sum_j h_j^{-2}/2 -
-#' \frac14\sum_{j,k} h_j^2 h_k^2 \sum_i \psi_{2e_i+2e_j+2e_k}}, with
-#' functionals of order 6 estimated after a stage of order 8 and a
-#' normal-reference start of order 10. It needs more smoothing than the
-#' density and is returned on the Gaussian scale, one scale per variable.
+#' \frac14\sum_{j,k} h_j^2 h_k^2 \sum_i \psi_{2e_i+2e_j+2e_k}}{n^-1 (4 pi)^(-d/2) prod_j h_j^-1
+#' sum_j h_j^-2 / 2 - 1/4 sum_(j,k) h_j^2 h_k^2 sum_i psi_(2e_i + 2e_j + 2e_k)}, with functionals of
+#' order 6 estimated after a stage of order 8 and a normal-reference start of order 10. It needs
+#' more smoothing than the density and is returned on the Gaussian scale, one scale per variable.
 #'
-#' With `weights`, the pair sums are weighted and \eqn{n} is the effective
-#' sample size \eqn{1/\sum w_i^2} (weights normalised to sum one).
+#' With `weights`, the pair sums are weighted and \eqn{n}{n} is the effective
+#' sample size \eqn{1/\sum w_i^2}{1/sum w_i^2} (weights normalised to sum one).
 #'
 #' **Categorical columns** (a data frame with factor, ordered, logical or
 #' character columns; see "Mixed data" in [kde()]): "rot" and "lscv" only,
-#' with one value per column: \eqn{h} for numeric columns, \eqn{\lambda} for
-#' categorical ones. "rot" takes \eqn{h} from the rule above for the numeric
-#' columns alone and \eqn{\lambda = n^{-2/(4 + d)}} (at most its upper bound;
-#' \eqn{d} numeric columns). "lscv" minimises
-#' \eqn{\sum_z \int \hat f(x, z)^2 dx - 2 \sum_i w_i \hat f_{-i}(x_i, z_i)}
-#' jointly over every \eqn{h} and \eqn{\lambda}, as `np::npudensbw(bwmethod =
-#' "cv.ls")`: for the categorical columns the integral of the squared
-#' estimate is a sum over every combination \eqn{z} of levels, so that with
-#' the Gaussian kernel the pairs \eqn{(i, j)} weigh
-#' \eqn{\phi_{\sqrt 2 h}(x_i - x_j) \prod_k \sum_{z_k} L_k(z_k, z_{ik})
-#' L_k(z_k, z_{jk})}. The search starts from the normal-reference scales
-#' (the best common multiple of them on a grid) and the \eqn{\lambda} rule
-#' above, then moves every bandwidth jointly as the regression selectors do
-#' (Nelder-Mead on \eqn{\log h} and the logit of \eqn{\lambda} over its upper
-#' bound, so \eqn{\lambda} stays between 3e-4 and 1 times that bound, with a
-#' coordinate sweep and restarts); a lone categorical column without numeric
-#' ones gets a golden-section search over \eqn{[0, upper]}. For kernels other
-#' than the Gaussian \eqn{h} is converted by the ratio of canonical
-#' bandwidths, as above. As for numeric data, \eqn{h} stays above 1/20 of
-#' the normal-reference scale, since LSCV collapses towards zero on rounded
-#' or tied data; a warning says when the minimum is there.
+#' with one value per column: \eqn{h}{h} for numeric columns, \eqn{\lambda}{lambda} for
+#' categorical ones. "rot" takes \eqn{h}{h} from the rule above for the numeric
+#' columns alone and \eqn{\lambda = n^{-2/(4 + d)}}{lambda = n^(-2/(4 + d))} (at most its upper
+#' bound; \eqn{d}{d} numeric columns). "lscv" minimises \eqn{\sum_z \int \hat f(x, z)^2 dx - 2
+#' \sum_i w_i \hat f_{-i}(x_i, z_i)}{sum_z int fhat(x, z)^2 dx - 2 sum_i w_i fhat_(-i)(x_i, z_i)}
+#' jointly over every \eqn{h}{h} and \eqn{\lambda}{lambda}, as `np::npudensbw(bwmethod = "cv.ls")`:
+#' for the categorical columns the integral of the squared estimate is a sum over every combination
+#' \eqn{z}{z} of levels, so that with the Gaussian kernel the pairs \eqn{(i, j)}{(i, j)} weigh
+#' \eqn{\phi_{\sqrt 2 h}(x_i - x_j) \prod_k \sum_{z_k} L_k(z_k, z_{ik}) L_k(z_k,
+#' z_{jk})}{phi_(sqrt(2) h)(x_i - x_j) prod_k sum_(z_k) L_k(z_k, z_ik) L_k(z_k, z_jk)}. The search
+#' starts from the normal-reference scales (the best common multiple of them on a grid) and the
+#' \eqn{\lambda}{lambda} rule above, then moves every bandwidth jointly as the regression selectors
+#' do (Nelder-Mead on \eqn{\log h}{log h} and the logit of \eqn{\lambda}{lambda} over its upper
+#' bound, so \eqn{\lambda}{lambda} stays between 3e-4 and 1 times that bound, with a coordinate
+#' sweep and restarts); a lone categorical column without numeric ones gets a golden-section search
+#' over \eqn{[0, upper]}{[0, upper]}. For kernels other than the Gaussian \eqn{h}{h} is converted by
+#' the ratio of canonical bandwidths, as above. As for numeric data, \eqn{h}{h} stays above 1/20 of
+#' the normal-reference scale, since LSCV collapses towards zero on rounded or tied data; a warning
+#' says when the minimum is there.
 #'
 #' @references
 #' Botev, Z. I., Grotowski, J. F. and Kroese, D. P. (2010). Kernel density
 #' estimation via diffusion. *Annals of Statistics* 38, 2916-2957.
+#' \doi{10.1214/10-AOS799}
 #'
 #' Chacon, J. E. and Duong, T. (2010). Multivariate plug-in bandwidth
 #' selection with unconstrained pilot bandwidth matrices. *Test* 19, 375-398.
@@ -115,11 +112,11 @@
 #'
 #' Duong, T. and Hazelton, M. L. (2003). Plug-in bandwidth matrices for
 #' bivariate kernel density estimation. *Journal of Nonparametric Statistics*
-#' 15, 17-30.
+#' 15, 17-30. \doi{10.1080/10485250306039}
 #'
 #' Duong, T. and Hazelton, M. L. (2005). Cross-validation bandwidth matrices
 #' for multivariate kernel density estimation. *Scandinavian Journal of
-#' Statistics* 32, 485-506.
+#' Statistics* 32, 485-506. \doi{10.1111/j.1467-9469.2005.00445.x}
 #'
 #' Hall, P., Marron, J. S. and Park, B. U. (1992). Smoothed cross-validation.
 #' *Probability Theory and Related Fields* 92, 1-20.
@@ -129,7 +126,7 @@
 #'
 #' Sheather, S. J. and Jones, M. C. (1991). A reliable data-based bandwidth
 #' selection method for kernel density estimation. *Journal of the Royal
-#' Statistical Society B* 53, 683-690.
+#' Statistical Society B* 53, 683-690. \doi{10.1111/j.2517-6161.1991.tb01857.x}
 #'
 #' Wand, M. P. and Jones, M. C. (1994). Multivariate plug-in bandwidth
 #' selection. *Computational Statistics* 9, 97-116.
@@ -149,7 +146,7 @@
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A bandwidth in the package convention: a number (1-D), a vector
 #'   (one scale per variable) or a bandwidth matrix; with categorical columns
-#'   a named vector with one value per column (\eqn{h} or \eqn{\lambda}).
+#'   a named vector with one value per column (\eqn{h}{h} or \eqn{\lambda}{lambda}).
 #' @family density
 #' @export
 #' @examples

@@ -1,36 +1,36 @@
 #' The kernel registry
 #'
 #' Every method of the package accepts the same localization kernels. A kernel
-#' is given in its standard form \eqn{k(u)}: the compact kernels live on
-#' \eqn{[-1, 1]}, the Gaussian is the standard normal density, the Laplace is
-#' \eqn{e^{-|u|}/2} and the Cauchy \eqn{1/(\pi(1 + u^2))}.
+#' is given in its standard form \eqn{k(u)}{k(u)}: the compact kernels live on
+#' \eqn{[-1, 1]}{[-1, 1]}, the Gaussian is the standard normal density, the Laplace is
+#' \eqn{e^{-|u|}/2}{e^(-|u|)/2} and the Cauchy \eqn{1/(\pi(1 + u^2))}{1/(pi (1 + u^2))}.
 #'
-#' **Bandwidth convention.** A bandwidth \eqn{h} is the kernel's scale
-#' parameter: \eqn{K_h(t) = k(t/h)/h}. So `bandwidth = 0.1` means a standard
+#' **Bandwidth convention.** A bandwidth \eqn{h}{h} is the kernel's scale
+#' parameter: \eqn{K_h(t) = k(t/h)/h}{K_h(t) = k(t/h)/h}. So `bandwidth = 0.1` means a standard
 #' deviation of 0.1 for the Gaussian and a half-width of 0.1 for the compact
 #' kernels. Two kernels smooth about equally when their bandwidths are in the
-#' ratio of their canonical bandwidths \eqn{(R(k)/\mu_2^2)^{1/5}}; the
+#' ratio of their canonical bandwidths \eqn{(R(k)/\mu_2^2)^{1/5}}{(R(k)/mu_2^2)^(1/5)}; the
 #' bandwidth selectors make this conversion for you. In several dimensions the
-#' kernel is radial in the scaled distance \eqn{\|(x - x^*)/h\|} (so the
+#' kernel is radial in the scaled distance \eqn{\|(x - x^*)/h\|}{||(x - x^*)/h||} (so the
 #' uniform kernel is a ball and the Gaussian a product kernel).
 #'
 #' Kernels with unbounded support are truncated by the kd-tree and binned
 #' strategies at `cutoff` scales (8 for the Gaussian, 32 for the Laplace: the
-#' neglected weights are below \eqn{e^{-32}} of the peak); a query with no
+#' neglected weights are below \eqn{e^{-32}}{e^(-32)} of the peak); a query with no
 #' data within the cut-off is computed untruncated by the kd-tree strategy. The
 #' exact strategy never truncates (unless `local_control(cutoff =)` asks it
 #' to), and the Cauchy is never truncated and always uses the exact strategy.
 #'
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return `kernels()`: a data frame with one row per kernel: `kernel`,
-#'   `compact`, `cutoff`, `constant` (the normalising constant \eqn{c} of
-#'   \eqn{k(u) = c\,\kappa(u^2)}), `mu2` (the second moment \eqn{\int u^2 k}),
-#'   `roughness` (\eqn{\int k^2}) and `canonical` (the canonical bandwidth
-#'   \eqn{(R/\mu_2^2)^{1/5}}, NA for the Cauchy, which has no second moment)
-#'   and `shadow`: the kernel \eqn{g} with \eqn{-\kappa'(r^2) \propto g(r^2)}
-#'   (the profile's derivative), under which the gradient of a kernel density
-#'   estimate is a local mean (see [local_score()]); NA where that derivative
-#'   is no registry kernel.
+#'   `compact`, `cutoff`, `constant` (the normalising constant \eqn{c}{c} of
+#'   \eqn{k(u) = c\,\kappa(u^2)}{k(u) = c kappa(u^2)}), `mu2` (the second moment
+#'   \eqn{\int u^2 k}{int u^2 k}), `roughness` (\eqn{\int k^2}{int k^2}) and `canonical` (the
+#'   canonical bandwidth \eqn{(R/\mu_2^2)^{1/5}}{(R/mu_2^2)^(1/5)}, NA for the Cauchy, which has no
+#'   second moment) and `shadow`: the kernel \eqn{g}{g} with
+#'   \eqn{-\kappa'(r^2) \propto g(r^2)}{-kappa'(r^2) proportional to g(r^2)} (the profile's
+#'   derivative), under which the gradient of a kernel density estimate is a local mean (see
+#'   [local_score()]); NA where that derivative is no registry kernel.
 #' @family kernels
 #' @export
 #' @examples
@@ -45,7 +45,7 @@ kernels <- function(...) {
 #' @rdname kernels
 #' @param u Numeric vector of scaled distances.
 #' @param kernel A kernel name, see `kernels()$kernel`.
-#' @return `kernel_value()`: the kernel density \eqn{k(u)}.
+#' @return `kernel_value()`: the kernel density \eqn{k(u)}{k(u)}.
 #' @export
 kernel_value <- function(u, kernel = "gaussian", ...) {
   check_dots(...)

@@ -6,11 +6,11 @@
 #'
 #' Every point climbs to a mode of the kernel density estimate by repeated
 #' local means, \eqn{x \leftarrow m(x) = \sum_i K_h(x, x_i) w_i x_i / \sum_i
-#' K_h(x, x_i) w_i}, the localization method's self-local mean. The step
-#' \eqn{m(x) - x} is proportional to the gradient of the log density (the
-#' score: for the Gaussian kernel \eqn{m(x) - x = h^2 \nabla \log \hat
-#' f(x)}), so each point performs gradient ascent with an adaptive step.
-#' Points whose modes lie within `merge_tol` bandwidths share a cluster.
+#' K_h(x, x_i) w_i}{x <- m(x) = sum_i K_h(x, x_i) w_i x_i / sum_i K_h(x, x_i) w_i}, the localization
+#' method's self-local mean. The step \eqn{m(x) - x}{m(x) - x} is proportional to the gradient of
+#' the log density (the score: for the Gaussian kernel \eqn{m(x) - x = h^2 \nabla \log \hat
+#' f(x)}{m(x) - x = h^2 grad log fhat(x)}), so each point performs gradient ascent with an adaptive
+#' step. Points whose modes lie within `merge_tol` bandwidths share a cluster.
 #'
 #' With `blurring = TRUE` the data move too (Cheng's blurring mean shift): each
 #' step replaces all points by their local means among the current points, as
@@ -29,20 +29,20 @@
 #' with them, not when blurring) three devices cut the number of local means
 #' without moving the modes:
 #' * *Over-relaxation* (Gaussian kernel): a point tries the longer step
-#'   \eqn{x + \omega (m(x) - x)} and keeps it when the density there is no
+#'   \eqn{x + \omega (m(x) - x)}{x + omega (m(x) - x)} and keeps it when the density there is no
 #'   lower and the path runs straight on (the next plain step turns by less
-#'   than about 26 degrees); \eqn{\omega} grows by half after each kept step
+#'   than about 26 degrees); \eqn{\omega}{omega} grows by half after each kept step
 #'   (at most 8) and halves otherwise, when the plain step, which never lowers
 #'   the density, is taken. The fixed points and the stopping rule (the plain
 #'   step shorter than `tol`) are the plain climb's.
 #' * *Shorter reach* (Gaussian kernel, `method = "tree"` or "auto" without a
 #'   `control` cut-off): while its plain step is longer than 1e-3 bandwidths,
 #'   a point's local means leave out data farther than 6 bandwidths (each
-#'   weighs less than \eqn{e^{-18} = 1.5 \times 10^{-8}}, so the step moves by
-#'   less than \eqn{N e^{-18} (6 + s) / W} bandwidths for \eqn{N} points left
-#'   out, step length \eqn{s} and kernel weight sum \eqn{W}, which is at least
-#'   1 on a climb from a data point without case weights); the last steps and
-#'   the densities use the engine's full cut-off.
+#'   weighs less than \eqn{e^{-18} = 1.5 \times 10^{-8}}{e^(-18) = 1.5 x 10^-8}, so the step moves
+#'   by less than \eqn{N e^{-18} (6 + s) / W}{N e^(-18) (6 + s) / W} bandwidths for \eqn{N}{N}
+#'   points left out, step length \eqn{s}{s} and kernel weight sum \eqn{W}{W}, which is at least 1
+#'   on a climb from a data point without case weights); the last steps and the densities use the
+#'   engine's full cut-off.
 #' * *Meeting*: points climb in rounds of consecutive rows (16, 32, ... up to
 #'   256 points); a point that comes within `merge_tol / 4` bandwidths of a
 #'   mode where a point of an earlier round converged stops and takes that
@@ -102,6 +102,18 @@
 #'   (per point, or per seed), `seeds`, `paths` (with `keep_path = TRUE`),
 #'   `x`, `bandwidth`, `kernel`, `algorithm`, `accelerate`, `min_size`,
 #'   `absorbed_modes`, `absorbed_into` (their clusters) and `call`.
+#' @references
+#' Fukunaga, K. and Hostetler, L. (1975). The estimation of the gradient of a
+#' density function, with applications in pattern recognition. *IEEE
+#' Transactions on Information Theory* 21, 32-40. \doi{10.1109/TIT.1975.1055330}
+#'
+#' Cheng, Y. (1995). Mean shift, mode seeking, and clustering. *IEEE
+#' Transactions on Pattern Analysis and Machine Intelligence* 17, 790-799.
+#' \doi{10.1109/34.400568}
+#'
+#' Comaniciu, D. and Meer, P. (2002). Mean shift: a robust approach toward
+#' feature space analysis. *IEEE Transactions on Pattern Analysis and Machine
+#' Intelligence* 24, 603-619. \doi{10.1109/34.1000236}
 #' @family modes
 #' @export
 #' @examples
@@ -227,15 +239,18 @@ assign_to_modes <- function(groups, points, setup) {
 #' Self-local mean (blurring mean shift)
 #'
 #' `self_local_mean()` applies the self-local mean transform
-#' \eqn{x_j \leftarrow \sum_i K_h(x_j, x_i) w_i x_i / \sum_i K_h(x_j, x_i) w_i}
-#' `n_iter` times, each step to the current points: the data contract towards
-#' their modes (one step is a denoising of the data by the localization
+#' \eqn{x_j \leftarrow \sum_i K_h(x_j, x_i) w_i x_i / \sum_i K_h(x_j, x_i) w_i}{x_j <- sum_i
+#' K_h(x_j, x_i) w_i x_i / sum_i K_h(x_j, x_i) w_i} `n_iter` times, each step to the current points:
+#' the data contract towards their modes (one step is a denoising of the data by the localization
 #' method; many steps are the blurring mean shift).
 #'
 #' @inheritParams mean_shift
 #' @param n_iter Number of steps (0 returns the data; at most 1e7).
 #' @return The transformed points, with the shape of `x` (a vector or a
 #'   matrix).
+#' @references Cheng, Y. (1995). Mean shift, mode seeking, and clustering.
+#'   *IEEE Transactions on Pattern Analysis and Machine Intelligence* 17,
+#'   790-799. \doi{10.1109/34.400568}
 #' @family modes
 #' @export
 #' @examples
@@ -388,21 +403,23 @@ new_local_modes <- function(setup, groups, res, algorithm, call) {
 #' MedoidShift clustering
 #'
 #' MedoidShift (Sheikh, Khan and Kanade, 2007) restricts mean shift to the
-#' data: each point \eqn{x_i} moves to the data point minimising the
+#' data: each point \eqn{x_i}{x_i} moves to the data point minimising the
 #' kernel-weighted sum of squared distances \eqn{\sum_k K_h(x_i, x_k) w_k
-#' \|x_k - x_j\|^2}. Expanding the square shows that this is the data point
-#' nearest to the local mean \eqn{m(x_i)}, so one engine pass and one
-#' nearest-neighbour search give every move. Following the moves gives a
-#' forest whose roots (points that stay) are the modes; every tree is a
-#' cluster, and no centre lies outside the data. With `max_iter > 1` the
-#' method is iterated on the roots, each weighted by the points it holds,
-#' until no root moves (Sheikh et al.'s reapplication to the modes).
+#' \|x_k - x_j\|^2}{sum_k K_h(x_i, x_k) w_k ||x_k - x_j||^2}. Expanding the square shows that this
+#' is the data point nearest to the local mean \eqn{m(x_i)}{m(x_i)}, so one engine pass and one
+#' nearest-neighbour search give every move. Following the moves gives a forest whose roots (points
+#' that stay) are the modes; every tree is a cluster, and no centre lies outside the data. With
+#' `max_iter > 1` the method is iterated on the roots, each weighted by the points it holds, until
+#' no root moves (Sheikh et al.'s reapplication to the modes).
 #'
 #' @inheritParams mean_shift
 #' @param max_iter Most rounds of MedoidShift (1: a single pass over the data;
 #'   by default the roots are shifted again until none moves).
 #' @return An object of class `local_modes` (see [mean_shift()]); `parent`
 #'   holds every point's move (its index in the data) in the first round.
+#' @references Sheikh, Y. A., Khan, E. A. and Kanade, T. (2007). Mode-seeking
+#'   by medoidshifts. *IEEE 11th International Conference on Computer Vision
+#'   (ICCV 2007)*, 1-8.
 #' @family modes
 #' @export
 #' @examples
@@ -476,7 +493,7 @@ kde_values_at <- function(setup, points, data = setup$x) {
 #'
 #' `pc_shift()` is the subspace-constrained mean shift (Ozertem and Erdogmus,
 #' 2011): every point moves by its mean-shift step projected onto the
-#' directions of least local variance, the \eqn{d - } `ndim` eigenvectors of
+#' directions of least local variance, the `d - ndim` eigenvectors of
 #' the kernel-weighted covariance of the data around it with the smallest
 #' eigenvalues (for the Gaussian kernel these are the directions of most
 #' negative curvature of the log density). Points converge to
@@ -489,6 +506,9 @@ kde_values_at <- function(setup, points, data = setup$x) {
 #' @return An object of class `local_ridges`: `points` (the projected points),
 #'   `x`, `ndim`, `iterations`, `converged`, `paths`, `bandwidth`, `kernel`
 #'   and `call`.
+#' @references Ozertem, U. and Erdogmus, D. (2011). Locally defined principal
+#'   curves and surfaces. *Journal of Machine Learning Research* 12,
+#'   1249-1286.
 #' @family modes
 #' @export
 #' @examples

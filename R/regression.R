@@ -5,12 +5,12 @@
 #' `local_poly()` fits a polynomial of degree `degree` around every query
 #' point by kernel-weighted least squares (the localization trick);
 #' `local_mean()` is degree 0, the Nadaraya-Watson local mean
-#' \eqn{\sum_i K(x^*, x_i) y_i / \sum_i K(x^*, x_i)}. Both work with any
-#' number of numeric and categorical predictors. With `family` other than
-#' `"gaussian"` the local polynomial is fitted by the local likelihood: at each
-#' query \eqn{x^*} it maximises \eqn{\sum_i K(x^*, x_i) w_i \ell(y_i,
-#' g^{-1}(\beta' \phi(x_i - x^*)))}, a generalized linear model of the kernel
-#' window (local logistic or Poisson regression).
+#' \eqn{\sum_i K(x^*, x_i) y_i / \sum_i K(x^*, x_i)}{sum_i K(x^*, x_i) y_i / sum_i K(x^*, x_i)}.
+#' Both work with any number of numeric and categorical predictors. With `family` other than
+#' `"gaussian"` the local polynomial is fitted by the local likelihood: at each query \eqn{x^*}{x^*}
+#' it maximises \eqn{\sum_i K(x^*, x_i) w_i \ell(y_i, g^{-1}(\beta' \phi(x_i - x^*)))}{sum_i K(x^*,
+#' x_i) w_i l(y_i, g^-1(beta' phi(x_i - x^*)))}, a generalized linear model of the kernel window
+#' (local logistic or Poisson regression).
 #'
 #' **Bandwidths.** `bandwidth` is one of
 #' * a positive number (the same for every predictor, when all are numeric) or
@@ -35,54 +35,49 @@
 #'   fit is (nearly) global in it, so it does not matter locally, and
 #'   `summary()` says so (as np's bandwidths do, Hall, Li and Racine, 2007);
 #'   `"rot"` (normal-reference rule
-#'   \eqn{1.06\,\hat\sigma n^{-1/(4+d)}}, with \eqn{\hat\sigma} the smaller of
-#'   the sd and IQR/1.349, converted to the kernel); `"plugin"` (the direct
-#'   plug-in of Ruppert, Sheather and Wand, 1995, for one numeric predictor
-#'   and degree 1; its pilot fits assume a roughly symmetric predictor, so on
-#'   skewed data prefer `"cv"`). Both formulas are widened by factors of 1.5
-#'   where needed until the fit exists at every data point (the sparse tail of
-#'   a skewed predictor leaves narrow windows empty).
+#'   \eqn{1.06\,\hat\sigma n^{-1/(4+d)}}{1.06 sigmahat n^(-1/(4+d))}, with
+#'   \eqn{\hat\sigma}{sigmahat} the smaller of the sd and IQR/1.349, converted to the kernel);
+#'   `"plugin"` (the direct plug-in of Ruppert, Sheather and Wand, 1995, for one numeric predictor
+#'   and degree 1; its pilot fits assume a roughly symmetric predictor, so on skewed data prefer
+#'   `"cv"`). Both formulas are widened by factors of 1.5 where needed until the fit exists at every
+#'   data point (the sparse tail of a skewed predictor leaves narrow windows empty).
 #' * `"metric"`: a learned metric, for the Gaussian kernel, least squares and
 #'   degree 0 or 1 (Weinberger and Tesauro, 2007). The kernel becomes
-#'   \eqn{\exp(-\|A(x_i - x^*)\|^2 / 2)} with a full \eqn{d \times d} matrix
-#'   \eqn{A} on the numeric predictors, the fit that of the unit bandwidth on
-#'   \eqn{A x}, so that the kernel can follow directions that combine the
-#'   predictors (a response that depends on \eqn{x_1 + x_2}, say). \eqn{A}
-#'   minimises the leave-one-out squared error by BFGS with its analytic
-#'   gradient, starting from the diagonal `"cv"` solution
-#'   \eqn{A = \mathrm{diag}(1/h)} (degree 1: from the local mean's learned
-#'   metric, whose criterion is smoother, and also from the diagonal if that
-#'   search ends above the diagonal's score); categorical lambdas keep their `"cv"` values. Singular values of
-#'   \eqn{A} are then raised to at least 1 / (10 times the range of the data
-#'   along their right singular vector), the selectors' widest bandwidth. The
-#'   fit stores `metric$A`, its leave-one-out score `metric$loss` (also the
-#'   fit's LOO CV score, computed directly) and the diagonal start's
-#'   `metric$start_loss`; `summary()` prints \eqn{A}. Derivatives
-#'   (`predict(deriv = 1)`) are mapped back to the original predictors by the
-#'   chain rule; their standard errors, simultaneous bands and
-#'   `variance = "local"` are not available. Where the metric is sharp, queries
-#'   far (in units of \eqn{A x}) from every data point may predict `NA`, as with
-#'   any small bandwidth.
+#'   \eqn{\exp(-\|A(x_i - x^*)\|^2 / 2)}{exp(-||A(x_i - x^*)||^2 / 2)} with a full
+#'   \eqn{d \times d}{d x d} matrix \eqn{A}{A} on the numeric predictors, the fit that of the unit
+#'   bandwidth on \eqn{A x}{A x}, so that the kernel can follow directions that combine the
+#'   predictors (a response that depends on \eqn{x_1 + x_2}{x_1 + x_2}, say). \eqn{A}{A} minimises
+#'   the leave-one-out squared error by BFGS with its analytic gradient, starting from the diagonal
+#'   `"cv"` solution \eqn{A = \mathrm{diag}(1/h)}{A = diag(1/h)} (degree 1: from the local mean's
+#'   learned metric, whose criterion is smoother, and also from the diagonal if that search ends
+#'   above the diagonal's score); categorical lambdas keep their `"cv"` values. Singular values of
+#'   \eqn{A}{A} are then raised to at least 1 / (10 times the range of the data along their right
+#'   singular vector), the selectors' widest bandwidth. The fit stores `metric$A`, its leave-one-out
+#'   score `metric$loss` (also the fit's LOO CV score, computed directly) and the diagonal start's
+#'   `metric$start_loss`; `summary()` prints \eqn{A}{A}. Derivatives (`predict(deriv = 1)`) are
+#'   mapped back to the original predictors by the chain rule; their standard errors, simultaneous
+#'   bands and `variance = "local"` are not available. Where the metric is sharp, queries far (in
+#'   units of \eqn{A x}{A x}) from every data point may predict `NA`, as with any small bandwidth.
 #' The leave-one-out fit uses the exact identity
-#' \eqn{y_i - \hat m_{-i}(x_i) = (y_i - \hat m(x_i)) / (1 - L_{ii})}.
+#' \eqn{y_i - \hat m_{-i}(x_i) = (y_i - \hat m(x_i)) / (1 - L_{ii})}{y_i - mhat_(-i)(x_i) = (y_i -
+#' mhat(x_i)) / (1 - L_ii)}.
 #'
 #' **Predictors.** Numeric predictors are localized by `kernel` and span the
 #' local polynomial. Factors, character and logical columns are categorical:
 #' they enter through the generalized product kernel
-#' \eqn{K(x^*, x_i) = K_h(x^*_c - x_{ic}) \prod_j L_j(z^*_j, z_{ij})}, as in
-#' Li and Racine (2007) and the np package. Unordered levels use the
-#' Aitchison-Aitken kernel, \eqn{1 - \lambda} at the query's level and
-#' \eqn{\lambda / (c - 1)} at the other \eqn{c - 1} levels
-#' (\eqn{0 \le \lambda \le (c - 1) / c}); ordered factors use the Li-Racine
-#' kernel \eqn{\lambda^{|r^* - r_i|}} of the rank difference
-#' (\eqn{0 \le \lambda \le 1}). \eqn{\lambda = 0} fits each level (or
-#' combination) separately; \eqn{\lambda} at its upper bound ignores the
-#' predictor. Formula terms may be transformations (`log(x)`, `I(x^2)`,
-#' `poly(x, 2)`, which gives one predictor per column); interactions are
-#' refused, since the kernel already localizes in all predictors jointly.
-#' Levels that `predict()` meets but the fit has not seen are refused; rows of
-#' `newdata` with missing predictors give `NA`, as in [stats::predict.lm()].
-#' Duplicated predictor values are fine. A constant predictor is refused.
+#' \eqn{K(x^*, x_i) = K_h(x^*_c - x_{ic}) \prod_j L_j(z^*_j, z_{ij})}{K(x^*, x_i) = K_h(x^*_c -
+#' x_ic) prod_j L_j(z^*_j, z_ij)}, as in Li and Racine (2007) and the np package. Unordered levels
+#' use the Aitchison-Aitken kernel, \eqn{1 - \lambda}{1 - lambda} at the query's level and
+#' \eqn{\lambda / (c - 1)}{lambda / (c - 1)} at the other \eqn{c - 1}{c - 1} levels (\eqn{0 \le
+#' \lambda \le (c - 1) / c}{0 <= lambda <= (c - 1) / c}); ordered factors use the Li-Racine kernel
+#' \eqn{\lambda^{|r^* - r_i|}}{lambda^(|r^* - r_i|)} of the rank difference
+#' (\eqn{0 \le \lambda \le 1}{0 <= lambda <= 1}). \eqn{\lambda = 0}{lambda = 0} fits each level (or
+#' combination) separately; \eqn{\lambda}{lambda} at its upper bound ignores the predictor. Formula
+#' terms may be transformations (`log(x)`, `I(x^2)`, `poly(x, 2)`, which gives one predictor per
+#' column); interactions are refused, since the kernel already localizes in all predictors jointly.
+#' Levels that `predict()` meets but the fit has not seen are refused; rows of `newdata` with
+#' missing predictors give `NA`, as in [stats::predict.lm()]. Duplicated predictor values are fine.
+#' A constant predictor is refused.
 #'
 #' **Local likelihood** (`family`): `"binomial"` takes 0/1, logical or
 #' two-level factor responses (the second level is success), proportions with
@@ -96,10 +91,9 @@
 #' (the steps do not converge, or the fit reproduces the responses of every
 #' point of the window: the classes separate there, or are all the same) the
 #' fit is `NA` with a warning. Leverages are the diagonal of the influence
-#' matrix, \eqn{w_i v(\hat\mu_i) [S^{-1}]_{00}}, so the effective degrees of
-#' freedom, `deviance()`, `logLik()` and `AIC()` follow as for [stats::glm()];
-#' the `"cv"` score is the mean leave-one-out deviance from one Newton step
-#' away from the full fit.
+#' matrix, \eqn{w_i v(\hat\mu_i) [S^{-1}]_{00}}{w_i v(muhat_i) [S^-1]_00}, so the effective degrees
+#' of freedom, `deviance()`, `logLik()` and `AIC()` follow as for [stats::glm()]; the `"cv"` score
+#' is the mean leave-one-out deviance from one Newton step away from the full fit.
 #'
 #' **Strategies** (`method`): `"exact"` sweeps every data point for every
 #' query; `"tree"` visits only the kd-tree leaves within the kernel's support
@@ -152,11 +146,11 @@
 #'
 #' Hall, P., Li, Q. and Racine, J. S. (2007). Nonparametric estimation of
 #' regression functions in the presence of irrelevant regressors. *Review of
-#' Economics and Statistics* 89, 784-789.
+#' Economics and Statistics* 89, 784-789. \doi{10.1162/rest.89.4.784}
 #'
 #' Hurvich, C. M., Simonoff, J. S. and Tsai, C.-L. (1998). Smoothing parameter
 #' selection in nonparametric regression using an improved Akaike information
-#' criterion. *JRSS B* 60, 271-293.
+#' criterion. *JRSS B* 60, 271-293. \doi{10.1111/1467-9868.00125}
 #'
 #' Li, Q. and Racine, J. S. (2007). *Nonparametric Econometrics: Theory and
 #' Practice*. Princeton University Press.
@@ -554,7 +548,7 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #'   `newdata`, with probability `level` (one or two numeric predictors, a
 #'   fixed bandwidth, the Gaussian family).
 #' @param variance `"constant"`: one residual variance, `sigma^2`;
-#'   `"local"`: a heteroscedastic estimate \eqn{\sigma^2(x)}, the local mean
+#'   `"local"`: a heteroscedastic estimate \eqn{\sigma^2(x)}{sigma^2(x)}, the local mean
 #'   of the leverage-corrected squared residuals (Gaussian family, numeric
 #'   predictors).
 #' @param method For `predict()`: `NULL` (the fit's strategy) or a strategy
@@ -568,43 +562,41 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #'   `cbind(newdata, predict(fit, newdata, interval = "confidence"))` is a
 #'   `confint()`-style data frame.
 #' @section Confidence bands:
-#' The fit is linear in the response, \eqn{\hat m(x) = l(x)'y}, and its
-#' standard error is \eqn{\sigma \|l(x)\|} (for prior weights \eqn{p_i},
-#' \eqn{\sigma (\sum_i l_i(x)^2 / p_i)^{1/2}}), with \eqn{\sigma} the
-#' residual standard error of the fit, \eqn{\sqrt{RSS / (n - tr L)}}. The
-#' band is `fit` \eqn{\pm c} `se.fit`. Pointwise, \eqn{c} is the Student t
-#' quantile with `df` \eqn{= n - tr L} residual degrees of freedom, as
-#' `predict.lm()`; with `variance = "local"` the t quantile with the local
-#' estimate's degrees of freedom, \eqn{(\sum_i w_i)^2 / \sum_i w_i^2} for
-#' its kernel weights \eqn{w_i} (Satterthwaite; the smallest over the
-#' points for simultaneous bands).
-#' `variance = "local"` replaces \eqn{\sigma^2} by \eqn{\hat\sigma^2(x)},
-#' the local mean (same kernel, bandwidth and weights) of \eqn{p_i r_i^2 /
-#' (1 - 2 L_{ii} + p_i \|l(x_i)\|^2)}: each squared residual divided by its
-#' expectation under a locally constant variance, so that these divisors sum
-#' to \eqn{n - 2 tr L + tr L'L}.
+#' The fit is linear in the response, \eqn{\hat m(x) = l(x)'y}{mhat(x) = l(x)'y}, and its
+#' standard error is \eqn{\sigma \|l(x)\|}{sigma ||l(x)||} (for prior weights \eqn{p_i}{p_i},
+#' \eqn{\sigma (\sum_i l_i(x)^2 / p_i)^{1/2}}{sigma (sum_i l_i(x)^2 / p_i)^(1/2)}), with
+#' \eqn{\sigma}{sigma} the residual standard error of the fit,
+#' \eqn{\sqrt{RSS / (n - tr L)}}{sqrt(RSS / (n - tr L))}. The band is `fit` \eqn{\pm c}{+/- c}
+#' `se.fit`. Pointwise, \eqn{c}{c} is the Student t quantile with `df` \eqn{= n - tr L}{= n - tr L}
+#' residual degrees of freedom, as `predict.lm()`; with `variance = "local"` the t quantile with the
+#' local estimate's degrees of freedom, \eqn{(\sum_i w_i)^2 / \sum_i w_i^2}{(sum_i w_i)^2 / sum_i
+#' w_i^2} for its kernel weights \eqn{w_i}{w_i} (Satterthwaite; the smallest over the points for
+#' simultaneous bands). `variance = "local"` replaces \eqn{\sigma^2}{sigma^2} by
+#' \eqn{\hat\sigma^2(x)}{sigmahat^2(x)}, the local mean (same kernel, bandwidth and weights) of
+#' \eqn{p_i r_i^2 / (1 - 2 L_{ii} + p_i \|l(x_i)\|^2)}{p_i r_i^2 / (1 - 2 L_ii + p_i ||l(x_i)||^2)}:
+#' each squared residual divided by its expectation under a locally constant variance, so that these
+#' divisors sum to \eqn{n - 2 tr L + tr L'L}{n - 2 tr L + tr L'L}.
 #'
 #' Simultaneous bands use the tube formula (Sun and Loader 1994), as
-#' `locfit::scb()`: \eqn{c} solves \eqn{2[P(t_\nu > c) + \kappa_0/(2\pi)
-#' (1 + c^2/\nu)^{-\nu/2}] = 1 - } `level` in 1-D, with the boundary term
-#' \eqn{\zeta_0} added in 2-D (`locfit::crit()` uses the normal limit,
-#' \eqn{\nu = \infty}). \eqn{\kappa_0} is the length (area in 2-D) of the curve
-#' \eqn{T(x) = l(x) / \|l(x)\|} on the unit sphere over the range of the
-#' points (in 2-D their bounding box). The equivalent kernels \eqn{l(x)}
-#' come from the engine on a grid of at least eight points per bandwidth
-#' (1-D; four in 2-D), and the length (area) by finite differences: the
-#' polygon (triangulated surface) through the grid's images, refined by
-#' Richardson extrapolation. Above 1,000 observations the data are first
-#' binned linearly (1,000 nodes; 40 x 40 in 2-D). The formula assumes a band without
-#' bias: with a bandwidth chosen for prediction the band covers the smoothed
-#' curve, as all such bands do. It needs a fixed bandwidth and a kernel that is
-#' continuous at its edge (not `"uniform"`).
+#' `locfit::scb()`: \eqn{c}{c} solves \eqn{2[P(t_\nu > c) + \kappa_0/(2\pi)
+#' (1 + c^2/\nu)^{-\nu/2}] = 1 - \mathrm{level}}{2[P(t_nu > c) + kappa_0/(2 pi) (1 +
+#' c^2/nu)^(-nu/2)] = 1 - level} in 1-D, with the boundary term \eqn{\zeta_0}{zeta_0} added in 2-D
+#' (`locfit::crit()` uses the normal limit, \eqn{\nu = \infty}{nu = Inf}). \eqn{\kappa_0}{kappa_0}
+#' is the length (area in 2-D) of the curve \eqn{T(x) = l(x) / \|l(x)\|}{T(x) = l(x) / ||l(x)||} on
+#' the unit sphere over the range of the points (in 2-D their bounding box). The equivalent kernels
+#' \eqn{l(x)}{l(x)} come from the engine on a grid of at least eight points per bandwidth (1-D; four
+#' in 2-D), and the length (area) by finite differences: the polygon (triangulated surface) through
+#' the grid's images, refined by Richardson extrapolation. Above 1,000 observations the data are
+#' first binned linearly (1,000 nodes; 40 x 40 in 2-D). The formula assumes a band without bias:
+#' with a bandwidth chosen for prediction the band covers the smoothed curve, as all such bands do.
+#' It needs a fixed bandwidth and a kernel that is continuous at its edge (not `"uniform"`).
 #' @references
 #' Sun, J. and Loader, C. R. (1994). Simultaneous confidence bands for linear
 #' regression and smoothing. *Annals of Statistics* 22, 1328-1345.
 #'
 #' Cleveland, W. S. and Devlin, S. J. (1988). Locally weighted regression: an
 #' approach to regression analysis by local fitting. *JASA* 83, 596-610.
+#' \doi{10.1080/01621459.1988.10478639}
 #' @export
 predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0,
                                type = c("response", "link"), interval = c("none", "confidence"),
@@ -943,11 +935,14 @@ plot_bandwidth_curve <- function(x, ..., call = rlang::caller_env()) {
 #' The low-level entry point of the regression family, for programmers and for
 #' large data: it estimates the regression function (or a derivative) at the
 #' points `at` with a fixed or `nn()` bandwidth, and skips everything a model
-#' object needs (fitted values, leverages, residuals). With one predictor and
-#' `at = NULL` it evaluates on a regular grid of `gridsize` points over the
-#' range of `x`, like `KernSmooth::locpoly()`.
+#' object needs (fitted values, leverages, residuals). With one or two numeric
+#' predictors and `at = NULL` it evaluates on a regular grid over the range of
+#' `x`, like `KernSmooth::locpoly()`: the binned strategy's grid, whose size is
+#' `local_control(gridsize =)` when given.
 #'
 #' @inheritParams local_poly
+#' @param method Strategy of the engine: `"auto"`, `"exact"`, `"tree"` or
+#'   `"binned"`.
 #' @param at Points at which to estimate: a vector, matrix or data frame with
 #'   the columns of `x`; `NULL` for a regular grid (one or two predictors).
 #' @param bandwidth A positive number, one per predictor, or [nn()].

@@ -3,32 +3,33 @@
 
 #' Temporal local mean and self-attention
 #'
-#' The temporal self-local mean of a sequence \eqn{x_1, \dots, x_T}:
-#' \deqn{y_t = \sum_s K(q_t, k_s) L(t, s) v_s \big/ \sum_s K(q_t, k_s) L(t, s),}
-#' with queries \eqn{q_t = x_t W_Q}, keys \eqn{k_s = x_s W_K} and values
-#' \eqn{v_s = x_s W_V} (each projection is the identity when not given), a
-#' content kernel \eqn{K} and a time kernel \eqn{L}. With the default
-#' `kernel = "softmax"`, \eqn{K(q, k) = \exp(q \cdot k / h)} with
-#' \eqn{h = \sqrt{d_k}}, and with `time_kernel = "causal"` this is exactly
-#' causal scaled dot-product self-attention,
-#' \eqn{\mathrm{softmax}(QK'/\sqrt{d_k} + M) V} with the mask \eqn{M}.
+#' The temporal self-local mean of a sequence \eqn{x_1, \dots, x_T}{x_1, ..., x_T}:
+#' \deqn{y_t = \sum_s K(q_t, k_s) L(t, s) v_s \big/ \sum_s K(q_t, k_s) L(t, s),}{
+#'  y_t = sum_s K(q_t, k_s) L(t, s) v_s / sum_s K(q_t, k_s) L(t, s),}
+#' with queries \eqn{q_t = x_t W_Q}{q_t = x_t W_Q}, keys
+#' \eqn{k_s = x_s W_K}{k_s = x_s W_K} and values \eqn{v_s = x_s W_V}{v_s = x_s W_V} (each projection is the
+#' identity when not given), a content kernel \eqn{K}{K} and a time kernel \eqn{L}{L}. With the
+#' default `kernel = "softmax"`, \eqn{K(q, k) = \exp(q \cdot k / h)}{K(q, k) = exp(q . k / h)} with
+#' \eqn{h = \sqrt{d_k}}{h = sqrt(d_k)}, and with `time_kernel = "causal"` this is exactly causal
+#' scaled dot-product self-attention, \eqn{\mathrm{softmax}(QK'/\sqrt{d_k} + M)
+#' V}{softmax(QK'/sqrt(d_k) + M) V} with the mask \eqn{M}{M}.
 #'
 #' Content kernels: `"softmax"` (the exponential dot product, bandwidth
-#' \eqn{h} dividing the dot product) or any distance kernel of the registry
-#' ([kernels()]), \eqn{k(\|q_t - k_s\| / h)} with default \eqn{h = \sqrt{d_k}}.
-#' Time kernels:
-#' - `"causal"`: keys \eqn{s \le t}; with a `time_bandwidth` \eqn{w}, only the
-#'   last ones, \eqn{t - s < w} (a causal window of \eqn{w} steps);
-#' - `"window"`: the two-sided window \eqn{|t - s| \le w}, `time_bandwidth`
-#'   the half-width \eqn{w};
-#' - `"exponential"`: keys \eqn{s \le t} weighted by
-#'   \eqn{\exp(-(t - s)/w)} (a memory that fades);
+#' \eqn{h}{h} dividing the dot product) or any distance kernel of the registry
+#' ([kernels()]), \eqn{k(\|q_t - k_s\| / h)}{k(||q_t - k_s|| / h)} with default
+#' \eqn{h = \sqrt{d_k}}{h = sqrt(d_k)}. Time kernels:
+#' - `"causal"`: keys \eqn{s \le t}{s <= t}; with a `time_bandwidth` \eqn{w}{w}, only the
+#'   last ones, \eqn{t - s < w}{t - s < w} (a causal window of \eqn{w}{w} steps);
+#' - `"window"`: the two-sided window \eqn{|t - s| \le w}{|t - s| <= w}, `time_bandwidth`
+#'   the half-width \eqn{w}{w};
+#' - `"exponential"`: keys \eqn{s \le t}{s <= t} weighted by
+#'   \eqn{\exp(-(t - s)/w)}{exp(-(t - s)/w)} (a memory that fades);
 #' - `"none"`: every key.
 #'
 #' The sums are streamed in C++ with an online softmax (a running maximum
 #' of the log weights, and sums rescaled when it grows), so memory is
-#' \eqn{O(T d)}: no \eqn{T \times T} matrix is formed unless
-#' `return_weights = TRUE`, which is allowed for \eqn{T \le 5000} only. The
+#' \eqn{O(T d)}{O(T d)}: no \eqn{T \times T}{T x T} matrix is formed unless
+#' `return_weights = TRUE`, which is allowed for \eqn{T \le 5000}{T <= 5000} only. The
 #' work is split over queries; each query sums its keys in a fixed order, so
 #' the result does not depend on the number of threads. A query whose
 #' weights are all zero (possible with compact kernels) gets `NaN`.
@@ -36,20 +37,24 @@
 #' @param x The sequence: a numeric matrix with one row per time step (a
 #'   vector is one variable), at least 2 rows.
 #' @param kernel `"softmax"` or a distance kernel name from [kernels()].
-#' @param bandwidth The content bandwidth \eqn{h}; default \eqn{\sqrt{d_k}}.
+#' @param bandwidth The content bandwidth \eqn{h}{h}; default \eqn{\sqrt{d_k}}{sqrt(d_k)}.
 #' @param time_kernel One of `"causal"`, `"window"`, `"exponential"`,
 #'   `"none"`.
 #' @param time_bandwidth Steps: the causal window length, the half-width of
 #'   `"window"` or the decay scale of `"exponential"` (needed by the last two).
 #' @param wq,wk,wv Optional query, key and value projection matrices with
 #'   `ncol(x)` rows: `wq` and `wk` with the same number of columns
-#'   \eqn{d_k}, `wv` with \eqn{d_v} columns.
-#' @param return_weights Also return the \eqn{T \times T} weights.
+#'   \eqn{d_k}{d_k}, `wv` with \eqn{d_v}{d_v} columns.
+#' @param return_weights Also return the \eqn{T \times T}{T x T} weights.
 #' @inheritParams lle
 #' @param ... Not used.
-#' @return A \eqn{T \times d_v} matrix; with `return_weights = TRUE` a list
-#'   with that matrix as `output` and `weights`, whose row \eqn{t} holds the
-#'   normalised weights of query \eqn{t}.
+#' @return A \eqn{T \times d_v}{T x d_v} matrix; with `return_weights = TRUE` a list
+#'   with that matrix as `output` and `weights`, whose row \eqn{t}{t} holds the
+#'   normalised weights of query \eqn{t}{t}.
+#' @references Vaswani, A., Shazeer, N., Parmar, N., Uszkoreit, J., Jones, L.,
+#'   Gomez, A. N., Kaiser, L. and Polosukhin, I. (2017). Attention is all you
+#'   need. *Advances in Neural Information Processing Systems* 30.
+#'   \doi{10.48550/arXiv.1706.03762}
 #' @family sequences
 #' @export
 #' @examples
@@ -159,11 +164,24 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #'
 #' Retrieves stored patterns by iterating the local mean with the
 #' exponential kernel (Ramsauer et al., 2021):
-#' \deqn{\xi \leftarrow \sum_i \exp(\beta\, \xi \cdot x_i)\, x_i \big/
-#'   \sum_i \exp(\beta\, \xi \cdot x_i),}
-#' the update of a modern Hopfield network, which is attention with the
-#' stored patterns as keys and values. Large `beta` retrieves single
-#' patterns; small `beta` gives averages (metastable states).
+#' \deqn{\xi \leftarrow \sum_i \exp(\beta\, \xi \cdot x_i)\, x_i \big/ \sum_i \exp(\beta\, \xi \cdot
+#'   x_i),}{
+#'  xi <- sum_i exp(beta xi . x_i) x_i / sum_i exp(beta xi . x_i),}
+#' the update of a modern Hopfield network, which is attention with the stored patterns as
+#' keys and values. Large `beta` retrieves single patterns; small `beta` gives averages (metastable
+#' states).
+#'
+#' **Normalising the patterns.** The kernel is the exponential of the raw dot
+#' product, and `hopfield()` does not rescale anything: a pattern with a
+#' larger norm attracts every query more strongly, and the `beta` that
+#' separates the patterns depends on their scale. Put the patterns (and the
+#' queries) on one scale first: entries of +1 and -1 as in the example, or
+#' unit length, `patterns / sqrt(rowSums(patterns^2))`. Roughly, pattern i is
+#' retrieved when `beta` times its separation, its squared norm minus its
+#' largest dot product with another pattern, well exceeds the log of the
+#' number of patterns (Ramsauer et al., 2021); unit-length
+#' patterns of dimension d therefore need a `beta` about d times larger than
+#' the same patterns with entries of +1 and -1.
 #'
 #' @param patterns The stored patterns, one per row (a numeric matrix).
 #' @param query The states to start from: a matrix with the same columns, or
@@ -174,6 +192,11 @@ check_time_bandwidth <- function(w, time_kernel, call = rlang::caller_env()) {
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list with `retrieved` (one row per query) and `attention` (the
 #'   weights over the stored patterns of the last update, one row per query).
+#' @references Ramsauer, H., Schafl, B., Lehner, J., Seidl, P., Widrich, M.,
+#'   Gruber, L., Holzleitner, M., Pavlovic, M., Sandve, G. K., Greiff, V.,
+#'   Kreil, D., Kopp, M., Klambauer, G., Brandstetter, J. and Hochreiter, S.
+#'   (2021). Hopfield networks is all you need. *International Conference on
+#'   Learning Representations*. \doi{10.48550/arXiv.2008.02217}
 #' @family sequences
 #' @export
 #' @examples
@@ -273,21 +296,22 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 
 #' Learn a discrete query-key-value kernel from text
 #'
-#' Learns a localization kernel on a vocabulary: every word \eqn{w} gets a
-#' query, a key and a value embedding (\eqn{Q_w, K_w, V_w}, `dim` numbers
-#' each), and a learned time kernel \eqn{b} (a log weight per lag), such
+#' Learns a localization kernel on a vocabulary: every word \eqn{w}{w} gets a
+#' query, a key and a value embedding (\eqn{Q_w, K_w, V_w}{Q_w, K_w, V_w}, `dim` numbers
+#' each), and a learned time kernel \eqn{b}{b} (a log weight per lag), such
 #' that the causal temporal local mean over the last `window` tokens,
-#' \deqn{h_t = \sum_{s} a_{ts} V_{x_s}, \quad a_{ts} \propto
-#'   \exp(Q_{x_t} \cdot K_{x_s} / \sqrt{dim} + b_{t-s}),\quad
-#'   t - s < window,}
+#' \deqn{h_t = \sum_{s} a_{ts} V_{x_s}, \quad a_{ts} \propto \exp(Q_{x_t} \cdot K_{x_s} / \sqrt{dim} +
+#'   b_{t-s}),\quad t - s < window,}{
+#'  h_t = sum_s a_ts V_(x_s), a_ts propto exp(Q_(x_t) . K_(x_s) / sqrt(dim) + b_(t-s)), t - s <
+#'  window,}
 #' predicts the next token through a softmax output layer,
-#' \eqn{p(x_{t+1}) = \mathrm{softmax}(W h_t + c)}. The loss is the mean
-#' cross-entropy, minimised by Adam in C++ on mini-batches of `batch_size`
-#' consecutive targets visited in random order. `layers = 2` is the
-#' hierarchical local model (a one-head Transformer encoder without layer
-#' normalisation): \eqn{u_t = h_t + W_2\,\mathrm{relu}(W_1 h_t + c_1) + c_2}
-#' (a feed-forward map with a residual), then a second causal local mean of
-#' \eqn{u} with projections \eqn{Q_2, K_2, V_2} feeds the output layer.
+#' \eqn{p(x_{t+1}) = \mathrm{softmax}(W h_t + c)}{p(x_(t+1)) = softmax(W h_t + c)}. The loss is the
+#' mean cross-entropy, minimised by Adam in C++ on mini-batches of `batch_size` consecutive targets
+#' visited in random order. `layers = 2` is the hierarchical local model (a one-head Transformer
+#' encoder without layer normalisation): \eqn{u_t = h_t + W_2\,\mathrm{relu}(W_1 h_t + c_1) +
+#' c_2}{u_t = h_t + W_2 relu(W_1 h_t + c_1) + c_2} (a feed-forward map with a residual), then a
+#' second causal local mean of \eqn{u}{u} with projections \eqn{Q_2, K_2, V_2}{Q_2, K_2,
+#' V_2} feeds the output layer.
 #'
 #' The vocabulary is the `vocab_size - 1` most frequent tokens (ties in
 #' order of first appearance) and the explicit unknown token `"<unk>"`,
@@ -309,7 +333,7 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' @param lr Adam's learning rate.
 #' @param vocab_size Largest vocabulary, `"<unk>"` included.
 #' @param validation Held-out text for the perplexity: a fraction in
-#'   \eqn{[0, 1)} of the tokens (taken from the end) or a character vector
+#'   \eqn{[0, 1)}{[0, 1)} of the tokens (taken from the end) or a character vector
 #'   of tokens.
 #' @param batch_size Targets per mini-batch.
 #' @inheritParams temporal_local_mean
@@ -463,9 +487,9 @@ unigram_loss <- function(counts, valid_ids) {
 #' (`type = "token"`) is the most probable one other than `"<unk>"`.
 #'
 #' The graph (`type = "graph"`) shows the learned content kernel among the
-#' `top` most frequent words: for query word \eqn{i} and key word \eqn{j},
-#' the weight \eqn{\exp(Q_i \cdot K_j / \sqrt{dim})} normalised over the
-#' `top` keys (the attention word \eqn{i} would pay to \eqn{j} with all of
+#' `top` most frequent words: for query word \eqn{i}{i} and key word \eqn{j}{j},
+#' the weight \eqn{\exp(Q_i \cdot K_j / \sqrt{dim})}{exp(Q_i . K_j / sqrt(dim))} normalised over the
+#' `top` keys (the attention word \eqn{i}{i} would pay to \eqn{j}{j} with all of
 #' them in its window). The strongest `2 * top` weights between different
 #' words are drawn as arrows from query to key on a circle, words ordered
 #' by a clustering of their kernel rows, line width by weight.
@@ -585,9 +609,9 @@ predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
 
 #' Attention weights of a fitted model
 #'
-#' The weights \eqn{a_{ts}} of a fitted model's causal local mean over a
-#' token sequence: row \eqn{t} holds how much position \eqn{t} draws on each
-#' earlier position \eqn{s} (zero outside the window).
+#' The weights \eqn{a_{ts}}{a_ts} of a fitted model's causal local mean over a
+#' token sequence: row \eqn{t}{t} holds how much position \eqn{t}{t} draws on each
+#' earlier position \eqn{s}{s} (zero outside the window).
 #'
 #' @param object A fitted model, e.g. from [qkv_fit()].
 #' @param tokens A character vector of tokens (unknown ones map to

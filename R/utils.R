@@ -122,8 +122,9 @@ checked_predictors <- function(x, arg, call) {
     if (length(bad)) {
       abort(c("{.arg {arg}} must have numeric columns only.",
               x = "Not numeric: {.field {bad}}.",
-              i = "Factors and character columns are not supported as predictors;
-                   recode them as numbers or fit one model per level."), call = call)
+              i = "This method works on numeric variables only: drop these columns, or code
+                   them as numbers (e.g. dummy columns from {.fn stats::model.matrix})."),
+            call = call)
     }
     x <- as.matrix(x)
   }

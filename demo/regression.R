@@ -1,12 +1,14 @@
 # Reproduces the regression figure of Song (2026), "The General Theory of Localization Methods":
 # a noisy sine curve fitted by local linear regression and by the local mean, the
 # cross-validation curves that chose their bandwidths, the derivative, and a surface in two
-# predictors. PNG files go to the folder named by the environment variable LOCALMEAN_DEMO_DIR
-# (default "demo-output").
+# predictors. PNG files go to the folder named by the environment variable LOCALMEAN_DEMO_DIR,
+# else to a folder in the session's temporary directory (a demo writes nothing into the user's
+# working directory unless asked to).
 
 library(localmean)
 
-out_dir <- Sys.getenv("LOCALMEAN_DEMO_DIR", "demo-output")
+out_dir <- Sys.getenv("LOCALMEAN_DEMO_DIR")
+if (!nzchar(out_dir)) out_dir <- file.path(tempdir(), "localmean-demo")
 dir.create(out_dir, showWarnings = FALSE, recursive = TRUE)
 cat("localmean demo: writing PNG files to", normalizePath(out_dir), "\n")
 

@@ -266,3 +266,14 @@ test_that("data.frame() of a fit passes stringsAsFactors through as.data.frame()
   fit <- kde(faithful$eruptions, verbose = FALSE)
   expect_identical(data.frame(fit), as.data.frame(fit))
 })
+
+test_that("numeric-only methods refuse factor columns with advice that fits them", {
+  for (fit in list(function(x) trimap(x, verbose = FALSE),
+                   function(x) mean_shift(x, verbose = FALSE))) {
+    err <- expect_error(fit(iris), class = "localmean_error")
+    msg <- conditionMessage(err)
+    expect_match(msg, "Species", fixed = TRUE)
+    expect_match(msg, "model.matrix", fixed = TRUE)
+    expect_no_match(msg, "per level", fixed = TRUE)
+  }
+})
