@@ -5,14 +5,15 @@
 #' Fuzzy inference: a Takagi-Sugeno-Kang rule base
 #'
 #' A first-order Takagi-Sugeno-Kang (TSK) system of `rules` rules "if x is
-#' near \eqn{c_r} then \eqn{y = a_r + b_r' x}": each rule has a centre
-#' \eqn{c_r} in the numeric predictors, a membership function
-#' \eqn{K((x - c_r) / h)} from the kernel registry (radial in the scaled
-#' distance, with one width \eqn{h_j} per numeric predictor shared by every
+#' near \eqn{c_r}{c_r} then \eqn{y = a_r + b_r' x}{y = a_r + b_r' x}": each rule has a centre
+#' \eqn{c_r}{c_r} in the numeric predictors, a membership function
+#' \eqn{K((x - c_r) / h)}{K((x - c_r) / h)} from the kernel registry (radial in the scaled
+#' distance, with one width \eqn{h_j}{h_j} per numeric predictor shared by every
 #' rule) and a linear consequent. The output is the
 #' normalised-membership-weighted average of the consequents,
 #' \deqn{\hat y(x) = \sum_r \bar w_r(x) (a_r + b_r' x), \quad
-#' \bar w_r(x) = K((x - c_r)/h) / \sum_s K((x - c_s)/h),}
+#' \bar w_r(x) = K((x - c_r)/h) / \sum_s K((x - c_s)/h),}{
+#'   y(x) = sum_r w_r(x) (a_r + b_r' x),  w_r(x) = K((x - c_r)/h) / sum_s K((x - c_s)/h),}
 #' so the normalised memberships are the local mean, over the centres, of the
 #' rules' labels; the engine computes them (as [local_mean()] would with the
 #' centres as data).
@@ -28,9 +29,9 @@
 #' numeric predictor.
 #'
 #' **Consequents** (`consequent`): `"global"` fits every rule's coefficients
-#' at once by weighted least squares of \eqn{y} on the blended design
-#' \eqn{[\bar w_r(x) (1, x')]_r} (the standard TSK estimate, as in the
-#' least-squares step of ANFIS). The fit is then linear in \eqn{y}, so
+#' at once by weighted least squares of \eqn{y}{y} on the blended design
+#' \eqn{[\bar w_r(x) (1, x')]_r}{[w_r(x) (1, x')]_r} (the standard TSK estimate, as in the
+#' least-squares step of ANFIS). The fit is then linear in \eqn{y}{y}, so
 #' `predict()` gives standard errors, leverages and a leave-one-out score
 #' (`cv`) follow, and one rule is exactly the global linear model of
 #' [stats::lm()]. Coefficients the design cannot identify (as many rules as
@@ -38,7 +39,7 @@
 #' `lm()`. `"local"` makes each consequent the local linear fit at its centre
 #' (the localization trick at a few prototypes): the fit of
 #' `local_poly(degree = 1)` with the same kernel and the membership widths
-#' as bandwidths, evaluated at \eqn{c_r}, with its gradient as slopes. The
+#' as bandwidths, evaluated at \eqn{c_r}{c_r}, with its gradient as slopes. The
 #' consequents then explain the data near their own centres, and the rule
 #' base is the local-linear fit compressed into `rules` models. Global
 #' consequents have `rules` times (terms + 1) coefficients: with few
@@ -47,10 +48,10 @@
 #' consequents stay stable.
 #'
 #' **Membership widths** (`bandwidth`): `"spacing"` (the default) is half the
-#' spacing of \eqn{R} centres laid evenly over the data, per predictor
-#' \eqn{h_j = \sqrt{3}\,\hat\sigma_j R^{-1/d}} (a uniform variable with
-#' standard deviation \eqn{\hat\sigma_j}, the smaller of the sd and IQR / 1.349,
-#' spans \eqn{2\sqrt{3}\hat\sigma_j}), converted from the Gaussian scale to
+#' spacing of \eqn{R}{R} centres laid evenly over the data, per predictor
+#' \eqn{h_j = \sqrt{3}\,\hat\sigma_j R^{-1/d}}{h_j = sqrt(3) sigma_j R^(-1/d)} (a uniform variable with
+#' standard deviation \eqn{\hat\sigma_j}{sigma_j}, the smaller of the sd and IQR / 1.349,
+#' spans \eqn{2\sqrt{3}\hat\sigma_j}{2 sqrt(3) sigma_j}), converted from the Gaussian scale to
 #' `kernel` as the bandwidth selectors do: neighbouring Gaussian rules then
 #' cross at two widths, and each consequent speaks for its own region;
 #' `"cv"` scales these widths by a common factor (0.05 to 20) that
@@ -453,7 +454,7 @@ fuzzy_at <- function(object, queries, n_threads, verbose, want_var = FALSE) {
 #' @param newdata New predictor values (a data frame for formula fits); `NULL`
 #'   for the data.
 #' @param se.fit Return standard errors (global consequents):
-#'   \eqn{\hat\sigma (\phi' (\Phi' W \Phi)^{-1} \phi)^{1/2}}, the consequent
+#'   \eqn{\hat\sigma (\phi' (\Phi' W \Phi)^{-1} \phi)^{1/2}}{sigma (phi' (Phi' W Phi)^-1 phi)^(1/2)}, the consequent
 #'   estimates' error at fixed centres and widths, as [stats::predict.lm()].
 #' @param type `"response"` (the output) or `"membership"` (the normalised
 #'   memberships, one column per rule).

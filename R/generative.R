@@ -10,22 +10,22 @@
 #' itself, at any points and in any dimension. The score is a local mean:
 #' for the Gaussian kernel (exact)
 #' \deqn{\nabla \log \hat p_h(x) = (m_h(x) - x) / h^2,}{grad log p_h(x) = (m_h(x) - x) / h^2,}
-#' where \eqn{m_h(x)} is the local mean of the data around \eqn{x}, the
+#' where \eqn{m_h(x)}{m_h(x)} is the local mean of the data around \eqn{x}{x}, the
 #' mean-shift step (with one bandwidth per variable, the division is by
-#' \eqn{h_j^2} in variable \eqn{j}).
+#' \eqn{h_j^2}{h_j^2} in variable \eqn{j}{j}).
 #'
-#' **Other kernels.** For a radial kernel with profile \eqn{k(r^2)}, the
+#' **Other kernels.** For a radial kernel with profile \eqn{k(r^2)}{k(r^2)}, the
 #' gradient of the estimate is a local mean under the "shadow" kernel
-#' \eqn{g} with \eqn{-k'(r^2) = a\, g(r^2)}{-k'(r^2) = a g(r^2)}:
+#' \eqn{g}{g} with \eqn{-k'(r^2) = a\, g(r^2)}{-k'(r^2) = a g(r^2)}:
 #' \deqn{\nabla \log \hat p_h(x)_j = \frac{2a}{h_j^2}
 #'   \frac{\sum_i w_i g_i}{\sum_i w_i k_i} (m^g_h(x)_j - x_j),}{grad log
 #'   p_h(x)_j = (2 a / h_j^2) (sum_i w_i g_i / sum_i w_i k_i) (m_g(x)_j - x_j),}
-#' with \eqn{k_i, g_i} the two kernels' weights of data point \eqn{i} and
-#' \eqn{m^g_h}{m_g} the local mean under \eqn{g}. The shadows are facts of
+#' with \eqn{k_i, g_i}{k_i, g_i} the two kernels' weights of data point \eqn{i}{i} and
+#' \eqn{m^g_h}{m_g} the local mean under \eqn{g}{g}. The shadows are facts of
 #' the kernel registry (see [kernels()], column `shadow`): the Gaussian is
-#' its own shadow (\eqn{a = 1/2}), the Epanechnikov's is the uniform
-#' (\eqn{a = 1}), the biweight's the Epanechnikov (\eqn{a = 2}) and the
-#' triweight's the biweight (\eqn{a = 3}). The other kernels have no score
+#' its own shadow (\eqn{a = 1/2}{a = 1/2}), the Epanechnikov's is the uniform
+#' (\eqn{a = 1}{a = 1}), the biweight's the Epanechnikov (\eqn{a = 2}{a = 2}) and the
+#' triweight's the biweight (\eqn{a = 3}{a = 3}). The other kernels have no score
 #' here: the uniform's density is a step function (its gradient a spike at
 #' the edge), the triangular and Laplace profiles have derivatives unbounded
 #' at zero, and the derivatives of the tricube, cosine and Cauchy profiles
@@ -50,7 +50,7 @@
 #'   cut-off, else "exact"), "exact" (every pair), "tree" (kd-tree with the
 #'   kernel's cut-off, errors about 1e-12 of the score) or "binned" (at most
 #'   two variables: much faster on large data, but the score is a small
-#'   difference \eqn{m_h(x) - x} and binning's error in the local mean makes
+#'   difference \eqn{m_h(x) - x}{m_h(x) - x} and binning's error in the local mean makes
 #'   it about 1% of the score, median over points, at the default grid of
 #'   four nodes per bandwidth; finer with `local_control(gridsize =)`).
 #' @param control [local_control()] settings of the engine.
@@ -262,11 +262,11 @@ as.data.frame.local_score <- function(x, row.names = NULL, optional = FALSE, ...
 #'   \sum_i w_i \phi_\sigma(y - x_i).}{E[x0 | y] = m_sigma(y) = sum_i w_i
 #'   phi_sigma(y - x_i) x_i / sum_i w_i phi_sigma(y - x_i).}
 #' With `bandwidth = h > 0` the prior is the data smoothed by a Gaussian of
-#' scale \eqn{h} (their Gaussian kernel density estimate); then, with
+#' scale \eqn{h}{h} (their Gaussian kernel density estimate); then, with
 #' \eqn{t^2 = h^2 + \sigma^2}{t^2 = h^2 + sigma^2} per variable,
 #' \eqn{E[x_0 \mid y] = y + (\sigma^2 / t^2)(m_t(y) - y)}{E[x_0 | y] = y + (sigma^2 / t^2)(m_t(y) -
 #' y)}: a step of the
-#' share \eqn{\sigma^2/t^2}{sigma^2/t^2} towards the local mean at scale \eqn{t}.
+#' share \eqn{\sigma^2/t^2}{sigma^2/t^2} towards the local mean at scale \eqn{t}{t}.
 #'
 #' The empirical prior reproduces the data: every output is a weighted
 #' average of data points, and at small noise the nearest one (the
@@ -373,21 +373,22 @@ print.local_denoiser <- function(x, ...) {
 #' Every step costs one local mean of the data at every sample (two for
 #' "ode"), computed by the engine.
 #'
-#' **Noise levels.** The noise of variable \eqn{j} runs from
-#' \eqn{r_0 h_j} down to \eqn{h_j} (the `bandwidth`, the floor) through
-#' `n_iter + 1` geometrically spaced levels \eqn{r_k h_j}, with
-#' \eqn{r_0} = `max_noise`. The samples start from the Gaussian with the
-#' data's mean and variances plus \eqn{(r_0 h_j)^2}, which approximates
-#' \eqn{\hat p_{r_0 h}}{p_r_0 h} when \eqn{r_0 h} exceeds the data's spread.
+#' **Noise levels.** The noise of variable \eqn{j}{j} runs from
+#' \eqn{r_0 h_j}{r_0 h_j} down to \eqn{h_j}{h_j} (the `bandwidth`, the floor) through
+#' `n_iter + 1` geometrically spaced levels \eqn{r_k h_j}{r_k h_j}, with
+#' \eqn{r_0}{r_0} = `max_noise`. The samples start from the Gaussian with the
+#' data's mean and variances plus \eqn{(r_0 h_j)^2}{(r_0 h_j)^2}, which approximates
+#' \eqn{\hat p_{r_0 h}}{p_r_0 h} when \eqn{r_0 h}{r_0 h} exceeds the data's spread.
 #'
 #' **Samplers** (all end at the floor's noise level):
 #' * "ddim": the DDIM update in the variance-exploding form,
-#'   \eqn{x' = m + (r'/r)(x - m)} with \eqn{m = m_{rh}(x)} (the Euler step of
+#'   \eqn{x' = m + (r'/r)(x - m)}{x' = m + (r'/r)(x - m)} with \eqn{m = m_{rh}(x)}{m = m_rh(x)}
+#'   (the Euler step of
 #'   the probability-flow ODE in \eqn{\sigma}{sigma}); with `eta > 0` part of the
 #'   carried noise is drawn afresh, `eta = 1` being ancestral sampling from
 #'   \eqn{p(x_{r'} \mid x_r, x_0 = m)}{p(x_r' | x_r, x_0 = m)}.
 #' * "ode": the probability-flow ODE \eqn{dx/d\sigma = -\sigma \nabla \log
-#'   \hat p_\sigma(x)}{dx/dsigma = -sigma grad \log
+#'   \hat p_\sigma(x)}{dx/dsigma = -sigma grad log
 #'   p_sigma(x)} by Heun's second-order method (two local means per
 #'   step; Karras et al. 2022).
 #' * "langevin": annealed Langevin dynamics (Song and Ermon 2019):
@@ -402,8 +403,8 @@ print.local_denoiser <- function(x, ...) {
 #'
 #' **Memorisation and the floor.** With the exact empirical score the best
 #' the reverse process can do is to reproduce the noisy data at its last
-#' level: at the floor \eqn{h} its target is \eqn{\hat p_h}{p_h}, the Gaussian
-#' kernel density estimate with bandwidth \eqn{h}, so that
+#' level: at the floor \eqn{h}{h} its target is \eqn{\hat p_h}{p_h}, the Gaussian
+#' kernel density estimate with bandwidth \eqn{h}{h}, so that
 #' `diffusion_sample(x, bandwidth = h)` approximates `simulate(kde(x,
 #' bandwidth = h))`. As the floor goes to zero the samples collapse onto the
 #' training points (memorisation: no new data); a large floor smooths the
@@ -431,11 +432,11 @@ print.local_denoiser <- function(x, ...) {
 #'
 #' @inheritParams local_score
 #' @param n Number of samples.
-#' @param bandwidth The noise floor \eqn{h}: a number, one per variable, or a
+#' @param bandwidth The noise floor \eqn{h}{h}: a number, one per variable, or a
 #'   density selector ("rot", "plugin", "lscv"; see [kde_bandwidth()]).
 #' @param sampler "ddim" (default), "ode" or "langevin".
 #' @param n_iter Number of steps (noise levels after the start), at most 1e7.
-#' @param max_noise The largest noise level in bandwidths, \eqn{r_0}
+#' @param max_noise The largest noise level in bandwidths, \eqn{r_0}{r_0}
 #'   (default: the widest span of the data, \eqn{\max_j
 #'   \mathrm{range}_j/h_j}{max_j range_j / h_j}); at least 1.
 #' @param eta For "ddim": the share of fresh noise, from 0 (deterministic)

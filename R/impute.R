@@ -493,7 +493,7 @@ as.matrix.local_imputation <- function(x, ...) {
 #' @param img A numeric matrix (the image, rows from the top).
 #' @param kernel A kernel name, see [kernels()]: the weight of a patch as a
 #'   function of its distance.
-#' @param bandwidth The filtering parameter \eqn{h}, or `NULL` for
+#' @param bandwidth The filtering parameter \eqn{h}{h}, or `NULL` for
 #'   `0.8 * sigma`.
 #' @param patch,search Odd widths of the patch and of the search window.
 #' @param sigma Noise standard deviation, or `NULL` to estimate it.
