@@ -571,7 +571,6 @@ LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const do
       for (std::size_t t = 0; t < tile; ++t)
         for (std::size_t k = 0; k < kBlock; ++k) w[t * kBlock + k] *= inv_s2[start + k];
     // One loop over the whole tile: many independent evaluations in flight.
-#pragma GCC unroll 4
     for (std::size_t k = 0; k < tile * kBlock; ++k) w[k] = K::shape(w[k]);
     for (std::size_t t = 0; t < tile; ++t) {
       double* wt = w + t * kBlock;
