@@ -533,12 +533,12 @@ constexpr std::size_t kCacheBlock = 2048;
 constexpr std::size_t kTileLanes = 4;
 
 // Weight sums over the points at tree positions [begin, end) (at least kBlock of them) for a tile
-// of kSweepTile queries: query t at q[t * d + j], with inverse squared scale inv_h2[t]. Adds to
+// of kSweepTile queries: query t at q[t * d + j], with inverse scale inv_h[t]. Adds to
 // `lanes`, per query, the lanes of the weight sum and then of each value's weighted sum, point
 // k of a block into lane k % kTileLanes. A last partial block is swept as the block that ends at
 // `end`, without the points it shares with the block before (see sweep_body).
 template <class K>
-LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const double* inv_h2,
+LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const double* inv_h,
                                 std::size_t begin, std::size_t end, double* lanes) {
   static_assert(kBlock == 16 && kTileLanes == 4, "four v4d per block, one per lane group");
   constexpr std::size_t tile = kSweepTile;
@@ -552,20 +552,24 @@ LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const do
     for (std::size_t t = 0; t < tile; ++t) {
       v4d r0 = {0.0, 0.0, 0.0, 0.0}, r1 = r0, r2 = r0, r3 = r0;
       const double* col = pts + start;
+      // Scaled before squaring, as squared_distances(): the scale of a point's own nn(1)
+      // window is the smallest normal double, whose square underflows.
+      const double ih = inv_h[t];
       for (std::size_t j = 0; j < d; ++j, col += n) {
         const double qj = q[t * d + j];
-        const v4d t0 = LOCALMEAN_LOAD4(col) - qj, t1 = LOCALMEAN_LOAD4(col + 4) - qj;
-        const v4d t2 = LOCALMEAN_LOAD4(col + 8) - qj, t3 = LOCALMEAN_LOAD4(col + 12) - qj;
+        const v4d t0 = (LOCALMEAN_LOAD4(col) - qj) * ih, t1 = (LOCALMEAN_LOAD4(col + 4) - qj) * ih;
+        const v4d t2 = (LOCALMEAN_LOAD4(col + 8) - qj) * ih,
+                  t3 = (LOCALMEAN_LOAD4(col + 12) - qj) * ih;
         r0 += t0 * t0;
         r1 += t1 * t1;
         r2 += t2 * t2;
         r3 += t3 * t3;
       }
       double* to = w + t * kBlock;
-      LOCALMEAN_STORE4(to, r0 * inv_h2[t]);
-      LOCALMEAN_STORE4(to + 4, r1 * inv_h2[t]);
-      LOCALMEAN_STORE4(to + 8, r2 * inv_h2[t]);
-      LOCALMEAN_STORE4(to + 12, r3 * inv_h2[t]);
+      LOCALMEAN_STORE4(to, r0);
+      LOCALMEAN_STORE4(to + 4, r1);
+      LOCALMEAN_STORE4(to + 8, r2);
+      LOCALMEAN_STORE4(to + 12, r3);
     }
     if (inv_s2)
       for (std::size_t t = 0; t < tile; ++t)
@@ -607,12 +611,11 @@ void tiled_local_means(const LocalData& data, const double* queries, std::size_t
   const std::size_t n = data.n(), d = data.d(), nv = data.nv();
   const std::size_t width = (1 + nv) * kTileLanes;  // lanes per query
   const std::size_t first = begin - begin % tile, slots = (end - first + tile - 1) / tile * tile;
-  std::vector<double> q(slots * d), inv_h2(slots), total(slots * width, 0.0), part(tile * width);
+  std::vector<double> q(slots * d), inv_h(slots), total(slots * width, 0.0), part(tile * width);
   for (std::size_t slot = 0; slot < slots; ++slot) {
     const std::size_t i = std::min(std::max(first + slot, begin), end - 1);
     for (std::size_t j = 0; j < d; ++j) q[slot * d + j] = queries[j * m + i];
-    const double h = radius ? radius[i] : 1.0;
-    inv_h2[slot] = 1.0 / (h * h);
+    inv_h[slot] = 1.0 / (radius ? radius[i] : 1.0);
   }
   for (std::size_t c = 0; c < n;) {
     // Every cache block holds at least kBlock points (n >= kBlock).
@@ -620,7 +623,7 @@ void tiled_local_means(const LocalData& data, const double* queries, std::size_t
     for (std::size_t slot = 0; slot < slots; slot += tile) {
       std::fill(part.begin(), part.end(), 0.0);
       best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-        tile_sums<K>(data, q.data() + slot * d, inv_h2.data() + slot, c, c_end, part.data());
+        tile_sums<K>(data, q.data() + slot * d, inv_h.data() + slot, c, c_end, part.data());
       });
       for (std::size_t k = 0; k < tile * width; ++k) total[slot * width + k] += part[k];
     }
