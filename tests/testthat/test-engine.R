@@ -376,7 +376,7 @@ test_that("the tiled exact sweep keeps a point's own nn(1) window (a scale of do
   set.seed(63)
   x <- matrix(runif(200), ncol = 2, dimnames = list(NULL, c("x1", "x2")))
   y <- rnorm(100)
-  fit <- expect_no_warning(local_mean(x, y, kernel = "uniform", bandwidth = nn(1),
+  expect_no_warning(fit <- local_mean(x, y, kernel = "uniform", bandwidth = nn(1),
                                       method = "exact", verbose = FALSE))
   expect_equal(unname(fitted(fit)), y, tolerance = 1e-12)
 })
