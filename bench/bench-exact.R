@@ -70,6 +70,11 @@ for (nt in threads) {
   row <- data.frame(threads = nt, seconds = tt$median, evals_per_s = rate, ns_per_eval = 1e9 / rate)
   cat(sprintf("n_threads = %d: predict() %s -> %.3g kernel evaluations/s (%.2f ns each)\n",
               nt, fmt_times(tt), rate, 1e9 / rate))
+  # On a shared machine the elapsed time counts other processes' turns on our cores; the CPU
+  # time this process got is the load-independent figure (per busy core).
+  if (!is.na(tt$cpu))
+    cat(sprintf("               per CPU-second of this process: %.3g evaluations (x %d threads = %.3g/s if the cores were ours)\n",
+                evals / (tt$median * tt$cpu), nt, nt * evals / (tt$median * tt$cpu)))
   if (have_smooth) {
     ts <- time_it(function() smooth(nt), reps)
     row$smooth_seconds <- ts$median

@@ -322,3 +322,21 @@ test_that("absurd grids and simulations are refused up front with the limit (iss
     expect_identical(NROW(simulate(fit, nsim = 5, seed = 1)), 5L)
   }
 })
+
+test_that("rtol keeps its guarantee where whole nodes are swept (n = 2e4, 3-D)", {
+  set.seed(62)
+  X <- matrix(rnorm(6e4), ncol = 3)
+  Q <- rbind(matrix(rnorm(150), ncol = 3), matrix(rnorm(30, sd = 3), ncol = 3))
+  for (kernel in c("gaussian", "laplace", "epanechnikov")) {
+    fit <- kde(X, bandwidth = diag(c(0.2, 0.3, 0.25)), kernel = kernel, gridsize = 0)
+    exact <- predict(fit, Q, method = "exact")
+    inside <- exact > 0
+    for (rtol in c(1e-3, 1e-6)) {
+      approx <- predict(fit, Q, rtol = rtol)
+      expect_lt(max(abs(approx - exact)[inside] / exact[inside]), rtol)
+      expect_true(all(approx[!inside] == 0))
+    }
+    expect_identical(predict(fit, Q, rtol = 1e-4, n_threads = 2),
+                     predict(fit, Q, rtol = 1e-4, n_threads = 1))
+  }
+})

@@ -337,3 +337,46 @@ test_that("absurd binning grids are refused up front with the limit (issue 18)",
   expect_s3_class(local_poly(x2, y, bandwidth = 0.2, method = "binned", verbose = FALSE),
                   "local_poly")
 })
+
+test_that("the tiled exact sweep equals a plain sum for every kernel, d = 1..5, with weights", {
+  set.seed(61)
+  # 2071 points: a partial block of 16 and a second cache block of 2048; 9 queries: a partial
+  # tile of 4.
+  n <- 2071
+  for (d in 1:5) {
+    x <- matrix(runif(n * d), ncol = d, dimnames = list(NULL, paste0("x", seq_len(d))))
+    y <- sin(3 * x[, 1]) + rnorm(n, sd = 0.1)
+    w <- runif(n, 0.5, 2)
+    q <- matrix(runif(9 * d, -0.1, 1.1), ncol = d, dimnames = list(NULL, colnames(x)))
+    h <- 0.3 * sqrt(d)
+    for (kernel in kernel_names_ref) {
+      got <- local_smooth(x, y, at = q, degree = 0, kernel = kernel, bandwidth = h,
+                          weights = w, method = "exact", n_threads = 1,
+                          verbose = FALSE)$estimate
+      ref <- vapply(seq_len(nrow(q)), function(i) {
+        r <- sqrt(colSums((t(x) - q[i, ])^2)) / h
+        k <- w * kernel_weight_ref(r, kernel)
+        sum(k * y) / sum(k)
+      }, 1)
+      expect_equal(got, ref, tolerance = 1e-12, info = paste(kernel, d))
+      two <- local_smooth(x, y, at = q, degree = 0, kernel = kernel, bandwidth = h,
+                          weights = w, method = "exact", n_threads = 2,
+                          verbose = FALSE)$estimate
+      expect_identical(two, got, info = paste(kernel, d))
+      # a query's result does not depend on the queries beside it in its tile
+      one <- local_smooth(x, y, at = q[3:4, , drop = FALSE], degree = 0, kernel = kernel,
+                          bandwidth = h, weights = w, method = "exact", n_threads = 1,
+                          verbose = FALSE)$estimate
+      expect_identical(one, got[3:4], info = paste(kernel, d))
+    }
+  }
+})
+
+test_that("the tiled exact sweep keeps a point's own nn(1) window (a scale of double.xmin)", {
+  set.seed(63)
+  x <- matrix(runif(200), ncol = 2, dimnames = list(NULL, c("x1", "x2")))
+  y <- rnorm(100)
+  expect_no_warning(fit <- local_mean(x, y, kernel = "uniform", bandwidth = nn(1),
+                                      method = "exact", verbose = FALSE))
+  expect_equal(unname(fitted(fit)), y, tolerance = 1e-12)
+})

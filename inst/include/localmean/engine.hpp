@@ -341,10 +341,9 @@ inline double effective_cutoff(const EngineSettings& set) {
 
 namespace detail {
 
-// Where a leaf's points lie relative to the kernel's fast range and the cut-off (sweep_block):
-// all within both; all within the fast range, or the cut-off within it (points beyond the
-// cut-off weigh nothing); or some between the fast range and the cut-off, which need wide().
-enum DistanceRange { kInside, kNearOnly, kWide };
+// Where a leaf's points lie relative to the cut-off (sweep_block): all within it, or some
+// beyond it (they weigh nothing).
+enum DistanceRange { kInside, kNearOnly };
 
 
 
@@ -397,16 +396,10 @@ LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, cons
   squared_distances(data, q, inv_h, s, len, r2);
   if (const double* inv_s2 = data.inv_scale2())
     for (std::size_t k = 0; k < len; ++k) r2[k] *= inv_s2[s + k];
-  // shape() is accurate up to fast_limit; farther points (possible without a cut-off, or with
-  // the tree's cut-off counted from a distant nearest point) need the slower wide().
-  const double limit = K::fast_limit();
   if (range == kInside) {
     for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
-  } else if (range == kNearOnly) {
-    for (std::size_t k = 0; k < len; ++k)
-      w[k] = within(r2[k], cut2) * K::shape(std::min(r2[k], std::min(cut2, limit)));
   } else {
-    for (std::size_t k = 0; k < len; ++k) w[k] = within(r2[k], cut2) * K::wide(r2[k]);
+    for (std::size_t k = 0; k < len; ++k) w[k] = within(r2[k], cut2) * K::shape(r2[k]);
   }
   if (table) data.weigh_levels(table, s, len, w);
 }
@@ -532,6 +525,125 @@ void sweep(const LocalData& data, const Basis& basis, const double* q, const dou
   });
 }
 
+// The tiled sweep of local means over every data point (tiled_local_means): kSweepTile queries
+// share each block of points, and kCacheBlock points (a multiple of kBlock) stay in cache while
+// every tile of a chunk of queries sweeps them. kTileLanes lanes per sum.
+constexpr std::size_t kSweepTile = 4;
+constexpr std::size_t kCacheBlock = 2048;
+constexpr std::size_t kTileLanes = 4;
+
+// Weight sums over the points at tree positions [begin, end) (at least kBlock of them) for a tile
+// of kSweepTile queries: query t at q[t * d + j], with inverse scale inv_h[t]. Adds to
+// `lanes`, per query, the lanes of the weight sum and then of each value's weighted sum, point
+// k of a block into lane k % kTileLanes. A last partial block is swept as the block that ends at
+// `end`, without the points it shares with the block before (see sweep_body).
+template <class K>
+LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const double* inv_h,
+                                std::size_t begin, std::size_t end, double* lanes) {
+  static_assert(kBlock == 16 && kTileLanes == 4, "four v4d per block, one per lane group");
+  constexpr std::size_t tile = kSweepTile;
+  const std::size_t n = data.n(), d = data.d(), nv = data.nv();
+  const double* pts = data.tree().points();
+  const double* prior = data.prior();
+  const double* inv_s2 = data.inv_scale2();
+  double w[tile * kBlock];  // squared distances, then weights: query t's at w + t * kBlock
+  for (std::size_t s = begin; s < end; s += kBlock) {
+    const std::size_t start = std::min(s, end - kBlock), skip = s - start;
+    for (std::size_t t = 0; t < tile; ++t) {
+      v4d r0 = {0.0, 0.0, 0.0, 0.0}, r1 = r0, r2 = r0, r3 = r0;
+      const double* col = pts + start;
+      // Scaled before squaring, as squared_distances(): the scale of a point's own nn(1)
+      // window is the smallest normal double, whose square underflows.
+      const double ih = inv_h[t];
+      for (std::size_t j = 0; j < d; ++j, col += n) {
+        const double qj = q[t * d + j];
+        const v4d t0 = (LOCALMEAN_LOAD4(col) - qj) * ih, t1 = (LOCALMEAN_LOAD4(col + 4) - qj) * ih;
+        const v4d t2 = (LOCALMEAN_LOAD4(col + 8) - qj) * ih,
+                  t3 = (LOCALMEAN_LOAD4(col + 12) - qj) * ih;
+        r0 += t0 * t0;
+        r1 += t1 * t1;
+        r2 += t2 * t2;
+        r3 += t3 * t3;
+      }
+      double* to = w + t * kBlock;
+      LOCALMEAN_STORE4(to, r0);
+      LOCALMEAN_STORE4(to + 4, r1);
+      LOCALMEAN_STORE4(to + 8, r2);
+      LOCALMEAN_STORE4(to + 12, r3);
+    }
+    if (inv_s2)
+      for (std::size_t t = 0; t < tile; ++t)
+        for (std::size_t k = 0; k < kBlock; ++k) w[t * kBlock + k] *= inv_s2[start + k];
+    // One loop over the whole tile: many independent evaluations in flight.
+    for (std::size_t k = 0; k < tile * kBlock; ++k) w[k] = K::shape(w[k]);
+    for (std::size_t t = 0; t < tile; ++t) {
+      double* wt = w + t * kBlock;
+      for (std::size_t k = 0; k < skip; ++k) wt[k] = 0.0;
+      if (prior) product(wt, wt, prior + start, std::integral_constant<std::size_t, kBlock>());
+      double* acc = lanes + t * (1 + nv) * kTileLanes;
+      v4d sum = LOCALMEAN_LOAD4(acc);
+      for (std::size_t c = 0; c < kBlock; c += kTileLanes) sum += LOCALMEAN_LOAD4(wt + c);
+      LOCALMEAN_STORE4(acc, sum);
+      for (std::size_t j = 0; j < nv; ++j) {
+        const double* y = data.values() + j * n + start;
+        double* at = acc + (1 + j) * kTileLanes;
+        v4d sy = LOCALMEAN_LOAD4(at);
+        for (std::size_t c = 0; c < kBlock; c += kTileLanes)
+          sy += LOCALMEAN_LOAD4(wt + c) * LOCALMEAN_LOAD4(y + c);
+        LOCALMEAN_STORE4(at, sy);
+      }
+    }
+  }
+}
+
+// Local means (degree 0, no variance, no categorical variables) of queries [begin, end) of m
+// over every data point, as accumulate_query() and solve_moments() give them, tiled: the data in
+// cache blocks, each swept by every tile of queries. Tiles start at multiples of kSweepTile of
+// the query index, so that query i always takes slot i % kSweepTile of its tile (empty slots
+// repeat a query of the range): every query's sums are formed by the same operations in the
+// same order, however the queries are cut into chunks and threads. A cache block's lanes are
+// added to the query's totals, and those lanes' pairwise sums into its moments.
+template <class K>
+void tiled_local_means(const LocalData& data, const double* queries, std::size_t m,
+                       const double* radius, std::size_t begin, std::size_t end,
+                       const EngineOutput& out) {
+  constexpr std::size_t tile = kSweepTile;
+  const std::size_t n = data.n(), d = data.d(), nv = data.nv();
+  const std::size_t width = (1 + nv) * kTileLanes;  // lanes per query
+  const std::size_t first = begin - begin % tile, slots = (end - first + tile - 1) / tile * tile;
+  std::vector<double> q(slots * d), inv_h(slots), total(slots * width, 0.0), part(tile * width);
+  for (std::size_t slot = 0; slot < slots; ++slot) {
+    const std::size_t i = std::min(std::max(first + slot, begin), end - 1);
+    for (std::size_t j = 0; j < d; ++j) q[slot * d + j] = queries[j * m + i];
+    inv_h[slot] = 1.0 / (radius ? radius[i] : 1.0);
+  }
+  for (std::size_t c = 0; c < n;) {
+    // Every cache block holds at least kBlock points (n >= kBlock).
+    const std::size_t c_end = n - c < kCacheBlock + kBlock ? n : c + kCacheBlock;
+    for (std::size_t slot = 0; slot < slots; slot += tile) {
+      std::fill(part.begin(), part.end(), 0.0);
+      best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+        tile_sums<K>(data, q.data() + slot * d, inv_h.data() + slot, c, c_end, part.data());
+      });
+      for (std::size_t k = 0; k < tile * width; ++k) total[slot * width + k] += part[k];
+    }
+    c = c_end;
+  }
+  Moments mo(1, nv, false);
+  for (std::size_t i = begin; i < end; ++i) {
+    const double* lane = total.data() + (i - first) * width;
+    mo.reset();
+    for (std::size_t j = 0; j <= nv; ++j, lane += kTileLanes) {
+      const double sum = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+      if (j == 0)
+        mo.S[0] = sum;
+      else
+        mo.T[j - 1] = sum;
+    }
+    solve_moments(mo, i, m, out);
+  }
+}
+
 }  // namespace detail
 
 // How far the sweep of one query reaches: the cut-off in scales (infinite: every point) and
@@ -559,7 +671,6 @@ void visit_window(const LocalData& data, const double* q, double h, const Reach&
   double reach = how.cutoff;
   if (how.from_nearest) reach += data.tree().kth_distance(q, 1) / (h * data.min_scale());
   const double far_scale = 1.0 / (h * h * data.min_scale() * data.min_scale());
-  const double limit = K::fast_limit();
   const double cut2 = reach * reach;
   // Consecutive leaves of one range join into one visit: fewer, longer sweeps.
   std::size_t run_begin = 0, run_end = 0;
@@ -567,9 +678,7 @@ void visit_window(const LocalData& data, const double* q, double h, const Reach&
   data.tree().visit_ball(q, reach * h * data.max_scale(),
                          [&](std::size_t b, std::size_t e, double, double far2) {
     const detail::DistanceRange range =
-        far2 * far_scale <= std::min(limit, cut2)    ? detail::kInside
-        : far2 * far_scale <= limit || cut2 <= limit ? detail::kNearOnly
-                                                     : detail::kWide;
+        far2 * far_scale <= cut2 ? detail::kInside : detail::kNearOnly;
     if (b == run_end && range == run_range) {
       run_end = e;
       return;
@@ -601,32 +710,38 @@ void accumulate_query(const LocalData& data, const Basis& basis, const double* q
 // sum (what the visited nodes are known to hold) times the share of the weight visited. That
 // bound only grows, so the final error is within rtol times the sum; sharing the budget by
 // weight keeps some for the far nodes, which carry most of the weight but little of the sum.
-// Exact leaves leave their share to later nodes. The nearest nodes come first.
+// Exact leaves leave their share to later nodes. The nearest nodes come first. A node of at most
+// kDensityGroup points that cannot be approximated is swept whole: descending into it would
+// cost more in bounds and short sweeps than its exact sum (3-D, n = 1e5: 2.5x faster overall).
+constexpr std::size_t kDensityGroup = 512;
 template <class K>
 void density_sum(const LocalData& data, const Basis& basis, const double* q, double h,
                  double rtol, Moments& mo) {
   const double inv_h2 = 1.0 / (h * h), total = data.weight(0, data.n());
   double lower = 0.0, spent = 0.0, visited = 0.0;
+  auto sweep_exactly = [&](std::size_t b, std::size_t e) {
+    visited += data.weight(b, e);
+    const double before = mo.S[0];
+    detail::sweep<K>(data, basis, q, nullptr, 1.0 / h, kInf, detail::kInside, b, e, mo);
+    mo.flush();
+    lower += mo.S[0] - before;
+  };
   data.tree().visit_nearest_first(q,
       [&](std::size_t b, std::size_t e, double near2, double far2) {
         const double kmax = K::exact(near2 * inv_h2), kmin = K::exact(far2 * inv_h2);
         const double w = data.weight(b, e), error = 0.5 * w * (kmax - kmin);
-        if (spent + error > rtol * (lower + w * kmin) * (visited + w) / total) return false;
+        if (spent + error > rtol * (lower + w * kmin) * (visited + w) / total) {
+          if (e - b > kDensityGroup) return false;
+          sweep_exactly(b, e);
+          return true;
+        }
         mo.S[0] += 0.5 * w * (kmax + kmin);
         lower += w * kmin;
         spent += error;
         visited += w;
         return true;
       },
-      [&](std::size_t b, std::size_t e, double, double far2) {
-        visited += data.weight(b, e);
-        const double before = mo.S[0];
-        const detail::DistanceRange range =
-            far2 * inv_h2 <= K::fast_limit() ? detail::kInside : detail::kWide;
-        detail::sweep<K>(data, basis, q, nullptr, 1.0 / h, kInf, range, b, e, mo);
-        mo.flush();
-        lower += mo.S[0] - before;
-      });
+      [&](std::size_t b, std::size_t e, double, double) { sweep_exactly(b, e); });
 }
 
 // The points of one query's kernel window: tree positions, kernel weights (with level weights)
@@ -1018,9 +1133,17 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   // Leave-one-out fits: the tree position of every data row, to drop it from its query's window.
   std::vector<std::size_t> position(leave_out ? data.n() : 0);
   for (std::size_t t = 0; t < position.size(); ++t) position[data.tree().order()[t]] = t;
+  // Local means over every data point take the tiled sweep.
+  const bool tiled = !approximate && !likelihood && set.degree == 0 && !set.want_var &&
+                     !data.categorical() && !std::isfinite(how.cutoff) &&
+                     data.n() >= kBlock;
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
+      if (tiled) {
+        detail::tiled_local_means<K>(data, queries, m, radius, begin, end, out);
+        return 0;
+      }
       Moments mo(basis.size(), data.nv(), set.want_var);
       std::vector<double> q(d), table(data.table_size());
       Window win;

@@ -409,7 +409,7 @@ LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size
           double s = 0.0;
           for (long t = 0; t <= 2 * hp; ++t) s += hsum[(a + t) * width + b];
           const double excess = std::max(0.0, s * inv_np - offset);
-          const double w = K::wide(excess * inv_h2);
+          const double w = K::shape(excess * inv_h2);
           nu[b] += w * p1[b];
           de[b] += w;
         }

@@ -11,8 +11,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
+
+#include "simd.hpp"
 
 namespace localmean {
 
@@ -104,51 +108,67 @@ inline bool kernel_from_name(const std::string& name, KernelType* type) {
   return false;
 }
 
-// exp(x) = exp(x / 2^S)^(2^S) for x <= 0, with the degree-D Taylor polynomial at x / 2^S: no
-// branches or bit tricks, so loops over it vectorise (the compiler unrolls the fixed loops).
-template <int S, int D> inline double exp_by_squaring(double x) {
-  const double r = x / static_cast<double>(1 << S);
-  double coef = 1.0;
-  for (int i = 2; i <= D; ++i) coef /= i;  // 1 / D!
-  double p = coef;
-  for (int i = D; i >= 1; --i) {
-    coef *= i;  // 1 / (i - 1)!
-    p = p * r + coef;
-  }
-  for (int i = 0; i < S; ++i) p *= p;
-  return p;
-}
-
-// exp(x) for -32 <= x <= 0 (the Gaussian within 8 sd, the Laplace within 32 scales): relative
-// error below 1e-13.
-inline double exp_cutoff_range(double x) { return exp_by_squaring<8, 9>(x); }
-
-// exp(x) for -745 <= x <= 0, the whole range where exp is not zero: relative error below 1e-12.
-inline double exp_wide_range(double x) { return exp_by_squaring<12, 11>(x); }
-
 // 1 when r2 <= cut2, else 0, without a branch (vectorisable).
 inline double within(double r2, double cut2) { return 0.5 + 0.5 * std::copysign(1.0, cut2 - r2); }
 
-// exp(-kExpUnderflow) is about 5e-324, the smallest positive (subnormal) double: below it, exp
-// underflows to zero, so wide() caps its argument there and returns zero beyond.
-constexpr double kExpUnderflow = 745.0;
+// max(x, lo) for finite lo, selected bitwise: under GCC's default -ftrapping-math, std::max with
+// a constant bound stays a branch and keeps the loop around it from vectorising.
+LOCALMEAN_INLINE double at_least(double x, double lo) {
+  std::uint64_t xb, lb;
+  std::memcpy(&xb, &x, sizeof xb);
+  std::memcpy(&lb, &lo, sizeof lb);
+  const std::uint64_t below = 0 - static_cast<std::uint64_t>(x < lo);
+  const std::uint64_t out = (xb & ~below) | (lb & below);
+  std::memcpy(&x, &out, sizeof x);
+  return x;
+}
+
+// exp(x) for x <= 0 (0 below -746, where exp underflows), relative error below 1e-14:
+// x = k ln 2 + r with |r| <= ln(2) / 2, the Taylor polynomial of degree 11 at r, times 2^k
+// written into the exponent bits as 2^(k + 537) 2^-537 (both factors normal, so subnormal
+// results are rounded once). No branches or tables, so loops over it vectorise.
+LOCALMEAN_INLINE double exp_nonpositive(double x) {
+  constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+  constexpr double kLog2e = 1.4426950408889634;
+  constexpr double kLn2High = 6.93147180369123816490e-01;  // ln 2 in 32 bits: k * it is exact
+  constexpr double kLn2Low = 1.90821492927058770002e-10;
+  x = at_least(x, -746.0);
+  const double shifted = x * kLog2e + kShift;
+  const double k = shifted - kShift;
+  const double r = (x - k * kLn2High) - k * kLn2Low;
+  double p = 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  // The low bits of `shifted` hold k; k + 537 + 1023 (in [484, 1560]) is the exponent field.
+  std::uint64_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  bits = (bits + 1560) << 52;
+  double high;
+  std::memcpy(&high, &bits, sizeof high);
+  const std::uint64_t low_bits = static_cast<std::uint64_t>(1023 - 537) << 52;
+  double low;
+  std::memcpy(&low, &low_bits, sizeof low);
+  return p * high * low;
+}
 
 // Kernel shapes as functions of the squared scaled distance r2 = ||u||^2, without the constant:
-// the local mean does not need it, and density estimates multiply it back. Three versions:
-// shape(), the fastest, accurate for r2 <= fast_limit(); wide(), accurate for any r2 and also
-// vectorisable; exact(), with the standard library, for single values.
+// the local mean does not need it, and density estimates multiply it back. Two versions:
+// shape(), vectorisable, for loops; exact(), with the standard library, for single values.
 struct Gaussian {
-  static constexpr double fast_limit() { return 64.0; }
-  static double shape(double r2) { return exp_cutoff_range(-0.5 * r2); }
-  static double wide(double r2) {
-    constexpr double last = 2.0 * kExpUnderflow;  // r2 where -r2 / 2 reaches the underflow
-    return within(r2, last) * exp_wide_range(-0.5 * std::min(r2, last));
-  }
+  static double shape(double r2) { return exp_nonpositive(-0.5 * r2); }
   static double exact(double r2) { return std::exp(-0.5 * r2); }
 };
 // The polynomial kernels (1 - u^2)^P: Epanechnikov, biweight and triweight.
 template <int P> struct QuadraticPower {
-  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) {
     const double t = std::max(0.0, 1.0 - r2);
     double p = t;
@@ -156,53 +176,37 @@ template <int P> struct QuadraticPower {
     return p;
   }
   static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
 };
 using Epanechnikov = QuadraticPower<1>;
 struct Uniform {
-  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return within(r2, 1.0); }
   static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
 };
 struct Triangular {
-  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return std::max(0.0, 1.0 - std::sqrt(r2)); }
   static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
 };
 using Biweight = QuadraticPower<2>;
 using Triweight = QuadraticPower<3>;
 struct Tricube {
-  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) {
     const double r = std::sqrt(r2);
     const double t = std::max(0.0, 1.0 - r * r * r);
     return t * t * t;
   }
   static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
 };
 struct Cosine {
-  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return r2 < 1.0 ? std::cos(0.5 * kPi * std::sqrt(r2)) : 0.0; }
   static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
 };
 struct Laplace {
-  static constexpr double fast_limit() { return 1024.0; }
-  static double shape(double r2) { return exp_cutoff_range(-std::sqrt(r2)); }
-  static double wide(double r2) {
-    constexpr double last = kExpUnderflow * kExpUnderflow;  // r2 where -sqrt(r2) reaches it
-    return within(r2, last) * exp_wide_range(-std::sqrt(std::min(r2, last)));
-  }
+  static double shape(double r2) { return exp_nonpositive(-std::sqrt(r2)); }
   static double exact(double r2) { return std::exp(-std::sqrt(r2)); }
 };
 struct Cauchy {
-  static constexpr double fast_limit() { return kInf; }
   static double shape(double r2) { return 1.0 / (1.0 + r2); }
   static double exact(double r2) { return shape(r2); }
-  static double wide(double r2) { return shape(r2); }
 };
 
 // Calls f(KernelStruct{}) for the kernel type, so that hot loops are compiled once per kernel.

@@ -44,30 +44,6 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kLogZero = -1e300;
 constexpr double kLogZeroBelow = 0.5 * kLogZero;
 
-// exp(x) for finite x <= 0 (0 below -745), relative error below 1e-12: the Taylor polynomial of
-// degree 11 at x / 2^12, squared 12 times (as exp_wide_range), written out without branches or
-// inner loops so that loops over it vectorise.
-constexpr double kExpUnderflow = 745.0;  // exp(-745) is below the smallest subnormal double
-LOCALMEAN_INLINE double exp_nonpositive(double x) {
-  const double inside = within(-x, kExpUnderflow);
-  const double r = x * inside * (1.0 / 4096.0);
-  double p = 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  p *= p, p *= p, p *= p, p *= p, p *= p, p *= p;
-  p *= p, p *= p, p *= p, p *= p, p *= p, p *= p;
-  return inside * p;
-}
-
 // Log of the distance kernel's shape at squared scaled distance r2 (-inf where it is zero).
 template <class K> inline double log_shape(double r2) {
   const double v = K::exact(r2);
