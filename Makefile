@@ -47,14 +47,16 @@ check: test
 # private library; R itself is not instrumented, so the ASan runtime is preloaded (the fuzz
 # test's child R processes inherit it). Any finding aborts the process (-fno-sanitize-recover,
 # ASan's default), which fails the target. Leak detection is off: R keeps memory alive on purpose
-# until exit. ASan's memory is bounded: a 64 MB quarantine of freed blocks (256 MB by default),
-# short allocation stacks, and allocations above 4 GB refused as plain R does on a machine
-# without that memory (ASan reserves them lazily instead, and a test that expects "cannot
-# allocate" then fills RAM); a process above 6 GB resident is stopped with a report.
+# until exit. ASan's memory is bounded (a whole run peaks below 1 GB per process): a 64 MB
+# quarantine of freed blocks (256 MB by default), short allocation stacks, allocations above
+# 4 GB failing as they fail in plain R on a machine without that memory (R then reports "cannot
+# allocate"; ASan's default aborts the process), and a process above 6 GB resident stopped with
+# a report instead of exhausting a shared machine.
 SAN_DIR   ?= $(CURDIR)/sanitize
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_CC    ?= gcc
-SAN_ASAN   = detect_leaks=0:quarantine_size_mb=64:malloc_context_size=5:max_allocation_size_mb=4096:allocator_may_return_null=1:hard_rss_limit_mb=6144
+SAN_ASAN  := detect_leaks=0:quarantine_size_mb=64:malloc_context_size=5:hard_rss_limit_mb=6144
+SAN_ASAN  := $(SAN_ASAN):max_allocation_size_mb=4096:allocator_may_return_null=1
 SAN_ENV    = LD_PRELOAD=$$($(SAN_CC) -print-file-name=libasan.so) ASAN_OPTIONS=$(SAN_ASAN) \
 	  UBSAN_OPTIONS=print_stacktrace=1 R_LIBS=$(SAN_DIR)/lib
 
