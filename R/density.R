@@ -189,6 +189,7 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
                                 call = match.call())),
                    class = "local_kde")
   chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads)
+  check_kde_volume(chosen$bandwidth)
   fit$bandwidth <- chosen$bandwidth
   fit$bandwidth_method <- chosen$method
   fit$grid <- kde_grid(fit, gridsize)
@@ -196,6 +197,18 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
   fit$method <- frame$spec$method
   fit$estimate <- if (length(fit$grid)) kde_on_grid(fit, frame, n_threads, verbose)
   fit
+}
+
+# The kernel's normalising constant 1 / det(H)^(1/2) (1 / prod(h) per variable) must be a finite
+# double: a bandwidth of 1e-160 in two dimensions underflows it and every estimate turns NaN.
+check_kde_volume <- function(bandwidth, call = rlang::caller_env()) {
+  if (!is.numeric(bandwidth)) return(invisible(bandwidth))
+  volume <- if (is.matrix(bandwidth)) sqrt(det(bandwidth)) else prod(bandwidth)
+  if (!is.finite(volume) || !is.finite(1 / volume)) {
+    abort(c("{.arg bandwidth} is too small or too large for a density in double precision.",
+            i = "Rescale the data."), call = call)
+  }
+  invisible(bandwidth)
 }
 
 # The data with their size, names and ranges. A plain numeric vector is kept as it is: copying
