@@ -202,13 +202,11 @@ kde.default <- function(x, bandwidth = "rot", kernel = "gaussian", weights = NUL
 # The kernel's normalising constant 1 / det(H)^(1/2) (1 / prod(h) per variable) must be a finite
 # double: a bandwidth of 1e-160 in two dimensions underflows it and every estimate turns NaN.
 check_kde_volume <- function(bandwidth, call = rlang::caller_env()) {
-  volume <- if (is.numeric(bandwidth)) {
-    prod(bandwidth)
-  } else if (identical(bandwidth$type, "matrix")) {
-    abs(det(bandwidth$root))
-  } else {
+  volume <- switch(bandwidth$type,
+    scale = prod(bandwidth$h),
+    matrix = abs(det(bandwidth$root)),
     return(invisible(bandwidth))  # nn(k): the constant varies with the point
-  }
+  )
   if (!is.finite(volume) || !is.finite(1 / volume)) {
     abort(c("{.arg bandwidth} is too small or too large for a density in double precision.",
             i = "Rescale the data."), call = call)
