@@ -33,8 +33,8 @@ cpp_optimise_triplets <- function(init, triplets, weights, loss, lr, n_iters, l2
     .Call(`_localmean_cpp_optimise_triplets`, init, triplets, weights, loss, lr, n_iters, l2, n_threads, verbose)
 }
 
-cpp_principal_scores <- function(x, center, rotation) {
-    .Call(`_localmean_cpp_principal_scores`, x, center, rotation)
+cpp_principal_scores <- function(x, center, rotation, n_threads) {
+    .Call(`_localmean_cpp_principal_scores`, x, center, rotation, n_threads)
 }
 
 cpp_rank_agreement <- function(x, y, rows, k, n_threads, verbose) {

@@ -188,6 +188,7 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
                                 call = match.call())),
                    class = "local_kde")
   chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads, verbose)
+  check_kde_volume(chosen$bandwidth)
   fit$bandwidth <- chosen$bandwidth
   fit$bandwidth_method <- chosen$method
   fit$grid <- kde_grid(fit, gridsize)
@@ -195,6 +196,21 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
   fit$method <- frame$spec$method
   fit$estimate <- if (length(fit$grid)) kde_on_grid(fit, frame, n_threads, verbose)
   fit
+}
+
+# The kernel's normalising constant 1 / det(H)^(1/2) (1 / prod(h) per variable) must be a finite
+# double: a bandwidth of 1e-160 in two dimensions underflows it and every estimate turns NaN.
+check_kde_volume <- function(bandwidth, call = rlang::caller_env()) {
+  volume <- switch(bandwidth$type,
+    scale = prod(bandwidth$h),
+    matrix = abs(det(bandwidth$root)),
+    return(invisible(bandwidth))  # nn(k): the constant varies with the point
+  )
+  if (!is.finite(volume) || !is.finite(1 / volume)) {
+    abort(c("{.arg bandwidth} is too small or too large for a density in double precision.",
+            i = "Rescale the data."), call = call)
+  }
+  invisible(bandwidth)
 }
 
 # The data with their size, names and ranges. A plain numeric vector is kept as it is: copying

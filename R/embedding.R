@@ -236,7 +236,7 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
   verbose <- check_flag(verbose)
   threads <- n_threads(n_threads)
   prep <- trimap_preprocessing(x, threads)
-  z <- trimap_transform(prep, x)
+  z <- trimap_transform(prep, x, threads)
   init <- trimap_init(init, z, prep, ndim, threads)
   graph <- cpp_knn_graph(z, z, min(n_inliers + 50L, n - 1L), TRUE, threads, verbose)
   seed <- sample.int(.Machine$integer.max, 1L)
@@ -268,8 +268,8 @@ trimap_preprocessing <- function(x, n_threads) {
        variables = colnames(x))
 }
 
-trimap_transform <- function(prep, x) {
-  if (prep$type == "pca") return(cpp_principal_scores(x, prep$center, prep$rotation))
+trimap_transform <- function(prep, x, n_threads) {
+  if (prep$type == "pca") return(cpp_principal_scores(x, prep$center, prep$rotation, n_threads))
   sweep((x - prep$min) / prep$span, 2L, prep$center)
 }
 
@@ -282,7 +282,7 @@ trimap_init <- function(init, z, prep, ndim, n_threads, call = rlang::caller_env
     z[, seq_len(ndim), drop = FALSE]
   } else {
     pc <- cpp_principal_axes(z, ndim, n_threads)
-    cpp_principal_scores(z, pc$center, pc$rotation)
+    cpp_principal_scores(z, pc$center, pc$rotation, n_threads)
   }
   0.01 * scores
 }
@@ -671,7 +671,7 @@ predict.local_embedding <- function(object, newdata, n_threads = NULL, verbose =
     cpp_lle_transform(object$data, object$layout, newdata, object$parameters$k,
                       object$parameters$reg, threads)
   } else {
-    z <- trimap_transform(object$preprocessing, newdata)
+    z <- trimap_transform(object$preprocessing, newdata, threads)
     # A compact kernel: in 100 dimensions a Gaussian as wide as the k-th neighbour's distance
     # would spread its weight over hundreds of points and pull new points to the centre.
     spec <- engine_spec(object$data, "tricube", values = object$layout,

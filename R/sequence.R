@@ -384,6 +384,10 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   if (length(tokens) < 2L) {
     abort("{.arg tokens} has {length(tokens)} training token{?s}; at least 2 are needed.")
   }
+  # Each lag has its own parameters: lags beyond the training tokens would never be fitted.
+  if (window >= length(tokens)) {
+    abort("{.arg window} ({window}) must be below the number of training tokens ({length(tokens)}).")
+  }
   counts <- table(factor(tokens, levels = unique(tokens)))
   counts <- counts[order(-counts, seq_along(counts))]
   keep <- names(counts)[seq_len(min(length(counts), vocab_size - 1L))]

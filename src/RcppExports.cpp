@@ -141,15 +141,16 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_principal_scores
-NumericMatrix cpp_principal_scores(NumericMatrix x, NumericVector center, NumericMatrix rotation);
-RcppExport SEXP _localmean_cpp_principal_scores(SEXP xSEXP, SEXP centerSEXP, SEXP rotationSEXP) {
+NumericMatrix cpp_principal_scores(NumericMatrix x, NumericVector center, NumericMatrix rotation, int n_threads);
+RcppExport SEXP _localmean_cpp_principal_scores(SEXP xSEXP, SEXP centerSEXP, SEXP rotationSEXP, SEXP n_threadsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< NumericMatrix >::type x(xSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type center(centerSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type rotation(rotationSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_principal_scores(x, center, rotation));
+    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_principal_scores(x, center, rotation, n_threads));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -592,7 +593,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_lle_transform", (DL_FUNC) &_localmean_cpp_lle_transform, 6},
     {"_localmean_cpp_trimap_triplets", (DL_FUNC) &_localmean_cpp_trimap_triplets, 9},
     {"_localmean_cpp_optimise_triplets", (DL_FUNC) &_localmean_cpp_optimise_triplets, 9},
-    {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 3},
+    {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 4},
     {"_localmean_cpp_rank_agreement", (DL_FUNC) &_localmean_cpp_rank_agreement, 6},
     {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 24},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 15},

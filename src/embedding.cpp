@@ -171,12 +171,19 @@ List cpp_optimise_triplets(NumericMatrix init, IntegerMatrix triplets, NumericVe
 
 // Scores of the rows of x on principal axes (centre, rotation d x ndim).
 // [[Rcpp::export]]
-NumericMatrix cpp_principal_scores(NumericMatrix x, NumericVector center, NumericMatrix rotation) {
+NumericMatrix cpp_principal_scores(NumericMatrix x, NumericVector center, NumericMatrix rotation,
+                                   int n_threads) {
   localmean::Principal pc;
   pc.centre.assign(center.begin(), center.end());
   pc.axes.assign(rotation.begin(), rotation.end());
   pc.variance.resize(rotation.ncol());
-  const std::vector<double> s = localmean::principal_scores(pc, x.begin(), x.nrow(), x.ncol());
+  std::vector<double> s;
+  localmean_r::Monitor monitor(false, 0, "principal scores");  // interrupts only
+  const bool done =
+      localmean::principal_scores(pc, x.begin(), x.nrow(), x.ncol(), s,
+                                  localmean_r::parallel_for(n_threads), monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
   NumericMatrix out(x.nrow(), rotation.ncol());
   std::copy(s.begin(), s.end(), out.begin());
   return out;

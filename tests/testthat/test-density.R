@@ -340,3 +340,13 @@ test_that("rtol keeps its guarantee where whole nodes are swept (n = 2e4, 3-D)",
                      predict(fit, Q, rtol = 1e-4, n_threads = 1))
   }
 })
+
+test_that("a bandwidth whose kernel constant underflows is an error, not NaN (issue 18)", {
+  set.seed(1)
+  x2 <- matrix(runif(120), ncol = 2)
+  expect_error(kde(x2, bandwidth = 1e-160, verbose = FALSE), "bandwidth",
+               class = "localmean_error")
+  expect_error(kde(x2, bandwidth = diag(1e-320, 2), verbose = FALSE), "bandwidth",
+               class = "localmean_error")
+  expect_false(anyNA(kde(x2, bandwidth = 1e-100, verbose = FALSE)$estimate))
+})

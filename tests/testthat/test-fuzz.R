@@ -498,6 +498,13 @@ test_that("long iterative runs stop within a second of Ctrl-C and leave R usable
     },
     trimap = function() {
       localmean::trimap(matrix(stats::runif(600), 200), n_iter = 1e7, verbose = FALSE)
+    },
+    # Images: the neighbour search, then the iterations (tol = 0 keeps them going).
+    local_impute = function() {
+      x <- localmean::fashion_mnist_subset$x / 255
+      x[sample(length(x), length(x) %/% 5)] <- NA
+      localmean::local_impute(x, image_dim = c(28, 28), max_iter = 1e6, tol = 0,
+                              verbose = FALSE)
     }
   )
   for (name in names(long_runs)) {

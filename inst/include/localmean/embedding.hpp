@@ -199,17 +199,33 @@ inline bool principal_axes(const double* x, std::size_t n, std::size_t d, std::s
   return true;
 }
 
-// Scores (m x ndim, column-major) of points x (m x d) on the principal axes.
-inline std::vector<double> principal_scores(const Principal& pc, const double* x, std::size_t m,
-                                            std::size_t d) {
+// Scores (m x ndim, column-major) of points x (m x d) on the principal axes, in blocks of rows
+// between which the monitor may stop the work (then `out` is incomplete and false returned).
+// Every score sums over the variables in their order, so the blocks never change a result.
+inline bool principal_scores(const Principal& pc, const double* x, std::size_t m, std::size_t d,
+                             std::vector<double>& out,
+                             const ParallelFor& parallel_for = serial_for,
+                             const Monitor& monitor = {}) {
   const std::size_t ndim = pc.variance.size();
-  Eigen::MatrixXd xc(m, d);
-  for (std::size_t j = 0; j < d; ++j)
-    for (std::size_t i = 0; i < m; ++i) xc(i, j) = x[j * m + i] - pc.centre[j];
-  const Eigen::Map<const Eigen::MatrixXd> axes(pc.axes.data(), d, ndim);
-  std::vector<double> out(m * ndim);
-  Eigen::Map<Eigen::MatrixXd>(out.data(), m, ndim) = xc * axes;
-  return out;
+  constexpr std::size_t kRows = 256;
+  out.assign(m * ndim, 0.0);
+  return run_chunked(
+      (m + kRows - 1) / kRows, chunk_size(kRows * d * ndim, 5e7), parallel_for, monitor,
+      [&](std::size_t begin, std::size_t end) {
+        std::vector<double> centred(kRows);
+        for (std::size_t b = begin; b < end; ++b) {
+          const std::size_t r0 = b * kRows, rn = std::min(kRows, m - r0);
+          for (std::size_t j = 0; j < d; ++j) {
+            const double* xj = x + j * m + r0;
+            for (std::size_t i = 0; i < rn; ++i) centred[i] = xj[i] - pc.centre[j];
+            for (std::size_t a = 0; a < ndim; ++a) {
+              const double w = pc.axes[a * d + j];
+              double* oa = out.data() + a * m + r0;
+              for (std::size_t i = 0; i < rn; ++i) oa[i] += centred[i] * w;
+            }
+          }
+        }
+      });
 }
 
 // ---------------------------------------------------------------------------------------------
