@@ -287,6 +287,6 @@ test_that("qkv_fit refuses absurd training lengths and bad choices with classed 
 
 test_that("a qkv_fit window beyond the training tokens is an error, not a hang (issue 18)", {
   tokens <- rep(c("a", "b", "c"), 10)
-  expect_error(qkv_fit(tokens, dim = 2, window = 1e9, epochs = 1, verbose = FALSE), "window",
+  expect_error(qkv_fit(tokens, dim = 2, window = 1e9, n_iter = 1, verbose = FALSE), "window",
                class = "localmean_error")
 })
