@@ -9,16 +9,28 @@
 #   Rscript bench/bench-binned.R
 # and, to see the cost without first-touch page faults (see the README), also
 #   MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=4294967295 Rscript bench/bench-binned.R
-# Environment: BENCH_N (default 1e6), BENCH_REPS (default 5), BENCH_THREADS (default "1,2").
+# Environment: BENCH_N (default 1e6), BENCH_REPS (default 5), BENCH_THREADS (default "1,2"),
+# BENCH_ROUNDS (default 9) and BENCH_BATCH (default 30) for the grid estimate (issue 16, row 2),
+# BENCH_FULL (default 1; 0 skips the full-model timings of issue 16, row 3).
 #
-# What is timed (median of BENCH_REPS rounds; in every round each variant runs once, in turn,
-# after a gc(), so that the peer and ours see the same memory-allocator state):
+# Issue 16, row 2 (the grid estimate against locpoly) is timed first, in batches: in each of
+# BENCH_ROUNDS rounds, locpoly and ours (each thread count) run BENCH_BATCH calls each, one
+# batch after the other (the order rotating from round to round), after an untimed gc(); a
+# batch's wall time comes from a high-resolution clock (bench::hires_time() when installed) and
+# its CPU time from proc.time(), both divided by BENCH_BATCH. The script prints, per variant, the
+# median and range of the per-call times over the rounds, and the ratio of our median to
+# locpoly's (wall and CPU) for every thread count. Timing many calls together is what makes
+# millisecond calls measurable: proc.time() and system.time() resolve only milliseconds.
+#
+# Then (unless BENCH_FULL=0) the rest, as before (median of BENCH_REPS rounds; in every round
+# each variant runs once, in turn, after a gc(), so that the peer and ours see the same
+# memory-allocator state):
 #   * locpoly: KernSmooth::locpoly(x, y, bandwidth = h, gridsize = 401) -- the estimate at the
 #     401 grid nodes only, single-threaded.
-#   * grid:    local_smooth(x, y, bandwidth = h, method = "binned", control = ...) -- the public,
-#     model-free entry point; with at = NULL it estimates on a 401-point grid over range(x), the
-#     same grid as locpoly's, and computes nothing at the data points. This is the fair
-#     equivalent of locpoly. (With a localmean older than local_smooth(), the script falls back to
+#   * grid:    local_smooth(x, y, at = grid, bandwidth = h, method = "binned", control = ...) --
+#     the public, model-free entry point at the 401 nodes of locpoly's grid (the binning grid is
+#     the same 401-node grid over range(x)); it computes nothing at the data points. This is the
+#     fair equivalent of locpoly. (With a localmean older than local_smooth(), the script falls back to
 #     predict() on a "model shell": a fit on 1000 points whose $x and $values are then replaced
 #     by the full data.)
 #   * full:    local_poly(x, y, bandwidth = h, method = "binned", control = local_control(cutoff = 4,
@@ -61,8 +73,8 @@ grid <- if (is.null(lp)) seq(min(x), max(x), length.out = gridsize) else lp$x
 have_smooth <- exists("local_smooth", envir = asNamespace("localmean"), inherits = FALSE)
 if (have_smooth) {
   grid_estimate <- function(nt) {
-    localmean::local_smooth(x, y, bandwidth = h, method = "binned", control = ctrl, n_threads = nt,
-                            verbose = FALSE)$estimate
+    localmean::local_smooth(x, y, at = grid, bandwidth = h, method = "binned", control = ctrl,
+                            n_threads = nt, verbose = FALSE)$estimate
   }
   grid_label <- "local_smooth() on the 401-point grid"
   est <- localmean::local_smooth(x, y, bandwidth = h, method = "binned", control = ctrl,
@@ -86,6 +98,43 @@ fit_model <- function(nt) {
              verbose = FALSE)
 }
 
+# ---- Issue 16, row 2: the grid estimate against locpoly, in batches ---------------------------
+rounds <- env_num("BENCH_ROUNDS", 9)
+batch <- env_num("BENCH_BATCH", 30)
+grid_fns <- list()
+if (have_ks) {
+  grid_fns$locpoly <- function() KernSmooth::locpoly(x, y, bandwidth = h, gridsize = gridsize)
+}
+for (nt in threads) local({
+  nt <- nt
+  grid_fns[[paste0("ours_", nt)]] <<- function() grid_estimate(nt)
+})
+bt <- time_batches(grid_fns, rounds, batch)
+cat(sprintf(paste0("\n-- Issue 16 row 2: grid estimate, %d rounds x %d calls per batch (per-call times;",
+                   " other processes used %.0f%% of the machine) --\n"),
+            rounds, batch, 100 * bt$other))
+for (k in names(grid_fns)) {
+  cat(sprintf("%-10s: %s\n", if (k == "locpoly") "locpoly" else
+                sprintf("%d thread%s", as.integer(sub("ours_", "", k)),
+                        if (sub("ours_", "", k) == "1") "" else "s"),
+              fmt_batches(bt[[k]])))
+}
+if (have_ks) {
+  p_grid <- grid_estimate(1L)
+  span <- diff(range(lp$y))
+  cat(sprintf("max |ours - locpoly| / range(fit): %.3g\n", max(abs(p_grid - lp$y)) / span))
+  for (nt in threads) {
+    o <- bt[[paste0("ours_", nt)]]
+    cat(sprintf(paste0("ratio ours / locpoly, %d thread%s: wall %.2fx, CPU %.2fx",
+                       " (target <= 0.5x wall: %s)\n"),
+                nt, if (nt == 1L) "" else "s", o$median / bt$locpoly$median,
+                o$cpu_median / bt$locpoly$cpu_median,
+                if (o$median <= 0.5 * bt$locpoly$median) "met" else "MISSED"))
+  }
+}
+if (identical(Sys.getenv("BENCH_FULL"), "0")) quit(save = "no")
+
+# ---- Issue 16, row 3 and the per-call view ---------------------------------------------------
 fns <- list()
 if (have_ks) fns$locpoly <- function() KernSmooth::locpoly(x, y, bandwidth = h, gridsize = gridsize)
 for (nt in threads) {

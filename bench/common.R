@@ -105,3 +105,44 @@ session_header <- function() {
               tryCatch(paste(readLines("/proc/loadavg", warn = FALSE), collapse = " "),
                        error = function(e) "unknown")))
 }
+
+# Batched interleaved timing, for calls of a few milliseconds: in each of `rounds` rounds every
+# function of `fns` runs `batch` times in a row (one batch), the functions taking turns in an
+# order that rotates from round to round, after one untimed warm-up call each and an untimed
+# gc() before every batch. Per function: per-call wall seconds of each batch (`times`, from the
+# high-resolution clock when bench is installed), their median, the per-call CPU seconds of
+# each batch (`cpu`, from proc.time(), all threads) and their median; `other` is the share of
+# the machine's CPU used by other processes during all the rounds.
+time_batches <- function(fns, rounds, batch) {
+  for (f in fns) f()
+  j0 <- cpu_jiffies()
+  c0 <- own_cpu()
+  k <- length(fns)
+  el <- cpu <- matrix(NA_real_, rounds, k, dimnames = list(NULL, names(fns)))
+  for (r in seq_len(rounds)) {
+    order <- ((seq_len(k) - 1L + (r - 1L)) %% k) + 1L
+    for (j in order) {
+      f <- fns[[j]]
+      invisible(gc(verbose = FALSE))
+      p0 <- own_cpu()
+      t0 <- now()
+      for (i in seq_len(batch)) f()
+      el[r, j] <- (now() - t0) / batch
+      cpu[r, j] <- (own_cpu() - p0) / batch
+    }
+  }
+  j1 <- cpu_jiffies()
+  window <- j1[["total"]] - j0[["total"]]
+  other <- if (window > 0) max(0, (j1[["busy"]] - j0[["busy"]]) - (own_cpu() - c0)) / window else NA
+  out <- lapply(stats::setNames(names(fns), names(fns)), function(k) {
+    list(median = stats::median(el[, k]), times = el[, k], cpu_median = stats::median(cpu[, k]),
+         cpu = cpu[, k])
+  })
+  out$other <- other
+  out
+}
+fmt_batches <- function(tt) {
+  sprintf("wall %.2f ms per call (batches %.2f-%.2f), CPU %.2f ms (%.2f-%.2f)",
+          1e3 * tt$median, 1e3 * min(tt$times), 1e3 * max(tt$times), 1e3 * tt$cpu_median,
+          1e3 * min(tt$cpu), 1e3 * max(tt$cpu))
+}

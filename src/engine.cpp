@@ -380,16 +380,10 @@ List cpp_column_ranges(SEXP points) {
   NumericMatrix range(2, d);
   LogicalVector finite(d);
   for (std::size_t j = 0; j < d; ++j) {
-    double lo = R_PosInf, hi = R_NegInf, nonfinite = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {  // branch-free: v - v is NaN for NaN and +-Inf
-      const double v = x[j * n + i];
-      nonfinite += v - v;
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
+    double lo, hi;
+    finite[j] = localmean::extent(x + j * n, n, &lo, &hi);
     range(0, j) = lo;
     range(1, j) = hi;
-    finite[j] = nonfinite == 0.0;
   }
   return List::create(_["range"] = range, _["finite"] = finite);
 }
