@@ -17,9 +17,9 @@ namespace localmean {
 // finite, in one pass at memory speed: pairs of lanes in SSE2-sized vectors (GCC's vector
 // extension), since GCC leaves a scalar or lane-array min/max unvectorised. `v - v` is NaN
 // for NaN and +-Inf, so the finiteness sum is 0 exactly when every value is finite; min and
-// max are exact in any order.
+// max are exact in any order. The vectors may alias the doubles they are loaded from.
 inline bool extent(const double* x, std::size_t n, double* lo, double* hi) {
-  typedef double v2d __attribute__((vector_size(16), aligned(8)));
+  typedef double v2d __attribute__((vector_size(16), aligned(8), __may_alias__));
   const double inf = std::numeric_limits<double>::infinity();
   v2d vlo[2] = {{inf, inf}, {inf, inf}}, vhi[2] = {{-inf, -inf}, {-inf, -inf}};
   v2d bad[2] = {{0.0, 0.0}, {0.0, 0.0}};
