@@ -468,16 +468,17 @@ gradient_search_applies <- function(criterion, spec) {
 }
 
 # The score and its gradient as a function of theta (see theta_layout()): list(value, gradient),
-# the value Inf where a point has no leave-one-out fit. Remembers its last theta (optim() asks
-# for the value and the gradient of the same theta in two calls).
+# the value Inf where a point has no leave-one-out fit. Remembers every theta it scored (optim()
+# asks for the value and the gradient of the same theta in two calls).
 loo_gradient_scorer <- function(spec) {
   x <- matrix(spec$x, ncol = spec$numeric_vars)
   y <- spec$values[, 1L]
   prior <- spec$prior %||% numeric(0)
   categorical <- spec$categorical
-  last <- new.env(parent = emptyenv())
+  memo <- new.env(parent = emptyenv())
   function(theta, layout) {
-    if (identical(theta, last$theta)) return(last$value)
+    key <- paste(format(theta, digits = 17), collapse = ",")
+    if (!is.null(memo[[key]])) return(memo[[key]])
     s <- theta_scales(theta, layout)
     if (!is.null(categorical)) categorical$lambda <- as.double(s$lambda)
     res <- cpp_metric_loss(x, y, prior, diag(1 / s$h, nrow = length(s$h)), spec$degree,
@@ -488,31 +489,42 @@ loo_gradient_scorer <- function(spec) {
     share <- stats::plogis(theta[-num])
     grad <- c(-diag(res$gradient) / s$h,
               res$lambda_gradient * layout$lambda_upper * share * (1 - share))
-    last$theta <- theta
-    last$value <- list(value = res$loss, gradient = grad)
-    last$value
+    memo[[key]] <- list(value = res$loss, gradient = grad)
   }
 }
 
 # L-BFGS-B on theta within its bounds from theta0, with the analytic gradient, then
-# widen_flat(). An infinite score (a point without a leave-one-out fit) is replaced by a large
-# finite one with a zero gradient, so that the line search steps back. Returns the best theta
-# evaluated (never worse than theta0).
-gradient_search <- function(loss_of, theta0, layout, factr = 1e9, maxit = 100L) {
+# widen_flat(), after trying each numeric bandwidth at its upper bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
+# relative tolerance (its test divides by max(|f|, 1)): the search stops when a step gains less
+# than factr * 2.2e-16 (2e-5 by default) of the score. An infinite score (a point without a
+# leave-one-out fit) is replaced by a large finite one with a zero gradient, so that the line
+# search steps back. Returns the best theta evaluated (never worse than theta0).
+gradient_search <- function(loss_of, theta0, layout, factr = 1e11, maxit = 100L) {
   best <- new.env(parent = emptyenv())
   best$theta <- theta0
   best$value <- loss_of(theta0, layout)$value
-  penalty <- 1e3 * abs(finite_or_max(best$value)) + 1
+  # Irrelevant predictors first: each numeric bandwidth moves to its upper bound where that
+  # lowers the score, so that the descent does not creep there along a flat direction.
+  for (j in seq_len(layout$numeric)) {
+    wide <- replace(best$theta, j, layout$bounds[2L, j])
+    value <- loss_of(wide, layout)$value
+    if (value < best$value) {
+      best$theta <- wide
+      best$value <- value
+    }
+  }
+  theta0 <- best$theta
+  unit <- abs(best$value)
   evaluate <- function(theta) {
     res <- loss_of(theta, layout)
     if (res$value < best$value) {
       best$theta <- theta
       best$value <- res$value
     }
-    if (!is.finite(res$value)) res <- list(value = penalty, gradient = 0 * theta)
-    res
+    if (!is.finite(res$value)) return(list(value = 1e3, gradient = 0 * theta))
+    list(value = res$value / unit, gradient = res$gradient / unit)
   }
-  if (is.finite(best$value)) {
+  if (is.finite(best$value) && unit > 0) {
     stats::optim(theta0, function(t) evaluate(t)$value, function(t) evaluate(t)$gradient,
                  method = "L-BFGS-B", lower = layout$bounds[1L, ], upper = layout$bounds[2L, ],
                  control = list(factr = factr, maxit = maxit))
@@ -525,6 +537,7 @@ gradient_search <- function(loss_of, theta0, layout, factr = 1e9, maxit = 100L) 
 # globally), and the simpler model is preferred. The total cost stays within `tol`.
 widen_flat <- function(score, theta, value, upper, tol = 1e-4) {
   for (j in seq_along(theta)) {
+    if (theta[j] >= upper[j]) next
     wide <- replace(theta, j, upper[j])
     if (score(wide) <= value * (1 + tol)) theta <- wide
   }
