@@ -494,27 +494,22 @@ loo_gradient_scorer <- function(spec) {
 }
 
 # L-BFGS-B on theta within its bounds from theta0, with the analytic gradient, then
-# widen_flat(), after trying each numeric bandwidth at its upper bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
+# widen_flat(); after `first_maxit` iterations, each numeric bandwidth is tried at its upper
+# bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
 # relative tolerance (its test divides by max(|f|, 1)): the search stops when a step gains less
 # than factr * 2.2e-16 (2e-5 by default) of the score. An infinite score (a point without a
 # leave-one-out fit) is replaced by a large finite one with a zero gradient, so that the line
 # search steps back. Returns the best theta evaluated (never worse than theta0).
-gradient_search <- function(loss_of, theta0, layout, factr = 1e11, maxit = 100L) {
+gradient_search <- function(loss_of, theta0, layout, factr = 1e11, maxit = 100L,
+                            first_maxit = 4L) {
   best <- new.env(parent = emptyenv())
   best$theta <- theta0
   best$value <- loss_of(theta0, layout)$value
-  # Irrelevant predictors first: each numeric bandwidth moves to its upper bound where that
-  # lowers the score, so that the descent does not creep there along a flat direction.
-  for (j in seq_len(layout$numeric)) {
-    wide <- replace(best$theta, j, layout$bounds[2L, j])
-    value <- loss_of(wide, layout)$value
-    if (value < best$value) {
-      best$theta <- wide
-      best$value <- value
-    }
-  }
-  theta0 <- best$theta
   unit <- abs(best$value)
+  if (!is.finite(best$value) || unit == 0) {
+    return(widen_flat(function(t) loss_of(t, layout)$value, theta0, best$value,
+                      layout$bounds[2L, ]))
+  }
   evaluate <- function(theta) {
     res <- loss_of(theta, layout)
     if (res$value < best$value) {
@@ -524,11 +519,20 @@ gradient_search <- function(loss_of, theta0, layout, factr = 1e11, maxit = 100L)
     if (!is.finite(res$value)) return(list(value = 1e3, gradient = 0 * theta))
     list(value = res$value / unit, gradient = res$gradient / unit)
   }
-  if (is.finite(best$value) && unit > 0) {
-    stats::optim(theta0, function(t) evaluate(t)$value, function(t) evaluate(t)$gradient,
+  descend <- function(theta, iterations) {
+    stats::optim(theta, function(t) evaluate(t)$value, function(t) evaluate(t)$gradient,
                  method = "L-BFGS-B", lower = layout$bounds[1L, ], upper = layout$bounds[2L, ],
-                 control = list(factr = factr, maxit = maxit))
+                 control = list(factr = factr, maxit = iterations))
   }
+  # A few steps bring the relevant bandwidths near their scale; then irrelevant predictors:
+  # each numeric bandwidth moves to its upper bound where that lowers the score, so that the
+  # descent does not creep there along a flat direction.
+  descend(theta0, first_maxit)
+  for (j in seq_len(layout$numeric)) {
+    if (best$theta[j] >= layout$bounds[2L, j]) next
+    evaluate(replace(best$theta, j, layout$bounds[2L, j]))
+  }
+  descend(best$theta, maxit)
   widen_flat(function(t) loss_of(t, layout)$value, best$theta, best$value, layout$bounds[2L, ])
 }
 
