@@ -113,8 +113,8 @@ cpp_nl_means <- function(img_t, half_patch, half_search, h, sigma, kernel, n_thr
     .Call(`_localmean_cpp_nl_means`, img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose)
 }
 
-cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose) {
-    .Call(`_localmean_cpp_metric_loss`, x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose)
+cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal = FALSE, lambda_gradient = FALSE) {
+    .Call(`_localmean_cpp_metric_loss`, x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient)
 }
 
 cpp_temporal_local_mean <- function(qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose) {

@@ -354,7 +354,8 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   chosen <- candidates[best, ]
   lambda <- spec$categorical$lambda
   if (refine && (ncol(candidates) > 1L || length(lambda))) {
-    joint <- joint_search(score_of, chosen, lambda, bounds, spec)
+    gradient <- if (gradient_search_applies(criterion, spec)) loo_gradient_scorer(spec)
+    joint <- joint_search(score_of, chosen, lambda, bounds, spec, gradient)
     chosen <- joint$h
     lambda <- joint$lambda
   } else if (refine && best > 1L && best < nrow(candidates)) {
@@ -371,8 +372,12 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
        smoothed_out = smoothed_out(spec, chosen, lambda))
 }
 
-default_candidates <- function(x, kernel, n_candidates = NULL) {
-  n_candidates <- n_candidates %||% if (ncol(x) == 1L) 40L else 15L
+# Default candidates: n_candidates multiples of the rule of thumb (one common multiplier),
+# log-spaced from 0.05 to 3; by default 40 for one numeric predictor, 15 for several, 7 where the
+# joint search that follows the grid descends along the analytic gradient (`gradient`, see
+# gradient_search_applies()) and only needs the grid for its start.
+default_candidates <- function(x, kernel, n_candidates = NULL, gradient = FALSE) {
+  n_candidates <- n_candidates %||% if (ncol(x) == 1L) 40L else if (gradient) 7L else 15L
   rot <- bw_rot(x, kernel)
   mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
   outer(mult, rot)
@@ -412,16 +417,18 @@ theta_score <- function(score_of, layout) {
 }
 
 # Joint minimisation of the score over every bandwidth from the grid's best `start` (h), with
-# bounds: one coordinate sweep from it, which tries each predictor at a few multiples of its
+# bounds. With the analytic gradient of the score (`gradient`, see loo_gradient_scorer()):
+# gradient_search(). Otherwise one coordinate sweep from it, which tries each predictor at a few multiples of its
 # bandwidth and at its upper bound (so an irrelevant predictor can jump to a wide bandwidth),
 # then Nelder-Mead from the sweep's result (never worse than the start), restarted once from
 # its own result, as restarts help Nelder-Mead past early collapse of its simplex.
 # Returns the best bandwidths h and lambdas found (never worse than the start).
-joint_search <- function(score_of, start, lambda, bounds, spec) {
+joint_search <- function(score_of, start, lambda, bounds, spec, gradient = NULL) {
   layout <- theta_layout(spec, bounds)
   score <- theta_score(score_of, layout)
   clamp <- function(theta) pmin(pmax(theta, layout$bounds[1L, ]), layout$bounds[2L, ])
   theta0 <- clamp(c(log(start), stats::qlogis(lambda / layout$lambda_upper)))
+  if (!is.null(gradient)) return(theta_scales(gradient_search(gradient, theta0, layout), layout))
   nelder_mead <- function(theta) {
     # in units of 1/5 log: optim's first simplex steps 0.1, i.e. factors of exp(0.5)
     opt <- stats::optim(numeric(length(theta)), function(u) score(theta + 5 * u),
@@ -439,11 +446,102 @@ joint_search <- function(score_of, start, lambda, bounds, spec) {
   theta_scales(theta, layout)
 }
 
+# ---- The gradient search ---------------------------------------------------------------------
+#
+# The leave-one-out "cv" score of the Gaussian-kernel local mean or local linear fit is the loss
+# of the learned metric (metric.hpp) at the diagonal metric A = diag(1 / h), which comes with its
+# analytic gradient: with respect to A (hence to log h: dL/dlog h_k = -A_kk dL/dA_kk) and to each
+# categorical lambda. It is the engine's "cv" score (the same leave-one-out residuals, the same
+# cut-off and the same rule for leverages within 1e-10 of 1), computed in one pass over the
+# pairs of points together with its gradient.
+
+# Whether the joint search of a selector can use that gradient: the "cv" criterion of least
+# squares with one response, the Gaussian kernel, degree 0 or 1, fixed per-variable bandwidths,
+# on the exact or tree strategy (a search the strategy would bin keeps the derivative-free
+# search on its binned scores).
+gradient_search_applies <- function(criterion, spec) {
+  identical(criterion, "cv") && identical(spec$family %||% "gaussian", "gaussian") &&
+    identical(spec$kernel, "gaussian") && spec$degree <= 1L && is.null(spec$nn) &&
+    is.null(spec$point_scale) && spec$numeric_vars >= 1L && NCOL(spec$values) == 1L &&
+    spec$requested_method != "binned" &&
+    (!spec$binnable || NROW(spec$x) < binned_min_n$search)
+}
+
+# The score and its gradient as a function of theta (see theta_layout()): list(value, gradient),
+# the value Inf where a point has no leave-one-out fit. Remembers every theta it scored (optim()
+# asks for the value and the gradient of the same theta in two calls).
+loo_gradient_scorer <- function(spec) {
+  x <- matrix(spec$x, ncol = spec$numeric_vars)
+  y <- spec$values[, 1L]
+  prior <- spec$prior %||% numeric(0)
+  categorical <- spec$categorical
+  memo <- new.env(parent = emptyenv())
+  function(theta, layout) {
+    key <- paste(format(theta, digits = 17), collapse = ",")
+    if (!is.null(memo[[key]])) return(memo[[key]])
+    s <- theta_scales(theta, layout)
+    if (!is.null(categorical)) categorical$lambda <- as.double(s$lambda)
+    res <- cpp_metric_loss(x, y, prior, diag(1 / s$h, nrow = length(s$h)), spec$degree,
+                           categorical %||% list(), spec$cutoff, 1e-10, spec$n_threads, FALSE,
+                           TRUE, !is.null(categorical))
+    # dL/dlog h = dL/dA_kk dA_kk/dlog h = -dL/dA_kk / h; dL/dtheta = dL/dlambda upper p (1 - p)
+    num <- seq_len(layout$numeric)
+    share <- stats::plogis(theta[-num])
+    grad <- c(-diag(res$gradient) / s$h,
+              res$lambda_gradient * layout$lambda_upper * share * (1 - share))
+    memo[[key]] <- list(value = res$loss, gradient = grad)
+  }
+}
+
+# L-BFGS-B on theta within its bounds from theta0, with the analytic gradient, then
+# widen_flat(); after `first_maxit` iterations, each numeric bandwidth is tried at its upper
+# bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
+# relative tolerance (its test divides by max(|f|, 1)): the search stops when a step gains less
+# than factr * 2.2e-16 (2e-5 by default) of the score. An infinite score (a point without a
+# leave-one-out fit) is replaced by a large finite one with a zero gradient, so that the line
+# search steps back. Returns the best theta evaluated (never worse than theta0).
+gradient_search <- function(loss_of, theta0, layout, factr = 1e11, maxit = 100L,
+                            first_maxit = 4L) {
+  best <- new.env(parent = emptyenv())
+  best$theta <- theta0
+  best$value <- loss_of(theta0, layout)$value
+  unit <- abs(best$value)
+  if (!is.finite(best$value) || unit == 0) {
+    return(widen_flat(function(t) loss_of(t, layout)$value, theta0, best$value,
+                      layout$bounds[2L, ]))
+  }
+  evaluate <- function(theta) {
+    res <- loss_of(theta, layout)
+    if (res$value < best$value) {
+      best$theta <- theta
+      best$value <- res$value
+    }
+    if (!is.finite(res$value)) return(list(value = 1e3, gradient = 0 * theta))
+    list(value = res$value / unit, gradient = res$gradient / unit)
+  }
+  descend <- function(theta, iterations) {
+    stats::optim(theta, function(t) evaluate(t)$value, function(t) evaluate(t)$gradient,
+                 method = "L-BFGS-B", lower = layout$bounds[1L, ], upper = layout$bounds[2L, ],
+                 control = list(factr = factr, maxit = iterations))
+  }
+  # A few steps bring the relevant bandwidths near their scale; then irrelevant predictors:
+  # each numeric bandwidth moves to its upper bound where that lowers the score, so that the
+  # descent does not creep there along a flat direction.
+  descend(theta0, first_maxit)
+  for (j in seq_len(layout$numeric)) {
+    if (best$theta[j] >= layout$bounds[2L, j]) next
+    evaluate(replace(best$theta, j, layout$bounds[2L, j]))
+  }
+  descend(best$theta, maxit)
+  widen_flat(function(t) loss_of(t, layout)$value, best$theta, best$value, layout$bounds[2L, ])
+}
+
 # Moves each parameter to its upper bound when that costs at most a relative `tol` of the best
 # score: the score is flat there (an irrelevant predictor, or one the local polynomial fits
 # globally), and the simpler model is preferred. The total cost stays within `tol`.
 widen_flat <- function(score, theta, value, upper, tol = 1e-4) {
   for (j in seq_along(theta)) {
+    if (theta[j] >= upper[j]) next
     wide <- replace(theta, j, upper[j])
     if (score(wide) <= value * (1 + tol)) theta <- wide
   }

@@ -21,10 +21,17 @@
 #'   multiples, log-spaced from 0.05 to 3, of the rule-of-thumb bandwidths.
 #' @param n_candidates Number of default candidates: by default 40 for one
 #'   numeric predictor and 15 for several, where the grid only starts the
-#'   joint search of every bandwidth (see `refine`).
+#'   joint search of every bandwidth (see `refine`), and 7 where that search
+#'   follows the analytic gradient.
 #' @param refine After the grid search, refine the best candidate: with one
 #'   numeric predictor by a golden-section search between its neighbours,
-#'   with several by a joint search of every bandwidth.
+#'   with several by a joint search of every bandwidth. For the "cv" score of
+#'   least squares with the Gaussian kernel and degree 0 or 1 (unless the
+#'   search would bin), the joint search is L-BFGS-B on the analytic gradient
+#'   of the leave-one-out score with respect to every log-bandwidth and
+#'   categorical lambda; otherwise a coordinate sweep and Nelder-Mead. Both
+#'   then move each bandwidth to its upper bound where that costs at most
+#'   0.01% of the score.
 #' @param chunk_size Rows of query points per chunk in `predict()` and in the
 #'   selectors; chunks run on the user's `future` plan when one is set.
 #' @param max_iter,tol The local likelihood (`family` other than Gaussian):

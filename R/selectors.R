@@ -20,7 +20,8 @@ scored_selector <- function(name, families) {
     d <- ncol(p$x)
     given <- p$control$candidates
     candidates <- if (is.null(given)) {
-      default_candidates(p$x, p$kernel, p$control$n_candidates)
+      default_candidates(p$x, p$kernel, p$control$n_candidates,
+                         gradient = p$control$refine && gradient_search_applies(name, p$spec))
     } else {
       matrix(given, ncol = d)
     }

@@ -473,8 +473,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_metric_loss
-List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose, bool diagonal, bool lambda_gradient);
+RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP diagonalSEXP, SEXP lambda_gradientSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -488,7 +488,9 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< double >::type min_gap(min_gapSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose));
+    Rcpp::traits::input_parameter< bool >::type diagonal(diagonalSEXP);
+    Rcpp::traits::input_parameter< bool >::type lambda_gradient(lambda_gradientSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -613,7 +615,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
-    {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 10},
+    {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 12},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_layout", (DL_FUNC) &_localmean_cpp_qkv_layout, 1},

@@ -11,10 +11,13 @@ using namespace Rcpp;
 // the others). `x` is n x d, `prior` empty or length n, `categorical` as for cpp_local_fit
 // (lambdas held fixed), `cutoff` the kernel's truncation radius (0: the registry's), `min_gap`
 // the smallest 1 - L_ii of a point that counts (L_ii: its leverage in the full fit).
+// `diagonal`: A is diagonal and only the diagonal of the gradient is computed (the others 0);
+// `lambda_gradient`: also `lambda_gradient`, dL/dlambda per categorical variable.
 // [[Rcpp::export]]
 List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A,
                      int degree, List categorical, double cutoff, double min_gap,
-                     int n_threads, bool verbose) {
+                     int n_threads, bool verbose, bool diagonal = false,
+                     bool lambda_gradient = false) {
   const std::size_t n = x.nrow(), d = x.ncol();
   const bool bad_prior = prior.size() && static_cast<std::size_t>(prior.size()) != n;
   if (static_cast<std::size_t>(y.size()) != n || static_cast<std::size_t>(A.nrow()) != d ||
@@ -33,6 +36,8 @@ List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, Nume
   problem.degree = degree;
   problem.cutoff = cutoff;
   problem.min_gap = min_gap;
+  problem.diagonal = diagonal;
+  problem.lambda_gradient = lambda_gradient;
   localmean::MetricLoss out;
   localmean_r::Monitor monitor(verbose, static_cast<double>(n), "metric loss");
   localmean::metric_loo_loss(problem, A.begin(), out, localmean_r::parallel_for(n_threads),
@@ -41,5 +46,7 @@ List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, Nume
   NumericMatrix gradient(d, d);
   std::copy(out.gradient.begin(), out.gradient.end(), gradient.begin());
   return List::create(_["loss"] = out.loss, _["gradient"] = gradient,
-                      _["failed"] = static_cast<double>(out.failed), _["gap"] = out.gap);
+                      _["failed"] = static_cast<double>(out.failed), _["gap"] = out.gap,
+                      _["lambda_gradient"] = NumericVector(out.lambda_gradient.begin(),
+                                                           out.lambda_gradient.end()));
 }

@@ -42,6 +42,10 @@ struct MetricProblem {
   // A point's leave-one-out fit counts when the leverage L_ii of the full fit (the point in its
   // own window) is below 1 - min_gap: the "cv" score's rule for 1e-10.
   double min_gap = 1e-10;
+  // A is diagonal (bandwidths 1 / A_kk): only the diagonal of the gradient is computed.
+  bool diagonal = false;
+  // Also the gradient with respect to the categorical lambdas (MetricLoss::lambda_gradient).
+  bool lambda_gradient = false;
 };
 
 // The loss, its gradient dL/dA (d x d column-major) and how many points had no leave-one-out fit
@@ -52,6 +56,7 @@ struct MetricLoss {
   std::vector<double> gradient;
   std::size_t failed = 0;
   double gap = 1.0;  // the smallest 1 - L_ii of the points with a fit
+  std::vector<double> lambda_gradient;  // dL/dlambda_c, with MetricProblem::lambda_gradient
 };
 
 namespace detail {
@@ -88,78 +93,207 @@ inline void small_solve(const double* l, std::size_t p, double* v) {
   }
 }
 
-// The categorical factor of w_ij (1 without categorical variables).
-inline double categorical_factor(const CategoricalVars* cat, std::size_t n, std::size_t i,
-                                 std::size_t j) {
-  if (cat == nullptr) return 1.0;
-  double w = 1.0;
-  for (std::size_t c = 0; c < cat->count; ++c) {
-    const int* codes = cat->codes + c * n;
-    w *= discrete_weight(cat->kernels[c], codes[i], codes[j], cat->levels[c], cat->lambda[c],
-                         false);
-  }
-  return w;
+// Per-thread scratch of the leave-one-out loss: for one point i, the differences z_j - z_i
+// (d x n, column-major), the weights and their products, and the categorical level tables.
+struct LooScratch {
+  std::vector<double> dz, d2, w, wd, g, tmp, table, dtable;
+  std::vector<double> S, full, b, a, e1;  // the local design, (d + 1) x (d + 1)
+  LooScratch(std::size_t n, std::size_t d, std::size_t table_size)
+      : dz(d * n), d2(n), w(n), wd(d * n), g(n), tmp(n), table(table_size), dtable(table_size),
+        S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1) {}
+};
+
+// sum_j a_j b_j in a fixed order (four running sums), so that the loop vectorises.
+LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
+  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (std::size_t k = 0; k < 4; ++k) s[k] += a[j + k] * b[j + k];
+  for (; j < n; ++j) s[j % 4] += a[j] * b[j];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+LOCALMEAN_INLINE double total(const double* a, std::size_t n) {
+  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (std::size_t k = 0; k < 4; ++k) s[k] += a[j + k];
+  for (; j < n; ++j) s[j % 4] += a[j];
+  return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// Leave-one-out fit at point i from its weights w (w[i] = 0; `own` is the weight of the point
-// in its own window): the residual r_i, the derivatives g_j = dyhat_i/dw_ij and 1 - L_ii, L_ii
-// the leverage of the full fit. False when the fit does not exist.
-inline bool loo_point(const MetricProblem& p, const double* z, std::size_t i, const double* w,
-                      double own, double* g, double* r, double* gap) {
-  const std::size_t n = p.n, d = p.d;
-  if (p.degree == 0) {
-    double den = 0.0, num = 0.0;
-    for (std::size_t j = 0; j < n; ++j) {
-      den += w[j];
-      num += w[j] * p.y[j];
+// The level tables of point i: table[c][l] = L_c(level_ic, l), dtable[c][l] = dL_c / dlambda_c.
+inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t i, double* table,
+                         double* dtable) {
+  if (cat == nullptr) return;
+  for (std::size_t c = 0; c < cat->count; ++c) {
+    const int levels = cat->levels[c], query = cat->codes[c * n + i];
+    const double lambda = cat->lambda[c];
+    for (int l = 0; l < levels; ++l) {
+      table[l] = discrete_weight(cat->kernels[c], query, l, levels, lambda, false);
+      if (cat->kernels[c] == DiscreteKernel::aitchison_aitken) {
+        dtable[l] = query == l ? -1.0 : 1.0 / (levels - 1);
+      } else {
+        const int diff = std::abs(query - l);
+        dtable[l] = diff == 0 ? 0.0 : diff * std::pow(lambda, diff - 1);
+      }
     }
+    table += levels;
+    dtable += levels;
+  }
+}
+
+// The leave-one-out fit at point i (weights in s.w, w_i = 0, differences in s.dz; `own` is the
+// weight of the point in its own window): the residual r_i, g_j = dyhat_i/dw_ij in s.g and
+// 1 - L_ii, L_ii the leverage of the full fit. False when the fit does not exist.
+LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double own, LooScratch& s,
+                                double* r, double* gap) {
+  const std::size_t n = p.n, d = p.d;
+  const double* w = s.w.data();
+  if (p.degree == 0) {
+    const double den = total(w, n), num = dot(w, p.y, n);
     if (!(den > 0.0)) return false;
     *gap = den / (den + own);
     const double fit = num / den;
-    for (std::size_t j = 0; j < n; ++j) g[j] = (p.y[j] - fit) / den;
+    for (std::size_t j = 0; j < n; ++j) s.g[j] = (p.y[j] - fit) / den;
     *r = p.y[i] - fit;
     return true;
   }
   const std::size_t q = d + 1;
-  std::vector<double> s(q * q, 0.0), b(q, 0.0), phi(q), a(q, 0.0);
-  const double* zi = z + i * d;
-  for (std::size_t j = 0; j < n; ++j) {
-    if (w[j] == 0.0) continue;
-    phi[0] = 1.0;
-    for (std::size_t k = 0; k < d; ++k) phi[k + 1] = z[j * d + k] - zi[k];
-    for (std::size_t c = 0; c < q; ++c) {
-      b[c] += w[j] * phi[c] * p.y[j];
-      for (std::size_t r2 = c; r2 < q; ++r2) s[c * q + r2] += w[j] * phi[c] * phi[r2];
-    }
+  double* S = s.S.data();
+  double* b = s.b.data();
+  double* full = s.full.data();
+  double* a = s.a.data();
+  double* e1 = s.e1.data();
+  S[0] = total(w, n);
+  b[0] = dot(w, p.y, n);
+  for (std::size_t k = 0; k < d; ++k) {
+    double* wd = s.wd.data() + k * n;
+    const double* dzk = s.dz.data() + k * n;
+    for (std::size_t j = 0; j < n; ++j) wd[j] = w[j] * dzk[j];
+    S[k + 1] = total(wd, n);  // column-major lower triangle: S[c * q + r], r >= c
+    b[k + 1] = dot(wd, p.y, n);
+    for (std::size_t l = k; l < d; ++l) S[(k + 1) * q + l + 1] = dot(wd, s.dz.data() + l * n, n);
   }
   // The engine's rank check on the design with the point itself (weight `own` at phi = e_1),
   // whose fit the "cv" score corrects by the leverage. The leave-one-out design need only be
   // positive definite: where it is nearly singular the leverage is nearly 1, and the "cv"
   // score's identity as well as this direct solve give a large residual.
-  std::vector<double> full(s), e1(q, 0.0);
+  std::copy(S, S + q * q, full);
   full[0] += own;
-  if (!small_cholesky(full.data(), q, kRankTolerance)) return false;
+  if (!small_cholesky(full, q, kRankTolerance)) return false;
+  std::fill(e1, e1 + q, 0.0);
   e1[0] = 1.0;
-  small_solve(full.data(), q, e1.data());
+  small_solve(full, q, e1);
   *gap = 1.0 - own * e1[0];
-  if (!small_cholesky(s.data(), q, 0.0)) return false;
-  small_solve(s.data(), q, b.data());  // b is now beta
+  if (!small_cholesky(S, q, 0.0)) return false;
+  small_solve(S, q, b);  // b is now beta
+  std::fill(a, a + q, 0.0);
   a[0] = 1.0;
-  small_solve(s.data(), q, a.data());  // a = S^-1 e_1
+  small_solve(S, q, a);  // a = S^-1 e_1
+  double* g = s.g.data();
+  double* fit = s.tmp.data();
   for (std::size_t j = 0; j < n; ++j) {
-    if (w[j] == 0.0) {
-      g[j] = 0.0;
-      continue;
-    }
-    double aphi = a[0], fit = b[0];
-    for (std::size_t k = 0; k < d; ++k) {
-      const double v = z[j * d + k] - zi[k];
-      aphi += a[k + 1] * v;
-      fit += b[k + 1] * v;
-    }
-    g[j] = aphi * (p.y[j] - fit);
+    g[j] = a[0];
+    fit[j] = b[0];
   }
+  for (std::size_t k = 0; k < d; ++k) {
+    const double* dzk = s.dz.data() + k * n;
+    const double ak = a[k + 1], bk = b[k + 1];
+    for (std::size_t j = 0; j < n; ++j) {
+      g[j] += ak * dzk[j];
+      fit[j] += bk * dzk[j];
+    }
+  }
+  for (std::size_t j = 0; j < n; ++j) g[j] *= p.y[j] - fit[j];
   *r = p.y[i] - b[0];
+  return true;
+}
+
+// Point i's share of the loss and gradient: sq_res = p_i r_i^2; m (d x d upper triangle, or its
+// diagonal alone with p.diagonal) and lam (one per categorical variable), to be divided by W.
+// False when the point has no leave-one-out fit.
+LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc, double reach2,
+                                       std::size_t i, LooScratch& s, double* sq_res, double* gap,
+                                       double* m, double* lam) {
+  const std::size_t n = p.n, d = p.d;
+  const CategoricalVars* cat = p.categorical;
+  double* d2 = s.d2.data();
+  double* w = s.w.data();
+  std::fill(d2, d2 + n, 0.0);
+  for (std::size_t k = 0; k < d; ++k) {
+    const double* col = zc + k * n;
+    double* dzk = s.dz.data() + k * n;
+    const double zi = col[i];
+    for (std::size_t j = 0; j < n; ++j) {
+      const double t = col[j] - zi;
+      dzk[j] = t;
+      d2[j] += t * t;
+    }
+  }
+  for (std::size_t j = 0; j < n; ++j) w[j] = within(d2[j], reach2) * exp_nonpositive(-0.5 * d2[j]);
+  if (p.prior)
+    for (std::size_t j = 0; j < n; ++j) w[j] *= p.prior[j];
+  // The weights without the level weights, for the lambda derivatives: kept in d2, which
+  // loo_point() leaves alone.
+  if (cat && p.lambda_gradient) std::copy(w, w + n, d2);
+  double own = p.prior ? p.prior[i] : 1.0;
+  if (cat) {
+    level_tables(cat, n, i, s.table.data(), s.dtable.data());
+    const double* table = s.table.data();
+    for (std::size_t c = 0; c < cat->count; ++c) {
+      const int* code = cat->codes + c * n;
+      for (std::size_t j = 0; j < n; ++j) w[j] *= table[code[j]];
+      own *= table[code[i]];
+      table += cat->levels[c];
+    }
+  }
+  w[i] = 0.0;
+  double r = 0.0;
+  if (!loo_point(p, i, own, s, &r, gap) || !(*gap > p.min_gap)) return false;
+  const double pi = p.prior ? p.prior[i] : 1.0;
+  *sq_res = pi * r * r;
+  // c_j = 2 p_i r_i g_j w_j
+  double* c = s.tmp.data();
+  const double scale = 2.0 * pi * r;
+  for (std::size_t j = 0; j < n; ++j) c[j] = scale * s.g[j] * w[j];
+  if (p.diagonal) {
+    // (x_ik - x_jk)^2 = dz_k^2 / A_kk^2: divided by A_kk^2 by the caller
+    for (std::size_t k = 0; k < d; ++k) {
+      const double* dzk = s.dz.data() + k * n;
+      double* cd = s.wd.data();
+      for (std::size_t j = 0; j < n; ++j) cd[j] = c[j] * dzk[j];
+      m[k] = dot(cd, dzk, n);
+    }
+  } else {
+    for (std::size_t a = 0; a < d; ++a) {
+      const double* xa = p.x + a * n;
+      double* cd = s.wd.data();
+      for (std::size_t j = 0; j < n; ++j) cd[j] = c[j] * (xa[i] - xa[j]);
+      for (std::size_t b = a; b < d; ++b) {
+        const double* xb = p.x + b * n;
+        double* diff = s.dz.data();  // no longer needed: reused for x_ib - x_jb
+        for (std::size_t j = 0; j < n; ++j) diff[j] = xb[i] - xb[j];
+        m[a * d + b] = dot(cd, diff, n);
+      }
+    }
+  }
+  if (cat && p.lambda_gradient) {
+    // dw_j / dlambda_c = (numeric weight, in d2) dL_c prod_{c' != c} L_c'; w_i stays 0.
+    for (std::size_t cv = 0; cv < cat->count; ++cv) {
+      double* dw = s.wd.data();
+      std::copy(d2, d2 + n, dw);
+      std::size_t off = 0;
+      for (std::size_t e = 0; e < cat->count; ++e) {
+        const int* code = cat->codes + e * n;
+        const double* t = (e == cv ? s.dtable.data() : s.table.data()) + off;
+        for (std::size_t j = 0; j < n; ++j) dw[j] *= t[code[j]];
+        off += cat->levels[e];
+      }
+      dw[i] = 0.0;
+      // dL/dlambda = -sum_i 2 p_i r_i sum_j g_j dw_ij / W
+      lam[cv] = -scale * dot(s.g.data(), dw, n);
+    }
+  }
   return true;
 }
 
@@ -173,62 +307,34 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
                             const ParallelFor& parallel_for = serial_for,
                             const Monitor& monitor = Monitor()) {
   const std::size_t n = p.n, d = p.d, dd = d * d;
-  std::vector<double> z(n * d);  // row-major: point i at z[i * d]
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t r = 0; r < d; ++r) {
+  const CategoricalVars* cat = p.categorical;
+  const std::size_t n_cat = cat ? cat->count : 0;
+  std::size_t table_size = 0;
+  for (std::size_t c = 0; c < n_cat; ++c) table_size += static_cast<std::size_t>(cat->levels[c]);
+  std::vector<double> zc(n * d);  // z = A x, column-major
+  for (std::size_t r = 0; r < d; ++r)
+    for (std::size_t i = 0; i < n; ++i) {
       double v = 0.0;
       for (std::size_t c = 0; c < d; ++c) v += A[c * d + r] * p.x[c * n + i];
-      z[i * d + r] = v;
+      zc[r * n + i] = v;
     }
-  std::vector<double> xr(n * d);  // the data row-major, for the outer products
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t c = 0; c < d; ++c) xr[i * d + c] = p.x[c * n + i];
   const double reach = p.cutoff > 0.0 ? p.cutoff : kernel_info(KernelType::gaussian).cutoff;
   const double reach2 = reach * reach;
-  std::vector<double> sq_res(n, 0.0), contrib(n * dd, 0.0), gaps(n, 1.0);
+  const std::size_t per = p.diagonal ? d : dd;  // gradient entries per point
+  std::vector<double> sq_res(n, 0.0), contrib(n * per, 0.0), lam(n * n_cat, 0.0), gaps(n, 1.0);
   std::vector<char> ok(n, 1);
   const auto work = [&](std::size_t begin, std::size_t end) {
-    std::vector<double> w(n), g(n);
+    detail::LooScratch s(n, d, table_size);
     for (std::size_t i = begin; i < end; ++i) {
-      const double* zi = &z[i * d];
-      for (std::size_t j = 0; j < n; ++j) {
-        double d2 = 0.0;
-        for (std::size_t k = 0; k < d; ++k) {
-          const double v = z[j * d + k] - zi[k];
-          d2 += v * v;
-        }
-        w[j] = (j == i || d2 > reach2)
-                   ? 0.0
-                   : (p.prior ? p.prior[j] : 1.0) * std::exp(-0.5 * d2) *
-                         detail::categorical_factor(p.categorical, n, i, j);
-      }
-      const double own = (p.prior ? p.prior[i] : 1.0) *
-                         detail::categorical_factor(p.categorical, n, i, i);
-      double r = 0.0;
-      if (!detail::loo_point(p, z.data(), i, w.data(), own, g.data(), &r, &gaps[i]) ||
-          !(gaps[i] > p.min_gap)) {
-        ok[i] = 0;
-        continue;
-      }
-      const double pi = p.prior ? p.prior[i] : 1.0;
-      sq_res[i] = pi * r * r;
-      // M_i = 2 p_i r_i sum_j g_j w_j d d' (divided by W in the reduction); symmetric.
-      double* m = &contrib[i * dd];
-      const double* xi = &xr[i * d];
-      for (std::size_t j = 0; j < n; ++j) {
-        const double c = 2.0 * pi * r * g[j] * w[j];
-        if (c == 0.0) continue;
-        const double* xj = &xr[j * d];
-        for (std::size_t a = 0; a < d; ++a) {
-          const double da = c * (xi[a] - xj[a]);
-          for (std::size_t b = a; b < d; ++b) m[a * d + b] += da * (xi[b] - xj[b]);
-        }
-      }
+      ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+        return detail::loo_contribution(p, zc.data(), reach2, i, s, &sq_res[i], &gaps[i],
+                                        &contrib[i * per], n_cat ? &lam[i * n_cat] : nullptr);
+      });
     }
   };
   if (!run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor, work)) return false;
   double total_prior = 0.0, loss = 0.0;
-  std::vector<double> msum(dd, 0.0);
+  std::vector<double> msum(per, 0.0), lsum(n_cat, 0.0);
   out.failed = 0;
   out.gap = 1.0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -239,16 +345,25 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
     }
     out.gap = std::min(out.gap, gaps[i]);
     loss += sq_res[i];
-    for (std::size_t k = 0; k < dd; ++k) msum[k] += contrib[i * dd + k];
+    for (std::size_t k = 0; k < per; ++k) msum[k] += contrib[i * per + k];
+    for (std::size_t c = 0; c < n_cat; ++c) lsum[c] += lam[i * n_cat + c];
   }
   out.gradient.assign(dd, 0.0);
+  out.lambda_gradient.assign(n_cat, 0.0);
   if (out.failed) {
     out.loss = std::numeric_limits<double>::infinity();
     return true;
   }
+  out.loss = loss / total_prior;
+  for (std::size_t c = 0; c < n_cat; ++c) out.lambda_gradient[c] = lsum[c] / total_prior;
+  if (p.diagonal) {
+    // dL/dA_kk = A_kk M_kk / W with M_kk = sum c (x_ik - x_jk)^2 = (sum c dz_k^2) / A_kk^2
+    for (std::size_t k = 0; k < d; ++k)
+      out.gradient[k * d + k] = msum[k] / A[k * d + k] / total_prior;
+    return true;
+  }
   for (std::size_t a = 0; a < d; ++a)
     for (std::size_t b = a + 1; b < d; ++b) msum[b * d + a] = msum[a * d + b];  // symmetry
-  out.loss = loss / total_prior;
   // dL/dA = A M / W
   for (std::size_t r = 0; r < d; ++r)
     for (std::size_t c = 0; c < d; ++c) {
