@@ -104,7 +104,7 @@ struct LooScratch {
 };
 
 // sum_j a_j b_j in a fixed order (four running sums), so that the loop vectorises.
-LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
+LOCALMEAN_INLINE double lane_dot(const double* a, const double* b, std::size_t n) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t j = 0;
   for (; j + 4 <= n; j += 4)
@@ -112,7 +112,7 @@ LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
   for (; j < n; ++j) s[j % 4] += a[j] * b[j];
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
-LOCALMEAN_INLINE double total(const double* a, std::size_t n) {
+LOCALMEAN_INLINE double lane_total(const double* a, std::size_t n) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t j = 0;
   for (; j + 4 <= n; j += 4)
@@ -150,7 +150,7 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
   const std::size_t n = p.n, d = p.d;
   const double* w = s.w.data();
   if (p.degree == 0) {
-    const double den = total(w, n), num = dot(w, p.y, n);
+    const double den = lane_total(w, n), num = lane_dot(w, p.y, n);
     if (!(den > 0.0)) return false;
     *gap = den / (den + own);
     const double fit = num / den;
@@ -164,15 +164,16 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
   double* full = s.full.data();
   double* a = s.a.data();
   double* e1 = s.e1.data();
-  S[0] = total(w, n);
-  b[0] = dot(w, p.y, n);
+  S[0] = lane_total(w, n);
+  b[0] = lane_dot(w, p.y, n);
   for (std::size_t k = 0; k < d; ++k) {
     double* wd = s.wd.data() + k * n;
     const double* dzk = s.dz.data() + k * n;
     for (std::size_t j = 0; j < n; ++j) wd[j] = w[j] * dzk[j];
-    S[k + 1] = total(wd, n);  // column-major lower triangle: S[c * q + r], r >= c
-    b[k + 1] = dot(wd, p.y, n);
-    for (std::size_t l = k; l < d; ++l) S[(k + 1) * q + l + 1] = dot(wd, s.dz.data() + l * n, n);
+    S[k + 1] = lane_total(wd, n);  // column-major lower triangle: S[c * q + r], r >= c
+    b[k + 1] = lane_dot(wd, p.y, n);
+    for (std::size_t l = k; l < d; ++l)
+      S[(k + 1) * q + l + 1] = lane_dot(wd, s.dz.data() + l * n, n);
   }
   // The engine's rank check on the design with the point itself (weight `own` at phi = e_1),
   // whose fit the "cv" score corrects by the leverage. The leave-one-out design need only be
@@ -262,7 +263,7 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
       const double* dzk = s.dz.data() + k * n;
       double* cd = s.wd.data();
       for (std::size_t j = 0; j < n; ++j) cd[j] = c[j] * dzk[j];
-      m[k] = dot(cd, dzk, n);
+      m[k] = lane_dot(cd, dzk, n);
     }
   } else {
     for (std::size_t a = 0; a < d; ++a) {
@@ -273,7 +274,7 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
         const double* xb = p.x + b * n;
         double* diff = s.dz.data();  // no longer needed: reused for x_ib - x_jb
         for (std::size_t j = 0; j < n; ++j) diff[j] = xb[i] - xb[j];
-        m[a * d + b] = dot(cd, diff, n);
+        m[a * d + b] = lane_dot(cd, diff, n);
       }
     }
   }
@@ -291,7 +292,7 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
       }
       dw[i] = 0.0;
       // dL/dlambda = -sum_i 2 p_i r_i sum_j g_j dw_ij / W
-      lam[cv] = -scale * dot(s.g.data(), dw, n);
+      lam[cv] = -scale * lane_dot(s.g.data(), dw, n);
     }
   }
   return true;
