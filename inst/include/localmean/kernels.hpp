@@ -281,6 +281,15 @@ inline double discrete_weight(DiscreteKernel kernel, int query, int level, int l
   return w / mass;
 }
 
+// d discrete_weight / d lambda, for the weights without unit mass (regression): -1 and
+// 1 / (c - 1) for Aitchison-Aitken, |difference| lambda^(|difference| - 1) for Li-Racine.
+inline double discrete_weight_derivative(DiscreteKernel kernel, int query, int level, int levels,
+                                         double lambda) {
+  if (kernel == DiscreteKernel::aitchison_aitken) return query == level ? -1.0 : 1.0 / (levels - 1);
+  const int diff = std::abs(query - level);
+  return diff == 0 ? 0.0 : diff * std::pow(lambda, diff - 1);
+}
+
 // The upper bound of lambda: beyond it a kernel would favour the other levels.
 inline double discrete_lambda_max(DiscreteKernel kernel, int levels) {
   return kernel == DiscreteKernel::aitchison_aitken ? (levels - 1.0) / levels : 1.0;

@@ -130,12 +130,7 @@ inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t 
     const double lambda = cat->lambda[c];
     for (int l = 0; l < levels; ++l) {
       table[l] = discrete_weight(cat->kernels[c], query, l, levels, lambda, false);
-      if (cat->kernels[c] == DiscreteKernel::aitchison_aitken) {
-        dtable[l] = query == l ? -1.0 : 1.0 / (levels - 1);
-      } else {
-        const int diff = std::abs(query - l);
-        dtable[l] = diff == 0 ? 0.0 : diff * std::pow(lambda, diff - 1);
-      }
+      dtable[l] = discrete_weight_derivative(cat->kernels[c], query, l, levels, lambda);
     }
     table += levels;
     dtable += levels;
