@@ -251,7 +251,6 @@ test_that("1-D binning over several fixed chunks gives identical results for 1 a
   expect_identical(d2$estimate, d1$estimate)
 })
 
-
 test_that("results are identical for 1 and 2 threads", {
   d <- make_data_1d(3000, seed = 41)
   d2 <- make_data_2d(2000, seed = 42)
