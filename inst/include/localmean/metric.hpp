@@ -20,8 +20,10 @@
 #include <localmean/kernels.hpp>
 #include <localmean/parallel.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -311,57 +313,124 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
 // each point takes two passes over the data in blocks of kBlock points instead of a pass per
 // moment, with the number of variables known at compile time so that the sums stay in registers:
 // the first computes the weights and adds the moments of the local design, the second (after the
-// small solve) adds the gradient terms. They add the terms of loo_contribution() lane by lane
-// (point j into lane j % 4), so the two give the same loss and gradient up to rounding.
+// small solve) adds the gradient terms. Both sweep only the blocks of the point's window in one
+// variable (see FusedData). They add the terms of loo_contribution() in the sorted order (the
+// point at position j into lane j % 4), so the two give the same loss and gradient up to
+// rounding, and each point's sums do not depend on the threads.
 constexpr std::size_t kFusedMaxD = 4;
 
-// The inputs of the fused passes, padded with points of weight 0 to whole blocks: z = A x
-// (d x stride), y, the prior weights (1 without them) and the level codes (count x stride).
+// `size` zeros in `store`, from a 64-byte boundary: the fused passes load whole v4d of
+// blocks, which then never straddle a cache line.
+inline double* aligned_rows(std::vector<double>& store, std::size_t size) {
+  store.assign(size + 8, 0.0);
+  const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(store.data());
+  return store.data() + (64 - at % 64) % 64 / sizeof(double);
+}
+
+// The inputs of the fused passes: the points sorted by the variable `key` of z = A x in which the
+// kernel's reach leaves the fewest pairs, so that each point sweeps only the blocks that hold its
+// window in that variable (the others weigh 0 and add nothing), padded with points of weight 0
+// to whole blocks: z (d x stride), y, the prior weights (1 without them) and the level codes
+// (count x stride), position[i] the place of point i.
 struct FusedData {
-  std::size_t stride;
-  std::vector<double> z, y, prior;
+  std::size_t n, stride, key = 0;
+  std::vector<double> store;  // z, y and prior, each starting on a cache line
+  double *z, *y, *prior;
   std::vector<int> codes;
-  FusedData(const MetricProblem& p, const double* zc)
-      : stride((p.n + kBlock - 1) / kBlock * kBlock), z(p.d * stride, 0.0), y(stride, 0.0),
-        prior(stride, 0.0) {
-    const std::size_t n = p.n;
-    for (std::size_t k = 0; k < p.d; ++k) std::copy(zc + k * n, zc + (k + 1) * n, &z[k * stride]);
-    std::copy(p.y, p.y + n, y.begin());
-    if (p.prior) {
-      std::copy(p.prior, p.prior + n, prior.begin());
-    } else {
-      std::fill(prior.begin(), prior.begin() + n, 1.0);
+  std::vector<std::size_t> position;
+  FusedData(const MetricProblem& p, const double* zc, double reach)
+      : n(p.n), stride((p.n + kBlock - 1) / kBlock * kBlock), position(p.n) {
+    z = aligned_rows(store, (p.d + 2) * stride);
+    y = z + p.d * stride;
+    prior = y + stride;
+    // The key: the variable with the fewest pairs within the reach (on a tie, the first).
+    std::vector<std::size_t> order(n), best;
+    std::vector<double> sorted(n);
+    double fewest = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 0; k < p.d; ++k) {
+      const double* col = zc + k * n;
+      for (std::size_t i = 0; i < n; ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [col](std::size_t a, std::size_t b) {
+        return col[a] < col[b] || (col[a] == col[b] && a < b);
+      });
+      for (std::size_t i = 0; i < n; ++i) sorted[i] = col[order[i]];
+      double pairs = 0.0;
+      for (std::size_t i = 0, lo = 0, hi = 0; i < n; ++i) {
+        while (sorted[i] - sorted[lo] > reach) ++lo;
+        while (hi < n && sorted[hi] - sorted[i] <= reach) ++hi;
+        pairs += static_cast<double>(hi - lo);
+      }
+      if (pairs < fewest) {
+        fewest = pairs;
+        key = k;
+        best = order;
+      }
+    }
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::size_t i = best[s];
+      position[i] = s;
+      for (std::size_t k = 0; k < p.d; ++k) z[k * stride + s] = zc[k * n + i];
+      y[s] = p.y[i];
+      prior[s] = p.prior ? p.prior[i] : 1.0;
     }
     if (const CategoricalVars* cat = p.categorical) {
       codes.assign(cat->count * stride, 0);
       for (std::size_t c = 0; c < cat->count; ++c)
-        std::copy(cat->codes + c * n, cat->codes + (c + 1) * n, &codes[c * stride]);
+        for (std::size_t s = 0; s < n; ++s) codes[c * stride + s] = cat->codes[c * n + best[s]];
     }
+  }
+  FusedData(const FusedData&) = delete;
+  FusedData& operator=(const FusedData&) = delete;
+  // The blocks [*begin, *end) (multiples of kBlock) that hold every point at sorted position
+  // s whose difference t = z_j - z_s in the key has t^2 <= reach2, as the passes compute it: a
+  // point left out has a squared distance d2 >= t^2 > reach2, hence the weight 0.
+  void window(std::size_t s, double reach2, std::size_t* begin, std::size_t* end) const {
+    const double* key_col = z + key * stride;
+    const double zs = key_col[s];
+    const auto far = [&](std::size_t j) {
+      const double t = key_col[j] - zs;
+      return t * t > reach2;
+    };
+    // t is non-decreasing in j: the far points below s are a prefix, those above a suffix.
+    std::size_t lo = 0, hi = s;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (far(mid)) lo = mid + 1; else hi = mid;
+    }
+    std::size_t up_lo = s + 1, up_hi = n;
+    while (up_lo < up_hi) {
+      const std::size_t mid = up_lo + (up_hi - up_lo) / 2;
+      if (far(mid)) up_hi = mid; else up_lo = mid + 1;
+    }
+    *begin = lo / kBlock * kBlock;
+    *end = (up_lo + kBlock - 1) / kBlock * kBlock;
   }
 };
 
 LOCALMEAN_INLINE double lanes_sum(const v4d& v) { return (v[0] + v[1]) + (v[2] + v[3]); }
 
 // Point i's share of the loss and gradient as loo_contribution() with p.diagonal, for D numeric
-// variables and degree Degree. Uses s.w for the weights and s.d2 for the weights without the
-// level weights (both of length f.stride), s.tmp for the lambda gradient's lanes.
+// variables and degree Degree. The weights go to wrow, those without the level weights (for the
+// lambda gradient) to wnum (both of length f.stride); s.tmp holds the lambda gradient's lanes.
 template <std::size_t D, int Degree>
 LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData& f,
                                          double reach2, std::size_t i, LooScratch& s,
-                                         double* sq_res, double* gap, double* m, double* lam) {
+                                         double* wrow, double* wnum, double* sq_res, double* gap,
+                                         double* m, double* lam) {
   constexpr std::size_t q = D + 1;
   const std::size_t stride = f.stride;
   const CategoricalVars* cat = p.categorical;
   const std::size_t n_cat = cat ? cat->count : 0;
   const bool want_lam = cat && p.lambda_gradient;
-  const double* z = f.z.data();
-  const double* y = f.y.data();
-  const double* prior = f.prior.data();
+  const double* z = f.z;
+  const double* y = f.y;
+  const double* prior = f.prior;
   const int* codes = f.codes.data();
-  double* wrow = s.w.data();
-  double* wnum = s.d2.data();
+  const std::size_t si = f.position[i];  // point i's place in the sorted data
+  std::size_t first, last;                // the blocks of its window
+  f.window(si, reach2, &first, &last);
   double zi[D];
-  for (std::size_t k = 0; k < D; ++k) zi[k] = z[k * stride + i];
+  for (std::size_t k = 0; k < D; ++k) zi[k] = z[k * stride + si];
   double own = p.prior ? p.prior[i] : 1.0;
   if (cat) {
     level_tables(cat, p.n, i, s.table.data(), s.dtable.data());
@@ -379,7 +448,7 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   v4d accS[n_mom], accB[n_rhs];
   for (std::size_t e = 0; e < n_mom; ++e) accS[e] = zero;
   for (std::size_t e = 0; e < n_rhs; ++e) accB[e] = zero;
-  for (std::size_t start = 0; start < stride; start += kBlock) {
+  for (std::size_t start = first; start < last; start += kBlock) {
     double dz[D][kBlock], d2[kBlock], w[kBlock];
     for (std::size_t t = 0; t < kBlock; t += 4) {
       v4d r2 = zero;
@@ -402,9 +471,9 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
         table += cat->levels[c];
       }
     }
-    if (i - start < kBlock) {
-      w[i - start] = 0.0;
-      if (want_lam) wnum[i] = 0.0;
+    if (si - start < kBlock) {
+      w[si - start] = 0.0;
+      if (want_lam) wnum[si] = 0.0;
     }
     std::copy(w, w + kBlock, wrow + start);
     for (std::size_t t = 0; t < kBlock; t += 4) {
@@ -462,7 +531,7 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   std::fill(lam_lanes, lam_lanes + 4 * n_cat, 0.0);
   v4d accM[D];
   for (std::size_t k = 0; k < D; ++k) accM[k] = zero;
-  for (std::size_t j = 0; j < stride; j += 4) {
+  for (std::size_t j = first; j < last; j += 4) {
     v4d dz[D];
     for (std::size_t k = 0; k < D; ++k) dz[k] = LOCALMEAN_LOAD4(z + k * stride + j) - zi[k];
     const v4d Y = LOCALMEAN_LOAD4(y + j);
@@ -541,14 +610,17 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
   const auto fused = [&](auto dim, auto degree) {
     constexpr std::size_t D = decltype(dim)::value;
     constexpr int Degree = decltype(degree)::value;
-    const detail::FusedData f(p, zc.data());
+    const detail::FusedData f(p, zc.data(), reach);
     return run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor,
                        [&](std::size_t begin, std::size_t end) {
-      detail::LooScratch s(std::max(f.stride, 4 * n_cat), d, table_size);
+      detail::LooScratch s(4 * n_cat, d, table_size);
+      std::vector<double> store;
+      double* wrow = detail::aligned_rows(store, 2 * f.stride);
+      double* wnum = wrow + f.stride;
       for (std::size_t i = begin; i < end; ++i) {
         ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-          return detail::fused_contribution<D, Degree>(p, f, reach2, i, s, &sq_res[i], &gaps[i],
-                                                       &contrib[i * per],
+          return detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, &sq_res[i],
+                                                       &gaps[i], &contrib[i * per],
                                                        n_cat ? &lam[i * n_cat] : nullptr);
         });
       }
