@@ -825,6 +825,12 @@ static void metric_fused_tests() {
       swept += last - first;
     }
     expect(swept < 0.8 * n * f.stride, "fused metric windows skip far blocks");
+    // Data that are not all finite are not sorted: every window is the whole data.
+    z[5] = std::numeric_limits<double>::quiet_NaN();
+    const detail::FusedData g(p, z.data(), 2.0);
+    std::size_t first = 1, last = 0;
+    g.window(7, 4.0, &first, &last);
+    expect(g.whole && first == 0 && last == g.stride, "fused metric data with a NaN: whole windows");
   }
   expect(worst_fd < 1e-5, "fused metric lambda gradient matches central differences");
   expect(same_threads, "fused metric loss does not depend on the threads");

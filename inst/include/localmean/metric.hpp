@@ -334,6 +334,7 @@ inline double* aligned_rows(std::vector<double>& store, std::size_t size) {
 // (count x stride), position[i] the place of point i.
 struct FusedData {
   std::size_t n, stride, key = 0;
+  bool whole = false;  // every window is the whole data
   std::vector<double> store;  // z, y and prior, each starting on a cache line
   double *z, *y, *prior;
   std::vector<int> codes;
@@ -343,11 +344,14 @@ struct FusedData {
     z = aligned_rows(store, (p.d + 2) * stride);
     y = z + p.d * stride;
     prior = y + stride;
-    // The key: the variable with the fewest pairs within the reach (on a tie, the first).
-    std::vector<std::size_t> order(n), best;
+    // The key: the variable with the fewest pairs within the reach (on a tie, the first). Data
+    // that are not all finite stay in their order, and every window is the whole data.
+    std::vector<std::size_t> order(n), best(n);
+    for (std::size_t i = 0; i < n; ++i) best[i] = i;
     std::vector<double> sorted(n);
     double fewest = std::numeric_limits<double>::infinity();
-    for (std::size_t k = 0; k < p.d; ++k) {
+    for (std::size_t e = 0; e < n * p.d; ++e) whole = whole || !std::isfinite(zc[e]);
+    for (std::size_t k = 0; k < p.d && !whole; ++k) {
       const double* col = zc + k * n;
       for (std::size_t i = 0; i < n; ++i) order[i] = i;
       std::sort(order.begin(), order.end(), [col](std::size_t a, std::size_t b) {
@@ -385,6 +389,11 @@ struct FusedData {
   // s whose difference t = z_j - z_s in the key has t^2 <= reach2, as the passes compute it: a
   // point left out has a squared distance d2 >= t^2 > reach2, hence the weight 0.
   void window(std::size_t s, double reach2, std::size_t* begin, std::size_t* end) const {
+    if (whole) {
+      *begin = 0;
+      *end = stride;
+      return;
+    }
     const double* key_col = z + key * stride;
     const double zs = key_col[s];
     const auto far = [&](std::size_t j) {
