@@ -20,8 +20,10 @@
 #include <localmean/kernels.hpp>
 #include <localmean/parallel.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -137,6 +139,35 @@ inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t 
   }
 }
 
+// The local linear solve of loo_point() from the moments of the leave-one-out design (s.S, its
+// lower triangle, and s.b, q = d + 1): beta in s.b, a = S^-1 e_1 in s.a and the gap 1 - L_ii of
+// the full fit, whose design adds the point itself with weight `own`. False when a design is
+// singular.
+inline bool solve_loo_linear(std::size_t q, double own, LooScratch& s, double* gap) {
+  double* S = s.S.data();
+  double* b = s.b.data();
+  double* full = s.full.data();
+  double* a = s.a.data();
+  double* e1 = s.e1.data();
+  // The engine's rank check on the design with the point itself (weight `own` at phi = e_1),
+  // whose fit the "cv" score corrects by the leverage. The leave-one-out design need only be
+  // positive definite: where it is nearly singular the leverage is nearly 1, and the "cv"
+  // score's identity as well as this direct solve give a large residual.
+  std::copy(S, S + q * q, full);
+  full[0] += own;
+  if (!small_cholesky(full, q, kRankTolerance)) return false;
+  std::fill(e1, e1 + q, 0.0);
+  e1[0] = 1.0;
+  small_solve(full, q, e1);
+  *gap = 1.0 - own * e1[0];
+  if (!small_cholesky(S, q, 0.0)) return false;
+  small_solve(S, q, b);  // b is now beta
+  std::fill(a, a + q, 0.0);
+  a[0] = 1.0;
+  small_solve(S, q, a);  // a = S^-1 e_1
+  return true;
+}
+
 // The leave-one-out fit at point i (weights in s.w, w_i = 0, differences in s.dz; `own` is the
 // weight of the point in its own window): the residual r_i, g_j = dyhat_i/dw_ij in s.g and
 // 1 - L_ii, L_ii the leverage of the full fit. False when the fit does not exist.
@@ -156,9 +187,7 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
   const std::size_t q = d + 1;
   double* S = s.S.data();
   double* b = s.b.data();
-  double* full = s.full.data();
-  double* a = s.a.data();
-  double* e1 = s.e1.data();
+  const double* a = s.a.data();
   S[0] = lane_total(w, n);
   b[0] = lane_dot(w, p.y, n);
   for (std::size_t k = 0; k < d; ++k) {
@@ -170,22 +199,7 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
     for (std::size_t l = k; l < d; ++l)
       S[(k + 1) * q + l + 1] = lane_dot(wd, s.dz.data() + l * n, n);
   }
-  // The engine's rank check on the design with the point itself (weight `own` at phi = e_1),
-  // whose fit the "cv" score corrects by the leverage. The leave-one-out design need only be
-  // positive definite: where it is nearly singular the leverage is nearly 1, and the "cv"
-  // score's identity as well as this direct solve give a large residual.
-  std::copy(S, S + q * q, full);
-  full[0] += own;
-  if (!small_cholesky(full, q, kRankTolerance)) return false;
-  std::fill(e1, e1 + q, 0.0);
-  e1[0] = 1.0;
-  small_solve(full, q, e1);
-  *gap = 1.0 - own * e1[0];
-  if (!small_cholesky(S, q, 0.0)) return false;
-  small_solve(S, q, b);  // b is now beta
-  std::fill(a, a + q, 0.0);
-  a[0] = 1.0;
-  small_solve(S, q, a);  // a = S^-1 e_1
+  if (!solve_loo_linear(q, own, s, gap)) return false;
   double* g = s.g.data();
   double* fit = s.tmp.data();
   for (std::size_t j = 0; j < n; ++j) {
@@ -293,6 +307,279 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
   return true;
 }
 
+// ---- The fused passes of a diagonal metric ----------------------------------------------------
+//
+// At a diagonal metric with at most kFusedMaxD numeric variables (the "cv" bandwidth search),
+// each point takes two passes over the data in blocks of kBlock points instead of a pass per
+// moment, with the number of variables known at compile time so that the sums stay in registers:
+// the first computes the weights and adds the moments of the local design, the second (after the
+// small solve) adds the gradient terms. Both sweep only the blocks of the point's window in one
+// variable (see FusedData). They add the terms of loo_contribution() in the sorted order (the
+// point at position j into lane j % 4), so the two give the same loss and gradient up to
+// rounding, and each point's sums do not depend on the threads.
+constexpr std::size_t kFusedMaxD = 4;
+
+// `size` zeros in `store`, from a 64-byte boundary: the fused passes load whole v4d of
+// blocks, which then never straddle a cache line.
+inline double* aligned_rows(std::vector<double>& store, std::size_t size) {
+  store.assign(size + 8, 0.0);
+  const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(store.data());
+  return store.data() + (64 - at % 64) % 64 / sizeof(double);
+}
+
+// The inputs of the fused passes: the points sorted by the variable `key` of z = A x in which the
+// kernel's reach leaves the fewest pairs, so that each point sweeps only the blocks that hold its
+// window in that variable (the others weigh 0 and add nothing), padded with points of weight 0
+// to whole blocks: z (d x stride), y, the prior weights (1 without them) and the level codes
+// (count x stride), position[i] the place of point i.
+struct FusedData {
+  std::size_t n, stride, key = 0;
+  bool whole = false;  // every window is the whole data
+  std::vector<double> store;  // z, y and prior, each starting on a cache line
+  double *z, *y, *prior;
+  std::vector<int> codes;
+  std::vector<std::size_t> position;
+  FusedData(const MetricProblem& p, const double* zc, double reach)
+      : n(p.n), stride((p.n + kBlock - 1) / kBlock * kBlock), position(p.n) {
+    z = aligned_rows(store, (p.d + 2) * stride);
+    y = z + p.d * stride;
+    prior = y + stride;
+    // The key: the variable with the fewest pairs within the reach (on a tie, the first). Data
+    // that are not all finite stay in their order, and every window is the whole data.
+    std::vector<std::size_t> order(n), best(n);
+    for (std::size_t i = 0; i < n; ++i) best[i] = i;
+    std::vector<double> sorted(n);
+    double fewest = std::numeric_limits<double>::infinity();
+    for (std::size_t e = 0; e < n * p.d; ++e) whole = whole || !std::isfinite(zc[e]);
+    for (std::size_t k = 0; k < p.d && !whole; ++k) {
+      const double* col = zc + k * n;
+      for (std::size_t i = 0; i < n; ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [col](std::size_t a, std::size_t b) {
+        return col[a] < col[b] || (col[a] == col[b] && a < b);
+      });
+      for (std::size_t i = 0; i < n; ++i) sorted[i] = col[order[i]];
+      double pairs = 0.0;
+      for (std::size_t i = 0, lo = 0, hi = 0; i < n; ++i) {
+        while (sorted[i] - sorted[lo] > reach) ++lo;
+        while (hi < n && sorted[hi] - sorted[i] <= reach) ++hi;
+        pairs += static_cast<double>(hi - lo);
+      }
+      if (pairs < fewest) {
+        fewest = pairs;
+        key = k;
+        best = order;
+      }
+    }
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::size_t i = best[s];
+      position[i] = s;
+      for (std::size_t k = 0; k < p.d; ++k) z[k * stride + s] = zc[k * n + i];
+      y[s] = p.y[i];
+      prior[s] = p.prior ? p.prior[i] : 1.0;
+    }
+    if (const CategoricalVars* cat = p.categorical) {
+      codes.assign(cat->count * stride, 0);
+      for (std::size_t c = 0; c < cat->count; ++c)
+        for (std::size_t s = 0; s < n; ++s) codes[c * stride + s] = cat->codes[c * n + best[s]];
+    }
+  }
+  FusedData(const FusedData&) = delete;
+  FusedData& operator=(const FusedData&) = delete;
+  // The blocks [*begin, *end) (multiples of kBlock) that hold every point at sorted position
+  // s whose difference t = z_j - z_s in the key has t^2 <= reach2, as the passes compute it: a
+  // point left out has a squared distance d2 >= t^2 > reach2, hence the weight 0.
+  void window(std::size_t s, double reach2, std::size_t* begin, std::size_t* end) const {
+    if (whole) {
+      *begin = 0;
+      *end = stride;
+      return;
+    }
+    const double* key_col = z + key * stride;
+    const double zs = key_col[s];
+    const auto far = [&](std::size_t j) {
+      const double t = key_col[j] - zs;
+      return t * t > reach2;
+    };
+    // t is non-decreasing in j: the far points below s are a prefix, those above a suffix.
+    std::size_t lo = 0, hi = s;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (far(mid)) lo = mid + 1; else hi = mid;
+    }
+    std::size_t up_lo = s + 1, up_hi = n;
+    while (up_lo < up_hi) {
+      const std::size_t mid = up_lo + (up_hi - up_lo) / 2;
+      if (far(mid)) up_hi = mid; else up_lo = mid + 1;
+    }
+    *begin = lo / kBlock * kBlock;
+    *end = (up_lo + kBlock - 1) / kBlock * kBlock;
+  }
+};
+
+LOCALMEAN_INLINE double lanes_sum(const v4d& v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+
+// Point i's share of the loss and gradient as loo_contribution() with p.diagonal, for D numeric
+// variables and degree Degree. The weights go to wrow, those without the level weights (for the
+// lambda gradient) to wnum (both of length f.stride); s.tmp holds the lambda gradient's lanes.
+template <std::size_t D, int Degree>
+LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData& f,
+                                         double reach2, std::size_t i, LooScratch& s,
+                                         double* wrow, double* wnum, double* sq_res, double* gap,
+                                         double* m, double* lam) {
+  constexpr std::size_t q = D + 1;
+  const std::size_t stride = f.stride;
+  const CategoricalVars* cat = p.categorical;
+  const std::size_t n_cat = cat ? cat->count : 0;
+  const bool want_lam = cat && p.lambda_gradient;
+  const double* z = f.z;
+  const double* y = f.y;
+  const double* prior = f.prior;
+  const int* codes = f.codes.data();
+  const std::size_t si = f.position[i];  // point i's place in the sorted data
+  std::size_t first, last;                // the blocks of its window
+  f.window(si, reach2, &first, &last);
+  double zi[D];
+  for (std::size_t k = 0; k < D; ++k) zi[k] = z[k * stride + si];
+  double own = p.prior ? p.prior[i] : 1.0;
+  if (cat) {
+    level_tables(cat, p.n, i, s.table.data(), s.dtable.data());
+    const double* table = s.table.data();
+    for (std::size_t c = 0; c < n_cat; ++c) {
+      own *= table[cat->codes[c * p.n + i]];
+      table += cat->levels[c];
+    }
+  }
+  // Pass 1: the weights and the moments: sum w, sum w z_k, sum w z_k z_l (l >= k) in accS, and
+  // sum w y, sum w z_k y in accB (degree 0: the first of each).
+  constexpr std::size_t n_mom = Degree == 1 ? 1 + D + D * (D + 1) / 2 : 1;
+  constexpr std::size_t n_rhs = Degree == 1 ? q : 1;
+  const v4d zero = {0.0, 0.0, 0.0, 0.0};
+  v4d accS[n_mom], accB[n_rhs];
+  for (std::size_t e = 0; e < n_mom; ++e) accS[e] = zero;
+  for (std::size_t e = 0; e < n_rhs; ++e) accB[e] = zero;
+  for (std::size_t start = first; start < last; start += kBlock) {
+    double dz[D][kBlock], d2[kBlock], w[kBlock];
+    for (std::size_t t = 0; t < kBlock; t += 4) {
+      v4d r2 = zero;
+      for (std::size_t k = 0; k < D; ++k) {
+        const v4d v = LOCALMEAN_LOAD4(z + k * stride + start + t) - zi[k];
+        LOCALMEAN_STORE4(dz[k] + t, v);
+        r2 += v * v;
+      }
+      LOCALMEAN_STORE4(d2 + t, r2);
+    }
+    for (std::size_t t = 0; t < kBlock; ++t)
+      w[t] = within(d2[t], reach2) * exp_nonpositive(-0.5 * d2[t]);
+    for (std::size_t t = 0; t < kBlock; ++t) w[t] *= prior[start + t];
+    if (want_lam) std::copy(w, w + kBlock, wnum + start);
+    if (cat) {
+      const double* table = s.table.data();
+      for (std::size_t c = 0; c < n_cat; ++c) {
+        const int* code = codes + c * stride + start;
+        for (std::size_t t = 0; t < kBlock; ++t) w[t] *= table[code[t]];
+        table += cat->levels[c];
+      }
+    }
+    if (si - start < kBlock) {
+      w[si - start] = 0.0;
+      if (want_lam) wnum[si] = 0.0;
+    }
+    std::copy(w, w + kBlock, wrow + start);
+    for (std::size_t t = 0; t < kBlock; t += 4) {
+      const v4d W = LOCALMEAN_LOAD4(w + t), Y = LOCALMEAN_LOAD4(y + start + t);
+      accS[0] += W;
+      accB[0] += W * Y;
+      if (Degree == 1) {
+        v4d phi[D];
+        for (std::size_t k = 0; k < D; ++k) phi[k] = LOCALMEAN_LOAD4(dz[k] + t);
+        std::size_t e = 1 + D;
+        for (std::size_t k = 0; k < D; ++k) {
+          const v4d Wk = W * phi[k];
+          accS[(1 + k) % n_mom] += Wk;
+          accB[(1 + k) % n_rhs] += Wk * Y;
+          for (std::size_t l = k; l < D; ++l) accS[(e++) % n_mom] += Wk * phi[l];
+        }
+      }
+    }
+  }
+  // The leave-one-out fit: g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k z_jk) (y_j - fit_j) with
+  // fit_j = fb_0 + sum_k fb_k z_jk (degree 0: g_j = (y_j - fit) / den, ga_0 = 1 / den).
+  double ga[q] = {}, fb[q] = {};
+  double r = 0.0;
+  if (Degree == 0) {
+    const double den = lanes_sum(accS[0]), num = lanes_sum(accB[0]);
+    if (!(den > 0.0)) return false;
+    *gap = den / (den + own);
+    fb[0] = num / den;
+    ga[0] = den;  // divides, as loo_point()
+    r = p.y[i] - fb[0];
+  } else {
+    double* S = s.S.data();
+    double* b = s.b.data();
+    S[0] = lanes_sum(accS[0]);
+    b[0] = lanes_sum(accB[0]);
+    std::size_t e = 1 + D;
+    for (std::size_t k = 0; k < D; ++k) {
+      S[k + 1] = lanes_sum(accS[(1 + k) % n_mom]);
+      b[k + 1] = lanes_sum(accB[(1 + k) % n_rhs]);
+      for (std::size_t l = k; l < D; ++l) S[(k + 1) * q + l + 1] = lanes_sum(accS[(e++) % n_mom]);
+    }
+    if (!solve_loo_linear(q, own, s, gap)) return false;
+    for (std::size_t k = 0; k < q; ++k) {
+      ga[k] = s.a[k];
+      fb[k] = b[k];
+    }
+    r = p.y[i] - b[0];
+  }
+  if (!(*gap > p.min_gap)) return false;
+  const double pi = p.prior ? p.prior[i] : 1.0;
+  *sq_res = pi * r * r;
+  const double scale = 2.0 * pi * r;
+  // Pass 2: m_k = sum_j c_j z_jk^2 with c_j = 2 p_i r_i g_j w_j, and sum_j g_j dw_j/dlambda_c.
+  double* lam_lanes = s.tmp.data();
+  std::fill(lam_lanes, lam_lanes + 4 * n_cat, 0.0);
+  v4d accM[D];
+  for (std::size_t k = 0; k < D; ++k) accM[k] = zero;
+  for (std::size_t j = first; j < last; j += 4) {
+    v4d dz[D];
+    for (std::size_t k = 0; k < D; ++k) dz[k] = LOCALMEAN_LOAD4(z + k * stride + j) - zi[k];
+    const v4d Y = LOCALMEAN_LOAD4(y + j);
+    v4d G;
+    if (Degree == 0) {
+      G = (Y - fb[0]) / ga[0];
+    } else {
+      v4d lin = zero + ga[0], fit = zero + fb[0];
+      for (std::size_t k = 0; k < D; ++k) {
+        lin += ga[k + 1] * dz[k];
+        fit += fb[k + 1] * dz[k];
+      }
+      G = lin * (Y - fit);
+    }
+    const v4d C = scale * G * LOCALMEAN_LOAD4(wrow + j);
+    for (std::size_t k = 0; k < D; ++k) accM[k] += C * dz[k] * dz[k];
+    if (want_lam) {
+      // dw_j / dlambda_c = (numeric weight) dL_c prod_{c' != c} L_c'
+      for (std::size_t cv = 0; cv < n_cat; ++cv) {
+        double dw[4];
+        for (std::size_t t = 0; t < 4; ++t) dw[t] = wnum[j + t];
+        std::size_t off = 0;
+        for (std::size_t e = 0; e < n_cat; ++e) {
+          const int* code = codes + e * stride + j;
+          const double* tab = (e == cv ? s.dtable.data() : s.table.data()) + off;
+          for (std::size_t t = 0; t < 4; ++t) dw[t] *= tab[code[t]];
+          off += cat->levels[e];
+        }
+        LOCALMEAN_STORE4(lam_lanes + 4 * cv,
+                         LOCALMEAN_LOAD4(lam_lanes + 4 * cv) + G * LOCALMEAN_LOAD4(dw));
+      }
+    }
+  }
+  for (std::size_t k = 0; k < D; ++k) m[k] = lanes_sum(accM[k]);
+  for (std::size_t cv = 0; cv < n_cat && want_lam; ++cv)
+    lam[cv] = -scale * lanes_sum(LOCALMEAN_LOAD4(lam_lanes + 4 * cv));
+  return true;
+}
+
 }  // namespace detail
 
 // The leave-one-out loss of the metric A (d x d, column-major) and its gradient. Points are
@@ -328,7 +615,49 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
       });
     }
   };
-  if (!run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor, work)) return false;
+  // The fused passes for D numeric variables and degree Degree (see fused_contribution()).
+  const auto fused = [&](auto dim, auto degree) {
+    constexpr std::size_t D = decltype(dim)::value;
+    constexpr int Degree = decltype(degree)::value;
+    const detail::FusedData f(p, zc.data(), reach);
+    return run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor,
+                       [&](std::size_t begin, std::size_t end) {
+      detail::LooScratch s(4 * n_cat, d, table_size);
+      std::vector<double> store;
+      double* wrow = detail::aligned_rows(store, 2 * f.stride);
+      double* wnum = wrow + f.stride;
+      for (std::size_t i = begin; i < end; ++i) {
+        ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+          return detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, &sq_res[i],
+                                                       &gaps[i], &contrib[i * per],
+                                                       n_cat ? &lam[i * n_cat] : nullptr);
+        });
+      }
+    });
+  };
+  using One = std::integral_constant<int, 1>;
+  using Zero = std::integral_constant<int, 0>;
+  bool done;
+  if (p.diagonal && p.degree == 1 && d == 1) {
+    done = fused(std::integral_constant<std::size_t, 1>(), One());
+  } else if (p.diagonal && p.degree == 1 && d == 2) {
+    done = fused(std::integral_constant<std::size_t, 2>(), One());
+  } else if (p.diagonal && p.degree == 1 && d == 3) {
+    done = fused(std::integral_constant<std::size_t, 3>(), One());
+  } else if (p.diagonal && p.degree == 1 && d == 4) {
+    done = fused(std::integral_constant<std::size_t, 4>(), One());
+  } else if (p.diagonal && p.degree == 0 && d == 1) {
+    done = fused(std::integral_constant<std::size_t, 1>(), Zero());
+  } else if (p.diagonal && p.degree == 0 && d == 2) {
+    done = fused(std::integral_constant<std::size_t, 2>(), Zero());
+  } else if (p.diagonal && p.degree == 0 && d == 3) {
+    done = fused(std::integral_constant<std::size_t, 3>(), Zero());
+  } else if (p.diagonal && p.degree == 0 && d == 4) {
+    done = fused(std::integral_constant<std::size_t, 4>(), Zero());
+  } else {
+    done = run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor, work);
+  }
+  if (!done) return false;
   double total_prior = 0.0, loss = 0.0;
   std::vector<double> msum(per, 0.0), lsum(n_cat, 0.0);
   out.failed = 0;
