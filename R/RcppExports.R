@@ -89,8 +89,12 @@ cpp_all_finite <- function(x) {
     .Call(`_localmean_cpp_all_finite`, x)
 }
 
-cpp_binned_data_fit <- function(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals) {
-    .Call(`_localmean_cpp_binned_data_fit`, x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals)
+cpp_binned_data_fit <- function(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals, keep_nodes) {
+    .Call(`_localmean_cpp_binned_data_fit`, x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals, keep_nodes)
+}
+
+cpp_interpolate_nodes <- function(nodes, queries, scale, gridsize, grid_lo, grid_hi) {
+    .Call(`_localmean_cpp_interpolate_nodes`, nodes, queries, scale, gridsize, grid_lo, grid_hi)
 }
 
 cpp_fit_sums <- function(values, fitted, leverage, prior, n_threads) {

@@ -187,12 +187,13 @@ smoother_score <- function(criterion, sums) {
 # its own window (see self_weight()), and the number of points per engine status
 # (`status_counts`). Binned least squares takes one pass over the grid's fits
 # (engine_data_fit()), which also gives the summaries (`sums`) and, with `keep_residuals`, the
-# residuals; `keep_fits = FALSE` returns the summaries alone there. Otherwise the engine fits at
+# residuals, with `keep_nodes` the grid's node fits (`nodes`, see engine_run()); `keep_fits = FALSE`
+# returns the summaries alone there. Otherwise the engine fits at
 # every point (`fit`, with `status` per point).
 fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_var = FALSE,
-                        keep_fits = TRUE, keep_residuals = FALSE) {
+                        keep_fits = TRUE, keep_residuals = FALSE, keep_nodes = FALSE) {
   if (one_pass_fit(spec, want_var)) {
-    res <- engine_data_fit(spec, keep_fits, keep_residuals, n_threads, verbose)
+    res <- engine_data_fit(spec, keep_fits, keep_residuals, n_threads, verbose, keep_nodes)
     res$status_counts <- res$sums$status
     return(res)
   }

@@ -260,9 +260,12 @@ binning_max_nodes <- function(d) if (d == 2L) 1001L else 20001L
 # `method` overrides the specification's strategy; rtol > 0 approximates weight sums (kd-tree).
 # Likelihood families: `leave_out` (one data row per query, 0: none) drops that row from the
 # query's window (exact leave-one-out fits at the data).
+# `nodes`: the grid's node fits kept by a one-pass fit of this specification (engine_data_fit()
+# with keep_nodes), interpolated instead of binning the data again where they apply (see
+# stored_nodes_apply()).
 engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rtol = 0,
                        n_threads = spec$n_threads, verbose = spec$verbose,
-                       query_codes = NULL, leave_out = NULL) {
+                       query_codes = NULL, leave_out = NULL, nodes = NULL) {
   spec$method <- method
   if (spec$numeric_vars == 0L) queries <- matrix(0, nrow(queries), 1L)
   if (!is.null(spec$categorical) && is.null(query_codes)) {
@@ -277,9 +280,9 @@ engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rt
   m <- nrow(queries)
   run <- function(idx, threads) {
     if (is.null(idx)) return(engine_chunk(spec, queries, query_codes, want_var, rtol, threads,
-                                          verbose, leave_out))
+                                          verbose, leave_out, nodes))
     engine_chunk(spec, queries[idx, , drop = FALSE], query_codes[idx, , drop = FALSE],
-                 want_var, rtol, threads, verbose, leave_out[idx])
+                 want_var, rtol, threads, verbose, leave_out[idx], nodes)
   }
   if (m <= spec$chunk_size) return(run(NULL, n_threads))
   starts <- seq(1, m, by = spec$chunk_size)
@@ -314,14 +317,17 @@ bind_fits <- function(parts) {
 }
 
 engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, verbose,
-                         leave_out = NULL) {
+                         leave_out = NULL, nodes = NULL) {
   scale <- spec$scale
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
     radius <- nn_radius(spec, queries, n_threads, verbose)
   }
   grid_range <- spec$grid_range %||% matrix(numeric(0), 2L)
-  res <- cpp_local_fit(spec$x, scale, spec$values %||% numeric(0), spec$prior %||% numeric(0),
+  res <- if (!want_var && stored_nodes_apply(nodes, spec, grid_range)) {
+    cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
+                          grid_range[2L, ])
+  } else cpp_local_fit(spec$x, scale, spec$values %||% numeric(0), spec$prior %||% numeric(0),
                        spec$point_scale %||% numeric(0), queries, radius, spec$kernel,
                        spec$degree, want_var, spec$method, spec$cutoff,
                        if (spec$method == "binned") spec$gridsize else integer(0),
@@ -369,12 +375,33 @@ one_pass_fit <- function(spec, want_var = FALSE) {
 # to every point, with the fit's summaries (`sums`, see fit_sums()). `keep_fits`: also the fits
 # (n x nv, a vector for one value column; NA where none exists) and leverages;
 # `keep_residuals`: the residuals (as the fits).
+# `keep_nodes`: also the grid's node fits (`nodes`) with what they were computed from, which
+# engine_run(nodes =) interpolates to later queries on the same grid.
 engine_data_fit <- function(spec, keep_fits = TRUE, keep_residuals = FALSE,
-                            n_threads = spec$n_threads, verbose = spec$verbose) {
+                            n_threads = spec$n_threads, verbose = spec$verbose,
+                            keep_nodes = FALSE) {
   grid_range <- spec$grid_range %||% spec$range
-  cpp_binned_data_fit(spec$x, spec$scale, spec$values, spec$prior %||% numeric(0), spec$kernel,
-                      spec$degree, spec$cutoff, spec$gridsize, grid_range[1L, ],
-                      grid_range[2L, ], n_threads, verbose, keep_fits, keep_residuals)
+  res <- cpp_binned_data_fit(spec$x, spec$scale, spec$values, spec$prior %||% numeric(0),
+                             spec$kernel, spec$degree, spec$cutoff, spec$gridsize,
+                             grid_range[1L, ], grid_range[2L, ], n_threads, verbose, keep_fits,
+                             keep_residuals, keep_nodes)
+  if (keep_nodes) res$nodes <- list(fits = res$nodes, key = stored_nodes_key(spec, grid_range))
+  res
+}
+
+# What the node fits of a one-pass fit depend on besides the data (which the model keeps as it
+# is): the strategy, kernel, degree, cut-off, scales and grid.
+stored_nodes_key <- function(spec, grid_range) {
+  list(method = spec$method, kernel = spec$kernel, degree = spec$degree, cutoff = spec$cutoff,
+       scale = spec$scale, gridsize = spec$gridsize, grid_range = unname(grid_range),
+       n = NROW(spec$x))
+}
+
+# Whether node fits kept by engine_data_fit() serve queries of `spec` on the grid spanning
+# `grid_range`: the same grid and settings (a query beyond the fit's data range widens the
+# grid, and then the data are binned again).
+stored_nodes_apply <- function(nodes, spec, grid_range) {
+  !is.null(nodes) && identical(nodes$key, stored_nodes_key(spec, grid_range))
 }
 
 # Summaries of fits (n x nv) and leverages (n) of `values` at the data points, with prior

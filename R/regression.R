@@ -303,7 +303,8 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
                           n_threads, verbose, call, family, range, predictors, likelihood)
   regression <- family == "regression"
-  f <- fit_at_data(bw$spec, verbose = verbose, keep_residuals = regression)
+  f <- fit_at_data(bw$spec, verbose = verbose, keep_residuals = regression,
+                   keep_nodes = regression)
   warn_missing_fits(f$status_counts, "fitted value")
   # (in place: colnames<- would copy; the one-pass fit of one value column is a plain vector)
   if (is.matrix(f$fitted)) dimnames(f$fitted) <- list(NULL, colnames(values))
@@ -315,6 +316,8 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
               nn = bw$spec$nn, bandwidth_method = bw$how, cv_curve = bw$curve, spec = bw$spec,
               fitted = f$fitted, leverage = f$leverage, n_threads = n_threads, control = control)
   fit$metric <- bw$metric
+  # a binned fit's node fits, which predictions on the same grid interpolate (predict_engine())
+  fit$nodes <- f$nodes
   # residuals and summaries from the binned one-pass fit, for add_fit_statistics()
   if (regression && !is.null(f$sums)) fit$data_fit <- f[c("residuals", "sums")]
   fit
@@ -525,7 +528,7 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
   res <- engine_run(spec, x, want_var = want_var,
                     n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose,
-                    query_codes = queries$codes)
+                    query_codes = queries$codes, nodes = object$nodes)
   if (any(res$status != 0L)) warn_missing_fits(status_counts(res$status), "prediction")
   res
 }

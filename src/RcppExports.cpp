@@ -358,8 +358,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_binned_data_fit
-List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, std::string kernel, int degree, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, bool keep_fits, bool keep_residuals);
-RcppExport SEXP _localmean_cpp_binned_data_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP keep_fitsSEXP, SEXP keep_residualsSEXP) {
+List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, std::string kernel, int degree, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, bool keep_fits, bool keep_residuals, bool keep_nodes);
+RcppExport SEXP _localmean_cpp_binned_data_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP keep_fitsSEXP, SEXP keep_residualsSEXP, SEXP keep_nodesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -377,7 +377,24 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
     Rcpp::traits::input_parameter< bool >::type keep_fits(keep_fitsSEXP);
     Rcpp::traits::input_parameter< bool >::type keep_residuals(keep_residualsSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_binned_data_fit(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals));
+    Rcpp::traits::input_parameter< bool >::type keep_nodes(keep_nodesSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_binned_data_fit(x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals, keep_nodes));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_interpolate_nodes
+List cpp_interpolate_nodes(List nodes, NumericMatrix queries, NumericVector scale, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi);
+RcppExport SEXP _localmean_cpp_interpolate_nodes(SEXP nodesSEXP, SEXP queriesSEXP, SEXP scaleSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< List >::type nodes(nodesSEXP);
+    Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type gridsize(gridsizeSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type grid_lo(grid_loSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type grid_hi(grid_hiSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_interpolate_nodes(nodes, queries, scale, gridsize, grid_lo, grid_hi));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -609,7 +626,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_radial_constant", (DL_FUNC) &_localmean_cpp_radial_constant, 2},
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
     {"_localmean_cpp_all_finite", (DL_FUNC) &_localmean_cpp_all_finite, 1},
-    {"_localmean_cpp_binned_data_fit", (DL_FUNC) &_localmean_cpp_binned_data_fit, 14},
+    {"_localmean_cpp_binned_data_fit", (DL_FUNC) &_localmean_cpp_binned_data_fit, 15},
+    {"_localmean_cpp_interpolate_nodes", (DL_FUNC) &_localmean_cpp_interpolate_nodes, 6},
     {"_localmean_cpp_fit_sums", (DL_FUNC) &_localmean_cpp_fit_sums, 5},
     {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},

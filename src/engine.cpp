@@ -417,12 +417,14 @@ List fit_sums_list(const localmean::FitSums& s) {
 // every point (see binned_data_fit() in data_fit.hpp). Returns the fit's summaries (`sums`),
 // with keep_fits the fits (n x nv, a vector for nv = 1; NA where a fit does not exist) and the
 // leverages (prior weight times [S^-1]_00), with keep_residuals the residuals (as the fits).
+// With keep_nodes, also the grid's node fits (`nodes`, as cpp_local_fit() returns its fits:
+// coef G x nb x nv, s00, wsum, status) for cpp_interpolate_nodes().
 // Grid arguments as for cpp_local_fit().
 // [[Rcpp::export]]
 List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior,
                          std::string kernel, int degree, double cutoff, IntegerVector gridsize,
                          NumericVector grid_lo, NumericVector grid_hi, int n_threads,
-                         bool verbose, bool keep_fits, bool keep_residuals) {
+                         bool verbose, bool keep_fits, bool keep_residuals, bool keep_nodes) {
   const Points pts(x);
   const std::size_t n = pts.n, d = pts.d, nv = Rf_xlength(values) / n;
   const double* vals = read_only(values);
@@ -437,13 +439,14 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
   const localmean::Grid grid = scaled_grid(d, scale, gridsize, grid_lo, grid_hi);
   FitArrays nodes(grid.nodes(), nb, nv, false);
   const localmean::EngineOutput node_out = nodes.output(false);
-  // One value column: plain vectors, which R can drop into a model as they are.
+  // One value column: plain vectors, which R can drop into a model as they are. Not zeroed:
+  // binned_data_fit() writes every entry.
   auto fits = [n, nv](bool keep) {
     if (!keep) return NumericVector(0);
-    return nv == 1 ? NumericVector(n) : NumericVector(NumericMatrix(n, nv));
+    return nv == 1 ? NumericVector(no_init(n)) : NumericVector(NumericMatrix(no_init(n, nv)));
   };
   NumericVector fitted = fits(keep_fits), residuals = fits(keep_residuals);
-  NumericVector leverage(keep_fits ? n : 0);
+  NumericVector leverage(no_init(keep_fits ? n : 0));
   localmean::DataFitOutput out;
   out.missing = NA_REAL;
   if (keep_fits) {
@@ -465,7 +468,35 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
     res["leverage"] = leverage;
   }
   if (keep_residuals) res["residuals"] = residuals;
+  if (keep_nodes) res["nodes"] = nodes.as_list();
   return res;
+}
+
+// The node fits `nodes` of cpp_binned_data_fit() (keep_nodes) on its grid, interpolated to
+// `queries` (m x d) as cpp_local_fit() interpolates the fits of the same grid (without
+// variances): the same list, without binning the data again. Grid arguments as for
+// cpp_local_fit().
+// [[Rcpp::export]]
+List cpp_interpolate_nodes(List nodes, NumericMatrix queries, NumericVector scale,
+                           IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi) {
+  const std::size_t m = queries.nrow(), d = queries.ncol();
+  const NumericVector coef = nodes["coef"], s00 = nodes["s00"], wsum = nodes["wsum"];
+  const IntegerVector status = nodes["status"];
+  const IntegerVector dim = coef.attr("dim");
+  const localmean::Grid grid = scaled_grid(d, scale, gridsize, grid_lo, grid_hi);
+  const std::size_t G = grid.nodes(), nb = dim[1], nv = dim[2];
+  if (static_cast<std::size_t>(dim[0]) != G || static_cast<std::size_t>(s00.size()) != G ||
+      static_cast<std::size_t>(wsum.size()) != G || static_cast<std::size_t>(status.size()) != G)
+    stop("internal error: the node fits do not match the grid");
+  localmean::EngineOutput in;
+  in.coef = const_cast<double*>(coef.begin());
+  in.s00 = const_cast<double*>(s00.begin());
+  in.wsum = const_cast<double*>(wsum.begin());
+  in.status = const_cast<int*>(status.begin());
+  FitArrays res(m, nb, nv, false);
+  const std::vector<double> qs = scaled(queries, scale);
+  localmean::interpolate_nodes(grid, in, nb, nv, qs.data(), m, res.output(false));
+  return res.as_list();
 }
 
 // The summaries of given fits (n x nv) and leverages (n) of `values` at the data points, as

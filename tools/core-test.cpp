@@ -2,6 +2,7 @@
 // results from a serial and a std::thread parallel-for. Run by `make core-test`.
 #include <localmean/bandwidth.hpp>
 #include <localmean/binning.hpp>
+#include <localmean/data_fit.hpp>
 #include <localmean/engine.hpp>
 #include <localmean/impute.hpp>
 #include <localmean/metric.hpp>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <thread>
@@ -425,6 +427,90 @@ void qkv_core_tests();
 static void metric_tests();
 static void metric_fused_tests();
 
+// The binned fits at 1-D data points (binned_data_fit(), whose blocks take line_block_sums()):
+// fits and leverages equal interpolate_nodes() at the points, the sums plain sums, with and
+// without weights, over several blocks and an odd tail, with a point off the grid (its block
+// taken by block_sums(): NA there), serial and threaded identical.
+static void data_fit_tests() {
+  const std::size_t n = 3 * kSumBlock + 7, G = 101, nb = 2;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  std::vector<double> x(n), y(n), prior(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = 2.0 * unif(rng);
+    y[i] = std::sin(3.0 * x[i]) + 0.3 * unif(rng);
+    prior[i] = i % 50 == 0 ? 0.0 : unif(rng);
+  }
+  const double scale = 0.1;
+  for (bool off : {false, true}) {
+    x[kSumBlock + 5] = off ? 2.5 : 1.0;  // off the grid (2 / scale units) or on it
+    for (const double* w : {static_cast<const double*>(nullptr), static_cast<const double*>(prior.data())}) {
+      const double lo = 0.0, hi = 2.0, slo = lo / scale, shi = hi / scale;
+      std::size_t size = G;
+      const Grid raw = make_grid(1, &lo, &hi, &size), g = make_grid(1, &slo, &shi, &size);
+      std::vector<double> counts, sums, coef(G * nb), s00(G), wsum(G);
+      std::vector<int> status(G);
+      EngineOutput nodes;
+      nodes.coef = coef.data();
+      nodes.s00 = s00.data();
+      nodes.wsum = wsum.data();
+      nodes.status = status.data();
+      EngineSettings set;
+      set.degree = 1;
+      linear_bin(raw, x.data(), n, y.data(), 1, w, counts, sums, serial_for);
+      binned_fit_nodes(g, counts, sums, 1, set, effective_cutoff(set), nodes, serial_for, {});
+      std::vector<double> q(n), ic(n * nb), is00(n), iw(n);
+      std::vector<int> ist(n);
+      for (std::size_t i = 0; i < n; ++i) q[i] = x[i] / scale;
+      EngineOutput at;
+      at.coef = ic.data();
+      at.s00 = is00.data();
+      at.wsum = iw.data();
+      at.status = ist.data();
+      interpolate_nodes(g, nodes, nb, 1, q.data(), n, at);
+      std::vector<double> fit1(n), lev1(n), res1(n), fit2(n), lev2(n), res2(n);
+      DataFitOutput o1, o2;
+      o1.fitted = fit1.data();
+      o1.leverage = lev1.data();
+      o1.residuals = res1.data();
+      o2.fitted = fit2.data();
+      o2.leverage = lev2.data();
+      o2.residuals = res2.data();
+      FitSums s1, s2;
+      binned_data_fit(g, nodes, nb, x.data(), n, &scale, y.data(), 1, w, o1, &s1, serial_for);
+      binned_data_fit(g, nodes, nb, x.data(), n, &scale, y.data(), 1, w, o2, &s2, two_threads);
+      bool same = true, missing = true;
+      double rss = 0.0, loo = 0.0, trace = 0.0, weight = 0.0, count = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (ist[i] != kOk) {
+          missing = missing && std::isnan(fit1[i]) && std::isnan(lev1[i]) && std::isnan(res1[i]);
+          continue;
+        }
+        const double p = w ? w[i] : 1.0, lev = p * is00[i], r = y[i] - ic[i];
+        same = same && fit1[i] == ic[i] && lev1[i] == lev && res1[i] == r;
+        rss += p * r * r;
+        loo += p * (r / (1.0 - lev)) * (r / (1.0 - lev));
+        trace += lev;
+        weight += p;
+        count += p > 0.0;
+      }
+      auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-12 * std::fabs(b); };
+      expect(same, "binned fits at the data equal the interpolated node fits");
+      expect(missing, "a point off the grid has no fit");
+      expect(s1.status[kNoWeight] == (off ? 1u : 0u), "the point off the grid is counted");
+      expect(close(s1.rss, rss) && close(s1.loo, loo) && close(s1.trace, trace) &&
+                 close(s1.weight, weight) && s1.count == count,
+             "binned data-fit sums equal plain sums");
+      auto bits = [n](const std::vector<double>& a, const std::vector<double>& b) {
+        return std::memcmp(a.data(), b.data(), n * sizeof(double)) == 0;
+      };
+      expect(bits(fit1, fit2) && bits(lev1, lev2) && bits(res1, res2) && s1.rss == s2.rss &&
+                 s1.loo == s2.loo && s1.trace == s2.trace && s1.spread == s2.spread,
+             "serial and threaded binned data fits are identical");
+    }
+  }
+}
+
 int main() {
   const std::size_t n = 500, m = 40, d = 2;
   std::mt19937 rng(42);
@@ -604,6 +690,7 @@ int main() {
   neighbour_tests();
   metric_tests();
   metric_fused_tests();
+  data_fit_tests();
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
   return failures ? 1 : 0;

@@ -239,6 +239,51 @@ test_that("binned fits at the data and their statistics match the engine and pla
   expect_identical(localmean:::smoother_score("cv", s), Inf)
 })
 
+# A binned fit keeps its grid's node fits; predictions on that grid interpolate them instead of
+# binning the data again, and must equal the engine's binned predictions; a query beyond the
+# data widens the grid, and then the data are binned again.
+test_that("predictions from a binned fit's stored node fits equal the engine's", {
+  set.seed(32)
+  n <- 12000L
+  x1 <- runif(n)
+  x2 <- cbind(a = runif(n), b = runif(n))
+  y <- sin(2 * pi * x1) + x2[, 2] + rnorm(n, sd = 0.3)
+  w <- runif(n)
+  cases <- list(list(x = x1, h = 0.03, degree = 1, q = matrix(seq(min(x1), max(x1), length.out = 57))),
+                list(x = x2, h = c(0.08, 0.1), degree = 2,
+                     q = cbind(a = runif(40, 0.1, 0.9), b = runif(40, 0.1, 0.9))))
+  for (case in cases) for (wts in list(NULL, w)) {
+    info <- sprintf("d = %d, weights: %s", NCOL(case$x), !is.null(wts))
+    fit <- local_poly(case$x, y, degree = case$degree, bandwidth = case$h, weights = wts,
+                      method = "binned", n_threads = 1, verbose = FALSE)
+    spec <- fit$spec
+    expect_true(localmean:::stored_nodes_apply(fit$nodes, spec, spec$range), info = info)
+    q <- case$q
+    ref <- localmean:::engine_run(spec, q, n_threads = 1L)  # bins again
+    stored <- localmean:::engine_run(spec, q, n_threads = 1L, nodes = fit$nodes)
+    expect_identical(stored, ref, info = info)
+    newdata <- if (is.matrix(case$x)) as.data.frame(q) else q[, 1L]
+    expect_identical(predict(fit, newdata), ref$coef[, 1L, 1L], info = info)
+    expect_identical(unname(predict(fit, newdata, deriv = 1)),
+                     unname(drop(localmean:::engine_run(spec, q)$coef[, 1L + seq_len(NCOL(q)), 1L])),
+                     info = info)
+    # beyond the data: a wider grid, not the stored one
+    far <- q
+    far[1L, ] <- -0.5
+    grid_range <- rbind(pmin(spec$range[1L, ], -0.5), spec$range[2L, ])
+    expect_false(localmean:::stored_nodes_apply(fit$nodes, spec, grid_range), info = info)
+    expect_identical(suppressWarnings(predict(fit, if (is.matrix(case$x)) as.data.frame(far) else far[, 1L])),
+                     suppressWarnings(localmean:::engine_run(spec, far)$coef[, 1L, 1L]), info = info)
+    # other values, weights or degree (as local_variance() sets them) do not use the stored fits
+    other <- spec
+    other$degree <- 0L
+    expect_false(localmean:::stored_nodes_apply(fit$nodes, other, spec$range), info = info)
+    two <- local_poly(case$x, y, degree = case$degree, bandwidth = case$h, weights = wts,
+                      method = "binned", n_threads = 2, verbose = FALSE)
+    expect_identical(two$nodes, fit$nodes, info = info)
+  }
+})
+
 test_that("duplicated x values work and give finite fits", {
   set.seed(11)
   x <- rep(round(runif(30), 2), each = 4)

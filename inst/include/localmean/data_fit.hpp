@@ -163,21 +163,117 @@ FitSums block_sums(std::size_t begin, std::size_t end, std::size_t n, const doub
   return s;
 }
 
+// block_sums() of a 1-D binned fit with one value column whose grid nodes all have fits (coef
+// and s00: the node arrays), for points [begin, end), two points at a time in SSE2-sized
+// vectors (GCC's vector extension, as extent()): the divisions of the cell positions and of the
+// leave-one-out residuals run two at a time. Each point's cell, fit and leverage take the
+// operations of grid_position() and of binned_data_fit()'s line_fit_at in the same order, so
+// the fits equal interpolate_nodes()'s; the sums are formed in two lanes (a different order of
+// additions than block_sums(), within rounding). Returns false when some point of the block is
+// off the grid or has a non-finite fit or leverage: the caller then takes block_sums(), which
+// rewrites every output of the block.
+template <bool Weighted>
+bool line_block_sums(const Grid& g, const double* coef, const double* s00, const double* x,
+                     double scale, const double* y, const double* prior, std::size_t begin,
+                     std::size_t end, const DataFitOutput& out, FitSums* sums) {
+  typedef double v2d __attribute__((vector_size(16), aligned(8), __may_alias__));
+  typedef long v2l __attribute__((vector_size(16)));
+  const double lo = g.lo[0], step = g.step[0], last = static_cast<double>(g.size[0] - 1);
+  const double top = last * (1.0 + 1e-12);
+  const long last_cell = static_cast<long>(g.size[0]) - 2;
+  const double shift = y[begin];
+  const v2d zero = {0.0, 0.0}, one = {1.0, 1.0};
+  v2d rss = zero, loo = zero, trace = zero, weight = zero, wd = zero, wd2 = zero, count = zero;
+  v2d bad = zero;  // NaN once some fit or leverage is not finite
+  v2l off = {0, 0}, near = {0, 0};
+  // Points i and i + 1 (or i alone, in both lanes, for an odd tail).
+  auto two_points = [&](std::size_t i, bool two) LOCALMEAN_LAMBDA_INLINE {
+    const std::size_t j = two ? i + 1 : i;
+    const v2d xv = {x[i], x[j]}, yv = {y[i], y[j]};
+    v2d pos = (xv / scale - lo) / step;
+    pos = pos > last && pos <= top ? v2d{last, last} : pos;  // the top edge, up to rounding
+    off |= !(pos >= 0.0 && pos <= last);
+    // (within the grid also for points off it, whose block is then taken again)
+    const long k0 = std::max(0L, std::min(static_cast<long>(pos[0]), last_cell));
+    const long k1 = std::max(0L, std::min(static_cast<long>(pos[1]), last_cell));
+    const v2d frac = pos - v2d{static_cast<double>(k0), static_cast<double>(k1)};
+    const v2d lower = one - frac;
+    const v2d f = lower * v2d{coef[k0], coef[k1]} + frac * v2d{coef[k0 + 1], coef[k1 + 1]};
+    const v2d s = lower * v2d{s00[k0], s00[k1]} + frac * v2d{s00[k0 + 1], s00[k1 + 1]};
+    const v2d w = Weighted ? v2d{prior[i], prior[j]} : one;
+    const v2d lev = Weighted ? w * s : s;
+    bad += (f - f) + (lev - lev);
+    const v2d r = yv - f;
+    const v2d e = r * (one / (one - lev));
+    const v2d dev = yv - shift;
+    const v2d use = two ? one : v2d{1.0, 0.0};  // the tail's second lane repeats its first
+    rss += use * (w * (r * r));
+    loo += use * (w * (e * e));
+    trace += use * lev;
+    weight += use * w;
+    wd += use * (w * dev);
+    wd2 += use * (w * (dev * dev));
+    const v2l counted = Weighted ? (w > 0.0) : v2l{-1, -1};
+    count += use * (counted ? one : zero);
+    near |= counted & (lev >= 1.0 - 1e-10) & (use > 0.0);
+    if (out.fitted) {
+      out.fitted[i] = f[0];
+      if (two) out.fitted[j] = f[1];
+    }
+    if (out.residuals) {
+      out.residuals[i] = r[0];
+      if (two) out.residuals[j] = r[1];
+    }
+    if (out.leverage) {
+      out.leverage[i] = lev[0];
+      if (two) out.leverage[j] = lev[1];
+    }
+  };
+  std::size_t i = begin;
+  for (; i + 2 <= end; i += 2) two_points(i, true);
+  if (i < end) two_points(i, false);
+  if (off[0] || off[1] || !(bad[0] + bad[1] == 0.0)) return false;
+  FitSums s;
+  s.status[kOk] = end - begin;
+  s.count = count[0] + count[1];
+  s.weight = weight[0] + weight[1];
+  s.rss = rss[0] + rss[1];
+  s.loo = loo[0] + loo[1];
+  s.trace = trace[0] + trace[1];
+  s.near_one = near[0] || near[1];
+  const double wdev = wd[0] + wd[1], wdev2 = wd2[0] + wd2[1];
+  if (s.weight > 0.0) {
+    s.mean = shift + wdev / s.weight;
+    s.spread = std::max(0.0, wdev2 - wdev * (wdev / s.weight));
+  }
+  *sums = s;
+  return true;
+}
+
+// No block is taken by a faster path.
+struct NoFastBlock {
+  bool operator()(std::size_t, std::size_t, FitSums*) const { return false; }
+};
+
 }  // namespace detail
 
 // Fits at n data points with nv value columns (values: n x nv) and their summaries, where
-// fit_at(i, f, &lev) gives point i's fits, its leverage and its status. Returns false if the
-// monitor stopped it; `sums` then is incomplete.
-template <class FitAt>
+// fit_at(i, f, &lev) gives point i's fits, its leverage and its status. `fast(from, to, &s)`,
+// tried first for every block, may give the block's sums (and outputs) itself, as block_sums()
+// would up to rounding in the sums, or return false. Returns false if the monitor stopped it;
+// `sums` then is incomplete.
+template <class FitAt, class FastBlock = detail::NoFastBlock>
 bool fit_summary(std::size_t n, const double* values, std::size_t nv, const double* prior,
                  const FitAt& fit_at, const DataFitOutput& out, FitSums* sums,
-                 const ParallelFor& parallel_for, const Monitor& monitor = {}) {
+                 const ParallelFor& parallel_for, const Monitor& monitor = {},
+                 const FastBlock& fast = FastBlock()) {
   const std::size_t blocks = (n + kSumBlock - 1) / kSumBlock;
   std::vector<FitSums> parts(blocks);
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> f(nv);
     for (std::size_t b = begin; b < end; ++b) {
       const std::size_t from = b * kSumBlock, to = std::min(n, from + kSumBlock);
+      if (fast(from, to, &parts[b])) continue;
       const auto block = [&](auto weighted, auto one) {
         return detail::block_sums<decltype(weighted)::value, decltype(one)::value>(
             from, to, n, values, nv, prior, fit_at, out, f.data());
@@ -226,7 +322,15 @@ inline bool binned_data_fit(const Grid& g, const EngineOutput& nodes, std::size_
       *lev = prior ? prior[i] * s00 : s00;
       return static_cast<int>(kOk);
     };
-    return fit_summary(n, values, nv, prior, line_fit_at, out, sums, parallel_for, monitor);
+    if (nv != 1)
+      return fit_summary(n, values, nv, prior, line_fit_at, out, sums, parallel_for, monitor);
+    auto fast = [&](std::size_t from, std::size_t to, FitSums* s) {
+      return prior ? detail::line_block_sums<true>(g, nodes.coef, nodes.s00, x, scale[0], values,
+                                                   prior, from, to, out, s)
+                   : detail::line_block_sums<false>(g, nodes.coef, nodes.s00, x, scale[0],
+                                                    values, prior, from, to, out, s);
+    };
+    return fit_summary(n, values, nv, prior, line_fit_at, out, sums, parallel_for, monitor, fast);
   }
   auto fit_at = [&](std::size_t i, double* f, double* lev) {
     double q[2] = {0.0, 0.0};
