@@ -208,8 +208,9 @@ for (nt in threads) {
     t_ks <- res$locpoly$median
     cat(sprintf("max |ours - locpoly| / range(fit): grid %.3g, full %.3g  (target <= 1e-8: %s)\n",
                 err_grid, err_full, if (max(err_full, err_grid) <= 1e-8) "met" else "MISSED"))
-    cat(sprintf("time ratio ours / locpoly: grid %.2fx (target <= 0.5x: %s)\n", g$median / t_ks,
-                if (g$median <= 0.5 * t_ks) "met" else "MISSED"))
+    cat(sprintf(paste0("time ratio ours / locpoly: grid %.2fx (single calls after gc(), for",
+                       " reference; row 2 is judged on the interleaved batches above)\n"),
+                g$median / t_ks))
     cat(sprintf(paste0("full model: local_poly() + predict(401) %.4f s vs locpoly %.4f s = %.2fx",
                        " (single calls after gc(); target <= 2x: %s)\n"),
                 fu$median, t_ks, fu$median / t_ks, if (fu$median <= 2 * t_ks) "met" else "MISSED"))
