@@ -635,27 +635,19 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
       }
     });
   };
-  using One = std::integral_constant<int, 1>;
-  using Zero = std::integral_constant<int, 0>;
+  // The degree as a compile-time constant for the dimension `dim`.
+  const auto fused_degree = [&](auto dim) {
+    return p.degree == 1 ? fused(dim, std::integral_constant<int, 1>())
+                         : fused(dim, std::integral_constant<int, 0>());
+  };
   bool done;
-  if (p.diagonal && p.degree == 1 && d == 1) {
-    done = fused(std::integral_constant<std::size_t, 1>(), One());
-  } else if (p.diagonal && p.degree == 1 && d == 2) {
-    done = fused(std::integral_constant<std::size_t, 2>(), One());
-  } else if (p.diagonal && p.degree == 1 && d == 3) {
-    done = fused(std::integral_constant<std::size_t, 3>(), One());
-  } else if (p.diagonal && p.degree == 1 && d == 4) {
-    done = fused(std::integral_constant<std::size_t, 4>(), One());
-  } else if (p.diagonal && p.degree == 0 && d == 1) {
-    done = fused(std::integral_constant<std::size_t, 1>(), Zero());
-  } else if (p.diagonal && p.degree == 0 && d == 2) {
-    done = fused(std::integral_constant<std::size_t, 2>(), Zero());
-  } else if (p.diagonal && p.degree == 0 && d == 3) {
-    done = fused(std::integral_constant<std::size_t, 3>(), Zero());
-  } else if (p.diagonal && p.degree == 0 && d == 4) {
-    done = fused(std::integral_constant<std::size_t, 4>(), Zero());
-  } else {
-    done = run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor, work);
+  const bool fusable = p.diagonal && p.degree <= 1;
+  switch (fusable ? d : 0) {  // cases 1 to kFusedMaxD
+    case 1: done = fused_degree(std::integral_constant<std::size_t, 1>()); break;
+    case 2: done = fused_degree(std::integral_constant<std::size_t, 2>()); break;
+    case 3: done = fused_degree(std::integral_constant<std::size_t, 3>()); break;
+    case 4: done = fused_degree(std::integral_constant<std::size_t, 4>()); break;
+    default: done = run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor, work);
   }
   if (!done) return false;
   double total_prior = 0.0, loss = 0.0;
