@@ -20,7 +20,6 @@ namespace localmean {
 // for NaN and +-Inf, so the finiteness sum is 0 exactly when every value is finite; min and
 // max are exact in any order. The vectors may alias the doubles they are loaded from.
 inline bool extent(const double* x, std::size_t n, double* lo, double* hi) {
-  typedef double v2d __attribute__((vector_size(16), aligned(8), __may_alias__));
   const double inf = std::numeric_limits<double>::infinity();
   v2d vlo[2] = {{inf, inf}, {inf, inf}}, vhi[2] = {{-inf, -inf}, {-inf, -inf}};
   v2d bad[2] = {{0.0, 0.0}, {0.0, 0.0}};

@@ -176,7 +176,6 @@ template <bool Weighted>
 bool line_block_sums(const Grid& g, const double* coef, const double* s00, const double* x,
                      double scale, const double* y, const double* prior, std::size_t begin,
                      std::size_t end, const DataFitOutput& out, FitSums* sums) {
-  typedef double v2d __attribute__((vector_size(16), aligned(8), __may_alias__));
   typedef long v2l __attribute__((vector_size(16)));
   const double lo = g.lo[0], step = g.step[0], last = static_cast<double>(g.size[0] - 1);
   const double top = last * (1.0 + 1e-12);

@@ -33,6 +33,9 @@ namespace localmean {
 // register in the AVX2 copy, two SSE2 registers in the portable one. Macros rather than
 // functions: passing vector types by value would change the ABI between the two builds.
 typedef double v4d __attribute__((vector_size(32), aligned(8)));
+// Two doubles (an SSE2 register), for loops that are memory-bound or gather their lanes; may
+// alias the doubles it is loaded from.
+typedef double v2d __attribute__((vector_size(16), aligned(8), __may_alias__));
 #define LOCALMEAN_LOAD4(p) (*reinterpret_cast<const v4d*>(p))
 #define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
 
