@@ -1,0 +1,130 @@
+// The data side of the engine: scaled points in kd-tree order with their values, prior
+// weights and categorical codes, and the settings of one engine request.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "family.hpp"
+#include "kernels.hpp"
+#include "moments.hpp"
+#include "neighbors.hpp"
+
+namespace localmean {
+
+// Categorical variables of the data, which enter through the generalized product kernel: the
+// weight of point i is its numeric kernel weight times prod_j L_j(level of the query, z_ij).
+// Level codes are 0-based, n x count column-major; per variable its levels, kernel and lambda.
+struct CategoricalVars {
+  const int* codes = nullptr;
+  std::size_t count = 0;
+  std::vector<int> levels;
+  std::vector<DiscreteKernel> kernels;
+  std::vector<double> lambda;
+  bool unit_mass = false;  // weights as probabilities (densities), see discrete_weight
+};
+
+// The data side of the engine: points in scaled coordinates, kept in kd-tree order together with
+// their values, prior weights and categorical levels, so that every strategy sweeps contiguous
+// memory. Optional per-point scales s_i (sample-point bandwidths, as in adaptive density
+// estimation) stretch the kernel of point i: its weight is k(|x_i - q| / (h_q s_i)).
+class LocalData {
+public:
+  LocalData(const double* x, std::size_t n, std::size_t d, const double* values, std::size_t nv,
+            const double* prior, const double* point_scale = nullptr,
+            const CategoricalVars& categorical = {})
+      : tree_(x, n, d), nv_(nv), values_(n * nv), prior_(prior ? n : 0),
+        inv_scale2_(point_scale ? n : 0), cat_(categorical),
+        codes_(categorical.count * n) {
+    const std::vector<std::size_t>& ord = tree_.order();
+    for (std::size_t j = 0; j < cat_.count; ++j)
+      for (std::size_t i = 0; i < n; ++i) codes_[j * n + i] = cat_.codes[j * n + ord[i]];
+    cat_.codes = nullptr;  // the caller's order; codes_ holds tree order
+    table_size_ = 0;
+    for (int c : cat_.levels) table_size_ += static_cast<std::size_t>(c);
+    for (std::size_t j = 0; j < nv; ++j)
+      for (std::size_t i = 0; i < n; ++i) values_[j * n + i] = values[j * n + ord[i]];
+    for (std::size_t i = 0; i < prior_.size(); ++i) prior_[i] = prior[ord[i]];
+    // Prefix sums of the weights in tree order: the weight of any node in O(1).
+    weight_prefix_.assign(n + 1, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      weight_prefix_[i + 1] = weight_prefix_[i] + (prior ? prior_[i] : 1.0);
+    for (std::size_t i = 0; i < inv_scale2_.size(); ++i) {
+      const double s = point_scale[ord[i]];
+      inv_scale2_[i] = 1.0 / (s * s);
+      min_scale_ = std::min(min_scale_, s);
+      max_scale_ = std::max(max_scale_, s);
+    }
+  }
+  // 1 / s_i^2 in tree order, or null without point scales; the extreme scales bound the reach.
+  const double* inv_scale2() const { return inv_scale2_.empty() ? nullptr : inv_scale2_.data(); }
+  double min_scale() const { return inv_scale2_.empty() ? 1.0 : min_scale_; }
+  // Sum of the prior weights at tree positions [begin, end).
+  double weight(std::size_t begin, std::size_t end) const {
+    return weight_prefix_[end] - weight_prefix_[begin];
+  }
+  double max_scale() const { return inv_scale2_.empty() ? 1.0 : max_scale_; }
+  const KdTree& tree() const { return tree_; }
+  std::size_t n() const { return tree_.size(); }
+  std::size_t d() const { return tree_.dim(); }
+  std::size_t nv() const { return nv_; }
+  const double* values() const { return values_.data(); }
+  const double* prior() const { return prior_.empty() ? nullptr : prior_.data(); }
+  bool categorical() const { return cat_.count > 0; }
+  // Entries of a query's level table: one weight per level of every categorical variable.
+  std::size_t table_size() const { return table_size_; }
+  // The level table of a query whose code of variable j is query_codes[j * stride].
+  void level_table(const int* query_codes, std::size_t stride, double* table) const {
+    for (std::size_t j = 0; j < cat_.count; ++j) {
+      const int c = cat_.levels[j], query = query_codes[j * stride];
+      for (int level = 0; level < c; ++level)
+        *table++ = discrete_weight(cat_.kernels[j], query, level, c, cat_.lambda[j], cat_.unit_mass);
+    }
+  }
+  // Multiplies the weights w of the points at tree positions [s, s + len) by their level weights.
+  template <class Len>
+  void weigh_levels(const double* table, std::size_t s, Len len, double* w) const {
+    const std::size_t n = this->n();
+    for (std::size_t j = 0; j < cat_.count; ++j) {
+      const int* code = codes_.data() + j * n + s;
+      for (std::size_t k = 0; k < len; ++k) w[k] *= table[code[k]];
+      table += cat_.levels[j];
+    }
+  }
+
+private:
+  KdTree tree_;
+  std::size_t nv_;
+  std::vector<double> values_, prior_, inv_scale2_, weight_prefix_;
+  double min_scale_ = kInf, max_scale_ = 0.0;
+  CategoricalVars cat_;
+  std::vector<int> codes_;
+  std::size_t table_size_ = 0;
+};
+
+struct EngineSettings {
+  KernelType kernel = KernelType::gaussian;
+  int degree = 0;
+  bool want_var = false;
+  bool use_tree = true;  // prune with the tree; otherwise sweep every point
+  double cutoff = 0.0;   // truncation radius in scales; 0: the kernel's own cut-off
+  double rtol = 0.0;     // weight sums only: relative error allowed (0: exact), see density_sum
+  // The local likelihood (families other than the Gaussian): at most max_iter Newton steps,
+  // converged when the deviance changes by less than tol relative (glm.control's rule).
+  Family family = Family::gaussian;
+  int max_iter = 25;
+  double tol = 1e-8;
+};
+
+// The truncation radius that applies: the user's, else the registry's (infinite for the Cauchy).
+inline double effective_cutoff(const EngineSettings& set) {
+  return set.cutoff > 0.0 ? set.cutoff : kernel_info(set.kernel).cutoff;
+}
+
+}  // namespace localmean

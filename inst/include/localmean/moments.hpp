@@ -1,0 +1,227 @@
+// The local polynomial basis and the moments of one query point: S = sum_i W_i phi phi',
+// T = sum_i W_i phi v', S2 = sum_i k_i W_i phi phi', summed in a fixed order, and their solve.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "simd.hpp"
+
+namespace localmean {
+
+// Monomials u^a of total degree <= degree in d variables, ordered by degree, then by the
+// position of the variables: 1, u1..ud, u1^2, u1 u2, ..., ud^2, ...
+class Basis {
+public:
+  Basis(int d, int degree) : d_(d) {
+    std::vector<int> powers(d, 0);
+    for (int total = 0; total <= degree; ++total) add(powers, 0, total);
+    parent_.assign(terms_.size(), 0);
+    var_.assign(terms_.size(), 0);
+    for (std::size_t b = 1; b < terms_.size(); ++b) {
+      std::vector<int> lower = terms_[b];
+      int j = 0;
+      while (lower[j] == 0) ++j;
+      --lower[j];
+      var_[b] = j;
+      parent_[b] = static_cast<std::size_t>(
+          std::find(terms_.begin(), terms_.end(), lower) - terms_.begin());
+    }
+  }
+  std::size_t size() const { return terms_.size(); }
+  int dim() const { return d_; }
+  // Term b (b >= 1) is term parent(b) times variable var(b).
+  std::size_t parent(std::size_t b) const { return parent_[b]; }
+  int var(std::size_t b) const { return var_[b]; }
+  const std::vector<int>& powers(std::size_t b) const { return terms_[b]; }
+  void eval(const double* u, double* phi) const {
+    for (std::size_t b = 0; b < terms_.size(); ++b) {
+      double p = 1.0;
+      for (int j = 0; j < d_; ++j)
+        for (int e = 0; e < terms_[b][j]; ++e) p *= u[j];
+      phi[b] = p;
+    }
+  }
+
+private:
+  int d_;
+  std::vector<std::vector<int>> terms_;
+  std::vector<std::size_t> parent_;
+  std::vector<int> var_;
+  void add(std::vector<int>& powers, int from, int left) {
+    if (left == 0) {
+      terms_.push_back(powers);
+      return;
+    }
+    for (int j = from; j < d_; ++j) {
+      ++powers[j];
+      add(powers, j, left - 1);
+      --powers[j];
+    }
+  }
+};
+
+// kNoFit: the local likelihood has no maximum (Newton did not converge, or the fit reproduces
+// the window's responses: separation).
+enum QueryStatus { kOk = 0, kNoWeight = 1, kSingular = 2, kNoFit = 3 };
+
+// A Cholesky pivot of S below this share of its own diagonal entry marks the local design as
+// singular (rank deficient): about 5e4 times the double epsilon, so that rounding in sums of
+// many terms is not taken for information, while designs merely ill-conditioned are solved.
+// Relative to each column's own scale, so that a predictor with a huge bandwidth (tiny scaled
+// coordinates, the kernel nearly constant in it) still spans its polynomial terms.
+constexpr double kRankTolerance = 1e-11;
+
+// Points per block of the kernel sweep: a fixed length lets the weight loops vectorise, and 16
+// points keep four AVX2 vectors of the kernel's long dependency chain (the exponential) in flight.
+constexpr std::size_t kBlock = 16;
+
+namespace detail {
+// Pairwise sum of a full block (a fixed order); sequential for a run-time length.
+LOCALMEAN_INLINE double pairwise_sum(const double* v, std::integral_constant<std::size_t, 1>) {
+  return v[0];
+}
+template <std::size_t L>
+LOCALMEAN_INLINE double pairwise_sum(const double* v, std::integral_constant<std::size_t, L>) {
+  const auto half = std::integral_constant<std::size_t, L / 2>();
+  return pairwise_sum(v, half) + pairwise_sum(v + L / 2, half);
+}
+LOCALMEAN_INLINE double block_sum(const double* v, std::integral_constant<std::size_t, kBlock> full) {
+  return pairwise_sum(v, full);
+}
+inline double block_sum(const double* v, std::size_t len) {
+  double s = 0.0;
+  for (std::size_t k = 0; k < len; ++k) s += v[k];
+  return s;
+}
+}  // namespace detail
+
+// Lanes per moment: the sweep adds point k of a block into lane k % kLanes (two v4d: short
+// dependency chains for the local mean's few moments, few loads and stores for many moments).
+constexpr std::size_t kLanes = 8;
+
+// Moments of one query point (upper triangles of S and S2, and T), with scratch for their
+// solution and for the basis values of one block of points. The sweep adds each block into
+// kLanes lanes per moment (no horizontal sums in the hot loop, one load and store per block);
+// flush() adds the lanes' pairwise sums into S, T and S2, so every moment is summed in a fixed
+// order.
+struct Moments {
+  std::size_t nb, nv;
+  bool want_var;
+  std::vector<double> S, T, S2, chol, inv, col;
+  std::vector<double> block_phi;  // nb x kBlock
+  std::vector<double> lanes;      // kLanes lanes of S (nb x nb), then T (nb x nv), then S2
+  Moments(std::size_t nb_, std::size_t nv_, bool want_var_)
+      : nb(nb_), nv(nv_), want_var(want_var_), S(nb_ * nb_), T(nb_ * nv_), S2(nb_ * nb_),
+        chol(nb_ * nb_), inv(nb_ * nb_), col(nb_), block_phi(nb_ * kBlock),
+        lanes((2 * nb_ * nb_ + nb_ * nv_) * kLanes) {}
+  double* S_lanes() { return lanes.data(); }
+  double* T_lanes() { return lanes.data() + nb * nb * kLanes; }
+  double* S2_lanes() { return lanes.data() + (nb * nb + nb * nv) * kLanes; }
+  void reset() {
+    std::fill(S.begin(), S.end(), 0.0);
+    std::fill(T.begin(), T.end(), 0.0);
+    std::fill(S2.begin(), S2.end(), 0.0);
+    std::fill(lanes.begin(), lanes.end(), 0.0);
+  }
+  void flush() {
+    auto add = [&](std::vector<double>& to, double* from) {
+      for (std::size_t e = 0; e < to.size(); ++e, from += kLanes) {
+        to[e] += ((from[0] + from[1]) + (from[2] + from[3])) +
+                 ((from[4] + from[5]) + (from[6] + from[7]));
+        std::fill(from, from + kLanes, 0.0);
+      }
+    };
+    add(S, S_lanes());
+    add(T, T_lanes());
+    if (want_var) add(S2, S2_lanes());
+  }
+};
+
+// Output arrays, column-major for R, allocated by the caller; optional ones may be null.
+struct EngineOutput {
+  double* coef = nullptr;  // m x nb x nv: coefficients of the scaled basis
+  double* var = nullptr;   // m x nb: diag(S^-1 S2 S^-1)
+  double* s00 = nullptr;   // m: [S^-1]_00, the leverage of a data point divided by its weight
+  double* wsum = nullptr;  // m: sum of the weights W_i
+  int* status = nullptr;   // m: QueryStatus
+};
+
+// Solves the moments of query q (of m) into the outputs: Cholesky of S with a rank check.
+inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const EngineOutput& out) {
+  const std::size_t nb = mo.nb, nv = mo.nv;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (out.wsum) out.wsum[q] = mo.S[0];
+  int status = kOk;
+  if (!(mo.S[0] > 0.0)) status = kNoWeight;
+  // Cholesky S = L L' (L stored row-major in chol, lower part).
+  std::vector<double>& L = mo.chol;
+  for (std::size_t a = 0; a < nb && status == kOk; ++a) {
+    for (std::size_t b = 0; b <= a; ++b) {
+      double s = mo.S[b * nb + a];  // upper triangle holds S[b][a] for b <= a
+      for (std::size_t c = 0; c < b; ++c) s -= L[a * nb + c] * L[b * nb + c];
+      if (a == b) {
+        if (!(s > kRankTolerance * mo.S[a * nb + a])) {
+          status = kSingular;
+          break;
+        }
+        L[a * nb + a] = std::sqrt(s);
+      } else {
+        L[a * nb + b] = s / L[b * nb + b];
+      }
+    }
+  }
+  if (out.status) out.status[q] = status;
+  if (status != kOk) {
+    for (std::size_t k = 0; k < nb * nv; ++k) out.coef[q + m * k] = nan;
+    if (out.var)
+      for (std::size_t b = 0; b < nb; ++b) out.var[q + m * b] = nan;
+    if (out.s00) out.s00[q] = nan;
+    return;
+  }
+  // inv = S^-1, column by column.
+  std::vector<double>& inv = mo.inv;
+  std::vector<double>& col = mo.col;  // scratch: no allocation per query
+  for (std::size_t c = 0; c < nb; ++c) {
+    for (std::size_t a = 0; a < nb; ++a) {
+      double s = (a == c) ? 1.0 : 0.0;
+      for (std::size_t k = 0; k < a; ++k) s -= L[a * nb + k] * col[k];
+      col[a] = s / L[a * nb + a];
+    }
+    for (std::size_t a = nb; a-- > 0;) {
+      double s = col[a];
+      for (std::size_t k = a + 1; k < nb; ++k) s -= L[k * nb + a] * col[k];
+      col[a] = s / L[a * nb + a];
+    }
+    for (std::size_t a = 0; a < nb; ++a) inv[a * nb + c] = col[a];
+  }
+  for (std::size_t j = 0; j < nv; ++j)
+    for (std::size_t a = 0; a < nb; ++a) {
+      double s = 0.0;
+      for (std::size_t b = 0; b < nb; ++b) s += inv[a * nb + b] * mo.T[b * nv + j];
+      out.coef[q + m * (a + nb * j)] = s;
+    }
+  if (out.s00) out.s00[q] = inv[0];
+  if (out.var) {
+    auto s2 = [&](std::size_t a, std::size_t b) {
+      return a <= b ? mo.S2[a * nb + b] : mo.S2[b * nb + a];
+    };
+    for (std::size_t a = 0; a < nb; ++a) {
+      double s = 0.0;
+      for (std::size_t b = 0; b < nb; ++b) {
+        double t = 0.0;
+        for (std::size_t c = 0; c < nb; ++c) t += s2(b, c) * inv[c * nb + a];
+        s += inv[a * nb + b] * t;
+      }
+      out.var[q + m * a] = s;
+    }
+  }
+}
+
+}  // namespace localmean
