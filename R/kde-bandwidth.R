@@ -63,8 +63,8 @@
 #'   dimension only.
 #'
 #' **Gradient.** For estimating the density gradient (`mean_shift(bandwidth =
-#' "plugin")`; its default "auto" is the normal-scale rule) the package uses the same two-stage diagonal plug-in with
-#' derivative order 1 (SAMSE pilots as above; `ks::Hpi.diag(x, deriv.order =
+#' "plugin")`; its default "auto" is the normal-scale rule) the package uses
+#' the same two-stage diagonal plug-in with derivative order 1 (SAMSE pilots as above; `ks::Hpi.diag(x, deriv.order =
 #' 1)` uses its `"dscalar"` pilot and differs by a few percent):
 #' the AMISE of the gradient estimate (Chacon, Duong & Wand 2011),
 #' \eqn{n^{-1}(4\pi)^{-d/2}\prod_j h_j^{-1} \sum_j h_j^{-2}/2 -
