@@ -64,8 +64,9 @@
 #'
 #' **Gradient.** For estimating the density gradient (`mean_shift(bandwidth =
 #' "plugin")`; its default "auto" is the normal-scale rule) the package uses
-#' the same two-stage diagonal plug-in with derivative order 1 (SAMSE pilots as above; `ks::Hpi.diag(x, deriv.order =
-#' 1)` uses its `"dscalar"` pilot and differs by a few percent):
+#' the same two-stage diagonal plug-in with derivative order 1 (SAMSE pilots
+#' as above; `ks::Hpi.diag(x, deriv.order = 1)` uses its `"dscalar"` pilot and
+#' differs by a few percent):
 #' the AMISE of the gradient estimate (Chacon, Duong & Wand 2011),
 #' \eqn{n^{-1}(4\pi)^{-d/2}\prod_j h_j^{-1} \sum_j h_j^{-2}/2 -
 #' \frac14\sum_{j,k} h_j^2 h_k^2 \sum_i \psi_{2e_i+2e_j+2e_k}}{n^-1 (4 pi)^(-d/2) prod_j h_j^-1

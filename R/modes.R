@@ -27,8 +27,7 @@
 #' `ks::Hns(deriv.order = 1)`): optimal for normal data, a little smooth for
 #' multimodal data, which keeps ripples of the estimate from becoming modes.
 #' "plugin" is the two-stage diagonal plug-in for the gradient (see
-#' [kde_bandwidth()]'s "Gradient" notes; like `ks::Hpi.diag(deriv.order = 1)`),
-#' smaller and finer on large samples but prone to many small clusters on
+#' [kde_bandwidth()]'s "Gradient" notes), smaller and finer on large samples but prone to many small clusters on
 #' small or correlated ones. Both are per variable, chosen for the Gaussian
 #' scale and converted to `kernel`. Give a number or one scale per variable
 #' otherwise. Distances, `tol` and `merge_tol` are measured in bandwidths,
