@@ -27,11 +27,12 @@
 #' `ks::Hns(deriv.order = 1)`): optimal for normal data, a little smooth for
 #' multimodal data, which keeps ripples of the estimate from becoming modes.
 #' "plugin" is the two-stage diagonal plug-in for the gradient (see
-#' [kde_bandwidth()]'s "Gradient" notes), smaller and finer on large samples but prone to many small clusters on
-#' small or correlated ones. Both are per variable, chosen for the Gaussian
-#' scale and converted to `kernel`. Give a number or one scale per variable
-#' otherwise. Distances, `tol` and `merge_tol` are measured in bandwidths,
-#' i.e. after dividing every variable by its scale.
+#' [kde_bandwidth()]'s "Gradient" notes), smaller and finer on large samples
+#' but prone to many small clusters on small or correlated ones. Both are per
+#' variable, chosen for the Gaussian scale and converted to `kernel`. Give a
+#' number or one scale per variable otherwise. Distances, `tol` and
+#' `merge_tol` are measured in bandwidths, i.e. after dividing every variable
+#' by its scale.
 #'
 #' **Acceleration.** With `accelerate = TRUE` (the default; without seeds or
 #' with them, not when blurring) three devices cut the number of local means
