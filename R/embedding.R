@@ -152,9 +152,90 @@ lle <- function(x, ndim = 2, k = 12, reg = 1e-3, n_threads = NULL, verbose = int
   reg <- check_positive(reg)
   threads <- n_threads(n_threads)
   res <- cpp_lle(x, k, ndim, reg, threads, check_flag(verbose))
+  warn_disconnected(res$neighbours, k)
   new_local_embedding(res$layout, "lle", list(k = k, reg = reg), match.call(),
                       data = x, neighbours = res$neighbours, weights = res$weights,
                       eigenvalues = res$eigenvalues)
+}
+
+# LLE's layout is, up to the regularisation, a local mean of its neighbours' layout: every row i
+# of W reconstructs point i from its neighbours. A piece of the data whose points all have their
+# neighbours inside it (a closed strongly connected component of the directed k-nearest-neighbour
+# graph) can then take a constant of its own, and with two or more such pieces the leading
+# coordinates only say which piece a point belongs to. Warn, so that the user can take a larger k.
+warn_disconnected <- function(neighbours, k) {
+  pieces <- closed_pieces(neighbours)
+  if (pieces > 1L) {
+    warn(c("The {k}-nearest-neighbour graph falls into {pieces} pieces that no neighbour links
+            to the rest: the layout gives each piece a constant of its own and says little
+            within them.",
+           i = "Take a larger {.arg k}, or embed the pieces one by one."))
+  }
+}
+
+# The number of closed strongly connected components (no edge leaves them) of the directed graph
+# i -> neighbours[i, ], by Tarjan's algorithm with an explicit stack.
+closed_pieces <- function(neighbours) {
+  n <- nrow(neighbours)
+  k <- ncol(neighbours)
+  adj <- as.vector(t(neighbours))  # the edges of point v are adj[(v - 1) * k + 1:k]
+  index <- integer(n)
+  low <- integer(n)
+  on_stack <- logical(n)
+  component <- integer(n)
+  stack <- integer(n)
+  top <- 0L
+  visit <- integer(n)  # the depth-first path and the next edge of each of its points
+  next_edge <- integer(n)
+  depth <- 0L
+  counter <- 0L
+  found <- 0L
+  for (s in seq_len(n)) {
+    if (index[s]) next
+    counter <- counter + 1L
+    index[s] <- low[s] <- counter
+    top <- top + 1L
+    stack[top] <- s
+    on_stack[s] <- TRUE
+    depth <- 1L
+    visit[1L] <- s
+    next_edge[1L] <- 1L
+    while (depth) {
+      v <- visit[depth]
+      e <- next_edge[depth]
+      if (e <= k) {
+        next_edge[depth] <- e + 1L
+        w <- adj[(v - 1L) * k + e]
+        if (!index[w]) {
+          counter <- counter + 1L
+          index[w] <- low[w] <- counter
+          top <- top + 1L
+          stack[top] <- w
+          on_stack[w] <- TRUE
+          depth <- depth + 1L
+          visit[depth] <- w
+          next_edge[depth] <- 1L
+        } else if (on_stack[w] && index[w] < low[v]) {
+          low[v] <- index[w]
+        }
+        next
+      }
+      if (low[v] == index[v]) {
+        found <- found + 1L
+        repeat {
+          w <- stack[top]
+          top <- top - 1L
+          on_stack[w] <- FALSE
+          component[w] <- found
+          if (w == v) break
+        }
+      }
+      depth <- depth - 1L
+      if (depth && low[v] < low[visit[depth]]) low[visit[depth]] <- low[v]
+    }
+  }
+  leaving <- component[rep(seq_len(n), each = k)] != component[adj]
+  found - length(unique(component[rep(seq_len(n), each = k)][leaving]))
 }
 
 #' TriMap
@@ -547,7 +628,7 @@ check_ndim <- function(ndim, d, max = Inf, call = rlang::caller_env()) {
 #' @name local_embedding
 #' @family embedding
 #' @examples
-#' fit <- lle(iris[, 1:4], k = 15)
+#' fit <- lle(iris[, 1:4], k = 25)
 #' fit
 #' head(as.data.frame(fit))
 #' predict(fit, iris[1:2, 1:4])

@@ -22,7 +22,7 @@
 #' each divided by its spread (the smaller of the sd and IQR / 1.349), by
 #' [stats::kmeans()] with 10 random starts, so `set.seed()` makes the rules
 #' reproducible (they are numbered in the order of their centres);
-#' `"mean_shift"` takes the modes of [mean_shift()] (its `"auto"` bandwidth)
+#' `"mean_shift"` takes the modes of [mean_shift()] (its `"plugin"` bandwidth)
 #' whose clusters hold more points than a consequent has coefficients,
 #' largest cluster first, at most `rules` of them; or give a matrix (or data
 #' frame, or a vector for one predictor) of centres with one column per
@@ -234,8 +234,10 @@ rule_centres <- function(centres, rules, x, prior, kernel, terms, n_threads, ver
   out <- if (how == "kmeans") {
     kmeans_centres(x, rules %||% min(3L, distinct), call)
   } else {
-    ms <- mean_shift(x, kernel = kernel, tol = 1e-4, weights = prior, n_threads = n_threads,
-                     verbose = verbose)
+    # the plug-in locates the modes more closely than the smoother default, and rules need
+    # centres, not a robust count of clusters
+    ms <- mean_shift(x, kernel = kernel, bandwidth = "plugin", tol = 1e-4, weights = prior,
+                     n_threads = n_threads, verbose = verbose)
     # clusters come largest first; a rule needs the points to fit its consequent
     fit_enough <- max(1L, sum(ms$size >= terms + 1L))
     ms$modes[seq_len(min(rules %||% Inf, fit_enough)), , drop = FALSE]

@@ -19,11 +19,20 @@
 #' point lies within `merge_tol / 100` bandwidths of its cluster (points
 #' grouped as below), or no point moves more than `tol`.
 #'
-#' **Bandwidth.** "auto" is a bandwidth for estimating the density gradient
-#' (see [kde_bandwidth()]'s `gradient` notes): per variable, chosen for the
-#' Gaussian scale and converted to `kernel`. Give a number or one scale per
-#' variable otherwise. Distances, `tol` and `merge_tol` are measured in
-#' bandwidths, i.e. after dividing every variable by its scale.
+#' **Bandwidth.** Mode seeking follows the gradient of the density, which
+#' needs more smoothing than the density itself (Chacon & Duong 2013), so the
+#' selectors target the gradient. "auto" is the normal-scale rule for the
+#' gradient, \eqn{h_j = (4 / ((d + 4) n))^{1/(d + 6)} s_j}{h_j = (4 / ((d + 4) n))^(1/(d + 6)) s_j}
+#' for a variable of standard deviation \eqn{s_j}{s_j} (the diagonal of
+#' `ks::Hns(deriv.order = 1)`): optimal for normal data, a little smooth for
+#' multimodal data, which keeps ripples of the estimate from becoming modes.
+#' "plugin" is the two-stage diagonal plug-in for the gradient (see
+#' [kde_bandwidth()]'s "Gradient" notes), smaller and finer on large samples
+#' but prone to many small clusters on small or correlated ones. Both are per
+#' variable, chosen for the Gaussian scale and converted to `kernel`. Give a
+#' number or one scale per variable otherwise. Distances, `tol` and
+#' `merge_tol` are measured in bandwidths, i.e. after dividing every variable
+#' by its scale.
 #'
 #' **Acceleration.** With `accelerate = TRUE` (the default; without seeds or
 #' with them, not when blurring) three devices cut the number of local means
@@ -61,7 +70,9 @@
 #' Clusters are numbered by decreasing size.
 #'
 #' @param x A numeric vector, matrix or data frame (one column per variable).
-#' @param bandwidth "auto", a number, or one scale per variable.
+#' @param bandwidth "auto" (the normal-scale rule for the density gradient),
+#'   "plugin" (the plug-in for the gradient), a number, or one scale per
+#'   variable.
 #' @param kernel A kernel name, see [kernels()].
 #' @param max_iter Maximum number of steps per point (0: no move, every
 #'   point is its own mode and only merging groups them).
@@ -70,13 +81,18 @@
 #'   clustering alone `tol = 1e-4` is usually as good and much faster.
 #' @param blurring Move the data with the points (blurring mean shift).
 #' @param merge_tol Modes closer than this (in bandwidths) are merged.
-#' @param min_size Fewest points of a cluster: the points of a smaller one
-#'   join the cluster whose mode is nearest its own mode (in bandwidths), as
-#'   `ks::kms(min.clust.size =)` does. `NULL` means 1% of the points, at least
-#'   2 (ks's default), so that a mode reached by one point is not a cluster;
-#'   1 keeps every mode. The small clusters' modes are kept as
-#'   `absorbed_modes`, so that [predict()] sends new points that climb to
-#'   them where their training points went.
+#' @param min_size Fewest points of a cluster. A smaller cluster joins the
+#'   cluster of at least `min_size` points whose mode is nearest its own (in
+#'   bandwidths) only if the two climbs meet: the kernel density along the
+#'   segment between the two modes stays above 0.8 times the density at the
+#'   small mode (no valley between them, so the small mode is a ripple on the
+#'   slope of the large one). Otherwise it stays a cluster of its own: points
+#'   that never met are never put together. A warning says when more than half
+#'   of the points end in clusters smaller than `min_size` (the bandwidth is
+#'   then too small). `NULL` means 1% of the points, at least 2; 1 keeps
+#'   every mode. The joined clusters' modes are kept as `absorbed_modes`, so
+#'   that [predict()] sends new points that climb to them where their training
+#'   points went.
 #' @param seeds `NULL` (every data point climbs), "bin" (one seed per cell of
 #'   a grid with cells one bandwidth wide holding at least `min_bin_freq`
 #'   points, at the mean of its points, as scikit-learn's `bin_seeding`), or a
@@ -106,6 +122,10 @@
 #' Fukunaga, K. and Hostetler, L. (1975). The estimation of the gradient of a
 #' density function, with applications in pattern recognition. *IEEE
 #' Transactions on Information Theory* 21, 32-40. \doi{10.1109/TIT.1975.1055330}
+#'
+#' Chacon, J. E. and Duong, T. (2013). Data-driven density derivative
+#' estimation, with applications to nonparametric clustering and bump hunting.
+#' *Electronic Journal of Statistics* 7, 499-532. \doi{10.1214/13-EJS781}
 #'
 #' Cheng, Y. (1995). Mean shift, mode seeking, and clustering. *IEEE
 #' Transactions on Pattern Analysis and Machine Intelligence* 17, 790-799.
@@ -148,7 +168,8 @@ mean_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 50
   }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
   if (!is.null(start)) groups <- assign_to_modes(groups, res$points, setup)
-  groups <- absorb_small(groups, res$points, setup$h, min_size)
+  groups <- absorb_small(groups, res$points, setup, min_size)
+  warn_tiny_clusters(groups$size, min_size)
   fit <- new_local_modes(setup, groups, res, "mean_shift", match.call())
   fit$absorbed_modes <- res$points[groups$absorbed, , drop = FALSE]
   fit$absorbed_into <- groups$absorbed_into
@@ -172,27 +193,61 @@ meet_share <- 0.25
 # reached by a single point does not make a cluster of its own.
 default_min_size <- function(n) max(2L, as.integer(round(0.01 * n)))
 
-# Clusters smaller than `min_size` join the cluster whose mode is nearest their own (in
-# bandwidths) among those of at least `min_size` points (or the largest, when none is that
-# large); the rest are renumbered by decreasing size. `absorbed` indexes the small clusters'
-# modes in `points`, `absorbed_into` their new clusters.
-absorb_small <- function(groups, points, h, min_size) {
-  small <- groups$size < min_size
-  small[1L] <- FALSE  # sizes decrease, so the largest cluster always stays
-  if (!any(small)) return(c(groups, list(absorbed = integer(0), absorbed_into = integer(0))))
-  large <- which(!small)
+# A cluster smaller than `min_size` joins the cluster of at least `min_size` points whose mode is
+# nearest its own (in bandwidths) only when the two climbs meet: the kernel density along the
+# segment between the modes stays above `valley` times the density at the small mode, so that the
+# small mode is a ripple on the slope of the large one. Other small clusters stay as they are.
+# The rest are renumbered by decreasing size. `absorbed` indexes the joined clusters' modes in
+# `points`, `absorbed_into` their new clusters.
+absorb_small <- function(groups, points, setup, min_size) {
   reps <- groups$representative
-  into <- large[cpp_nearest_index(points[reps[large], , drop = FALSE], h,
-                                  points[reps[small], , drop = FALSE], 1L)]
+  small <- which(groups$size < min_size)
+  large <- which(groups$size >= min_size)
+  join <- integer(0)
+  into <- integer(0)
+  if (length(small) && length(large)) {
+    nearest <- large[cpp_nearest_index(points[reps[large], , drop = FALSE], setup$h,
+                                       points[reps[small], , drop = FALSE], 1L)]
+    meets <- modes_meet(points[reps[small], , drop = FALSE], points[reps[nearest], , drop = FALSE],
+                        setup)
+    join <- small[meets]
+    into <- nearest[meets]
+  }
+  if (!length(join)) return(c(groups, list(absorbed = integer(0), absorbed_into = integer(0))))
   target <- seq_along(reps)
-  target[small] <- into
+  target[join] <- into
   cluster <- target[groups$cluster]
-  size <- tabulate(cluster, length(reps))[large]
+  kept <- setdiff(seq_along(reps), join)
+  size <- tabulate(cluster, length(reps))[kept]
   relabel <- order(-size, seq_along(size))
   new_label <- integer(length(reps))
-  new_label[large[relabel]] <- seq_along(large)
-  list(cluster = new_label[cluster], representative = reps[large[relabel]],
-       size = size[relabel], absorbed = reps[small], absorbed_into = new_label[into])
+  new_label[kept[relabel]] <- seq_along(kept)
+  list(cluster = new_label[cluster], representative = reps[kept[relabel]],
+       size = size[relabel], absorbed = reps[join], absorbed_into = new_label[into])
+}
+
+# The share of the small mode's density below which a dip between two modes is a valley.
+valley <- 0.8
+
+# Whether the kernel density on the data stays above `valley` times its value at `from[i, ]` on
+# the segment from `from[i, ]` to `to[i, ]` (checked at `steps` + 1 evenly spaced points).
+modes_meet <- function(from, to, setup, steps = 16L) {
+  t <- seq(0, 1, length.out = steps + 1L)
+  along <- do.call(rbind, lapply(t, function(s) from + s * (to - from)))
+  density <- matrix(kde_values_at(setup, along), nrow(from))
+  apply(density, 1L, function(f) min(f) >= valley * f[1L])
+}
+
+# Warns when more than half of the points end in clusters smaller than `min_size` (at least 2):
+# the bandwidth is then too small for the points' climbs to meet. Fewer than twice that many
+# points cannot make a cluster of that size and another.
+warn_tiny_clusters <- function(size, min_size) {
+  least <- max(min_size, 2L)
+  tiny <- sum(size[size < least])
+  if (sum(size) >= 2 * least && tiny > sum(size) / 2) {
+    warn(c("{tiny} of {sum(size)} points are in clusters of fewer than {least} points.",
+           i = "The {.arg bandwidth} may be too small: their climbs do not meet."))
+  }
 }
 
 # The cluster of every point of `points` by the fit's rule for data points: the nearest mode (in
@@ -314,7 +369,8 @@ shift_bandwidth <- function(bandwidth, x, kernel, weights, n_threads, call) {
   }
   if (!is.numeric(bandwidth) || is.matrix(bandwidth) || !length(bandwidth) %in% c(1L, d) ||
       any(!is.finite(bandwidth)) || any(bandwidth <= 0)) {
-    abort("{.arg bandwidth} must be {.val auto}, a positive number or one per variable ({d}).",
+    abort("{.arg bandwidth} must be {.val {selector_names(\"modes\")}}, a positive number or one
+           per variable ({d}).",
           call = call)
   }
   rep_len(as.double(bandwidth), d)

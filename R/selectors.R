@@ -41,6 +41,21 @@ density_selector <- function(name, gaussian_bandwidth, max_d = Inf, data_driven 
   })
 }
 
+# Mode-seeking selectors: Gaussian scales for the density gradient, converted to the kernel.
+mode_selector <- function(name, gaussian_bandwidth) {
+  selector(name, "modes", function(p) {
+    if (nrow(p$x) < 2L) {
+      abort("{.arg x} needs at least 2 points for {.code bandwidth = \"{name}\"}.", call = p$call)
+    }
+    h <- gaussian_bandwidth(p) * kernel_scale_factor(p$kernel)
+    if (any(!(h > 0))) {
+      abort(c("{.code bandwidth = \"{name}\"} gives a zero bandwidth: a variable has no spread.",
+              i = "Give {.arg bandwidth} as a number."), call = p$call)
+    }
+    list(bandwidth = h, curve = NULL)
+  })
+}
+
 # Every selector of the package, in the order their names are listed to users.
 bandwidth_selectors <- list(
   scored_selector("cv", c("regression", "classification")),
@@ -67,17 +82,8 @@ bandwidth_selectors <- list(
   }),
   density_selector("scv", function(p) bw_scv_1d(p$x[, 1L], p$weights), max_d = 1),
   density_selector("isj", function(p) bw_isj(p$x[, 1L], p$weights), max_d = 1),
-  selector("auto", "modes", function(p) {
-    if (nrow(p$x) < 2L) {
-      abort("{.arg x} needs at least 2 points for {.code bandwidth = \"auto\"}.", call = p$call)
-    }
-    h <- bw_gradient(p$x, p$weights, p$n_threads) * kernel_scale_factor(p$kernel)
-    if (any(!(h > 0))) {
-      abort(c("{.code bandwidth = \"auto\"} gives a zero bandwidth: a variable has no spread.",
-              i = "Give {.arg bandwidth} as a number."), call = p$call)
-    }
-    list(bandwidth = h, curve = NULL)
-  })
+  mode_selector("auto", function(p) bw_gradient_ns(p$x, p$weights)),
+  mode_selector("plugin", function(p) bw_gradient(p$x, p$weights, p$n_threads))
 )
 
 # Names of the selectors that serve a family (and handle d variables).

@@ -10,9 +10,17 @@
 #' \eqn{k_s = x_s W_K}{k_s = x_s W_K} and values \eqn{v_s = x_s W_V}{v_s = x_s W_V} (each projection is the
 #' identity when not given), a content kernel \eqn{K}{K} and a time kernel \eqn{L}{L}. With the
 #' default `kernel = "softmax"`, \eqn{K(q, k) = \exp(q \cdot k / h)}{K(q, k) = exp(q . k / h)} with
-#' \eqn{h = \sqrt{d_k}}{h = sqrt(d_k)}, and with `time_kernel = "causal"` this is exactly causal
-#' scaled dot-product self-attention, \eqn{\mathrm{softmax}(QK'/\sqrt{d_k} + M)
+#' \eqn{h = \sqrt{d_k}}{h = sqrt(d_k)}, `time_kernel = "causal"` and `scale = FALSE` this is exactly
+#' causal scaled dot-product self-attention, \eqn{\mathrm{softmax}(QK'/\sqrt{d_k} + M)
 #' V}{softmax(QK'/sqrt(d_k) + M) V} with the mask \eqn{M}{M}.
+#'
+#' **Scaling.** By default (`scale = TRUE`) the queries and keys are computed
+#' from the columns of `x` standardised (centred and divided by their standard
+#' deviations), so that the content kernel compares values on a common scale
+#' whatever the units; the values \eqn{v_s}{v_s} keep the units of `x`. On raw
+#' data in large units the exponential kernel puts all the weight on the
+#' largest past value (a running maximum for a positive series); use `scale =
+#' FALSE` for attention on `x` as it is (for example with learned projections).
 #'
 #' Content kernels: `"softmax"` (the exponential dot product, bandwidth
 #' \eqn{h}{h} dividing the dot product) or any distance kernel of the registry
@@ -45,6 +53,8 @@
 #' @param wq,wk,wv Optional query, key and value projection matrices with
 #'   `ncol(x)` rows: `wq` and `wk` with the same number of columns
 #'   \eqn{d_k}{d_k}, `wv` with \eqn{d_v}{d_v} columns.
+#' @param scale Standardise the columns of `x` before the query and key
+#'   projections (see Scaling); `FALSE` uses `x` as it is.
 #' @param return_weights Also return the \eqn{T \times T}{T x T} weights.
 #' @inheritParams lle
 #' @param ... Not used.
@@ -60,7 +70,7 @@
 #' @examples
 #' set.seed(1)
 #' x <- matrix(rnorm(50 * 4), 50)
-#' y <- temporal_local_mean(x)
+#' y <- temporal_local_mean(x, scale = FALSE)
 #' # The same as causal scaled dot-product attention:
 #' s <- x %*% t(x) / 2
 #' s[upper.tri(s)] <- -Inf
@@ -71,19 +81,21 @@
 #'                           time_bandwidth = 5)
 temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_kernel = "causal",
                                 time_bandwidth = NULL, wq = NULL, wk = NULL, wv = NULL,
-                                return_weights = FALSE, n_threads = NULL,
+                                scale = TRUE, return_weights = FALSE, n_threads = NULL,
                                 verbose = interactive(), ...) {
   check_dots(...)
   x <- check_sequence(x)
   kernel <- check_choice(kernel, c("softmax", kernel_names()))
   time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
   check_flag(return_weights)
+  scale <- check_flag(scale)
   n <- nrow(x)
   wq <- check_projection(wq, ncol(x))
   wk <- check_projection(wk, ncol(x))
   wv <- check_projection(wv, ncol(x))
-  xq <- if (is.null(wq)) x else x %*% wq
-  xk <- if (is.null(wk)) x else x %*% wk
+  content <- if (scale) standardise_columns(x) else x
+  xq <- if (is.null(wq)) content else content %*% wq
+  xk <- if (is.null(wk)) content else content %*% wk
   if (ncol(xq) != ncol(xk)) {
     abort("{.arg wq} and {.arg wk} must have the same number of columns ({ncol(xq)} and
           {ncol(xk)}).")
@@ -95,17 +107,24 @@ temporal_local_mean <- function(x, kernel = "softmax", bandwidth = NULL, time_ke
     abort(c("{.arg return_weights} = TRUE needs a {n} x {n} matrix.",
             i = "The weights are returned for at most {max_weight_steps} steps."))
   }
-  # One transposed copy per distinct matrix: without projections x serves as all three.
-  tx <- if (is.null(wq) || is.null(wk) || is.null(wv)) t(x)
-  tq <- if (is.null(wq)) tx else t(xq)
-  tk <- if (is.null(wk)) tx else t(xk)
-  tv <- if (is.null(wv)) tx else t(xv)
+  # One transposed copy per distinct matrix: without projections or scaling x serves as all three.
+  tc <- if (is.null(wq) || is.null(wk)) t(content)
+  tq <- if (is.null(wq)) tc else t(xq)
+  tk <- if (is.null(wk)) tc else t(xk)
+  tv <- if (!is.null(wv)) t(xv) else if (!scale && !is.null(tc)) tc else t(x)
   res <- cpp_temporal_local_mean(tq, tk, tv, kernel, bandwidth, time_kernel, time_bandwidth,
                                  return_weights, n_threads(n_threads), check_flag(verbose))
   out <- res$mean
   colnames(out) <- colnames(xv)
   if (!return_weights) return(out)
   list(output = out, weights = t(res$weights))
+}
+
+# The columns centred and divided by their standard deviations (a constant column is centred only).
+standardise_columns <- function(x) {
+  centred <- sweep(x, 2L, colMeans(x))
+  spread <- sqrt(colSums(centred^2) / (nrow(x) - 1))
+  sweep(centred, 2L, ifelse(spread > 0, spread, 1), `/`)
 }
 
 # The longest sequence whose T x T weights are returned (200 MB of doubles).

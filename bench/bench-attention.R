@@ -40,8 +40,9 @@ plain_attention <- function(x) {
 run_case <- function(case, x, nt) {
   switch(case,
     plain = plain_attention(x),
-    causal = temporal_local_mean(x, n_threads = nt, verbose = FALSE),
-    window = temporal_local_mean(x, time_bandwidth = window, n_threads = nt, verbose = FALSE))
+    causal = temporal_local_mean(x, scale = FALSE, n_threads = nt, verbose = FALSE),
+    window = temporal_local_mean(x, time_bandwidth = window, scale = FALSE, n_threads = nt,
+                                 verbose = FALSE))
 }
 
 # Child mode: Rscript bench-attention.R --child <case> <threads>

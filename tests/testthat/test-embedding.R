@@ -292,3 +292,37 @@ test_that("embedding_quality's global score is 1 for a layout as good as exact P
   expect_identical(unname(q["global_score"]), 1)
   expect_false(anyNA(embedding_quality(x * 1e-300, x, verbose = FALSE)))
 })
+
+test_that("lle() warns when the neighbour graph falls into pieces (scale(iris), k = 12)", {
+  x <- scale(iris[, 1:4])
+  # setosa is one such piece: no point of it has a neighbour outside (point 42 does, but no
+  # setosa point has 42 as a neighbour), so the first coordinate takes three values
+  expect_warning(fit <- lle(x, verbose = FALSE), "12-nearest-neighbour graph falls into 2 pieces")
+  expect_lte(length(unique(round(fit$layout[, 1L], 6))), 3L)
+  expect_no_warning(fit <- lle(x, k = 20, verbose = FALSE))
+  expect_gt(length(unique(round(fit$layout[, 1L], 6))), 50L)
+})
+
+test_that("the closed pieces of a directed graph match a transitive-closure reference", {
+  closed_ref <- function(nb) {
+    n <- nrow(nb)
+    reach <- diag(n) > 0
+    for (i in seq_len(n)) reach[i, nb[i, ]] <- TRUE
+    repeat {
+      wider <- (reach %*% reach) > 0 | reach
+      if (all(wider == reach)) break
+      reach <- wider
+    }
+    scc <- apply(reach & t(reach), 1L, function(r) min(which(r)))
+    sum(tapply(seq_len(n), scc, function(c) !any(reach[c, -c, drop = FALSE])))
+  }
+  set.seed(2)
+  for (i in 1:60) {
+    n <- sample(2:30, 1)
+    nb <- matrix(sample(n, n * sample(1:3, 1), replace = TRUE), n)
+    expect_identical(localmean:::closed_pieces(nb), closed_ref(nb), info = i)
+  }
+  # a long chain (deep search) and two separate chains
+  expect_identical(localmean:::closed_pieces(cbind(c(2:5000, 4999))), 1L)
+  expect_identical(localmean:::closed_pieces(cbind(c(2, 1, 4, 3))), 2L)
+})

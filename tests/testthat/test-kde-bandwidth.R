@@ -323,3 +323,20 @@ test_that("one robust scale serves every rule of thumb", {
   expect_equal(unname(kde_bandwidth(v)), bw.nrd0(v))
   expect_false("weights" %in% names(formals(localmean:::bw_rot)))
 })
+
+test_that("the mode-seeking default is the normal-scale rule for the gradient, as ks::Hns()", {
+  x <- as.matrix(faithful)
+  n <- nrow(x)
+  h <- localmean:::bw_gradient_ns(x)
+  expect_equal(h, (4 / (6 * n))^(1 / 8) * apply(x, 2L, sd))
+  expect_equal(localmean:::bw_gradient_ns(x, weights = rep(3, n)), h)
+  # more smoothing than the gradient plug-in, and than the density's rule
+  expect_true(all(h > localmean:::bw_gradient(x)))
+  expect_true(all(h > kde_bandwidth(x, bandwidth = "rot")))
+  skip_if_not_installed("ks")
+  for (data in list(faithful, iris[, 1:4])) {
+    data <- as.matrix(data)
+    expect_equal(localmean:::bw_gradient_ns(data), sqrt(diag(ks::Hns(data, deriv.order = 1))),
+                 ignore_attr = TRUE)
+  }
+})

@@ -252,3 +252,93 @@ test_that("local_control() sets the mode methods' cut-off; they never bin", {
   expect_error(mean_shift(x, bandwidth = 0.5, control = local_control(gridsize = 101)),
                "gridsize", class = "localmean_error")
 })
+
+# A plain-R Gaussian product-kernel density (the normalising constant does not matter here).
+gauss_density <- function(data, points, h) {
+  apply(points, 1L, function(p) mean(exp(-colSums(((t(data) - p) / h)^2) / 2)))
+}
+
+test_that("the default bandwidth targets the density gradient: 2 clusters on faithful and iris", {
+  x <- scale(faithful)
+  fit <- mean_shift(x, verbose = FALSE)
+  n <- nrow(x)
+  # the normal-scale rule for the gradient, h = (4 / ((d + 4) n))^(1 / (d + 6)) s
+  expect_equal(unname(fit$bandwidth), rep((4 / (6 * n))^(1 / 8), 2))
+  expect_identical(fit$size, c(175L, 97L))
+  expect_identical(fit$bandwidth_method, "auto")
+  iris4 <- scale(iris[, 1:4])
+  fit <- mean_shift(iris4, verbose = FALSE)
+  expect_identical(fit$size, c(100L, 50L))
+  expect_true(same_partition(fit$cluster, iris$Species == "setosa"))
+  # medoid_shift() shares the default and finds the same two clusters on faithful
+  expect_identical(medoid_shift(x, verbose = FALSE)$size, c(175L, 97L))
+  # the plug-in for the gradient stays available by name
+  plug <- mean_shift(x, bandwidth = "plugin", verbose = FALSE)
+  expect_equal(plug$bandwidth, localmean:::bw_gradient(x))
+})
+
+test_that("mean shift agrees with ks::kms() at the same bandwidth and near its default", {
+  skip_on_cran()
+  skip_if_not_installed("ks")
+  for (x in list(scale(faithful), scale(iris[, 1:4]))) {
+    fit <- mean_shift(x, verbose = FALSE)
+    peer <- ks::kms(x, H = diag(fit$bandwidth^2))
+    expect_true(same_partition(fit$cluster, peer$label))
+    first <- match(seq_along(fit$size), fit$cluster)  # a point of every cluster
+    modes <- peer$mode[peer$label[first], , drop = FALSE]
+    expect_equal(unname(fit$modes), unname(modes), tolerance = 1e-4)
+  }
+  # ks's default (the unconstrained plug-in for the gradient) splits faithful's lower cluster in
+  # two (sizes 176, 55, 41); the upper cluster and its mode agree
+  x <- scale(faithful)
+  fit <- mean_shift(x, verbose = FALSE)
+  peer <- ks::kms(x)
+  upper <- as.integer(names(which.max(table(peer$label[fit$cluster == 1L]))))
+  expect_lte(sum(xor(fit$cluster == 1L, peer$label == upper)), 2)
+  expect_lt(max(abs(fit$modes[1L, ] - peer$mode[upper, ])), 0.1)
+})
+
+test_that("min_size never merges points that did not meet, and tiny clusters warn", {
+  x <- scale(faithful)
+  # no point moves: every point stays with its duplicates (faithful has repeated rows)
+  expect_warning(fit <- mean_shift(x, bandwidth = 1e-6, verbose = FALSE), "too small")
+  key <- paste(x[, 1L], x[, 2L])
+  expect_identical(length(fit$size), length(unique(key)))
+  expect_true(same_partition(fit$cluster, key))
+  expect_identical(nrow(fit$absorbed_modes), 0L)
+  expect_warning(mean_shift(scale(iris[, 1:4]), bandwidth = 1e-6, min_size = 1, verbose = FALSE),
+                 "too small")
+  # a far group of 3 points is below min_size but stays its own cluster
+  set.seed(4)
+  far <- rbind(matrix(rnorm(200), ncol = 2), matrix(rnorm(6, mean = 20, sd = 0.1), ncol = 2))
+  fit <- mean_shift(far, bandwidth = 1, min_size = 10, verbose = FALSE)
+  expect_identical(fit$size, c(100L, 3L))
+  expect_identical(fit$cluster, rep(1:2, c(100, 3)))
+  expect_identical(predict(fit, far[99:103, ]), fit$cluster[99:103])
+})
+
+test_that("a small cluster joins a large one exactly when no valley lies between their modes", {
+  x <- scale(iris[, 1:4])
+  h <- rep(0.2, 4)
+  plain <- mean_shift(x, bandwidth = h, min_size = 1, verbose = FALSE)
+  fit <- mean_shift(x, bandwidth = h, min_size = 5, verbose = FALSE)
+  expect_gt(length(fit$size), 1L)
+  expect_lt(length(fit$size), length(plain$size))
+  large <- which(plain$size >= 5L)
+  # every large cluster is kept with its mode
+  for (i in large) {
+    gap <- colSums((t(fit$modes) - plain$modes[i, ])^2)
+    expect_equal(min(gap), 0, info = i)
+  }
+  for (j in which(plain$size < 5L)) {
+    members <- which(plain$cluster == j)
+    expect_length(unique(fit$cluster[members]), 1L)
+    near <- large[which.min(colSums(((t(plain$modes[large, ]) - plain$modes[j, ]) / h)^2))]
+    segment <- t(vapply(seq(0, 1, length.out = 17), function(s) {
+      plain$modes[j, ] + s * (plain$modes[near, ] - plain$modes[j, ])
+    }, numeric(4)))
+    dens <- gauss_density(x, segment, h)
+    joined <- fit$cluster[members[1L]] == fit$cluster[which(plain$cluster == near)[1L]]
+    expect_identical(joined, min(dens) >= 0.8 * dens[1L], info = j)
+  }
+})

@@ -11,7 +11,7 @@ test_that("every selector has the documented shape and the families list theirs"
   expect_setequal(names_of("regression"), c("cv", "gcv", "aicc", "rot", "plugin"))
   expect_setequal(names_of("classification"), c("cv", "rot"))
   expect_setequal(names_of("density"), c("rot", "plugin", "lscv", "scv", "isj"))
-  expect_identical(names_of("modes"), "auto")
+  expect_identical(names_of("modes"), c("auto", "plugin"))
 })
 
 test_that("a selector's result is what the family's fit uses", {

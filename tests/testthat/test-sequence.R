@@ -23,7 +23,7 @@ test_that("temporal_local_mean is softmax attention for every time kernel", {
                 list("exponential", 5, 5), list("none", NULL, Inf))
   for (cs in cases) {
     ours <- temporal_local_mean(x, time_kernel = cs[[1]], time_bandwidth = cs[[2]],
-                                n_threads = 1)
+                                scale = FALSE, n_threads = 1)
     ref <- attention_ref(x, x, x, sqrt(5), log_time_ref(n, cs[[1]], cs[[3]]))$output
     expect_equal(unname(ours), ref, tolerance = 1e-10, label = cs[[1]])
   }
@@ -36,12 +36,13 @@ test_that("projections give scaled dot-product self-attention", {
   wq <- matrix(rnorm(6 * 3), 6)
   wk <- matrix(rnorm(6 * 3), 6)
   wv <- matrix(rnorm(6 * 2), 6)
-  ours <- temporal_local_mean(x, wq = wq, wk = wk, wv = wv, n_threads = 1)
+  ours <- temporal_local_mean(x, wq = wq, wk = wk, wv = wv, scale = FALSE, n_threads = 1)
   ref <- attention_ref(x %*% wq, x %*% wk, x %*% wv, sqrt(3), log_time_ref(n, "causal"))
   expect_equal(dim(ours), c(n, 2L))
   expect_equal(unname(ours), ref$output, tolerance = 1e-10)
   # A bandwidth replaces sqrt(d_k).
-  ours <- temporal_local_mean(x, bandwidth = 0.7, wq = wq, wk = wk, n_threads = 1)
+  ours <- temporal_local_mean(x, bandwidth = 0.7, wq = wq, wk = wk, scale = FALSE,
+                              n_threads = 1)
   ref <- attention_ref(x %*% wq, x %*% wk, x, 0.7, log_time_ref(n, "causal"))
   expect_equal(unname(ours), ref$output, tolerance = 1e-10)
 })
@@ -53,7 +54,7 @@ test_that("distance kernels from the registry weight by kernel values", {
   d2 <- as.matrix(stats::dist(x))^2
   for (kernel in c("gaussian", "epanechnikov", "laplace", "cauchy")) {
     ours <- temporal_local_mean(x, kernel = kernel, bandwidth = 2, time_kernel = "window",
-                                time_bandwidth = 6, n_threads = 1)
+                                time_bandwidth = 6, scale = FALSE, n_threads = 1)
     w <- kernel_weight_ref(sqrt(d2) / 2, kernel) * (abs(outer(1:n, 1:n, "-")) <= 6)
     expect_equal(unname(ours), unname((w / rowSums(w)) %*% x), tolerance = 1e-10,
                  label = kernel)
@@ -289,4 +290,28 @@ test_that("a qkv_fit window beyond the training tokens is an error, not a hang (
   tokens <- rep(c("a", "b", "c"), 10)
   expect_error(qkv_fit(tokens, dim = 2, window = 1e9, n_iter = 1, verbose = FALSE), "window",
                class = "localmean_error")
+})
+
+test_that("temporal_local_mean() standardises the columns for the kernel by default", {
+  x <- matrix(LakeHuron)
+  # on raw data in feet above sea level the softmax weights fall on the largest past value
+  raw <- temporal_local_mean(x, scale = FALSE, n_threads = 1)
+  expect_equal(raw[, 1L], cummax(x[, 1L]))
+  # by default: attention with queries and keys from the standardised series, values in feet
+  z <- (x - mean(x)) / sd(x)
+  ref <- attention_ref(z, z, x, 1, log_time_ref(nrow(x), "causal"))$output
+  ours <- temporal_local_mean(x, n_threads = 1)
+  expect_equal(unname(ours), ref, tolerance = 1e-10)
+  expect_gt(mean(ours[, 1L] < cummax(x[, 1L]) - 0.5), 0.5)
+  # the same for any units, and with projections the standardised columns are projected
+  expect_equal(temporal_local_mean(x / 3.28, n_threads = 1), ours / 3.28, tolerance = 1e-10)
+  set.seed(5)
+  y <- cbind(a = rnorm(60, 100, 10), b = rnorm(60, -5, 0.1), c = 1)
+  wq <- matrix(rnorm(6), 3)
+  wk <- matrix(rnorm(6), 3)
+  zs <- cbind(scale(y[, 1:2]), 0)
+  ref <- attention_ref(zs %*% wq, zs %*% wk, y, sqrt(2), log_time_ref(60, "causal"))$output
+  expect_equal(unname(temporal_local_mean(y, wq = wq, wk = wk, n_threads = 1)), unname(ref),
+               tolerance = 1e-10)
+  expect_error(temporal_local_mean(x, scale = NA), "scale", class = "localmean_error")
 })
