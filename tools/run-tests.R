@@ -1,4 +1,7 @@
-# Run the test suite on the installed package and fail on any failure.
+# Run the test suite on the installed package and fail on any failure. The whole suite by
+# default (NOT_CRAN=true, as devtools sets); NOT_CRAN=false runs what CRAN runs (no fuzz battery,
+# no wall-clock tests), as R CMD check does.
+if (!nzchar(Sys.getenv("NOT_CRAN"))) Sys.setenv(NOT_CRAN = "true")
 res <- as.data.frame(testthat::test_dir("tests/testthat", package = "localmean",
                                         load_package = "installed", stop_on_failure = FALSE,
                                         reporter = "summary"))
