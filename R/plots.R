@@ -213,7 +213,7 @@ plot_conditional <- function(object, n_grid, level, ...) {
   for (p in panels) {
     curve <- curves[curves$predictor == p, ]
     own <- if (!is.null(points)) points[points$predictor == p, ]
-    ylim <- range(curve$.fitted, curve$.lower, curve$.upper, own$y, finite = TRUE)
+    ylim <- range(curve$.fitted, curve$.lower, curve$.upper, own$y, object$y, finite = TRUE)
     numeric <- curve$numeric[1L]
     xlim <- if (numeric) range(curve$x) else c(0.5, nrow(curve) + 0.5)
     plot_with_defaults(xlim, ylim, type = "n", xlab = p, ylab = response_name(object),
@@ -232,6 +232,9 @@ plot_conditional <- function(object, n_grid, level, ...) {
                          lwd = 3)
       graphics::points(curve$x, curve$.fitted, pch = 21, bg = "steelblue", col = "white",
                        cex = 1.6)
+    }
+    if (!any(is.finite(curve$.fitted))) {
+      graphics::text(mean(xlim), mean(ylim), "no local fit here", col = "grey30")
     }
   }
   panel_titles(fit_title(object),
