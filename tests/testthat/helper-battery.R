@@ -209,10 +209,13 @@ battery_problem <- function(value) {
   NULL
 }
 
-# The numeric vectors of a result and its list elements (two levels down), by name.
+# The numeric vectors of a result and its list elements (two levels down), by name; not the
+# engine's internals (its specification, the binned grid's node cache, the settings).
 battery_numbers <- function(value, prefix = "", depth = 0L) {
   if (is.numeric(value)) return(stats::setNames(list(as.double(value)), prefix))
   if (!is.list(value) || depth > 2L) return(list())
+  internal <- names(value) %in% c("spec", "nodes", "engine", "control")
+  value <- value[!internal]
   parts <- Map(function(v, nm) battery_numbers(v, paste0(prefix, "$", nm), depth + 1L),
                value, names(value) %||% seq_along(value))
   do.call(c, unname(parts))
