@@ -256,8 +256,9 @@ plot_class_probabilities <- function(object, n_grid, ...) {
     numeric <- own$numeric[1L]
     at <- unique(own$x)
     xlim <- if (numeric) range(at) else c(0.5, length(at) + 0.5)
-    plot_with_defaults(xlim, c(0, 1), type = "n", xlab = p, ylab = "probability",
-                       xaxt = if (numeric) "s" else "n", ...)
+    # room under zero for the rugs of the data's classes
+    plot_with_defaults(xlim, c(if (numeric) -0.07 else 0, 1), type = "n", xlab = p,
+                       ylab = "probability", xaxt = if (numeric) "s" else "n", ...)
     if (numeric) {
       for (k in seq_along(object$levels)) {
         line <- own[own$class == object$levels[k], ]

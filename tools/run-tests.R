@@ -5,6 +5,9 @@ if (!nzchar(Sys.getenv("NOT_CRAN"))) Sys.setenv(NOT_CRAN = "true")
 res <- as.data.frame(testthat::test_dir("tests/testthat", package = "localmean",
                                         load_package = "installed", stop_on_failure = FALSE,
                                         reporter = "summary"))
+per_file <- sort(tapply(res$real, res$file, sum), decreasing = TRUE)
+cat("\nSlowest files (s):\n")
+print(round(utils::head(per_file, 8), 1))
 failed <- sum(res$failed) + sum(res$error)
 cat(sprintf("\n%d passed, %d failed, %d skipped\n", sum(res$passed), failed, sum(res$skipped)))
 if (failed > 0) quit(status = 1)

@@ -1,8 +1,9 @@
 # The default-argument battery (issue 30): every estimator with its default arguments on data that
 # ship with R and its recommended packages, each call in a child R process with a time limit.
 # tests/testthat/test-battery.R runs a fast part; tools/battery.R (run by hand) the whole.
-# Outcomes: ok, warning (a result with a warning), classed_error (a localmean_error),
-# unclassed_error, silent_bad (NaN or an absurd value without a warning), hang, crash.
+# Outcomes: ok, warning (a result with a warning), warned_bad (NaN or an absurd value, with a
+# warning), classed_error (a localmean_error), unclassed_error, silent_bad (NaN or an absurd
+# value without a warning), hang, crash.
 
 # The data, built in the child: data frames and matrices from datasets and MASS, some of them
 # cut, tiled or rescaled to reach the edge cases (n = 2, constant columns, ties, 1e5 rows).
@@ -52,7 +53,10 @@ battery_data <- function() {
 
 # The calls: a list of list(name, call, size) with size "small" (a second or so each) or "large".
 battery_cases <- function(size = c("small", "large")) {
-  q <- function(name, call, size = "small") list(name = name, call = call, size = size)
+  # `data`: for calls that return a bare bandwidth, the data it must be judged against
+  q <- function(name, call, size = "small", data = NULL) {
+    list(name = name, call = call, size = size, data = data)
+  }
   mass <- requireNamespace("MASS", quietly = TRUE)
   regression <- list(
     cars = quote(dist ~ speed), cars2 = quote(dist ~ speed), cars3 = quote(dist ~ speed),
@@ -115,7 +119,10 @@ battery_cases <- function(size = c("small", "large")) {
       q("local_classify Pima", quote(local_classify(type ~ ., data = Pima, verbose = FALSE)),
         "large"),
       q("local_classify birthwt mixed",
-        quote(local_classify(low ~ age + lwt + race, data = birthwt, verbose = FALSE)))))
+        quote(local_classify(low ~ age + lwt + race, data = birthwt, verbose = FALSE))),
+      # not a default, but the selector the issue found absurd on these rounded data
+      q("kde_bandwidth lscv geyser", quote(kde_bandwidth(as.matrix(geyser), bandwidth = "lscv")),
+        data = quote(as.matrix(geyser)))))
   }
   numeric <- list(cars = quote(as.matrix(cars)), cars2 = quote(as.matrix(cars2)),
                   cars_const = quote(as.matrix(cars_const)), faithful = quote(as.matrix(faithful)),
@@ -137,7 +144,8 @@ battery_cases <- function(size = c("small", "large")) {
       if (!f %in% c("kde_bandwidth", "local_denoiser", "diffusion_sample")) {
         args$verbose <- FALSE
       }
-      cases[[length(cases) + 1L]] <- q(paste(f, d), as.call(c(as.name(f), args)), s)
+      cases[[length(cases) + 1L]] <- q(paste(f, d), as.call(c(as.name(f), args)), s,
+                                       data = if (f == "kde_bandwidth") numeric[[d]])
     }
   }
   c(cases, list(
@@ -157,8 +165,9 @@ battery_cases <- function(size = c("small", "large")) {
   ))
 }
 
-# Evaluates one call in the child and says how it went: list(kind, detail, seconds).
-battery_evaluate <- function(call, env) {
+# Evaluates one call in the child and says how it went: list(kind, detail, seconds). `data`
+# (a call) is the data a bare bandwidth result is judged against.
+battery_evaluate <- function(call, env, data = NULL) {
   warnings <- character()
   start <- proc.time()[["elapsed"]]
   value <- withCallingHandlers(
@@ -175,9 +184,13 @@ battery_evaluate <- function(call, env) {
     kind <- if (inherits(value, "localmean_error")) "classed_error" else "unclassed_error"
     return(out(kind, paste(class(value)[1L], conditionMessage(value), sep = ": ")))
   }
+  if (!is.null(data) && is.numeric(value)) {
+    value <- structure(list(h = value, x = eval(data, env)), class = "battery_bandwidth")
+  }
   problem <- battery_problem(value)
   if (length(warnings)) {
-    return(out("warning", paste(c(problem, utils::head(warnings, 2L)), collapse = " | ")))
+    kind <- if (length(problem)) "warned_bad" else "warning"
+    return(out(kind, paste(c(problem, utils::head(warnings, 2L)), collapse = " | ")))
   }
   if (length(problem)) out("silent_bad", problem) else out("ok", "")
 }
@@ -232,6 +245,10 @@ battery_bandwidths <- function(value) {
     d <- NCOL(value$x)
     return(list(h = value$bandwidth[seq_len(d)], spread = spread(value$x)))
   }
+  if (inherits(value, "battery_bandwidth")) {
+    h <- if (is.matrix(value$h)) sqrt(diag(value$h)) else value$h
+    return(list(h = h, spread = spread(value$x)))
+  }
   if (inherits(value, c("local_kde", "local_modes")) && is.null(value$categorical)) {
     h <- if (is.list(value$bandwidth)) value$bandwidth$h else value$bandwidth
     if (is.numeric(h) && is.numeric(value$x)) {
@@ -260,7 +277,8 @@ battery_run <- function(cases, timeout = 60, libpath = .libPaths(), progress = F
   }
   rows <- lapply(cases, function(case) {
     if (is.null(session) || !session$is_alive()) session <<- start_session()
-    session$call(function(call) battery_evaluate(call, .battery_env), list(case$call))
+    session$call(function(call, data) battery_evaluate(call, .battery_env, data),
+                 list(case$call, case$data))
     ready <- session$poll_process(timeout * 1000)
     res <- if (ready == "timeout") {
       session$kill()

@@ -19,7 +19,7 @@ battery_cases_named <- function(names) {
 }
 
 expect_battery_clean <- function(res) {
-  bad <- res[!res$kind %in% c("ok", "warning", "classed_error"), ]
+  bad <- res[!res$kind %in% c("ok", "warning", "warned_bad", "classed_error"), ]
   expect(nrow(bad) == 0L, sprintf("%d of %d battery calls failed:\n%s", nrow(bad), nrow(res),
                                   paste0(bad$name, ": ", bad$kind, " ", bad$detail,
                                          collapse = "\n")))
@@ -46,7 +46,8 @@ test_that("the battery's judge tells NaN, absurd bandwidths and errors apart", {
   judge <- function(expr) battery_evaluate(substitute(expr), env)$kind
   expect_identical(judge(c(1, NaN)), "silent_bad")
   expect_identical(judge(suppressWarnings(c(1, NaN))), "silent_bad")
-  expect_identical(judge({warning("careful"); c(1, NaN)}), "warning")
+  expect_identical(judge({warning("careful"); c(1, NaN)}), "warned_bad")
+  expect_identical(judge({warning("careful"); 1}), "warning")
   expect_identical(judge(stop("plain")), "unclassed_error")
   expect_identical(judge(localmean::kde(1:3, bandwidth = -1)), "classed_error")
   expect_identical(judge(list(a = 1e200)), "silent_bad")
