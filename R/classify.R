@@ -57,6 +57,8 @@
 #' predict(fit, iris[c(1, 51, 101), ], type = "prob")
 #' knn <- local_classify(Species ~ ., data = iris, kernel = "uniform", bandwidth = nn(7))
 #' mean(predict(knn) == iris$Species)
+#' plot(fit)   # the map of the predicted class
+#' plot(knn)   # four predictors: the class probabilities along each
 #' # local multinomial logit of three classes
 #' multi <- local_classify(Species ~ Sepal.Length, data = iris, degree = 1, bandwidth = 0.5)
 #' predict(multi, data.frame(Sepal.Length = c(5, 6, 7)), type = "prob")

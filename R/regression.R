@@ -174,6 +174,8 @@
 #' # a factor enters through the kernel: h for wt, lambda for cyl
 #' mixed <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1))
 #' predict(mixed, data.frame(wt = 3, cyl = c(4, 8)))
+#' # three predictors: one panel per predictor, the others at typical values
+#' plot(local_poly(mpg ~ wt + hp + factor(cyl), data = mtcars, bandwidth = c(1, 50, 0.3)))
 #' # local logistic regression, with a 95% confidence interval
 #' logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5)
 #' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "confidence")
