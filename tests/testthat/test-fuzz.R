@@ -513,11 +513,20 @@ test_that("long iterative runs stop within a second of Ctrl-C and leave R usable
   )
   for (name in names(long_runs)) {
     run <- function(f) {
+      cat("started\n")
+      flush(stdout())
       res <- tryCatch(f(), interrupt = function(e) "interrupted")
       list(res, sum(1:10)) # R goes on after the interrupt
     }
     child <- callr::r_bg(run, list(long_runs[[name]]), libpath = .libPaths(),
-                         stdout = NULL, stderr = NULL)
+                         stdout = "|", stderr = NULL)
+    # a loaded machine may take seconds to start R: interrupt 3 s into the run, not the start
+    started <- FALSE
+    deadline <- Sys.time() + 60
+    while (!started && child$is_alive() && Sys.time() < deadline) {
+      child$poll_io(200)
+      started <- any(child$read_output_lines() == "started")
+    }
     Sys.sleep(3)
     expect_true(child$is_alive(), label = paste(name, "still running after 3 s"))
     sent <- Sys.time()
