@@ -6,13 +6,20 @@
 #' Methods for [ggplot2::autoplot()], available when ggplot2 is installed:
 #' regression fits with their confidence bands (one numeric predictor, a
 #' curve per level of categorical predictors) or as a surface (two numeric
-#' predictors), densities (a curve in one dimension, highest-density-region
+#' predictors), and for any other predictors (or `which = "conditional"`) one
+#' panel per predictor with the others at their medians or most frequent
+#' levels, with pointwise bands and partial residuals; classifiers as a map of
+#' the predicted class (two numeric predictors) or the class probabilities
+#' along each predictor; densities (a curve in one dimension, highest-density-region
 #' contours in two), mode clusters (points coloured by cluster, the modes,
 #' and the paths when kept), principal-component shifts, embeddings
 #' (coloured by `labels`) and imputations (the convergence of the
 #' iterations).
 #'
 #' @param object A fitted model.
+#' @param which `"fit"` (the fit's own view where it has one: a curve, a
+#'   surface, curves per level, a class map; conditional panels otherwise) or
+#'   `"conditional"` (one panel per predictor).
 #' @param level Confidence level of the band.
 #' @param n_grid Grid points per predictor.
 #' @param probs Probabilities of the highest-density regions drawn in two
@@ -28,6 +35,9 @@
 #' library(ggplot2)
 #' autoplot(local_poly(dist ~ speed, data = cars, bandwidth = 5))
 #' autoplot(kde(as.matrix(faithful)))
+#' autoplot(local_poly(mpg ~ wt + hp + factor(cyl), data = mtcars,
+#'                     bandwidth = c(1, 50, 0.3)))
+#' autoplot(local_classify(Species ~ ., data = iris, bandwidth = 0.5))
 NULL
 
 check_ggplot2 <- function(call = rlang::caller_env()) {
@@ -38,16 +48,18 @@ check_ggplot2 <- function(call = rlang::caller_env()) {
 
 #' @rdname localmean-autoplot
 #' @exportS3Method ggplot2::autoplot
-autoplot.local_poly <- function(object, level = 0.95, n_grid = 200, ...) {
+autoplot.local_poly <- function(object, which = c("fit", "conditional"), level = 0.95,
+                                n_grid = 200, ...) {
   check_dots(...)
   check_ggplot2()
+  which <- match_choice(which, c("fit", "conditional"))
   level <- check_level(level)
   n_grid <- check_count(n_grid, min = 2)
+  if (which == "conditional" || !has_fit_view(object)) {
+    return(autoplot_conditional(object, n_grid, level))
+  }
   d <- ncol(object$x)
   if (d == 2L && is.null(object$categorical)) return(autoplot_surface(object, n_grid))
-  if (d != 1L) {
-    abort("{.fn autoplot} draws fits over one or two numeric predictors; use {.fn augment}.")
-  }
   curves <- regression_curves(object, n_grid, level)
   points <- data.frame(x = object$x[, 1L], y = object$y,
                        level = combination_labels(object$categorical, object$categorical$codes))
@@ -68,10 +80,6 @@ autoplot.local_poly <- function(object, level = 0.95, n_grid = 200, ...) {
                     fill = title, title = fit_title(object),
                     subtitle = sprintf("bandwidth %s; %g%% pointwise confidence band",
                                        bandwidth_label(object), 100 * level))
-}
-
-fit_title <- function(object) {
-  sprintf("%s: %s kernel, degree %d", class(object)[1L], object$kernel, object$degree)
 }
 
 # The fitted curve and its pointwise band over the one numeric predictor, per combination of the
@@ -261,4 +269,85 @@ autoplot.local_imputation <- function(object, ...) {
                                      if (object$converged) "converged" else "not converged",
                                      object$iterations),
                   y = "relative change (log scale)")
+}
+
+# One facet per predictor: the conditional curve with its band (numeric predictors), a point
+# with its interval per level (categorical ones, labelled under the interval), partial
+# residuals for least-squares fits.
+autoplot_conditional <- function(object, n_grid, level) {
+  curves <- conditional_curves(object, n_grid, level)
+  points <- partial_residuals(object, curves)
+  lines <- curves[curves$numeric, , drop = FALSE]
+  dots <- curves[!curves$numeric, , drop = FALSE]
+  p <- ggplot2::ggplot(curves, ggplot2::aes(x = .data$x, y = .data$.fitted))
+  if (!is.null(points)) {
+    factor_rows <- !points$numeric
+    points$x[factor_rows] <- spread_within(points$x[factor_rows],
+                                           paste(points$predictor, points$x)[factor_rows])
+    p <- p + ggplot2::geom_point(ggplot2::aes(y = .data$y), data = points, colour = "grey35",
+                                 alpha = 0.5, size = 0.9)
+  }
+  if (nrow(lines)) {
+    p <- p + ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$.lower, ymax = .data$.upper),
+                                  data = lines, fill = "steelblue", alpha = 0.3) +
+      ggplot2::geom_line(data = lines, colour = "steelblue", linewidth = 1)
+  }
+  if (nrow(dots)) {
+    p <- p + ggplot2::geom_pointrange(ggplot2::aes(ymin = .data$.lower, ymax = .data$.upper),
+                                      data = dots, colour = "steelblue") +
+      ggplot2::geom_text(ggplot2::aes(y = .data$.lower, label = .data$level), data = dots,
+                         vjust = 1.6, size = 3)
+  }
+  p + ggplot2::facet_wrap(ggplot2::vars(.data$predictor), scales = "free_x") +
+    ggplot2::labs(x = NULL, y = response_name(object), title = fit_title(object),
+                  subtitle = sprintf("%s; %g%% pointwise bands\n%s", fit_bandwidth_note(object),
+                                     100 * level, conditional_note(object)))
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_classify <- function(object, which = c("fit", "conditional"), n_grid = 150,
+                                    ...) {
+  check_dots(...)
+  check_ggplot2()
+  which <- match_choice(which, c("fit", "conditional"))
+  map <- which == "fit" && ncol(object$x) == 2L && is.null(object$categorical)
+  n_grid <- check_n_grid(n_grid, if (map) 2L else 1L)
+  title <- fit_title(object)
+  colours <- ggplot2::scale_colour_manual(values = group_colours(length(object$levels)),
+                                          name = response_name(object), drop = FALSE,
+                                          aesthetics = c("colour", "fill"))
+  if (map) {
+    vars <- colnames(object$x)
+    axes <- lapply(1:2, function(j) {
+      seq(min(object$x[, j]), max(object$x[, j]), length.out = n_grid)
+    })
+    grid <- stats::setNames(expand.grid(axes, KEEP.OUT.ATTRS = FALSE), vars)
+    grid$class <- suppressWarnings(predict(object, grid))
+    grid$class[far_from_data(object$x, grid[vars], local_scales(
+      object$x, if (is.null(object$nn)) object$bandwidth))] <- NA
+    points <- stats::setNames(as.data.frame(object$x), vars)
+    points$class <- factor(object$y, levels = object$levels)
+    return(ggplot2::ggplot(grid, ggplot2::aes(x = .data[[vars[1L]]], y = .data[[vars[2L]]])) +
+             ggplot2::geom_raster(ggplot2::aes(fill = .data$class), alpha = 0.3,
+                                  data = grid[!is.na(grid$class), ]) +
+             ggplot2::geom_point(ggplot2::aes(colour = .data$class), data = points) +
+             colours + ggplot2::labs(title = title, subtitle = fit_bandwidth_note(object)))
+  }
+  probs <- conditional_probabilities(object, n_grid)
+  lines <- probs[probs$numeric, , drop = FALSE]
+  bars <- probs[!probs$numeric, , drop = FALSE]
+  p <- ggplot2::ggplot(probs, ggplot2::aes(x = .data$x, y = .data$.prob))
+  if (nrow(lines)) {
+    p <- p + ggplot2::geom_line(ggplot2::aes(colour = .data$class), data = lines, linewidth = 1)
+  }
+  if (nrow(bars)) {
+    p <- p + ggplot2::geom_col(ggplot2::aes(fill = .data$class), data = bars, width = 0.7) +
+      ggplot2::geom_text(ggplot2::aes(y = 0, label = .data$level),
+                         data = bars[bars$class == object$levels[1L], ], vjust = 1.4, size = 3)
+  }
+  p + colours + ggplot2::facet_wrap(ggplot2::vars(.data$predictor), scales = "free_x") +
+    ggplot2::labs(x = NULL, y = "probability", title = title,
+                  subtitle = paste(c(fit_bandwidth_note(object), conditional_note(object)),
+                                   collapse = "\n"))
 }

@@ -57,6 +57,8 @@
 #' predict(fit, iris[c(1, 51, 101), ], type = "prob")
 #' knn <- local_classify(Species ~ ., data = iris, kernel = "uniform", bandwidth = nn(7))
 #' mean(predict(knn) == iris$Species)
+#' plot(fit)   # the map of the predicted class
+#' plot(knn)   # four predictors: the class probabilities along each
 #' # local multinomial logit of three classes
 #' multi <- local_classify(Species ~ Sepal.Length, data = iris, degree = 1, bandwidth = 0.5)
 #' predict(multi, data.frame(Sepal.Length = c(5, 6, 7)), type = "prob")
@@ -277,12 +279,24 @@ fitted.local_classify <- function(object, ...) {
 
 #' @rdname local_classify
 #' @param x A fitted `local_classify` model (for `plot()`).
+#' @param which `"fit"`: with two numeric predictors, the map of the
+#'   predicted class (left blank farther than two bandwidths from the data)
+#'   with the data; otherwise the panels of `"conditional"`. `"conditional"`:
+#'   one panel per predictor, the class probabilities along it with the other
+#'   predictors at their medians or most frequent levels (curves for numeric
+#'   predictors, with the data's classes as rugs; stacked bars for categorical
+#'   ones).
 #' @param n_grid Grid points per predictor.
+#' @return `plot()` returns, invisibly, the data frame of the probabilities
+#'   drawn (columns `predictor`, `numeric`, `x`, `level`, `class`, `.prob`)
+#'   for conditional panels, and `x` for the map.
 #' @export
-plot.local_classify <- function(x, n_grid = 150, ...) {
+plot.local_classify <- function(x, which = c("fit", "conditional"), n_grid = 150, ...) {
   check_graphics_dots(...)
-  if (ncol(x$x) != 2L) abort("{.fn plot} draws classifiers of two predictors.")
-  n_grid <- check_n_grid(n_grid, 2L)
+  which <- match_choice(which, c("fit", "conditional"))
+  map <- which == "fit" && ncol(x$x) == 2L && is.null(x$categorical)
+  n_grid <- check_n_grid(n_grid, if (map) 2L else 1L)
+  if (!map) return(plot_class_probabilities(x, n_grid, ...))
   g1 <- seq(min(x$x[, 1L]), max(x$x[, 1L]), length.out = n_grid)
   g2 <- seq(min(x$x[, 2L]), max(x$x[, 2L]), length.out = n_grid)
   nd <- stats::setNames(expand.grid(g1, g2), colnames(x$x))

@@ -174,6 +174,8 @@
 #' # a factor enters through the kernel: h for wt, lambda for cyl
 #' mixed <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1))
 #' predict(mixed, data.frame(wt = 3, cyl = c(4, 8)))
+#' # three predictors: one panel per predictor, the others at typical values
+#' plot(local_poly(mpg ~ wt + hp + factor(cyl), data = mtcars, bandwidth = c(1, 50, 0.3)))
 #' # local logistic regression, with a 95% confidence interval
 #' logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5)
 #' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "confidence")
@@ -772,21 +774,35 @@ deviance.local_poly <- function(object, ...) {
 #' @rdname local_poly
 #' @param which `"fit"` (the fitted curve with its pointwise confidence band
 #'   at `level`, and with `simultaneous = TRUE` the simultaneous band in a
-#'   lighter shade; a filled contour for two predictors; with categorical
-#'   predictors and one numeric one, a curve and pointwise band per combination
-#'   of their levels, up to 8) or `"bandwidth"`
-#'   (the selector's curve).
+#'   lighter shade; a filled contour for two numeric predictors; with
+#'   categorical predictors and one numeric one, a curve and pointwise band per
+#'   combination of their levels, up to 8; otherwise, as for three or more
+#'   predictors, the conditional panels of `"conditional"`),
+#'   `"conditional"` (one panel per predictor, as `mgcv::plot.gam()` draws one
+#'   per term: the fit along that predictor with the others at their medians or
+#'   most frequent levels, with its pointwise band at `level` and, for
+#'   least-squares fits, the partial residuals) or `"bandwidth"` (the
+#'   selector's curve).
 #' @param n_grid Grid points per predictor for the plot.
+#' @return `plot()` returns, invisibly, the data frame of the conditional
+#'   curves drawn (columns `predictor`, `numeric`, `x`, `level`, `.fitted`,
+#'   `.lower`, `.upper`) when it draws conditional panels, and `x` otherwise.
 #' @export
-plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, level = 0.95,
-                            simultaneous = FALSE, ...) {
+plot.local_poly <- function(x, which = c("fit", "conditional", "bandwidth"), n_grid = 200,
+                            level = 0.95, simultaneous = FALSE, ...) {
   # filled.contour() (two predictors) takes its own arguments too
   check_graphics_dots(..., .known = names(formals(graphics::filled.contour)))
-  which <- match_choice(which, c("fit", "bandwidth"))
-  n_grid <- check_n_grid(n_grid, min(2L, NCOL(x$x)))
+  which <- match_choice(which, c("fit", "conditional", "bandwidth"))
+  n_grid <- check_n_grid(n_grid, min(2L, max(1L, NCOL(x$x))))
   check_level(level)
   check_flag(simultaneous)
   if (which == "bandwidth") return(plot_bandwidth_curve(x, ..., call = rlang::current_env()))
+  if (which == "conditional" || !has_fit_view(x)) {
+    if (simultaneous) {
+      abort("Conditional panels show pointwise bands; drop {.code simultaneous = TRUE}.")
+    }
+    return(plot_conditional(x, n_grid, level, ...))
+  }
   if (!is.null(x$categorical)) return(plot_by_level(x, n_grid, level, simultaneous, ...))
   d <- ncol(x$x)
   if (d == 1L) {
@@ -831,10 +847,16 @@ plot.local_poly <- function(x, which = c("fit", "bandwidth"), n_grid = 200, leve
                                graphics::axis(2)
                                graphics::points(pts, pch = 21, cex = 0.8, bg = "white")
                              }, ...)
-  } else {
-    abort("{.fn plot} draws fits of one or two predictors; use {.fn predict} for more.")
   }
   invisible(x)
+}
+
+# Whether a fit has a single view of its own (a curve, a surface, a curve per combination of up
+# to 8 levels over one numeric predictor); the others are drawn as conditional panels.
+has_fit_view <- function(x) {
+  d <- ncol(x$x)
+  if (is.null(x$categorical)) return(d %in% 1:2)
+  d == 1L && prod(lengths(x$categorical$levels)) <= 8L
 }
 
 # One fitted curve with its pointwise band per combination of the categorical predictors'

@@ -150,14 +150,14 @@ test_that("the formula method, character labels and S3 methods work", {
   expect_identical(sub$levels, c("setosa", "versicolor"))
 })
 
-test_that("plot() draws a two-predictor classifier", {
+test_that("plot() draws a classifier of two or more predictors", {
   pdf(NULL)
   on.exit(dev.off(), add = TRUE)
   fit <- local_classify(Species ~ Petal.Length + Petal.Width, data = iris, bandwidth = "rot",
                         verbose = FALSE)
   expect_invisible(plot(fit, n_grid = 30))
   all <- local_classify(Species ~ ., data = iris, bandwidth = "rot", verbose = FALSE)
-  expect_error(plot(all), class = "localmean_error")
+  expect_s3_class(plot(all, n_grid = 20), "data.frame") # conditional panels (test-plots.R)
 })
 
 test_that("bad classification input is refused with a clear error", {
