@@ -269,6 +269,21 @@ print.summary.local_classify <- function(x, ...) {
   invisible(x)
 }
 
+#' @rdname local_classify
+#' @return `logLik()`: the log-likelihood of the fitted class probabilities at
+#'   the data, \eqn{\sum_i w_i \log \hat p_{y_i}(x_i)}{sum_i w_i log phat[y_i](x_i)} (over
+#'   the points with a fit), with `df` the trace of the smoother (the sum of
+#'   the leverages, as for [local_poly()] fits), so that `AIC()` and `BIC()`
+#'   apply.
+#' @export
+logLik.local_classify <- function(object, ...) {
+  check_dots(...)
+  w <- object$weights %||% rep(1, length(object$y))
+  own <- object$fitted[cbind(seq_along(object$y), as.integer(object$y))]
+  ok <- is.finite(own) & w > 0
+  structure(sum(w[ok] * log(own[ok])), nobs = sum(ok), df = object$df, class = "logLik")
+}
+
 #' @export
 fitted.local_classify <- function(object, ...) {
   check_dots(...)

@@ -157,7 +157,7 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
   if (length(x) != 2L) abort("{.arg x} must be a one-sided formula such as {.code ~ a + b}.")
   mf <- call_model_frame(call, parent.frame())
   fit <- kde.default(formula_parts(mf)$x, weights = stats::model.weights(mf), ...)
-  fit$call <- match.call()
+  fit$call <- generic_call(match.call(), "kde")
   fit$terms <- attr(mf, "terms")
   fit
 }
@@ -170,7 +170,7 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
   check_dots(...)
   if (has_categorical(x)) {
     return(kde_mixed(x, bandwidth, kernel, weights, gridsize, bounds, method, n_threads,
-                     verbose, control, match.call()))
+                     verbose, control, generic_call(match.call(), "kde")))
   }
   data <- check_kde_data(x)
   weights <- check_weights(weights, data$n)
@@ -185,7 +185,7 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
   }
   fit <- structure(c(data, list(weights = if (!is.null(weights)) weights / sum(weights),
                                 kernel = kernel, bounds = bounds, control = control,
-                                call = match.call())),
+                                call = generic_call(match.call(), "kde"))),
                    class = "local_kde")
   chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads, verbose)
   check_kde_volume(chosen$bandwidth)
@@ -492,8 +492,8 @@ kde_binning_grid <- function(fit, range) {
 #' @param object,x A `local_kde` object made by [kde()].
 #' @param newdata Points: a vector (1-D), or a matrix or data frame with the
 #'   variables of the fit as columns (matched by name when named); a data
-#'   frame with every column of the fit when it has categorical columns
-#'   (rows with missing values give `NA`).
+#'   frame with every column of the fit when it has categorical columns.
+#'   A point with a missing coordinate gets the density `NA`.
 #' @param method "tree" (kd-tree with the kernel's cut-off) or "exact".
 #' @param rtol Relative error allowed at every point (0: exact). With
 #'   `rtol > 0` whole kd-tree nodes whose kernel values vary little are
@@ -542,11 +542,22 @@ predict.local_kde <- function(object, newdata, rtol = 0, method = "tree", n_thre
                    codes = points$codes)
     return(expand_rows(dens, points$ok))
   }
-  points <- kde_points(object, newdata)
   if (rtol > 0 && object$bandwidth$type == "nn") {
     abort("{.arg rtol} needs a fixed bandwidth (a number, vector or matrix), not {.code nn(k)}.")
   }
-  kde_at(object, points, method, n_threads(n_threads), check_flag(verbose), rtol)
+  # a point with a missing coordinate has a missing density, as predict.lm() gives NA
+  ok <- complete_points(newdata, object$d)
+  if (!any(ok)) return(rep(NA_real_, length(ok)))
+  if (!all(ok)) newdata <- if (is.null(dim(newdata))) newdata[ok] else newdata[ok, , drop = FALSE]
+  points <- kde_points(object, newdata)
+  expand_rows(kde_at(object, points, method, n_threads(n_threads), check_flag(verbose), rtol), ok)
+}
+
+# Which points of `newdata` (a vector of values, one point of d coordinates, a matrix or a data
+# frame) have every coordinate.
+complete_points <- function(newdata, d) {
+  if (is.null(dim(newdata))) return(if (d > 1L) !anyNA(newdata) else !is.na(newdata))
+  stats::complete.cases(newdata)
 }
 
 # New points as a matrix with the fit's columns.
@@ -722,6 +733,25 @@ logLik.local_kde <- function(object, ...) {
   dens <- kde_at_data(object)
   structure(sum(n * kde_weights(object) * log(dens)), df = NA_real_, nobs = n,
             class = "logLik")
+}
+
+#' @rdname kde-methods
+#' @param formula. For `update()` of a formula fit: changes to the formula
+#'   (e.g. `~ . - waiting`).
+#' @param evaluate For `update()`: `TRUE` to refit, `FALSE` for the call.
+#' @return `update()`: the density refitted with the changed arguments (the
+#'   call, with `evaluate = FALSE`).
+#' @export
+update.local_kde <- function(object, formula., ..., evaluate = TRUE) {
+  call <- update_call(object, formula., match.call(expand.dots = FALSE)$..., "x")
+  if (isTRUE(evaluate)) eval(call, parent.frame()) else call
+}
+
+#' @export
+formula.local_kde <- function(x, ...) {
+  check_dots(...)
+  if (is.null(x$terms)) abort("The density was not fitted with a formula.")
+  stats::formula(x$terms)
 }
 
 #' @rdname kde-methods

@@ -449,7 +449,7 @@ summary.local_model <- function(object, ...) {
                  degree = object$degree, bandwidth = bandwidth_label(object),
                  how = object$bandwidth_method, method = object$spec$method,
                  n = length(object$leverage), df = object$df, sigma = object$sigma,
-                 r.squared = object$r.squared, cv = object$cv,
+                 r.squared = object$r.squared, cv = object[["cv"]],
                  accuracy = object$accuracy, family = object$family,
                  deviance = object$deviance, null.deviance = object$null.deviance,
                  dispersion = object$dispersion, bandwidths = bandwidth_table(object),
@@ -703,6 +703,49 @@ formula.local_model <- function(x, ...) {
   check_dots(...)
   if (is.null(x$terms)) abort("The model was not fitted with a formula.")
   stats::formula(x$terms)
+}
+
+#' @rdname local_poly
+#' @param formula. For `update()`: changes to the formula, as in
+#'   [stats::update.formula()] (e.g. `. ~ . - hp`).
+#' @param evaluate For `update()`: `TRUE` to refit, `FALSE` for the call.
+#' @return `update()`: the model refitted with the changed arguments (the
+#'   call, with `evaluate = FALSE`). When predictors are dropped from the
+#'   formula and the fit was given one bandwidth per predictor (named, or in
+#'   the order of the predictors), the remaining predictors keep theirs.
+#' @export
+update.local_model <- function(object, formula., ..., evaluate = TRUE) {
+  call <- update_call(object, formula., match.call(expand.dots = FALSE)$..., "formula")
+  if (!missing(formula.) && !"bandwidth" %in% ...names()) {
+    call$bandwidth <- kept_bandwidths(object, call, parent.frame())
+  }
+  if (isTRUE(evaluate)) eval(call, parent.frame()) else call
+}
+
+# The stored call of a fit with a new formula (in argument `formula_arg`) and the `extras`
+# replacing or adding arguments, as stats::update.default() builds it.
+update_call <- function(object, formula., extras, formula_arg, call = rlang::caller_env()) {
+  fit_call <- stats::getCall(object)
+  if (is.null(fit_call)) abort("The fit holds no call to update.", call = call)
+  if (!missing(formula.)) {
+    fit_call[[formula_arg]] <- stats::update(stats::formula(object), formula.)
+  }
+  for (arg in names(extras)) fit_call[[arg]] <- extras[[arg]]
+  fit_call
+}
+
+# The bandwidths of the predictors an updated formula keeps, when the fit was given one per
+# predictor; otherwise the call's own `bandwidth` argument.
+kept_bandwidths <- function(object, call, env) {
+  given <- call$bandwidth
+  bw <- tryCatch(eval(given, env), error = function(e) NULL)
+  vars <- object$predictors$names
+  if (!is.numeric(bw) || length(bw) < 2L || length(bw) != length(vars)) return(given)
+  if (is.null(names(bw))) names(bw) <- vars
+  data <- if (!is.null(call$data)) eval(call$data, env)
+  kept <- attr(stats::terms(stats::as.formula(call$formula), data = data), "term.labels")
+  if (!all(kept %in% names(bw))) return(given)
+  bw[kept]
 }
 
 #' @export

@@ -137,7 +137,7 @@ glance.local_poly <- function(x, ...) {
              r.squared = x$r.squared, deviance = stats::deviance(x),
              null.deviance = x$null.deviance, logLik = as.numeric(ll),
              AIC = stats::AIC(ll), BIC = stats::BIC(ll), df.residual = stats::df.residual(x),
-             cv = x$cv, kernel = x$kernel, degree = x$degree,
+             cv = x[["cv"]], kernel = x$kernel, degree = x$degree,
              bandwidth.method = x$bandwidth_method,
              family = (x$family %||% stats::gaussian())$family)
 }
@@ -182,7 +182,10 @@ augment.local_poly <- function(x, data = NULL, newdata = NULL, se_fit = FALSE,
 #' @export
 glance.local_classify <- function(x, ...) {
   check_dots(...)
-  glance_row(nobs = stats::nobs(x), df = x$df, accuracy = x$accuracy, cv = x$cv,
+  ll <- stats::logLik(x)
+  # (x[["cv"]]: `$` would match the selector's curve, `cv_curve`, one row per candidate)
+  glance_row(nobs = stats::nobs(x), df = x$df, accuracy = x$accuracy, logLik = as.numeric(ll),
+             AIC = stats::AIC(ll), BIC = stats::BIC(ll), brier = loo_brier(x),
              kernel = x$kernel, degree = x$degree, bandwidth.method = x$bandwidth_method,
              n.classes = length(x$levels))
 }
