@@ -514,7 +514,17 @@ kde_binning_grid <- function(fit, range) {
 #' @param ... Unused, or passed to the plotting functions.
 #' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
 #'   matrix of draws (a data frame with categorical columns), with the
-#'   attribute `seed`; `summary()`: an object of class `summary.local_kde`.
+#'   attribute `seed`; `summary()`: an object of class `summary.local_kde`;
+#'   `logLik()`: the log-likelihood of the estimate at the data,
+#'   \eqn{n \sum_i w_i \log \hat f(x_i)}{n sum_i w_i log fhat(x_i)} (\eqn{w_i}{w_i} the
+#'   normalised weights), whose `df` is the trace of the estimate,
+#'   \eqn{\sum_i w_i K_i(0) / \hat f(x_i)}{sum_i w_i K_i(0) / fhat(x_i)}: each point's
+#'   share of the density at itself (Loader 1999, as `locfit` reports for
+#'   densities; from `n` for a bandwidth near 0 down to 1 and less for wide
+#'   ones). `AIC()` is \eqn{-2 \log L + k\,df}{-2 log L + k df}; with categorical columns
+#'   `df` is `NA` and `AIC()` an error.
+#' @references Loader, C. (1999). *Local Regression and Likelihood*.
+#'   Springer, chapter 5.
 #' @name kde-methods
 #' @family density
 #' @examples
@@ -731,8 +741,38 @@ logLik.local_kde <- function(object, ...) {
   check_dots(...)
   n <- object$n
   dens <- kde_at_data(object)
-  structure(sum(n * kde_weights(object) * log(dens)), df = NA_real_, nobs = n,
-            class = "logLik")
+  w <- kde_weights(object)
+  df <- if (is.null(object$categorical)) sum(w * kde_self_weight(object) / dens) else NA_real_
+  structure(sum(n * w * log(dens)), df = df, nobs = n, class = "logLik")
+}
+
+#' @rdname kde-methods
+#' @param k For `AIC()`: the penalty per degree of freedom.
+#' @export
+AIC.local_kde <- function(object, ..., k = 2) {
+  if (...length()) abort("{.fn AIC} compares one density at a time.")
+  ll <- stats::logLik(object)
+  if (is.na(attr(ll, "df"))) {
+    abort("{.fn AIC} needs numeric columns only: a density with categorical columns has no
+           degrees of freedom here.")
+  }
+  -2 * as.numeric(ll) + k * attr(ll, "df")
+}
+
+# Each data point's kernel at itself, K_i(0) (the same for every point but with nn(k)
+# bandwidths): the density at its own position of a fit to that point alone (no bounds).
+kde_self_weight <- function(fit) {
+  one <- fit
+  one$x <- kde_data(fit)[1L, , drop = FALSE]
+  one$n <- 1L
+  one$weights <- NULL
+  one$bounds <- NULL
+  one$grid <- NULL
+  one$range <- rbind(one$x[1L, ], one$x[1L, ] + 1)
+  nn <- fit$bandwidth$type == "nn"
+  if (nn) one$bandwidth$point <- 1
+  k0 <- kde_at(one, one$x, method = "exact")
+  if (nn) k0 / fit$bandwidth$point^fit$d else rep(k0, fit$n)
 }
 
 #' @rdname kde-methods

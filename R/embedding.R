@@ -28,7 +28,8 @@
 #' neighbours still drawn from all the data).
 #'
 #' @param x The data: a numeric matrix or data frame, one row per point.
-#' @param layout The embedding: a numeric matrix with the same rows.
+#' @param layout The embedding: a numeric matrix with the same rows, or an
+#'   embedding made by [lle()], [trimap()], ... (its layout).
 #' @param labels Optional class labels (a vector with one entry per point).
 #' @param k Number of neighbours.
 #' @param max_points Most points whose neighbourhoods are compared.
@@ -45,6 +46,7 @@ embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 500
                               n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   x <- check_predictors(x)
+  if (inherits(layout, "local_embedding")) layout <- layout$layout
   layout <- check_predictors(layout, arg = "layout")
   n <- nrow(x)
   if (nrow(layout) != n) {
