@@ -226,16 +226,17 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
 }
 
 #' @export
-print.local_classify <- function(x, ...) {
+print.local_classify <- function(x, digits = NULL, ...) {
   check_dots(...)
-  print_fields(model_header(x), c(model_fields(x), list(
+  digits <- check_digits(digits)
+  print_fields(model_header(x), c(model_fields(x, digits), list(
     Classifier = classifier_model(x),
-    Deviance = if (!is.null(x$class_deviance)) sprintf("%.4g", x$class_deviance))))
+    Deviance = if (!is.null(x$class_deviance)) show_num(x$class_deviance, digits))))
   invisible(x)
 }
 
 #' @export
-summary.local_classify <- function(object, ...) {
+summary.local_classify <- function(object, digits = NULL, ...) {
   check_dots(...)
   out <- NextMethod()
   out$model <- classifier_model(object)
@@ -258,14 +259,15 @@ loo_brier <- function(object) {
 }
 
 #' @export
-print.summary.local_classify <- function(x, ...) {
+print.summary.local_classify <- function(x, digits = x$digits, ...) {
   check_dots(...)
-  NextMethod()
+  digits <- check_digits(digits)
+  NextMethod(digits = digits)
   cat("\n")
   print_fields(NULL, list(
     Classifier = x$model,
-    `LOO Brier score` = if (!is.null(x$brier)) format(signif(x$brier, 5)),
-    Deviance = if (!is.null(x$classifier_deviance)) format(signif(x$classifier_deviance, 5))))
+    `LOO Brier score` = if (!is.null(x$brier)) show_num(x$brier, digits),
+    Deviance = if (!is.null(x$classifier_deviance)) show_num(x$classifier_deviance, digits)))
   invisible(x)
 }
 

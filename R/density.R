@@ -592,15 +592,18 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
 }
 
 #' @rdname kde-methods
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_kde <- function(x, ...) {
+print.local_kde <- function(x, digits = NULL, ...) {
   check_dots(...)
-  if (!is.null(x$categorical)) return(print_kde_mixed(x))
+  digits <- check_digits(digits)
+  if (!is.null(x$categorical)) return(print_kde_mixed(x, digits))
   d <- x$d
   print_fields(
     sprintf("<local_kde> n = %d, %d variable%s, %s kernel", x$n, d, if (d > 1L) "s" else "",
             x$kernel),
-    list(Bandwidth = sprintf("%s (%s)", format_kde_bandwidth(x$bandwidth, x$vars),
+    list(Bandwidth = sprintf("%s (%s)", format_kde_bandwidth(x$bandwidth, x$vars, digits),
                              x$bandwidth_method),
          Bounds = if (!is.null(x$bounds)) {
            paste0(x$vars, " [", x$bounds[1L, ], ", ", x$bounds[2L, ], "]", collapse = ", ")
@@ -611,11 +614,11 @@ print.local_kde <- function(x, ...) {
   invisible(x)
 }
 
-format_kde_bandwidth <- function(bw, vars = NULL) {
-  fmt <- function(v) paste(format(signif(v, 4)), collapse = ", ")
+format_kde_bandwidth <- function(bw, vars = NULL, digits = 4L) {
+  fmt <- function(v) paste(format(signif(v, digits)), collapse = ", ")
   switch(bw$type,
-    scale = named_values(bw$h, vars),
-    matrix = paste0("H = [", paste(apply(signif(bw$H, 4), 1L, paste, collapse = " "),
+    scale = named_values(bw$h, vars, digits),
+    matrix = paste0("H = [", paste(apply(signif(bw$H, digits), 1L, paste, collapse = " "),
                                    collapse = "; "), "]"),
     nn = paste0("nn(", bw$k, "): sample-point scales from ", fmt(min(bw$point)), " to ",
                 fmt(max(bw$point)), " (times ", fmt(bw$scale), ")")
@@ -624,9 +627,9 @@ format_kde_bandwidth <- function(bw, vars = NULL) {
 
 #' @rdname kde-methods
 #' @export
-summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
+summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), digits = NULL, ...) {
   check_dots(...)
-  out <- list(fit = object, levels = hdr_levels(object, probs))
+  out <- list(fit = object, levels = hdr_levels(object, probs), digits = check_digits(digits))
   if (!is.null(object$categorical)) return(summary_kde_mixed(out))
   if (length(object$grid)) {
     steps <- vapply(object$grid, function(g) g[2L] - g[1L], 1)
@@ -662,19 +665,24 @@ grid_maxima <- function(g, est) {
 }
 
 #' @export
-print.summary.local_kde <- function(x, ...) {
+print.summary.local_kde <- function(x, digits = x$digits, ...) {
   check_dots(...)
-  print(x$fit)
+  digits <- check_digits(digits)
+  print(x$fit, digits = digits)
   print_fields(NULL, list(
-    `Integral over the grid` = if (!is.null(x$integral) && x$fit$d) format(x$integral, digits = 6),
-    `Total probability` = if (!is.null(x$integral) && !x$fit$d) format(x$integral, digits = 6),
+    `Integral over the grid` = if (!is.null(x$integral) && x$fit$d) {
+      format(x$integral, digits = digits + 2L)
+    },
+    `Total probability` = if (!is.null(x$integral) && !x$fit$d) {
+      format(x$integral, digits = digits + 2L)
+    },
     `Highest cell` = x$highest,
-    `Modes on the grid` = if (!is.null(x$local_maxima)) format(signif(x$local_maxima, 4)),
+    `Modes on the grid` = if (!is.null(x$local_maxima)) show_num(x$local_maxima, digits),
     `Highest grid point` = if (is.null(x$local_maxima) && !is.null(x$mode)) {
-      format(signif(x$mode, 4))
+      show_num(x$mode, digits)
     }))
   cat("Highest-density region levels:\n")
-  print_trimmed(signif(x$levels, 4))
+  print_trimmed(signif(x$levels, digits))
   invisible(x)
 }
 
@@ -1031,13 +1039,13 @@ discrete_kernel_table <- function(categorical, j, lambda) {
   matrix(res$coef[, 1L, ], c) * res$wsum
 }
 
-print_kde_mixed <- function(x) {
+print_kde_mixed <- function(x, digits) {
   k <- length(x$categorical$levels)
   levels <- lengths(x$categorical$levels)
   print_fields(
     sprintf("<local_kde> n = %d, %d numeric and %d categorical variable%s%s", x$n, x$d, k,
             if (k > 1L) "s" else "", if (x$d) paste0(", ", x$kernel, " kernel") else ""),
-    list(Bandwidth = sprintf("%s (%s)", format_mixed_bandwidth(x), x$bandwidth_method),
+    list(Bandwidth = sprintf("%s (%s)", format_mixed_bandwidth(x, digits), x$bandwidth_method),
          `Probability table` = if (x$d == 0L) paste(paste(levels, collapse = " x "), "cells"),
          Grid = if (x$d > 0L && length(x$grid)) {
            sprintf("%s points x %s levels (%s)", paste(lengths(x$grid), collapse = " x "),
@@ -1046,11 +1054,11 @@ print_kde_mixed <- function(x) {
   invisible(x)
 }
 
-format_mixed_bandwidth <- function(x) {
+format_mixed_bandwidth <- function(x, digits = 4L) {
   kind <- x$predictors$kind
   value <- join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors)
   label <- ifelse(kind == "numeric", "h", paste0("lambda (", kind, ")"))
-  shown <- vapply(value, function(v) format(signif(v, 4)), "")
+  shown <- show_num(value, digits)
   paste(paste0(x$predictors$names, " ", label, " = ", shown), collapse = ", ")
 }
 

@@ -410,16 +410,20 @@ add_fit_statistics <- function(fit, sums = NULL) {
   fit
 }
 
-bandwidth_label <- function(object) {
+bandwidth_label <- function(object, digits = 4L) {
   if (!is.null(object$nn)) return(sprintf("nn(%d)", object$nn$k))
   if (!is.null(object$metric)) return(metric_label(object))
-  named_values(object$bandwidth, object$predictors$names)
+  named_values(object$bandwidth, object$predictors$names, digits)
 }
 
+#' @rdname local_poly
+#' @param digits For `print()`, `summary()` and `format()`: significant digits
+#'   of the numbers shown; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_model <- function(x, ...) {
+print.local_model <- function(x, digits = NULL, ...) {
   check_dots(...)
-  print_fields(model_header(x), model_fields(x))
+  digits <- check_digits(digits)
+  print_fields(model_header(x), model_fields(x, digits))
   invisible(x)
 }
 
@@ -429,24 +433,27 @@ model_header <- function(x) {
 }
 
 # The fields print() shows for every local model (classifiers add their own).
-model_fields <- function(x) {
+model_fields <- function(x, digits) {
   likelihood <- !is.null(x$deviance)
-  list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x), x$bandwidth_method),
+  num <- function(v) show_num(v, digits)
+  list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x, digits), x$bandwidth_method),
        Family = if (likelihood) sprintf("%s (%s link)", x$family$family, x$family$link),
-       `Effective df` = sprintf("%.2f", x$df),
-       Deviance = if (likelihood) sprintf("%.4g (null %.4g)", x$deviance, x$null.deviance),
-       `Residual se` = if (!likelihood && !is.null(x$sigma)) sprintf("%.4g", x$sigma),
-       `R-squared` = if (!likelihood && !is.null(x$r.squared)) sprintf("%.4f", x$r.squared),
-       `Training accuracy` = if (!is.null(x$accuracy)) sprintf("%.4f", x$accuracy))
+       `Effective df` = num(x$df),
+       Deviance = if (likelihood) sprintf("%s (null %s)", num(x$deviance), num(x$null.deviance)),
+       `Residual se` = if (!likelihood && !is.null(x$sigma)) num(x$sigma),
+       `R-squared` = if (!likelihood && !is.null(x$r.squared)) num(x$r.squared),
+       `Training accuracy` = if (!is.null(x$accuracy)) num(x$accuracy))
 }
 
 #' @rdname local_poly
 #' @param object A fitted model.
 #' @export
-summary.local_model <- function(object, ...) {
+summary.local_model <- function(object, digits = NULL, ...) {
   check_dots(...)
+  digits <- check_digits(digits)
   structure(list(call = object$call, class = class(object)[1L], kernel = object$kernel,
-                 degree = object$degree, bandwidth = bandwidth_label(object),
+                 degree = object$degree, bandwidth = bandwidth_label(object, digits),
+                 digits = digits,
                  how = object$bandwidth_method, method = object$spec$method,
                  n = length(object$leverage), df = object$df, sigma = object$sigma,
                  r.squared = object$r.squared, cv = object[["cv"]],
@@ -477,36 +484,35 @@ bandwidth_table <- function(object) {
 }
 
 #' @export
-print.summary.local_model <- function(x, ...) {
+print.summary.local_model <- function(x, digits = x$digits, ...) {
   check_dots(...)
+  digits <- check_digits(digits)
+  num <- function(v) show_num(v, digits)
   cat("Call:\n")
   print_trimmed(x$call)
   cat("\n")
   rows <- c(Model = x$class, Kernel = x$kernel, Degree = x$degree,
             Bandwidth = sprintf("%s (%s)", x$bandwidth, x$how), Strategy = x$method,
-            Observations = x$n, `Effective df` = sprintf("%.3f", x$df))
+            Observations = x$n, `Effective df` = num(x$df))
   if (!is.null(x$deviance)) {
     rows <- c(rows, Family = sprintf("%s (%s link)", x$family$family, x$family$link),
-              Deviance = format(signif(x$deviance, 5)),
-              `Null deviance` = format(signif(x$null.deviance, 5)),
-              Dispersion = format(signif(x$dispersion, 5)),
-              `LOO deviance (mean)` = format(signif(x$cv, 5)))
+              Deviance = num(x$deviance), `Null deviance` = num(x$null.deviance),
+              Dispersion = num(x$dispersion), `LOO deviance (mean)` = num(x$cv))
   } else if (!is.null(x$sigma)) {
-    rows <- c(rows, `Residual std. error` = format(signif(x$sigma, 5)),
-              `R-squared` = sprintf("%.4f", x$r.squared),
-              `LOO CV score` = format(signif(x$cv, 5)))
+    rows <- c(rows, `Residual std. error` = num(x$sigma), `R-squared` = num(x$r.squared),
+              `LOO CV score` = num(x$cv))
   }
-  if (!is.null(x$accuracy)) rows <- c(rows, `Training accuracy` = sprintf("%.4f", x$accuracy))
+  if (!is.null(x$accuracy)) rows <- c(rows, `Training accuracy` = num(x$accuracy))
   print_fields(NULL, as.list(rows))
   if (!is.null(x$bandwidths) && nrow(x$bandwidths) > 1L) {
     cat("\nBandwidths:\n")
     tab <- x$bandwidths
-    tab$bandwidth <- format(signif(tab$bandwidth, 4))
+    tab$bandwidth <- num(tab$bandwidth)
     print_trimmed(tab, row.names = FALSE, right = FALSE)
   }
   if (!is.null(x$metric)) {
     cat("\nLearned metric A (the kernel is Gaussian in A x, unit bandwidth):\n")
-    print_trimmed(signif(x$metric, 4))
+    print_trimmed(signif(x$metric, digits))
   }
   invisible(x)
 }
