@@ -226,7 +226,7 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
 }
 
 #' @export
-print.local_classify <- function(x, digits = NULL, ...) {
+print.local_classify <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   print_fields(model_header(x), c(model_fields(x, digits), list(
@@ -236,7 +236,7 @@ print.local_classify <- function(x, digits = NULL, ...) {
 }
 
 #' @export
-summary.local_classify <- function(object, digits = NULL, ...) {
+summary.local_classify <- function(object, ..., digits = NULL) {
   check_dots(...)
   out <- NextMethod()
   out$model <- classifier_model(object)
@@ -259,7 +259,7 @@ loo_brier <- function(object) {
 }
 
 #' @export
-print.summary.local_classify <- function(x, digits = x$digits, ...) {
+print.summary.local_classify <- function(x, ..., digits = x$digits) {
   check_dots(...)
   digits <- check_digits(digits)
   NextMethod(digits = digits)

@@ -595,7 +595,7 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_kde <- function(x, digits = NULL, ...) {
+print.local_kde <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   if (!is.null(x$categorical)) return(print_kde_mixed(x, digits))
@@ -627,7 +627,7 @@ format_kde_bandwidth <- function(bw, vars = NULL, digits = 4L) {
 
 #' @rdname kde-methods
 #' @export
-summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), digits = NULL, ...) {
+summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ..., digits = NULL) {
   check_dots(...)
   out <- list(fit = object, levels = hdr_levels(object, probs), digits = check_digits(digits))
   if (!is.null(object$categorical)) return(summary_kde_mixed(out))
@@ -665,7 +665,7 @@ grid_maxima <- function(g, est) {
 }
 
 #' @export
-print.summary.local_kde <- function(x, digits = x$digits, ...) {
+print.summary.local_kde <- function(x, ..., digits = x$digits) {
   check_dots(...)
   digits <- check_digits(digits)
   print(x$fit, digits = digits)
@@ -758,7 +758,7 @@ logLik.local_kde <- function(object, ...) {
 #' @param k For `AIC()`: the penalty per degree of freedom.
 #' @export
 AIC.local_kde <- function(object, ..., k = 2) {
-  if (...length()) abort("{.fn AIC} compares one density at a time.")
+  check_dots(...)  # one density at a time
   ll <- stats::logLik(object)
   if (is.na(attr(ll, "df"))) {
     abort("{.fn AIC} needs numeric columns only: a density with categorical columns has no

@@ -568,7 +568,7 @@ embedding_names <- c(lle = "Locally linear embedding", trimap = "TriMap",
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_embedding <- function(x, digits = NULL, ...) {
+print.local_embedding <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   p <- ncol(x$layout)
@@ -586,7 +586,7 @@ print.local_embedding <- function(x, digits = NULL, ...) {
 
 #' @rdname local_embedding
 #' @export
-summary.local_embedding <- function(object, digits = NULL, ...) {
+summary.local_embedding <- function(object, ..., digits = NULL) {
   check_dots(...)
   layout <- object$layout
   colnames(layout) <- paste0("dim", seq_len(ncol(layout)))
@@ -597,7 +597,7 @@ summary.local_embedding <- function(object, digits = NULL, ...) {
 }
 
 #' @export
-print.summary.local_embedding <- function(x, digits = x$digits, ...) {
+print.summary.local_embedding <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Layout coordinates" = x$layout,
                                         "Loss over the iterations" = x$loss), digits)

@@ -505,7 +505,7 @@ predict.local_fuzzy <- function(object, newdata = NULL, se.fit = FALSE,
 }
 
 #' @export
-print.local_fuzzy <- function(x, digits = NULL, ...) {
+print.local_fuzzy <- function(x, ..., digits = NULL) {
   check_dots(...)
   print_fields(sprintf("<local_fuzzy> Takagi-Sugeno-Kang rule base, %s memberships, n = %d",
                        x$kernel, length(x$y)), fuzzy_fields(x, check_digits(digits)))
@@ -537,7 +537,7 @@ fuzzy_fields <- function(x, digits) {
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_fuzzy <- function(object, digits = NULL, ...) {
+summary.local_fuzzy <- function(object, ..., digits = NULL) {
   check_dots(...)
   centre <- object$centres
   colnames(centre) <- paste0("centre.", colnames(centre))
@@ -575,7 +575,7 @@ coef.local_fuzzy <- function(object, ...) {
 }
 
 #' @export
-print.summary.local_fuzzy <- function(x, digits = x$digits, ...) {
+print.summary.local_fuzzy <- function(x, ..., digits = x$digits) {
   check_dots(...)
   digits <- check_digits(digits)
   rules <- x$rules

@@ -181,7 +181,7 @@ predict.local_score <- function(object, newdata, n_threads = NULL, verbose = FAL
 }
 
 #' @export
-print.local_score <- function(x, digits = NULL, ...) {
+print.local_score <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   d <- ncol(x$x)
@@ -348,7 +348,7 @@ gaussian_local_mean <- function(object, points, scale, n_threads, verbose = FALS
 }
 
 #' @export
-print.local_denoiser <- function(x, digits = NULL, ...) {
+print.local_denoiser <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   d <- ncol(x$x)
@@ -603,7 +603,7 @@ run_diffusion <- function(fit, n, h, levels, sampler, eta, langevin_steps, step_
 }
 
 #' @export
-print.local_diffusion <- function(x, digits = NULL, ...) {
+print.local_diffusion <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   d <- ncol(x$x)
@@ -630,7 +630,7 @@ print.local_diffusion <- function(x, digits = NULL, ...) {
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_diffusion <- function(object, n_threads = NULL, digits = NULL, ...) {
+summary.local_diffusion <- function(object, n_threads = NULL, ..., digits = NULL) {
   check_dots(...)
   threads <- n_threads(n_threads)
   h <- object$bandwidth
@@ -648,7 +648,7 @@ summary.local_diffusion <- function(object, n_threads = NULL, digits = NULL, ...
 }
 
 #' @export
-print.summary.local_diffusion <- function(x, digits = x$digits, ...) {
+print.summary.local_diffusion <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list(
     `Distance to the nearest data point, in its spacings` = x$distance,

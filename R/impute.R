@@ -410,7 +410,7 @@ NULL
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_imputation <- function(x, digits = NULL, ...) {
+print.local_imputation <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   n_miss <- sum(x$missing)
@@ -438,7 +438,7 @@ print.local_imputation <- function(x, digits = NULL, ...) {
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_imputation <- function(object, digits = NULL, ...) {
+summary.local_imputation <- function(object, ..., digits = NULL) {
   check_dots(...)
   per_column <- colSums(object$missing)
   names(per_column) <- colnames(object$completed) %||% paste0("V", seq_along(per_column))
@@ -450,7 +450,7 @@ summary.local_imputation <- function(object, digits = NULL, ...) {
 }
 
 #' @export
-print.summary.local_imputation <- function(x, digits = x$digits, ...) {
+print.summary.local_imputation <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Missing entries by column" = x$per_column,
                                         "Imputed values" = x$imputed,

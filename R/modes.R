@@ -565,7 +565,7 @@ NULL
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_modes <- function(x, digits = NULL, ...) {
+print.local_modes <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   label <- c(mean_shift = if (isTRUE(x$blurring)) "blurring mean shift" else "mean shift",
@@ -586,7 +586,7 @@ print.local_modes <- function(x, digits = NULL, ...) {
 
 #' @rdname local_modes
 #' @export
-summary.local_modes <- function(object, digits = NULL, ...) {
+summary.local_modes <- function(object, ..., digits = NULL) {
   check_dots(...)
   modes <- data.frame(cluster = seq_along(object$size), size = object$size, object$modes,
                       density = object$mode_density, check.names = FALSE)
@@ -596,7 +596,7 @@ summary.local_modes <- function(object, digits = NULL, ...) {
 }
 
 #' @export
-print.summary.local_modes <- function(x, digits = x$digits, ...) {
+print.summary.local_modes <- function(x, ..., digits = x$digits) {
   check_dots(...)
   digits <- check_digits(digits)
   print(x$fit, digits = digits)
@@ -692,7 +692,7 @@ shift_bandwidth_note <- function(x) {
 
 #' @rdname local_modes
 #' @export
-print.local_ridges <- function(x, digits = NULL, ...) {
+print.local_ridges <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   print_fields(
@@ -710,7 +710,7 @@ print.local_ridges <- function(x, digits = NULL, ...) {
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_ridges <- function(object, digits = NULL, ...) {
+summary.local_ridges <- function(object, ..., digits = NULL) {
   check_dots(...)
   moved <- sqrt(rowSums((object$points - object$x)^2))
   structure(list(fit = object, distance = summary(moved),
@@ -719,7 +719,7 @@ summary.local_ridges <- function(object, digits = NULL, ...) {
 }
 
 #' @export
-print.summary.local_ridges <- function(x, digits = x$digits, ...) {
+print.summary.local_ridges <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Distance from each point to the ridge" = x$distance,
                                         "Steps per point" = x$iterations), digits)

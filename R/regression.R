@@ -420,7 +420,7 @@ bandwidth_label <- function(object, digits = 4L) {
 #' @param digits For `print()`, `summary()` and `format()`: significant digits
 #'   of the numbers shown; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_model <- function(x, digits = NULL, ...) {
+print.local_model <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   print_fields(model_header(x), model_fields(x, digits))
@@ -448,7 +448,7 @@ model_fields <- function(x, digits) {
 #' @rdname local_poly
 #' @param object A fitted model.
 #' @export
-summary.local_model <- function(object, digits = NULL, ...) {
+summary.local_model <- function(object, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   structure(list(call = object$call, class = class(object)[1L], kernel = object$kernel,
@@ -484,7 +484,7 @@ bandwidth_table <- function(object) {
 }
 
 #' @export
-print.summary.local_model <- function(x, digits = x$digits, ...) {
+print.summary.local_model <- function(x, ..., digits = x$digits) {
   check_dots(...)
   digits <- check_digits(digits)
   num <- function(v) show_num(v, digits)

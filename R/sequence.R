@@ -531,7 +531,7 @@ NULL
 #' @param digits Significant digits of the numbers that `print()` and
 #'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_qkv <- function(x, digits = NULL, ...) {
+print.local_qkv <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   s <- x$shape
@@ -553,7 +553,7 @@ print.local_qkv <- function(x, digits = NULL, ...) {
 
 #' @rdname local_qkv-methods
 #' @export
-summary.local_qkv <- function(object, digits = NULL, ...) {
+summary.local_qkv <- function(object, ..., digits = NULL) {
   check_dots(...)
   ep <- seq_along(object$epoch_loss)
   loss <- data.frame(epoch = ep, train_loss = object$epoch_loss,
@@ -571,7 +571,7 @@ summary.local_qkv <- function(object, digits = NULL, ...) {
 }
 
 #' @export
-print.summary.local_qkv <- function(x, digits = x$digits, ...) {
+print.summary.local_qkv <- function(x, ..., digits = x$digits) {
   check_dots(...)
   digits <- check_digits(digits)
   print(x$fit, digits = digits)

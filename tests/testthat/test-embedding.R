@@ -292,3 +292,11 @@ test_that("embedding_quality's global score is 1 for a layout as good as exact P
   expect_identical(unname(q["global_score"]), 1)
   expect_false(anyNA(embedding_quality(x * 1e-300, x, verbose = FALSE)))
 })
+
+test_that("embedding_quality() takes the embedding object, and as.matrix() is its layout", {
+  x <- scale(iris[, 1:4])
+  fit <- lle(x, k = 20, verbose = FALSE)
+  expect_identical(as.matrix(fit), fit$layout)
+  expect_identical(embedding_quality(x, fit, iris$Species, verbose = FALSE),
+                   embedding_quality(x, fit$layout, iris$Species, verbose = FALSE))
+})
