@@ -616,7 +616,8 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' @export
 predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0,
                                type = c("response", "link"),
-                               interval = c("none", "confidence", "prediction"), level = 0.95, simultaneous = FALSE,
+                               interval = c("none", "confidence", "prediction"),
+                               level = 0.95, simultaneous = FALSE,
                                variance = c("constant", "local"), method = NULL,
                                n_threads = NULL, verbose = FALSE, ...) {
   check_dots(...)
@@ -749,7 +750,8 @@ confint.local_poly <- function(object, parm, level = 0.95, newdata = NULL, n_thr
   level <- check_level(level)
   est <- local_coefficients(object, newdata, n_threads, want_var = TRUE)
   if (!missing(parm)) {
-    known <- if (is.character(parm)) parm %in% colnames(est$coef) else parm %in% seq_len(ncol(est$coef))
+    columns <- if (is.character(parm)) colnames(est$coef) else seq_len(ncol(est$coef))
+    known <- parm %in% columns
     if (!length(parm) || !all(known)) {
       abort("{.arg parm} must name columns of {.code coef()}: {.val {colnames(est$coef)}}.")
     }
