@@ -228,16 +228,17 @@ predict.local_classify <- function(object, newdata = NULL, type = c("class", "pr
 }
 
 #' @export
-print.local_classify <- function(x, ...) {
+print.local_classify <- function(x, ..., digits = NULL) {
   check_dots(...)
-  print_fields(model_header(x), c(model_fields(x), list(
+  digits <- check_digits(digits)
+  print_fields(model_header(x), c(model_fields(x, digits), list(
     Classifier = classifier_model(x),
-    Deviance = if (!is.null(x$class_deviance)) sprintf("%.4g", x$class_deviance))))
+    Deviance = if (!is.null(x$class_deviance)) show_num(x$class_deviance, digits))))
   invisible(x)
 }
 
 #' @export
-summary.local_classify <- function(object, ...) {
+summary.local_classify <- function(object, ..., digits = NULL) {
   check_dots(...)
   out <- NextMethod()
   out$model <- classifier_model(object)
@@ -260,15 +261,31 @@ loo_brier <- function(object) {
 }
 
 #' @export
-print.summary.local_classify <- function(x, ...) {
+print.summary.local_classify <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  NextMethod()
+  digits <- check_digits(digits)
+  NextMethod(digits = digits)
   cat("\n")
   print_fields(NULL, list(
     Classifier = x$model,
-    `LOO Brier score` = if (!is.null(x$brier)) format(signif(x$brier, 5)),
-    Deviance = if (!is.null(x$classifier_deviance)) format(signif(x$classifier_deviance, 5))))
+    `LOO Brier score` = if (!is.null(x$brier)) show_num(x$brier, digits),
+    Deviance = if (!is.null(x$classifier_deviance)) show_num(x$classifier_deviance, digits)))
   invisible(x)
+}
+
+#' @rdname local_classify
+#' @return `logLik()`: the log-likelihood of the fitted class probabilities at
+#'   the data, \eqn{\sum_i w_i \log \hat p_{y_i}(x_i)}{sum_i w_i log phat[y_i](x_i)} (over
+#'   the points with a fit), with `df` the trace of the smoother (the sum of
+#'   the leverages, as for [local_poly()] fits), so that `AIC()` and `BIC()`
+#'   apply.
+#' @export
+logLik.local_classify <- function(object, ...) {
+  check_dots(...)
+  w <- object$weights %||% rep(1, length(object$y))
+  own <- object$fitted[cbind(seq_along(object$y), as.integer(object$y))]
+  ok <- is.finite(own) & w > 0
+  structure(sum(w[ok] * log(own[ok])), nobs = sum(ok), df = object$df, class = "logLik")
 }
 
 #' @export

@@ -157,7 +157,7 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
   if (length(x) != 2L) abort("{.arg x} must be a one-sided formula such as {.code ~ a + b}.")
   mf <- call_model_frame(call, parent.frame())
   fit <- kde.default(formula_parts(mf)$x, weights = stats::model.weights(mf), ...)
-  fit$call <- match.call()
+  fit$call <- generic_call(match.call(), "kde")
   fit$terms <- attr(mf, "terms")
   fit
 }
@@ -170,7 +170,7 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
   check_dots(...)
   if (has_categorical(x)) {
     return(kde_mixed(x, bandwidth, kernel, weights, gridsize, bounds, method, n_threads,
-                     verbose, control, match.call()))
+                     verbose, control, generic_call(match.call(), "kde")))
   }
   data <- check_kde_data(x)
   weights <- check_weights(weights, data$n)
@@ -185,7 +185,7 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
   }
   fit <- structure(c(data, list(weights = if (!is.null(weights)) weights / sum(weights),
                                 kernel = kernel, bounds = bounds, control = control,
-                                call = match.call())),
+                                call = generic_call(match.call(), "kde"))),
                    class = "local_kde")
   chosen <- resolve_kde_bandwidth(bandwidth, fit, weights, n_threads, verbose)
   check_kde_volume(chosen$bandwidth)
@@ -492,8 +492,8 @@ kde_binning_grid <- function(fit, range) {
 #' @param object,x A `local_kde` object made by [kde()].
 #' @param newdata Points: a vector (1-D), or a matrix or data frame with the
 #'   variables of the fit as columns (matched by name when named); a data
-#'   frame with every column of the fit when it has categorical columns
-#'   (rows with missing values give `NA`).
+#'   frame with every column of the fit when it has categorical columns.
+#'   A point with a missing coordinate gets the density `NA`.
 #' @param method "tree" (kd-tree with the kernel's cut-off) or "exact".
 #' @param rtol Relative error allowed at every point (0: exact). With
 #'   `rtol > 0` whole kd-tree nodes whose kernel values vary little are
@@ -514,7 +514,17 @@ kde_binning_grid <- function(fit, range) {
 #' @param ... Unused, or passed to the plotting functions.
 #' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
 #'   matrix of draws (a data frame with categorical columns), with the
-#'   attribute `seed`; `summary()`: an object of class `summary.local_kde`.
+#'   attribute `seed`; `summary()`: an object of class `summary.local_kde`;
+#'   `logLik()`: the log-likelihood of the estimate at the data,
+#'   \eqn{n \sum_i w_i \log \hat f(x_i)}{n sum_i w_i log fhat(x_i)} (\eqn{w_i}{w_i} the
+#'   normalised weights), whose `df` is the trace of the estimate,
+#'   \eqn{\sum_i w_i K_i(0) / \hat f(x_i)}{sum_i w_i K_i(0) / fhat(x_i)}: each point's
+#'   share of the density at itself (Loader 1999, as `locfit` reports for
+#'   densities; from `n` for a bandwidth near 0 down to 1 and less for wide
+#'   ones). `AIC()` is \eqn{-2 \log L + k\,df}{-2 log L + k df}; with categorical columns
+#'   `df` is `NA` and `AIC()` an error.
+#' @references Loader, C. (1999). *Local Regression and Likelihood*.
+#'   Springer, chapter 5.
 #' @name kde-methods
 #' @family density
 #' @examples
@@ -542,11 +552,22 @@ predict.local_kde <- function(object, newdata, rtol = 0, method = "tree", n_thre
                    codes = points$codes)
     return(expand_rows(dens, points$ok))
   }
-  points <- kde_points(object, newdata)
   if (rtol > 0 && object$bandwidth$type == "nn") {
     abort("{.arg rtol} needs a fixed bandwidth (a number, vector or matrix), not {.code nn(k)}.")
   }
-  kde_at(object, points, method, n_threads(n_threads), check_flag(verbose), rtol)
+  # a point with a missing coordinate has a missing density, as predict.lm() gives NA
+  ok <- complete_points(newdata, object$d)
+  if (!any(ok)) return(rep(NA_real_, length(ok)))
+  if (!all(ok)) newdata <- if (is.null(dim(newdata))) newdata[ok] else newdata[ok, , drop = FALSE]
+  points <- kde_points(object, newdata)
+  expand_rows(kde_at(object, points, method, n_threads(n_threads), check_flag(verbose), rtol), ok)
+}
+
+# Which points of `newdata` (a vector of values, one point of d coordinates, a matrix or a data
+# frame) have every coordinate.
+complete_points <- function(newdata, d) {
+  if (is.null(dim(newdata))) return(if (d > 1L) !anyNA(newdata) else !is.na(newdata))
+  stats::complete.cases(newdata)
 }
 
 # New points as a matrix with the fit's columns.
@@ -571,15 +592,18 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
 }
 
 #' @rdname kde-methods
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_kde <- function(x, ...) {
+print.local_kde <- function(x, ..., digits = NULL) {
   check_dots(...)
-  if (!is.null(x$categorical)) return(print_kde_mixed(x))
+  digits <- check_digits(digits)
+  if (!is.null(x$categorical)) return(print_kde_mixed(x, digits))
   d <- x$d
   print_fields(
     sprintf("<local_kde> n = %d, %d variable%s, %s kernel", x$n, d, if (d > 1L) "s" else "",
             x$kernel),
-    list(Bandwidth = sprintf("%s (%s)", format_kde_bandwidth(x$bandwidth, x$vars),
+    list(Bandwidth = sprintf("%s (%s)", format_kde_bandwidth(x$bandwidth, x$vars, digits),
                              x$bandwidth_method),
          Bounds = if (!is.null(x$bounds)) {
            paste0(x$vars, " [", x$bounds[1L, ], ", ", x$bounds[2L, ], "]", collapse = ", ")
@@ -590,11 +614,11 @@ print.local_kde <- function(x, ...) {
   invisible(x)
 }
 
-format_kde_bandwidth <- function(bw, vars = NULL) {
-  fmt <- function(v) paste(format(signif(v, 4)), collapse = ", ")
+format_kde_bandwidth <- function(bw, vars = NULL, digits = 4L) {
+  fmt <- function(v) paste(format(signif(v, digits)), collapse = ", ")
   switch(bw$type,
-    scale = named_values(bw$h, vars),
-    matrix = paste0("H = [", paste(apply(signif(bw$H, 4), 1L, paste, collapse = " "),
+    scale = named_values(bw$h, vars, digits),
+    matrix = paste0("H = [", paste(apply(signif(bw$H, digits), 1L, paste, collapse = " "),
                                    collapse = "; "), "]"),
     nn = paste0("nn(", bw$k, "): sample-point scales from ", fmt(min(bw$point)), " to ",
                 fmt(max(bw$point)), " (times ", fmt(bw$scale), ")")
@@ -603,9 +627,9 @@ format_kde_bandwidth <- function(bw, vars = NULL) {
 
 #' @rdname kde-methods
 #' @export
-summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
+summary.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ..., digits = NULL) {
   check_dots(...)
-  out <- list(fit = object, levels = hdr_levels(object, probs))
+  out <- list(fit = object, levels = hdr_levels(object, probs), digits = check_digits(digits))
   if (!is.null(object$categorical)) return(summary_kde_mixed(out))
   if (length(object$grid)) {
     steps <- vapply(object$grid, function(g) g[2L] - g[1L], 1)
@@ -641,19 +665,24 @@ grid_maxima <- function(g, est) {
 }
 
 #' @export
-print.summary.local_kde <- function(x, ...) {
+print.summary.local_kde <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  print(x$fit)
+  digits <- check_digits(digits)
+  print(x$fit, digits = digits)
   print_fields(NULL, list(
-    `Integral over the grid` = if (!is.null(x$integral) && x$fit$d) format(x$integral, digits = 6),
-    `Total probability` = if (!is.null(x$integral) && !x$fit$d) format(x$integral, digits = 6),
+    `Integral over the grid` = if (!is.null(x$integral) && x$fit$d) {
+      format(x$integral, digits = digits + 2L)
+    },
+    `Total probability` = if (!is.null(x$integral) && !x$fit$d) {
+      format(x$integral, digits = digits + 2L)
+    },
     `Highest cell` = x$highest,
-    `Modes on the grid` = if (!is.null(x$local_maxima)) format(signif(x$local_maxima, 4)),
+    `Modes on the grid` = if (!is.null(x$local_maxima)) show_num(x$local_maxima, digits),
     `Highest grid point` = if (is.null(x$local_maxima) && !is.null(x$mode)) {
-      format(signif(x$mode, 4))
+      show_num(x$mode, digits)
     }))
   cat("Highest-density region levels:\n")
-  print_trimmed(signif(x$levels, 4))
+  print_trimmed(signif(x$levels, digits))
   invisible(x)
 }
 
@@ -720,8 +749,57 @@ logLik.local_kde <- function(object, ...) {
   check_dots(...)
   n <- object$n
   dens <- kde_at_data(object)
-  structure(sum(n * kde_weights(object) * log(dens)), df = NA_real_, nobs = n,
-            class = "logLik")
+  w <- kde_weights(object)
+  df <- if (is.null(object$categorical)) sum(w * kde_self_weight(object) / dens) else NA_real_
+  structure(sum(n * w * log(dens)), df = df, nobs = n, class = "logLik")
+}
+
+#' @rdname kde-methods
+#' @param k For `AIC()`: the penalty per degree of freedom.
+#' @export
+AIC.local_kde <- function(object, ..., k = 2) {
+  check_dots(...)  # one density at a time
+  ll <- stats::logLik(object)
+  if (is.na(attr(ll, "df"))) {
+    abort("{.fn AIC} needs numeric columns only: a density with categorical columns has no
+           degrees of freedom here.")
+  }
+  -2 * as.numeric(ll) + k * attr(ll, "df")
+}
+
+# Each data point's kernel at itself, K_i(0) (the same for every point but with nn(k)
+# bandwidths): the density at its own position of a fit to that point alone (no bounds).
+kde_self_weight <- function(fit) {
+  one <- fit
+  one$x <- kde_data(fit)[1L, , drop = FALSE]
+  one$n <- 1L
+  one$weights <- NULL
+  one$bounds <- NULL
+  one$grid <- NULL
+  one$range <- rbind(one$x[1L, ], one$x[1L, ] + 1)
+  nn <- fit$bandwidth$type == "nn"
+  if (nn) one$bandwidth$point <- 1
+  k0 <- kde_at(one, one$x, method = "exact")
+  if (nn) k0 / fit$bandwidth$point^fit$d else rep(k0, fit$n)
+}
+
+#' @rdname kde-methods
+#' @param formula. For `update()` of a formula fit: changes to the formula
+#'   (e.g. `~ . - waiting`).
+#' @param evaluate For `update()`: `TRUE` to refit, `FALSE` for the call.
+#' @return `update()`: the density refitted with the changed arguments (the
+#'   call, with `evaluate = FALSE`).
+#' @export
+update.local_kde <- function(object, formula., ..., evaluate = TRUE) {
+  call <- update_call(object, formula., match.call(expand.dots = FALSE)$..., "x")
+  if (isTRUE(evaluate)) eval(call, parent.frame()) else call
+}
+
+#' @export
+formula.local_kde <- function(x, ...) {
+  check_dots(...)
+  if (is.null(x$terms)) abort("The density was not fitted with a formula.")
+  stats::formula(x$terms)
 }
 
 #' @rdname kde-methods
@@ -961,13 +1039,13 @@ discrete_kernel_table <- function(categorical, j, lambda) {
   matrix(res$coef[, 1L, ], c) * res$wsum
 }
 
-print_kde_mixed <- function(x) {
+print_kde_mixed <- function(x, digits) {
   k <- length(x$categorical$levels)
   levels <- lengths(x$categorical$levels)
   print_fields(
     sprintf("<local_kde> n = %d, %d numeric and %d categorical variable%s%s", x$n, x$d, k,
             if (k > 1L) "s" else "", if (x$d) paste0(", ", x$kernel, " kernel") else ""),
-    list(Bandwidth = sprintf("%s (%s)", format_mixed_bandwidth(x), x$bandwidth_method),
+    list(Bandwidth = sprintf("%s (%s)", format_mixed_bandwidth(x, digits), x$bandwidth_method),
          `Probability table` = if (x$d == 0L) paste(paste(levels, collapse = " x "), "cells"),
          Grid = if (x$d > 0L && length(x$grid)) {
            sprintf("%s points x %s levels (%s)", paste(lengths(x$grid), collapse = " x "),
@@ -976,11 +1054,11 @@ print_kde_mixed <- function(x) {
   invisible(x)
 }
 
-format_mixed_bandwidth <- function(x) {
+format_mixed_bandwidth <- function(x, digits = 4L) {
   kind <- x$predictors$kind
   value <- join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors)
   label <- ifelse(kind == "numeric", "h", paste0("lambda (", kind, ")"))
-  shown <- vapply(value, function(v) format(signif(v, 4)), "")
+  shown <- show_num(value, digits)
   paste(paste0(x$predictors$names, " ", label, " = ", shown), collapse = ", ")
 }
 

@@ -28,7 +28,8 @@
 #' neighbours still drawn from all the data).
 #'
 #' @param x The data: a numeric matrix or data frame, one row per point.
-#' @param layout The embedding: a numeric matrix with the same rows.
+#' @param layout The embedding: a numeric matrix with the same rows, or an
+#'   embedding made by [lle()], [trimap()], ... (its layout).
 #' @param labels Optional class labels (a vector with one entry per point).
 #' @param k Number of neighbours.
 #' @param max_points Most points whose neighbourhoods are compared.
@@ -45,6 +46,7 @@ embedding_quality <- function(x, layout, labels = NULL, k = 10, max_points = 500
                               n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   x <- check_predictors(x)
+  if (inherits(layout, "local_embedding")) layout <- layout$layout
   layout <- check_predictors(layout, arg = "layout")
   n <- nrow(x)
   if (nrow(layout) != n) {
@@ -644,16 +646,19 @@ embedding_names <- c(lle = "Locally linear embedding", trimap = "TriMap",
                      ordinal = "Ordinal embedding (t-STE)", asym_mds = "Asymmetric MDS")
 
 #' @rdname local_embedding
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_embedding <- function(x, ...) {
+print.local_embedding <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   p <- ncol(x$layout)
-  shown <- vapply(x$parameters, function(v) format(signif(v, 4)), "")
+  shown <- vapply(x$parameters, function(v) show_num(v, digits), "")
   print_fields(
     sprintf("<local_embedding> %s: %d points in %d dimension%s", embedding_names[[x$method]],
             nrow(x$layout), p, if (p > 1L) "s" else ""),
     list(Parameters = paste(names(shown), shown, sep = " = ", collapse = ", "),
-         `Final loss` = if (!is.null(x$loss)) format(signif(utils::tail(x$loss, 1L), 5)),
+         `Final loss` = if (!is.null(x$loss)) show_num(utils::tail(x$loss, 1L), digits),
          `Triplets out of order` = if (!is.null(x$violated)) {
            sprintf("%.2f%%", 100 * x$violated)
          }))
@@ -662,20 +667,21 @@ print.local_embedding <- function(x, ...) {
 
 #' @rdname local_embedding
 #' @export
-summary.local_embedding <- function(object, ...) {
+summary.local_embedding <- function(object, ..., digits = NULL) {
   check_dots(...)
   layout <- object$layout
   colnames(layout) <- paste0("dim", seq_len(ncol(layout)))
   structure(list(fit = object, layout = summary(layout),
-                 loss = if (length(object$loss)) summary(object$loss)),
+                 loss = if (length(object$loss)) summary(object$loss),
+                 digits = check_digits(digits)),
             class = "summary.local_embedding")
 }
 
 #' @export
-print.summary.local_embedding <- function(x, ...) {
+print.summary.local_embedding <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Layout coordinates" = x$layout,
-                                        "Loss over the iterations" = x$loss))
+                                        "Loss over the iterations" = x$loss), digits)
 }
 
 #' @rdname local_embedding

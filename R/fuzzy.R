@@ -507,26 +507,27 @@ predict.local_fuzzy <- function(object, newdata = NULL, se.fit = FALSE,
 }
 
 #' @export
-print.local_fuzzy <- function(x, ...) {
+print.local_fuzzy <- function(x, ..., digits = NULL) {
   check_dots(...)
   print_fields(sprintf("<local_fuzzy> Takagi-Sugeno-Kang rule base, %s memberships, n = %d",
-                       x$kernel, length(x$y)), fuzzy_fields(x))
+                       x$kernel, length(x$y)), fuzzy_fields(x, check_digits(digits)))
   invisible(x)
 }
 
-fuzzy_fields <- function(x) {
+fuzzy_fields <- function(x, digits) {
   centres <- c(kmeans = "k-means", mean_shift = "mean shift", given = "given")[[x$centre_method]]
   list(Rules = sprintf("%d (centres: %s)", nrow(x$centres), centres),
        Consequents = if (x$consequent == "global") "global least squares" else
          "local linear fits at the centres",
-       `Membership width` = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
+       `Membership width` = sprintf("%s (%s)",
+                                    named_values(x$bandwidth, colnames(x$x), digits),
                                     x$bandwidth_method),
        Uncovered = if (x$uncovered > 0L) {
          sprintf("%d points fire no rule and follow the nearest", x$uncovered)
        },
-       `Residual se` = sprintf("%.4g", x$sigma),
-       `R-squared` = sprintf("%.4f", x$r.squared),
-       `LOO CV score` = if (!is.null(x$cv)) sprintf("%.4g", x$cv))
+       `Residual se` = show_num(x$sigma, digits),
+       `R-squared` = show_num(x$r.squared, digits),
+       `LOO CV score` = if (!is.null(x$cv)) show_num(x$cv, digits))
 }
 
 #' @rdname fuzzy_inference-methods
@@ -535,14 +536,17 @@ fuzzy_fields <- function(x) {
 #'   the data and its consequent coefficients; the membership widths, shared by
 #'   every rule, are in the header). `coef()` of it gives the coefficients
 #'   with standard errors (global consequents).
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_fuzzy <- function(object, ...) {
+summary.local_fuzzy <- function(object, ..., digits = NULL) {
   check_dots(...)
   centre <- object$centres
   colnames(centre) <- paste0("centre.", colnames(centre))
   rules <- data.frame(rule = seq_len(nrow(centre)), centre, share = object$share,
                       object$coefficients, check.names = FALSE, row.names = NULL)
-  structure(list(fit = object, rules = rules, coefficients = coefficient_rows(object)),
+  structure(list(fit = object, rules = rules, coefficients = coefficient_rows(object),
+                 digits = check_digits(digits)),
             class = "summary.local_fuzzy")
 }
 
@@ -561,7 +565,7 @@ coefficient_rows <- function(object) {
 }
 
 #' @export
-coef.summary.local_fuzzy <- function(object, ...) {
+coef.summary.local_fuzzy <- function(object, digits = NULL, ...) {
   check_dots(...)
   object$coefficients
 }
@@ -573,12 +577,13 @@ coef.local_fuzzy <- function(object, ...) {
 }
 
 #' @export
-print.summary.local_fuzzy <- function(x, ...) {
+print.summary.local_fuzzy <- function(x, ..., digits = x$digits) {
   check_dots(...)
+  digits <- check_digits(digits)
   rules <- x$rules
   numbers <- vapply(rules, is.double, TRUE)
-  rules[numbers] <- lapply(rules[numbers], function(v) signif(v, 4))
-  print_summary_sections(x, x$fit, list(Rules = rules))
+  rules[numbers] <- lapply(rules[numbers], function(v) signif(v, digits))
+  print_summary_sections(x, x$fit, list(Rules = rules), digits)
 }
 
 #' @export

@@ -181,14 +181,15 @@ predict.local_score <- function(object, newdata, n_threads = NULL, verbose = FAL
 }
 
 #' @export
-print.local_score <- function(x, ...) {
+print.local_score <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   d <- ncol(x$x)
   missing_score <- sum(!stats::complete.cases(x$score))
   print_fields(
     sprintf("<local_score> %d point%s from n = %d, %d variable%s, %s kernel", nrow(x$at),
             if (nrow(x$at) != 1L) "s" else "", nrow(x$x), d, if (d > 1L) "s" else "", x$kernel),
-    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
+    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x), digits),
                              x$bandwidth_method),
          Shadow = if (x$shadow == x$kernel) {
            paste(x$shadow, "(the score is (m(x) - x) / h^2)")
@@ -347,13 +348,15 @@ gaussian_local_mean <- function(object, points, scale, n_threads, verbose = FALS
 }
 
 #' @export
-print.local_denoiser <- function(x, ...) {
+print.local_denoiser <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   d <- ncol(x$x)
   print_fields(
     sprintf("<local_denoiser> n = %d, %d variable%s", nrow(x$x), d, if (d > 1L) "s" else ""),
     list(Prior = if (all(x$bandwidth == 0)) "the data (empirical distribution)" else
-           paste("the data smoothed by a Gaussian,", named_values(x$bandwidth, colnames(x$x))),
+           paste("the data smoothed by a Gaussian,",
+                 named_values(x$bandwidth, colnames(x$x), digits)),
          Denoise = "predict(object, newdata, noise = sigma): E[x0 | x0 + sigma * e]"))
   invisible(x)
 }
@@ -600,22 +603,23 @@ run_diffusion <- function(fit, n, h, levels, sampler, eta, langevin_steps, step_
 }
 
 #' @export
-print.local_diffusion <- function(x, ...) {
+print.local_diffusion <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   d <- ncol(x$x)
   print_fields(
     sprintf("<local_diffusion> %d samples of %d variable%s, %s sampler", nrow(x$samples), d,
             if (d > 1L) "s" else "", x$sampler),
     list(Data = paste(nrow(x$x), "points"),
-         `Noise floor` = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
+         `Noise floor` = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x), digits),
                                  x$bandwidth_method),
          `Noise levels` = sprintf("%d steps from %s to 1 bandwidths", x$n_iter,
-                                  format(signif(x$levels[1L], 4))),
+                                  show_num(x$levels[1L], digits)),
          Sampler = switch(x$sampler,
            ddim = paste0("DDIM, eta = ", x$eta),
            ode = "probability-flow ODE, Heun's method",
            langevin = sprintf("annealed Langevin, %d steps per level, step size %s",
-                              x$langevin_steps, format(x$step_size))),
+                              x$langevin_steps, show_num(x$step_size, digits))),
          `Local means` = paste(x$local_means, "per sample"),
          Strategy = x$method))
   invisible(x)
@@ -623,8 +627,10 @@ print.local_diffusion <- function(x, ...) {
 
 #' @rdname diffusion_sample
 #' @param object,x A `local_diffusion` object.
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_diffusion <- function(object, n_threads = NULL, ...) {
+summary.local_diffusion <- function(object, n_threads = NULL, ..., digits = NULL) {
   check_dots(...)
   threads <- n_threads(n_threads)
   h <- object$bandwidth
@@ -637,17 +643,17 @@ summary.local_diffusion <- function(object, n_threads = NULL, ...) {
   spacing[!(spacing > 0)] <- 1 # repeated points: distances in bandwidths
   relative <- gap / spacing
   structure(list(fit = object, distance = summary(relative), copies = mean(relative < 0.5),
-                 distinct = length(unique(nearest))),
+                 distinct = length(unique(nearest)), digits = check_digits(digits)),
             class = "summary.local_diffusion")
 }
 
 #' @export
-print.summary.local_diffusion <- function(x, ...) {
+print.summary.local_diffusion <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list(
     `Distance to the nearest data point, in its spacings` = x$distance,
     Memorisation = c(`samples within half a spacing` = signif(x$copies, 3),
-                     `distinct nearest data points` = x$distinct)))
+                     `distinct nearest data points` = x$distinct)), digits)
 }
 
 #' @rdname diffusion_sample

@@ -407,9 +407,12 @@ new_local_imputation <- function(completed, missing, change, converged, layers, 
 NULL
 
 #' @rdname local_imputation
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_imputation <- function(x, ...) {
+print.local_imputation <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   n_miss <- sum(x$missing)
   header <- sprintf("<local_imputation> %d missing entr%s of %d (%.1f%%) in a %d x %d table",
                     n_miss, if (n_miss == 1L) "y" else "ies", length(x$missing),
@@ -423,32 +426,36 @@ print.local_imputation <- function(x, ...) {
   }
   print_fields(header, list(
     Layers = paste0(paste(x$layers, collapse = " + "), mix),
-    Iterations = sprintf("%d (%s, last relative change %.3g)", x$iterations,
+    Iterations = sprintf("%d (%s, last relative change %s)", x$iterations,
                          if (x$converged) "converged" else "not converged",
-                         utils::tail(x$change, 1L))))
+                         show_num(utils::tail(x$change, 1L), digits))))
   invisible(x)
 }
 
 #' @rdname local_impute
 #' @param object A `local_imputation`.
 #' @param ... Must be empty.
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_imputation <- function(object, ...) {
+summary.local_imputation <- function(object, ..., digits = NULL) {
   check_dots(...)
   per_column <- colSums(object$missing)
   names(per_column) <- colnames(object$completed) %||% paste0("V", seq_along(per_column))
   imputed <- object$completed[object$missing]
   structure(list(fit = object, per_column = per_column,
-                 imputed = if (length(imputed)) summary(imputed), change = object$change),
+                 imputed = if (length(imputed)) summary(imputed), change = object$change,
+                 digits = check_digits(digits)),
             class = "summary.local_imputation")
 }
 
 #' @export
-print.summary.local_imputation <- function(x, ...) {
+print.summary.local_imputation <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Missing entries by column" = x$per_column,
                                         "Imputed values" = x$imputed,
-                                        "Relative change by iteration" = signif(x$change, 3)))
+                                        "Relative change by iteration" = signif(x$change, 3)),
+                         digits)
 }
 
 #' @rdname local_imputation

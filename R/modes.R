@@ -618,9 +618,12 @@ pc_shift <- function(x, kernel = "gaussian", bandwidth = "auto", ndim = 1, max_i
 NULL
 
 #' @rdname local_modes
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_modes <- function(x, ...) {
+print.local_modes <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   label <- c(mean_shift = if (isTRUE(x$blurring)) "blurring mean shift" else "mean shift",
              medoid_shift = "MedoidShift")[[x$algorithm]]
   k <- length(x$size)
@@ -628,7 +631,7 @@ print.local_modes <- function(x, ...) {
   print_fields(
     sprintf("<local_modes> %s: %d cluster%s from %d points, %s kernel", label, k,
             if (k != 1L) "s" else "", nrow(x$x), x$kernel),
-    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
+    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x), digits),
                              x$bandwidth_method),
          `Cluster sizes` = c(utils::head(x$size, 20L), if (k > 20L) "..."),
          `Not converged` = if (x$algorithm == "mean_shift" && stuck) {
@@ -639,20 +642,22 @@ print.local_modes <- function(x, ...) {
 
 #' @rdname local_modes
 #' @export
-summary.local_modes <- function(object, ...) {
+summary.local_modes <- function(object, ..., digits = NULL) {
   check_dots(...)
   modes <- data.frame(cluster = seq_along(object$size), size = object$size, object$modes,
                       density = object$mode_density, check.names = FALSE)
-  structure(list(fit = object, modes = modes, iterations = summary(object$iterations)),
+  structure(list(fit = object, modes = modes, iterations = summary(object$iterations),
+                 digits = check_digits(digits)),
             class = "summary.local_modes")
 }
 
 #' @export
-print.summary.local_modes <- function(x, ...) {
+print.summary.local_modes <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  print(x$fit)
+  digits <- check_digits(digits)
+  print(x$fit, digits = digits)
   cat("\nModes:\n")
-  print_trimmed(utils::head(x$modes, 20L), row.names = FALSE, digits = 4)
+  print_trimmed(utils::head(x$modes, 20L), row.names = FALSE, digits = digits)
   if (x$fit$algorithm == "mean_shift") {
     cat("\nSteps per point:\n")
     print_trimmed(x$iterations)
@@ -743,12 +748,13 @@ shift_bandwidth_note <- function(x) {
 
 #' @rdname local_modes
 #' @export
-print.local_ridges <- function(x, ...) {
+print.local_ridges <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   print_fields(
     sprintf("<local_ridges> onto %d-dimensional ridges: %d points, %s kernel", x$ndim, nrow(x$x),
             x$kernel),
-    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x)),
+    list(Bandwidth = sprintf("%s (%s)", named_values(x$bandwidth, colnames(x$x), digits),
                              x$bandwidth_method),
          Converged = sprintf("%d of %d points; median steps %g", sum(x$converged), nrow(x$x),
                              stats::median(x$iterations))))
@@ -757,20 +763,22 @@ print.local_ridges <- function(x, ...) {
 
 #' @rdname pc_shift
 #' @param object A `local_ridges` fit.
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-summary.local_ridges <- function(object, ...) {
+summary.local_ridges <- function(object, ..., digits = NULL) {
   check_dots(...)
   moved <- sqrt(rowSums((object$points - object$x)^2))
   structure(list(fit = object, distance = summary(moved),
-                 iterations = summary(object$iterations)),
+                 iterations = summary(object$iterations), digits = check_digits(digits)),
             class = "summary.local_ridges")
 }
 
 #' @export
-print.summary.local_ridges <- function(x, ...) {
+print.summary.local_ridges <- function(x, ..., digits = x$digits) {
   check_dots(...)
   print_summary_sections(x, x$fit, list("Distance from each point to the ridge" = x$distance,
-                                        "Steps per point" = x$iterations))
+                                        "Steps per point" = x$iterations), digits)
 }
 
 #' @rdname local_modes

@@ -412,16 +412,20 @@ add_fit_statistics <- function(fit, sums = NULL) {
   fit
 }
 
-bandwidth_label <- function(object) {
+bandwidth_label <- function(object, digits = 4L) {
   if (!is.null(object$nn)) return(sprintf("nn(%d)", object$nn$k))
   if (!is.null(object$metric)) return(metric_label(object))
-  named_values(object$bandwidth, object$predictors$names)
+  named_values(object$bandwidth, object$predictors$names, digits)
 }
 
+#' @rdname local_poly
+#' @param digits For `print()`, `summary()` and `format()`: significant digits
+#'   of the numbers shown; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_model <- function(x, ...) {
+print.local_model <- function(x, ..., digits = NULL) {
   check_dots(...)
-  print_fields(model_header(x), model_fields(x))
+  digits <- check_digits(digits)
+  print_fields(model_header(x), model_fields(x, digits))
   invisible(x)
 }
 
@@ -431,27 +435,30 @@ model_header <- function(x) {
 }
 
 # The fields print() shows for every local model (classifiers add their own).
-model_fields <- function(x) {
+model_fields <- function(x, digits) {
   likelihood <- !is.null(x$deviance)
-  list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x), x$bandwidth_method),
+  num <- function(v) show_num(v, digits)
+  list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x, digits), x$bandwidth_method),
        Family = if (likelihood) sprintf("%s (%s link)", x$family$family, x$family$link),
-       `Effective df` = sprintf("%.2f", x$df),
-       Deviance = if (likelihood) sprintf("%.4g (null %.4g)", x$deviance, x$null.deviance),
-       `Residual se` = if (!likelihood && !is.null(x$sigma)) sprintf("%.4g", x$sigma),
-       `R-squared` = if (!likelihood && !is.null(x$r.squared)) sprintf("%.4f", x$r.squared),
-       `Training accuracy` = if (!is.null(x$accuracy)) sprintf("%.4f", x$accuracy))
+       `Effective df` = num(x$df),
+       Deviance = if (likelihood) sprintf("%s (null %s)", num(x$deviance), num(x$null.deviance)),
+       `Residual se` = if (!likelihood && !is.null(x$sigma)) num(x$sigma),
+       `R-squared` = if (!likelihood && !is.null(x$r.squared)) num(x$r.squared),
+       `Training accuracy` = if (!is.null(x$accuracy)) num(x$accuracy))
 }
 
 #' @rdname local_poly
 #' @param object A fitted model.
 #' @export
-summary.local_model <- function(object, ...) {
+summary.local_model <- function(object, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   structure(list(call = object$call, class = class(object)[1L], kernel = object$kernel,
-                 degree = object$degree, bandwidth = bandwidth_label(object),
+                 degree = object$degree, bandwidth = bandwidth_label(object, digits),
+                 digits = digits,
                  how = object$bandwidth_method, method = object$spec$method,
                  n = length(object$leverage), df = object$df, sigma = object$sigma,
-                 r.squared = object$r.squared, cv = object$cv,
+                 r.squared = object$r.squared, cv = object[["cv"]],
                  accuracy = object$accuracy, family = object$family,
                  deviance = object$deviance, null.deviance = object$null.deviance,
                  dispersion = object$dispersion, bandwidths = bandwidth_table(object),
@@ -479,36 +486,35 @@ bandwidth_table <- function(object) {
 }
 
 #' @export
-print.summary.local_model <- function(x, ...) {
+print.summary.local_model <- function(x, ..., digits = x$digits) {
   check_dots(...)
+  digits <- check_digits(digits)
+  num <- function(v) show_num(v, digits)
   cat("Call:\n")
   print_trimmed(x$call)
   cat("\n")
   rows <- c(Model = x$class, Kernel = x$kernel, Degree = x$degree,
             Bandwidth = sprintf("%s (%s)", x$bandwidth, x$how), Strategy = x$method,
-            Observations = x$n, `Effective df` = sprintf("%.3f", x$df))
+            Observations = x$n, `Effective df` = num(x$df))
   if (!is.null(x$deviance)) {
     rows <- c(rows, Family = sprintf("%s (%s link)", x$family$family, x$family$link),
-              Deviance = format(signif(x$deviance, 5)),
-              `Null deviance` = format(signif(x$null.deviance, 5)),
-              Dispersion = format(signif(x$dispersion, 5)),
-              `LOO deviance (mean)` = format(signif(x$cv, 5)))
+              Deviance = num(x$deviance), `Null deviance` = num(x$null.deviance),
+              Dispersion = num(x$dispersion), `LOO deviance (mean)` = num(x$cv))
   } else if (!is.null(x$sigma)) {
-    rows <- c(rows, `Residual std. error` = format(signif(x$sigma, 5)),
-              `R-squared` = sprintf("%.4f", x$r.squared),
-              `LOO CV score` = format(signif(x$cv, 5)))
+    rows <- c(rows, `Residual std. error` = num(x$sigma), `R-squared` = num(x$r.squared),
+              `LOO CV score` = num(x$cv))
   }
-  if (!is.null(x$accuracy)) rows <- c(rows, `Training accuracy` = sprintf("%.4f", x$accuracy))
+  if (!is.null(x$accuracy)) rows <- c(rows, `Training accuracy` = num(x$accuracy))
   print_fields(NULL, as.list(rows))
   if (!is.null(x$bandwidths) && nrow(x$bandwidths) > 1L) {
     cat("\nBandwidths:\n")
     tab <- x$bandwidths
-    tab$bandwidth <- format(signif(tab$bandwidth, 4))
+    tab$bandwidth <- num(tab$bandwidth)
     print_trimmed(tab, row.names = FALSE, right = FALSE)
   }
   if (!is.null(x$metric)) {
     cat("\nLearned metric A (the kernel is Gaussian in A x, unit bandwidth):\n")
-    print_trimmed(signif(x$metric, 4))
+    print_trimmed(signif(x$metric, digits))
   }
   invisible(x)
 }
@@ -537,16 +543,23 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 
 #' @rdname local_poly
 #' @param newdata New predictor values (a data frame for formula fits); `NULL`
-#'   for the fitted values.
+#'   for the fitted values. Points outside the range of the numeric
+#'   predictors' data are extrapolations: `predict()` warns once, saying how
+#'   many there are, and returns their values (where `loess()` gives `NA`).
 #' @param se.fit Return pointwise standard errors.
 #' @param deriv Order of derivative to estimate (at most `degree`): 0 the
 #'   function, 1 the gradient, 2 the pure second partial derivatives.
 #' @param type For `predict()`: predictions on the scale of the response or of
 #'   the linear predictor (the link); derivatives are always on the link
 #'   scale.
-#' @param interval `"none"` or `"confidence"`: a confidence band for the
+#' @param interval `"none"`, `"confidence"`: a confidence band for the
 #'   regression function (or, with one predictor, its derivative), as in
-#'   [stats::predict.lm()]. See "Confidence bands" below.
+#'   [stats::predict.lm()], or `"prediction"`: an interval for a new
+#'   observation of the response (Gaussian family), whose standard error adds
+#'   the residual variance to the fit's, \eqn{\sqrt{se.fit^2 + \sigma^2}}{sqrt(se.fit^2 +
+#'   sigma^2)} (with `variance = "local"`, \eqn{\hat\sigma^2(x)}{sigmahat^2(x)}), as
+#'   `predict.lm()` does for a new observation of unit weight. See
+#'   "Confidence bands" below.
 #' @param level Coverage probability of the band.
 #' @param simultaneous `FALSE` for a pointwise band, `TRUE` for a band that
 #'   covers the whole curve (or surface) over the range of the data, or of
@@ -604,7 +617,8 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' \doi{10.1080/01621459.1988.10478639}
 #' @export
 predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0,
-                               type = c("response", "link"), interval = c("none", "confidence"),
+                               type = c("response", "link"),
+                               interval = c("none", "confidence", "prediction"),
                                level = 0.95, simultaneous = FALSE,
                                variance = c("constant", "local"), method = NULL,
                                n_threads = NULL, verbose = FALSE, ...) {
@@ -612,11 +626,11 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   type <- match_choice(type, c("response", "link"))
   check_flag(se.fit)
   deriv <- check_count(deriv, min = 0)
-  interval <- match_choice(interval, c("none", "confidence"))
+  interval <- match_choice(interval, c("none", "confidence", "prediction"))
   variance <- match_choice(variance, c("constant", "local"))
   level <- check_level(level)
   check_flag(simultaneous)
-  if (simultaneous && interval == "none") {
+  if (simultaneous && interval != "confidence") {
     abort("{.code simultaneous = TRUE} needs {.code interval = \"confidence\"}.")
   }
   if (deriv > object$degree) {
@@ -629,6 +643,10 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
     abort("Simultaneous bands and {.code variance = \"local\"} are for Gaussian fits on numeric
            predictors.")
   }
+  if (interval == "prediction" && (likelihood || deriv > 0L)) {
+    abort("{.code interval = \"prediction\"} is for the response of a Gaussian fit
+           ({.code deriv = 0}).")
+  }
   check_metric_predict(object, deriv, se.fit || interval != "none", simultaneous, variance)
   response <- type == "response" && deriv == 0L
   want_var <- se.fit || interval != "none"
@@ -637,6 +655,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   }
   queries <- model_queries(object, newdata)
   x <- queries$x
+  if (!is.null(newdata) && !inherits(newdata, "local_queries")) warn_outside_range(object, x)
   res <- predict_engine(object, queries, want_var, n_threads, verbose, method)
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
@@ -652,8 +671,10 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   if (interval != "none") {
     if (length(cols) > 1L) abort("{.arg interval} with {.arg deriv} > 0 needs one predictor.")
     # Local likelihood: a normal band on the link scale, mapped to the response's.
-    band <- confidence_band(object, x, fit, se, if (likelihood) Inf else noise$df, cols, level,
-                            simultaneous, variance, deriv)
+    # a new observation varies about the fit with the residual variance (as predict.lm())
+    spread <- if (interval == "prediction") sqrt(se^2 + noise$scale^2) else se
+    band <- confidence_band(object, x, fit, spread, if (likelihood) Inf else noise$df, cols,
+                            level, simultaneous, variance, deriv)
     if (response && likelihood) band$band[] <- family$linkinv(band$band)
     band$band <- expand_rows(band$band, queries$ok)
     if (!se.fit) return(band$band)
@@ -669,6 +690,24 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   list(fit = shape(fit), se.fit = shape(se), df = noise$df, residual.scale = noise$scale)
 }
 
+# Warns once when predictions reach beyond the range of the numeric predictors' data: there the
+# local polynomial extrapolates (and its standard error grows fast); the values are kept.
+warn_outside_range <- function(object, x) {
+  numeric_vars <- colnames(object$x)
+  if (length(numeric_vars) == 0L || nrow(x) == 0L) return(invisible())
+  range <- column_ranges(object$x)
+  slack <- 1e-10 * (range[2L, ] - range[1L, ])
+  beyond <- x < rep(range[1L, ] - slack, each = nrow(x)) |
+    x > rep(range[2L, ] + slack, each = nrow(x))
+  outside <- sum(rowSums(beyond) > 0)
+  if (outside) {
+    warn(c("{outside} of the {nrow(x)} prediction point{?s} {cli::qty(outside)}{?is/are} outside
+            the range of the data: there the fit extrapolates.",
+           i = "Out of range: {.field {numeric_vars[colSums(beyond) > 0]}}."))
+  }
+  invisible()
+}
+
 # Basis columns holding the derivatives of a given order (pure partials, in predictor order).
 deriv_columns <- function(powers, deriv) {
   if (deriv == 0L) return(1L)
@@ -678,6 +717,89 @@ deriv_columns <- function(powers, deriv) {
     target[j] <- deriv
     which(apply(powers, 1L, function(p) all(p == target)))
   }, 1L)
+}
+
+#' @rdname local_poly
+#' @return `coef()`: the local coefficients at the evaluation points (the data
+#'   points, or `newdata`): a matrix with one row per point and one column per
+#'   term of the local polynomial centred there,
+#'   \eqn{\hat\beta_0(x) + \hat\beta_1(x)(u - x) + \hat\beta_2(x)(u - x)^2 +
+#'   \dots}{b0(x) + b1(x) (u - x) + b2(x) (u - x)^2 + ...}: `(Intercept)` is the fit
+#'   at the point (on the link scale), the column of a predictor its slope there,
+#'   `x^2` half its second derivative, `x:z` a mixed term. Categorical
+#'   predictors enter through the kernel and have no coefficient.
+#' @export
+coef.local_poly <- function(object, newdata = NULL, n_threads = NULL, ...) {
+  check_dots(...)
+  local_coefficients(object, newdata, n_threads, want_var = FALSE)$coef
+}
+
+#' @rdname local_poly
+#' @param parm For `confint()`: the local coefficients (names or column
+#'   numbers of `coef()`), all by default.
+#' @return `confint()`: pointwise confidence intervals for the local
+#'   coefficients at the evaluation points, a matrix with one row per point and
+#'   two columns per coefficient (`"(Intercept) 2.5 %"`,
+#'   `"(Intercept) 97.5 %"`, ...): the coefficient plus or minus the Student
+#'   t quantile (normal for local likelihood) times its standard error, as the
+#'   bands of `predict()` (see "Confidence bands"; the intervals of
+#'   `(Intercept)` are those of `predict(type = "link", interval =
+#'   "confidence")`).
+#' @export
+confint.local_poly <- function(object, parm, level = 0.95, newdata = NULL, n_threads = NULL,
+                               ...) {
+  check_dots(...)
+  level <- check_level(level)
+  est <- local_coefficients(object, newdata, n_threads, want_var = TRUE)
+  if (!missing(parm)) {
+    columns <- if (is.character(parm)) colnames(est$coef) else seq_len(ncol(est$coef))
+    known <- parm %in% columns
+    if (!length(parm) || !all(known)) {
+      abort("{.arg parm} must name columns of {.code coef()}: {.val {colnames(est$coef)}}.")
+    }
+    est$coef <- est$coef[, parm, drop = FALSE]
+    est$se <- est$se[, parm, drop = FALSE]
+  }
+  likelihood <- (object$family %||% stats::gaussian())$family != "gaussian"
+  crit <- if (likelihood) stats::qnorm((1 + level) / 2) else stats::qt((1 + level) / 2, est$df)
+  tails <- paste(format(100 * c(1 - level, 1 + level) / 2, trim = TRUE, digits = 3), "%")
+  out <- matrix(NA_real_, nrow(est$coef), 2L * ncol(est$coef),
+                dimnames = list(NULL, paste(rep(colnames(est$coef), each = 2L), tails)))
+  out[, c(TRUE, FALSE)] <- est$coef - crit * est$se
+  out[, c(FALSE, TRUE)] <- est$coef + crit * est$se
+  out
+}
+
+# The local coefficients (and with `want_var` their standard errors and degrees of freedom) of
+# a fit at model_queries(), named by the terms of the local polynomial.
+local_coefficients <- function(object, newdata, n_threads, want_var,
+                               call = rlang::caller_env()) {
+  if (!is.null(object$metric)) {
+    abort("Local coefficients are not available with {.code bandwidth = \"metric\"}: they
+           belong to the learned coordinates.", call = call)
+  }
+  queries <- model_queries(object, newdata, call = call)
+  if (!is.null(newdata)) warn_outside_range(object, queries$x)
+  res <- predict_engine(object, queries, want_var, n_threads, FALSE)
+  names <- term_names(res$powers, colnames(object$x))
+  coef <- matrix(res$coef[, , 1L], ncol = length(names), dimnames = list(NULL, names))
+  out <- list(coef = expand_rows(coef, queries$ok))
+  if (want_var) {
+    noise <- residual_scale(object, queries$x, "constant")
+    se <- matrix(noise$scale * sqrt(res$var), ncol = length(names), dimnames = list(NULL, names))
+    out$se <- expand_rows(se, queries$ok)
+    out$df <- noise$df
+  }
+  out
+}
+
+# Names of the local polynomial's terms from their powers (one row per term).
+term_names <- function(powers, vars) {
+  apply(powers, 1L, function(p) {
+    if (all(p == 0L)) return("(Intercept)")
+    used <- which(p > 0L)
+    paste(ifelse(p[used] > 1L, paste0(vars[used], "^", p[used]), vars[used]), collapse = ":")
+  })
 }
 
 #' @export
@@ -705,6 +827,49 @@ formula.local_model <- function(x, ...) {
   check_dots(...)
   if (is.null(x$terms)) abort("The model was not fitted with a formula.")
   stats::formula(x$terms)
+}
+
+#' @rdname local_poly
+#' @param formula. For `update()`: changes to the formula, as in
+#'   [stats::update.formula()] (e.g. `. ~ . - hp`).
+#' @param evaluate For `update()`: `TRUE` to refit, `FALSE` for the call.
+#' @return `update()`: the model refitted with the changed arguments (the
+#'   call, with `evaluate = FALSE`). When predictors are dropped from the
+#'   formula and the fit was given one bandwidth per predictor (named, or in
+#'   the order of the predictors), the remaining predictors keep theirs.
+#' @export
+update.local_model <- function(object, formula., ..., evaluate = TRUE) {
+  call <- update_call(object, formula., match.call(expand.dots = FALSE)$..., "formula")
+  if (!missing(formula.) && !"bandwidth" %in% ...names()) {
+    call$bandwidth <- kept_bandwidths(object, call, parent.frame())
+  }
+  if (isTRUE(evaluate)) eval(call, parent.frame()) else call
+}
+
+# The stored call of a fit with a new formula (in argument `formula_arg`) and the `extras`
+# replacing or adding arguments, as stats::update.default() builds it.
+update_call <- function(object, formula., extras, formula_arg, call = rlang::caller_env()) {
+  fit_call <- stats::getCall(object)
+  if (is.null(fit_call)) abort("The fit holds no call to update.", call = call)
+  if (!missing(formula.)) {
+    fit_call[[formula_arg]] <- stats::update(stats::formula(object), formula.)
+  }
+  for (arg in names(extras)) fit_call[[arg]] <- extras[[arg]]
+  fit_call
+}
+
+# The bandwidths of the predictors an updated formula keeps, when the fit was given one per
+# predictor; otherwise the call's own `bandwidth` argument.
+kept_bandwidths <- function(object, call, env) {
+  given <- call$bandwidth
+  bw <- tryCatch(eval(given, env), error = function(e) NULL)
+  vars <- object$predictors$names
+  if (!is.numeric(bw) || length(bw) < 2L || length(bw) != length(vars)) return(given)
+  if (is.null(names(bw))) names(bw) <- vars
+  data <- if (!is.null(call$data)) eval(call$data, env)
+  kept <- attr(stats::terms(stats::as.formula(call$formula), data = data), "term.labels")
+  if (!all(kept %in% names(bw))) return(given)
+  bw[kept]
 }
 
 #' @export

@@ -433,8 +433,10 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, n_iter,
                        n_threads(n_threads), check_flag(verbose))
   check_diverged(c(res$theta, res$batch_loss), "lr")
-  new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
-            list(lr = lr, n_iter = n_iter, batch_size = batch_size))
+  fit <- new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
+                       list(lr = lr, n_iter = n_iter, batch_size = batch_size))
+  fit$call <- match.call()  # for update()
+  fit
 }
 
 # 0-based ids; tokens outside the vocabulary become "<unk>".
@@ -545,9 +547,12 @@ unigram_loss <- function(counts, valid_ids) {
 NULL
 
 #' @rdname local_qkv-methods
+#' @param digits Significant digits of the numbers that `print()` and
+#'   `summary()` show; `NULL` for `max(3, getOption("digits") - 3)`.
 #' @export
-print.local_qkv <- function(x, ...) {
+print.local_qkv <- function(x, ..., digits = NULL) {
   check_dots(...)
+  digits <- check_digits(digits)
   s <- x$shape
   last <- utils::tail(x$epoch_loss, 1)
   print_fields(
@@ -555,19 +560,19 @@ print.local_qkv <- function(x, ...) {
             if (s$layers > 1L) "s" else "", s$vocab, s$dim, s$window),
     list(Trained = sprintf("%d tokens, %d epoch%s", x$n_tokens, length(x$epoch_loss),
                            if (length(x$epoch_loss) > 1L) "s" else ""),
-         `Training loss` = sprintf("%s (perplexity %s)", format(last, digits = 4),
-                                   format(exp(last), digits = 4)),
+         `Training loss` = sprintf("%s (perplexity %s)", format(last, digits = digits),
+                                   format(exp(last), digits = digits)),
          `Held-out perplexity` = if (length(x$valid_loss)) {
            sprintf("%s on %d tokens (unigram: %s)",
-                   format(exp(utils::tail(x$valid_loss, 1)), digits = 4), x$n_valid,
-                   format(exp(x$unigram_loss), digits = 4))
+                   format(exp(utils::tail(x$valid_loss, 1)), digits = digits), x$n_valid,
+                   format(exp(x$unigram_loss), digits = digits))
          }))
   invisible(x)
 }
 
 #' @rdname local_qkv-methods
 #' @export
-summary.local_qkv <- function(object, ...) {
+summary.local_qkv <- function(object, ..., digits = NULL) {
   check_dots(...)
   ep <- seq_along(object$epoch_loss)
   loss <- data.frame(epoch = ep, train_loss = object$epoch_loss,
@@ -580,19 +585,21 @@ summary.local_qkv <- function(object, ...) {
                  perplexity = if (length(object$valid_loss))
                    exp(utils::tail(object$valid_loss, 1)) else NA_real_,
                  unigram_perplexity = exp(object$unigram_loss),
-                 lag_weights = object$lag_weights),
+                 lag_weights = object$lag_weights, digits = check_digits(digits)),
             class = "summary.local_qkv")
 }
 
 #' @export
-print.summary.local_qkv <- function(x, ...) {
+print.summary.local_qkv <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  print(x$fit)
+  digits <- check_digits(digits)
+  print(x$fit, digits = digits)
   cat("\nLoss by epoch:\n")
-  print_trimmed(x$loss, digits = 4, row.names = FALSE)
+  print_trimmed(x$loss, digits = digits, row.names = FALSE)
   if (!is.na(x$perplexity)) {
-    cat("Held-out perplexity ", format(x$perplexity, digits = 4), " against ",
-        format(x$unigram_perplexity, digits = 4), " for word frequencies alone\n", sep = "")
+    cat("Held-out perplexity ", format(x$perplexity, digits = digits), " against ",
+        format(x$unigram_perplexity, digits = digits), " for word frequencies alone\n",
+        sep = "")
   }
   print_fields(NULL, list(`Time kernel (log weight by lag)` = format(round(x$lag_weights, 2))))
   invisible(x)

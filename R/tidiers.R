@@ -137,7 +137,7 @@ glance.local_poly <- function(x, ...) {
              r.squared = x$r.squared, deviance = stats::deviance(x),
              null.deviance = x$null.deviance, logLik = as.numeric(ll),
              AIC = stats::AIC(ll), BIC = stats::BIC(ll), df.residual = stats::df.residual(x),
-             cv = x$cv, kernel = x$kernel, degree = x$degree,
+             cv = x[["cv"]], kernel = x$kernel, degree = x$degree,
              bandwidth.method = x$bandwidth_method,
              family = (x$family %||% stats::gaussian())$family)
 }
@@ -182,7 +182,10 @@ augment.local_poly <- function(x, data = NULL, newdata = NULL, se_fit = FALSE,
 #' @export
 glance.local_classify <- function(x, ...) {
   check_dots(...)
-  glance_row(nobs = stats::nobs(x), df = x$df, accuracy = x$accuracy, cv = x$cv,
+  ll <- stats::logLik(x)
+  # (x[["cv"]]: `$` would match the selector's curve, `cv_curve`, one row per candidate)
+  glance_row(nobs = stats::nobs(x), df = x$df, accuracy = x$accuracy, logLik = as.numeric(ll),
+             AIC = stats::AIC(ll), BIC = stats::BIC(ll), brier = loo_brier(x),
              kernel = x$kernel, degree = x$degree, bandwidth.method = x$bandwidth_method,
              n.classes = length(x$levels))
 }
@@ -587,4 +590,98 @@ glance.local_diffusion <- function(x, ...) {
   glance_row(nobs = nrow(x$x), samples = nrow(x$samples), d = ncol(x$x), sampler = x$sampler,
              n_iter = x$n_iter, max_noise = x$levels[1L], local_means = x$local_means,
              bandwidth.method = x$bandwidth_method)
+}
+
+## as.matrix() -----------------------------------------------------------------------------------
+
+#' Result objects as numeric matrices
+#'
+#' `as.matrix()` of every result object of the package gives its numbers as a
+#' numeric matrix: the numeric form of its [as.data.frame()] (factors and
+#' labels as their integer codes, as [data.matrix()] gives them), except where
+#' a matrix is the natural result:
+#' * regression and classification fits: the data with the fitted values,
+#'   residuals, leverages, class probabilities (the columns of [augment()]);
+#' * [kde()]: the grid points and the density there;
+#' * [mean_shift()], [medoid_shift()]: the mode each point reached;
+#'   [pc_shift()]: the points on the ridges;
+#' * embeddings ([lle()], [trimap()], [ordinal_embed()], [asym_mds()]): the
+#'   layout (for `asym_mds()` the senders'; the receivers' are in
+#'   `$receivers`);
+#' * [local_score()]: the scores at the points (one column per variable);
+#' * [diffusion_sample()]: the samples; [local_denoiser()]: its data;
+#' * [qkv_fit()]: the loss by epoch; [fuzzy_inference()]: as regression fits.
+#'
+#' @param x A result object.
+#' @param ... Must be empty.
+#' @return A numeric matrix.
+#' @family ecosystem
+#' @name localmean-as-matrix
+#' @examples
+#' head(as.matrix(lle(scale(iris[, 1:4]), k = 20, verbose = FALSE)))
+#' head(as.matrix(local_poly(dist ~ speed, data = cars, bandwidth = 5)))
+NULL
+
+# The numeric form of a result's data frame.
+numeric_frame <- function(x, ...) {
+  check_dots(...)
+  data.matrix(as.data.frame(x))
+}
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_model <- numeric_frame
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_kde <- numeric_frame
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_qkv <- numeric_frame
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_fuzzy <- numeric_frame
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_modes <- function(x, ...) {
+  check_dots(...)
+  x$point_modes
+}
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_ridges <- function(x, ...) {
+  check_dots(...)
+  as.matrix(pc_points(x))
+}
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_embedding <- function(x, ...) {
+  check_dots(...)
+  x$layout
+}
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_score <- function(x, ...) {
+  check_dots(...)
+  x$score
+}
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_diffusion <- function(x, ...) {
+  check_dots(...)
+  x$samples
+}
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_denoiser <- function(x, ...) {
+  check_dots(...)
+  x$x
 }

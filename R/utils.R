@@ -310,8 +310,8 @@ print_fields <- function(header, fields) {
 }
 
 # Values labelled with their variables ("a = 0.4, b = 0.4"); plain when the names are missing.
-named_values <- function(values, names) {
-  shown <- vapply(signif(values, 4), format, "")
+named_values <- function(values, names, digits = 4L) {
+  shown <- vapply(signif(values, digits), format, "", digits = digits)
   if (length(names) != length(shown)) return(paste(shown, collapse = ", "))
   paste(names, "=", shown, collapse = ", ")
 }
@@ -322,12 +322,13 @@ print_trimmed <- function(x, ...) {
 }
 
 # A summary's print: the fit, then each non-NULL section under its title.
-print_summary_sections <- function(x, fit, sections) {
-  print(fit)
+print_summary_sections <- function(x, fit, sections, digits = NULL) {
+  digits <- check_digits(digits)
+  print(fit, digits = digits)
   for (title in names(sections)) {
     if (is.null(sections[[title]])) next
     cat("\n", title, ":\n", sep = "")
-    print_trimmed(sections[[title]])
+    print_trimmed(sections[[title]], digits = digits)
   }
   invisible(x)
 }

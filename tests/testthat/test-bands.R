@@ -193,7 +193,7 @@ test_that("pointwise and simultaneous bands have their coverage on a curve witho
 
 test_that("bands refuse what they cannot do, naming the argument", {
   fit <- local_poly(dist ~ speed, cars, bandwidth = 4, verbose = FALSE)
-  expect_error(predict(fit, interval = "prediction"), class = "localmean_error",
+  expect_error(predict(fit, interval = "tolerance"), class = "localmean_error",
                regexp = "interval")
   expect_error(predict(fit, interval = "confidence", level = 95), class = "localmean_error",
                regexp = "level")

@@ -204,3 +204,17 @@ test_that("newdata with the wrong number of columns is refused", {
                        verbose = FALSE)
   expect_error(predict(ff, iris[, 1:3]), class = "localmean_error", regexp = "Petal.Width")
 })
+
+test_that("logLik() is the log-likelihood of the fitted class probabilities", {
+  fit <- local_classify(Species ~ Petal.Length, data = iris, bandwidth = 0.3, verbose = FALSE)
+  p <- predict(fit, type = "prob")
+  own <- p[cbind(seq_len(150), as.integer(iris$Species))]
+  ll <- logLik(fit)
+  expect_equal(as.numeric(ll), sum(log(own)))
+  expect_equal(attr(ll, "df"), sum(fit$leverage))
+  expect_identical(attr(ll, "nobs"), 150L)
+  expect_equal(AIC(fit), -2 * sum(log(own)) + 2 * sum(fit$leverage))
+  multi <- local_classify(Species ~ Sepal.Length, data = iris, degree = 1, bandwidth = 0.5,
+                          verbose = FALSE)
+  expect_equal(-2 * as.numeric(logLik(multi)), multi$class_deviance)
+})

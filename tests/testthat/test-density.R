@@ -350,3 +350,35 @@ test_that("a bandwidth whose kernel constant underflows is an error, not NaN (is
                class = "localmean_error")
   expect_false(anyNA(kde(x2, bandwidth = 1e-100, verbose = FALSE)$estimate))
 })
+
+test_that("predict() gives NA at points with a missing coordinate", {
+  fit <- kde(faithful$waiting, verbose = FALSE)
+  p <- predict(fit, c(-100, NA, 70))
+  expect_identical(is.na(p), c(FALSE, TRUE, FALSE))
+  expect_equal(p[c(1, 3)], predict(fit, c(-100, 70)))
+  expect_identical(predict(fit, NA_real_), NA_real_)
+  fit2 <- kde(faithful, verbose = FALSE)
+  nd <- data.frame(eruptions = c(3, NA, 4), waiting = c(70, 60, NA))
+  expect_identical(is.na(predict(fit2, nd)), c(FALSE, TRUE, TRUE))
+  expect_identical(predict(fit2, c(3, NA)), NA_real_)
+})
+
+test_that("logLik() has the trace as df, and AIC() follows", {
+  x <- faithful$waiting
+  for (h in c(1, 4, 20)) {
+    fit <- kde(x, bandwidth = h, verbose = FALSE)
+    ll <- logLik(fit)
+    # plain R: the density at the data and each point's own share of it
+    dens <- vapply(x, function(u) mean(dnorm(u, x, h)), 1)
+    expect_equal(as.numeric(ll), sum(log(dens)), tolerance = 1e-8)
+    expect_equal(attr(ll, "df"), sum(dnorm(0, 0, h) / (length(x) * dens)), tolerance = 1e-8)
+    expect_equal(AIC(fit), -2 * sum(log(dens)) + 2 * attr(ll, "df"), tolerance = 1e-8)
+  }
+  # narrow bandwidths spend more degrees of freedom
+  expect_gt(attr(logLik(kde(x, bandwidth = 1, verbose = FALSE)), "df"),
+            attr(logLik(kde(x, bandwidth = 20, verbose = FALSE)), "df"))
+  expect_true(is.finite(AIC(kde(faithful, verbose = FALSE))))
+  expect_true(is.finite(AIC(kde(faithful, bandwidth = nn(20), verbose = FALSE))))
+  expect_error(AIC(kde(iris[c("Petal.Length", "Species")], verbose = FALSE)), "categorical",
+               class = "localmean_error")
+})

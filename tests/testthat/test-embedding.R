@@ -326,3 +326,11 @@ test_that("the closed pieces of a directed graph match a transitive-closure refe
   expect_identical(localmean:::closed_pieces(cbind(c(2:5000, 4999))), 1L)
   expect_identical(localmean:::closed_pieces(cbind(c(2, 1, 4, 3))), 2L)
 })
+
+test_that("embedding_quality() takes the embedding object, and as.matrix() is its layout", {
+  x <- scale(iris[, 1:4])
+  fit <- lle(x, k = 20, verbose = FALSE)
+  expect_identical(as.matrix(fit), fit$layout)
+  expect_identical(embedding_quality(x, fit, iris$Species, verbose = FALSE),
+                   embedding_quality(x, fit$layout, iris$Species, verbose = FALSE))
+})

@@ -239,6 +239,6 @@ test_that("bad input is a classed error naming the argument", {
   fit <- fuzzy_inference(d$x, d$y, rules = 2, verbose = FALSE)
   expect_error(predict(fit, d$x, type = "bogus"), "type", class = "localmean_error")
   expect_error(predict(fit, d$x, level = 0.9), "level", class = "localmean_error")
-  expect_error(summary(fit, digits = 3), class = "localmean_error")
+  expect_error(summary(fit, digit = 3), class = "localmean_error")
   expect_error(plot(fit, which = "bogus"), "which", class = "localmean_error")
 })

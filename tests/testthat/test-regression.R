@@ -690,3 +690,70 @@ test_that("a huge bandwidth makes its predictor enter globally instead of failin
   expect_false(anyNA(fitted(fit)))
   expect_equal(unname(fitted(fit)), brute, tolerance = 1e-9)
 })
+
+test_that("coef() gives the local coefficients at the points, confint() their intervals", {
+  fit <- local_poly(dist ~ speed, data = cars, bandwidth = 5, degree = 2, verbose = FALSE)
+  co <- coef(fit)
+  expect_identical(dim(co), c(50L, 3L))
+  expect_identical(colnames(co), c("(Intercept)", "speed", "speed^2"))
+  expect_equal(co[, "(Intercept)"], fitted(fit))
+  # plain-R reference: weighted least squares in (speed - x0) at x0 = 15
+  w <- dnorm((cars$speed - 15) / 5)
+  ref <- coef(lm(dist ~ I(speed - 15) + I((speed - 15)^2), data = cars, weights = w))
+  at <- coef(fit, newdata = data.frame(speed = 15))
+  expect_equal(as.vector(at), unname(ref), tolerance = 1e-8)
+  expect_equal(unname(at[, "speed"]), predict(fit, data.frame(speed = 15), deriv = 1))
+  ci <- confint(fit, newdata = data.frame(speed = c(10, 15)))
+  expect_identical(colnames(ci)[1:2], c("(Intercept) 2.5 %", "(Intercept) 97.5 %"))
+  band <- predict(fit, data.frame(speed = c(10, 15)), interval = "confidence")
+  expect_equal(unname(ci[, 1:2]), unname(band[, c("lwr", "upr")]))
+  slope <- confint(fit, "speed", level = 0.9, newdata = data.frame(speed = 15))
+  se <- predict(fit, data.frame(speed = 15), deriv = 1, se.fit = TRUE)
+  expect_equal(as.vector(slope), se$fit + c(-1, 1) * qt(0.95, se$df) * se$se.fit)
+  expect_error(confint(fit, "nope"), "parm", class = "localmean_error")
+  # categorical predictors have no coefficient; local likelihood on the link scale
+  mixed <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1),
+                      verbose = FALSE)
+  expect_identical(colnames(coef(mixed)), c("(Intercept)", "wt"))
+  logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5,
+                         verbose = FALSE)
+  expect_equal(coef(logistic)[, 1L], predict(logistic, type = "link", newdata = mtcars["wt"]))
+  expect_identical(dim(confint(logistic)), c(32L, 4L))
+})
+
+test_that("predict(interval = \"prediction\") adds the residual variance, as predict.lm()", {
+  fit <- local_poly(dist ~ speed, data = cars, bandwidth = 5, verbose = FALSE)
+  nd <- data.frame(speed = c(10, 20))
+  pr <- predict(fit, nd, interval = "prediction", se.fit = TRUE)
+  half <- qt(0.975, pr$df) * sqrt(pr$se.fit^2 + pr$residual.scale^2)
+  expect_equal(pr$fit[, "upr"] - pr$fit[, "fit"], half)
+  expect_equal(pr$fit[, "fit"] - pr$fit[, "lwr"], half)
+  conf <- predict(fit, nd, interval = "confidence")
+  expect_true(all(pr$fit[, "upr"] > conf[, "upr"]))
+  # a huge bandwidth makes a global line: the interval of lm()
+  line <- local_poly(dist ~ speed, data = cars, bandwidth = 1e4, verbose = FALSE)
+  expect_equal(predict(line, nd, interval = "prediction"),
+               predict(lm(dist ~ speed, cars), nd, interval = "prediction"),
+               tolerance = 1e-4, ignore_attr = TRUE)
+  logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5,
+                         verbose = FALSE)
+  expect_error(predict(logistic, mtcars, interval = "prediction"), "Gaussian",
+               class = "localmean_error")
+  expect_error(predict(fit, nd, interval = "prediction", simultaneous = TRUE), "confidence")
+})
+
+test_that("predictions beyond the range of the data warn once, keeping the values", {
+  fit <- local_poly(dist ~ speed, data = cars, bandwidth = 3, verbose = FALSE)
+  inside <- data.frame(speed = c(4, 15, 25))
+  expect_no_warning(predict(fit, inside))
+  out <- data.frame(speed = c(2, 15, 30, 40))
+  expect_warning(p <- predict(fit, out), "3 of the 4 prediction points are outside",
+                 class = "localmean_warning")
+  expect_true(all(is.finite(p)))
+  expect_warning(predict(fit, out[3, , drop = FALSE]), "1 of the 1 prediction point is")
+  # one predictor out of range is enough; categorical predictors do not count
+  mixed <- local_poly(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(1, 0.1),
+                      verbose = FALSE)
+  expect_warning(predict(mixed, data.frame(wt = c(3, 6), cyl = 4)), "Out of range: wt")
+  expect_no_warning(predict(mixed, data.frame(wt = 3, cyl = c(4, 8))))
+})

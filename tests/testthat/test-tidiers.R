@@ -201,3 +201,149 @@ test_that("summary() of a local-mode classifier has its leave-one-out Brier scor
   expect_equal(s$brier, mean(brier), tolerance = 1e-6)
   expect_output(print(s), "LOO Brier score")
 })
+
+# Fits of every class of the package: the shared small fits and the generative ones, a
+# classifier whose bandwidth was searched (its selector curve has one row per candidate) and a
+# local multinomial logit.
+every_class_fits <- function() {
+  c(small_fits(), list(
+    classify_cv = local_classify(Species ~ Petal.Length + Petal.Width, data = iris,
+                                 verbose = FALSE),
+    multinomial = local_classify(Species ~ Sepal.Length, data = iris, degree = 1,
+                                 bandwidth = 0.5, verbose = FALSE),
+    local_score = local_score(faithful, verbose = FALSE),
+    local_denoiser = local_denoiser(faithful),
+    local_diffusion = diffusion_sample(faithful, n = 20, n_iter = 10,
+                                       verbose = FALSE)
+  ))
+}
+
+has_method <- function(generic, fit) {
+  any(vapply(class(fit), function(cl) {
+    !is.null(utils::getS3method(generic, cl, optional = TRUE, envir = asNamespace("localmean")))
+  }, TRUE))
+}
+
+test_that("glance() is one row for every class that has it", {
+  fits <- every_class_fits()
+  tried <- character()
+  for (name in names(fits)) {
+    fit <- fits[[name]]
+    if (!has_method("glance", fit)) next
+    expect_identical(nrow(glance(fit)), 1L, info = name)
+    tried <- c(tried, class(fit))
+  }
+  # every glance() method of the package was tried
+  ours <- sub("^glance\\.", "", grep("^glance\\.local_", as.character(utils::methods("glance")),
+                                     value = TRUE))
+  expect_true(all(ours %in% tried), info = paste(setdiff(ours, tried), collapse = ", "))
+  # a searched classifier: one row, its log-likelihood and leave-one-out Brier score
+  gl <- glance(fits$classify_cv)
+  expect_gt(nrow(fits$classify_cv$cv_curve), 1L)
+  expect_equal(gl$logLik, as.numeric(logLik(fits$classify_cv)))
+  expect_equal(gl$brier, summary(fits$classify_cv)$brier)
+})
+
+test_that("as.matrix() of every result object is a numeric matrix of its numbers", {
+  fits <- every_class_fits()
+  for (name in names(fits)) {
+    m <- as.matrix(fits[[name]])
+    expect_true(is.matrix(m) && is.numeric(m), info = name)
+  }
+  expect_identical(as.matrix(fits$lle), fits$lle$layout)
+  expect_identical(as.matrix(fits$trimap), fits$trimap$layout)
+  expect_identical(as.matrix(fits$local_score), fits$local_score$score)
+  expect_identical(as.matrix(fits$local_diffusion), fits$local_diffusion$samples)
+  expect_identical(as.matrix(fits$mean_shift), fitted(fits$mean_shift))
+  expect_equal(as.matrix(fits$local_ridges), fitted(fits$local_ridges), ignore_attr = TRUE)
+  poly <- as.matrix(fits$local_poly)
+  expect_equal(poly[, ".fitted"], fitted(fits$local_poly))
+  expect_equal(poly[, "speed"], cars$speed)
+  probs <- as.matrix(fits$local_classify)[, paste0(".pred_", levels(iris$Species))]
+  expect_equal(unname(probs), unname(predict(fits$local_classify, type = "prob")))
+  kde2 <- as.matrix(fits$kde_2d)
+  expect_equal(kde2[, "density"], as.vector(fits$kde_2d$estimate))
+})
+
+test_that("print(), summary() and format() take digits for every class", {
+  fits <- every_class_fits()
+  for (name in names(fits)) {
+    fit <- fits[[name]]
+    printed <- utils::capture.output(print(fit, digits = 3))
+    expect_identical(format(fit, digits = 3), sub("[[:space:]]+$", "", printed), info = name)
+    expect_no_error(utils::capture.output(print(summary(fit, digits = 3)),
+                                          print(summary(fit), digits = 3)))
+  }
+  fit <- fits$local_poly
+  expect_match(format(fit, digits = 3), "Residual se  : 15.2$", all = FALSE)
+  expect_match(format(fit, digits = 6), "Residual se  : 15.1635$", all = FALSE)
+  expect_output(print(summary(fit, digits = 6)), "Residual std. error : 15.1635")
+  expect_output(print(summary(fit), digits = 2), "Residual std. error : 15\n")
+  expect_output(print(fits$kde_2d, digits = 2), "eruptions = 0.45, waiting = 5.3")
+  expect_error(format(fit, digits = 0), "digits", class = "localmean_error")
+})
+
+test_that("update() works from user code (the global environment) for every class", {
+  # evaluated where a user's code runs: the package's internals (kde.default) are not visible
+  user <- new.env(parent = globalenv())
+  evalq({
+    kde_fit <- kde(faithful$waiting, verbose = FALSE)
+    kde_3 <- update(kde_fit, bandwidth = 3)
+    kde_formula <- kde(~ eruptions + waiting, data = faithful, verbose = FALSE)
+    kde_one <- update(kde_formula, ~ . - waiting)
+    kde_mixed <- kde(iris[c("Petal.Length", "Species")], verbose = FALSE)
+    kde_mixed_2 <- update(kde_mixed, bandwidth = c(0.3, 0.1))
+    poly <- local_poly(mpg ~ wt + hp + qsec, data = mtcars,
+                       bandwidth = c(wt = 1, hp = 50, qsec = 2), verbose = FALSE)
+    poly_2 <- update(poly, . ~ . - hp)
+    poly_unnamed <- update(local_poly(mpg ~ wt + hp, data = mtcars, bandwidth = c(1, 50),
+                                      verbose = FALSE), . ~ . - wt)
+    poly_xy <- update(local_poly(as.matrix(cars["speed"]), cars$dist, bandwidth = 3,
+                                 verbose = FALSE), bandwidth = 4)
+    mean_2 <- update(local_mean(dist ~ speed, data = cars, bandwidth = 3, verbose = FALSE),
+                     bandwidth = 5)
+    classify_2 <- update(local_classify(Species ~ Petal.Length, data = iris, bandwidth = 0.3,
+                                        verbose = FALSE), bandwidth = 0.5)
+    fuzzy_2 <- update(fuzzy_inference(mpg ~ wt + hp, mtcars, rules = 3, verbose = FALSE),
+                      rules = 2)
+    modes_2 <- update(mean_shift(faithful, bandwidth = c(0.5, 5), verbose = FALSE),
+                      bandwidth = c(0.6, 6))
+    medoid_2 <- update(medoid_shift(faithful, bandwidth = c(0.5, 5), verbose = FALSE),
+                       bandwidth = c(0.6, 6))
+    ridges_2 <- update(pc_shift(faithful, bandwidth = c(0.5, 5), verbose = FALSE),
+                       bandwidth = c(0.6, 6))
+    lle_2 <- update(lle(scale(iris[, 1:4]), k = 20, verbose = FALSE), k = 25)
+    impute_2 <- update(local_impute(airquality, verbose = FALSE), max_iter = 3)
+    qkv_2 <- update(qkv_fit(rep(c("a", "b", "c"), 100), dim = 2, window = 2, n_iter = 1,
+                            verbose = FALSE), n_iter = 2)
+    score_2 <- update(local_score(faithful, verbose = FALSE), bandwidth = c(0.3, 3))
+    denoiser_2 <- update(local_denoiser(faithful), bandwidth = 0.1)
+    diffusion_2 <- update(diffusion_sample(faithful, n = 10, n_iter = 5,
+                                           verbose = FALSE), n = 5)
+  }, user)
+  expect_identical(user$kde_3$bandwidth$h, 3)
+  expect_identical(user$kde_one$vars, "eruptions")
+  expect_equal(user$kde_mixed_2$bandwidth$h, 0.3)
+  # the predictors kept keep their bandwidths, named or given in order
+  expect_identical(user$poly_2$bandwidth, c(1, 2))
+  expect_identical(user$poly_2$predictors$names, c("wt", "qsec"))
+  expect_identical(user$poly_unnamed$bandwidth, 50)
+  expect_identical(user$poly_xy$bandwidth, 4)
+  expect_s3_class(user$mean_2, "local_mean")
+  expect_identical(user$classify_2$bandwidth, 0.5)
+  expect_identical(nrow(user$fuzzy_2$centres), 2L)
+  expect_identical(user$modes_2$bandwidth, c(0.6, 6))
+  expect_identical(user$medoid_2$bandwidth, c(0.6, 6))
+  expect_identical(user$ridges_2$bandwidth, c(0.6, 6))
+  expect_identical(user$lle_2$parameters$k, 25L)
+  expect_s3_class(user$impute_2, "local_imputation")
+  expect_length(user$qkv_2$epoch_loss, 2L)
+  expect_identical(user$score_2$bandwidth, c(0.3, 3))
+  expect_identical(user$denoiser_2$bandwidth, c(0.1, 0.1))
+  expect_identical(nrow(user$diffusion_2$samples), 5L)
+  # a formula change with a bandwidth given anew uses the new one
+  refit <- update(user$poly, . ~ . - hp, bandwidth = c(2, 3))
+  expect_identical(refit$bandwidth, c(2, 3))
+  expect_identical(update(user$poly, . ~ . - hp, evaluate = FALSE)$bandwidth,
+                   c(wt = 1, qsec = 2))
+})
