@@ -609,12 +609,55 @@ bw_lscv_1d <- function(v, weights) {
     1 / (2 * sqrt(pi) * ws$n * h) + off(sqrt(2) * h) - 2 / (1 - ws$self) * off(h)
   }
   h_max <- oversmoothed(robust_scale(v, 1.349, weights), ws$n)
-  minimise_1d(criterion, c(h_max / 20, 2 * h_max), "lscv")
+  floor <- lscv_floor(matrix(v), h_max)
+  h <- minimise_1d(criterion, c(floor, 2 * h_max), "lscv", warn_low = FALSE)
+  warn_lscv_floor(matrix(v), h, floor)
+  h
+}
+
+# ---- Tied and rounded data ----
+#
+# Least-squares cross-validation collapses on tied or rounded data: a duplicated value keeps its
+# twin's full kernel weight in the leave-one-out term, which grows without bound as h -> 0 (ks
+# warns likewise). Every lscv search therefore keeps each bandwidth at or above the larger of
+# 1/20 of its normal-reference scale and the column's resolution, the smallest gap between its
+# distinct values (the rounding unit of rounded data): a kernel narrower than the rounding unit
+# resolves the rounding, not the density. On untied data the resolution is far below the first.
+
+# The smallest gap between distinct values of v (0 when v is constant).
+data_resolution <- function(v) {
+  u <- sort(unique(v))
+  if (length(u) < 2L) 0 else min(diff(u))
+}
+
+# The lower limit of the lscv search for the columns of x, given their reference scales.
+lscv_floor <- function(x, reference) pmax(reference / 20, apply(x, 2L, data_resolution))
+
+# Warns when the lscv minimum is at the lower limit in some columns, saying which of them are
+# tied (their share of duplicated values) and at what resolution.
+warn_lscv_floor <- function(x, h, floor) {
+  low <- h <= floor * (1 + 1e-6)
+  if (!any(low)) return(invisible())
+  names <- colnames(x) %||% paste0("x", seq_len(ncol(x)))
+  if (ncol(x) == 1L && is.null(colnames(x))) names <- "x"
+  tied <- vapply(seq_len(ncol(x)), function(j) mean(duplicated(x[, j])), 1)
+  at <- names[low]
+  ties <- low & tied > 0
+  why <- if (any(ties)) {
+    c(i = paste0("{.field {names[ties]}} {cli::qty(sum(ties))}{?has/have} tied or rounded values
+                  ({round(100 * tied[ties])}% duplicated, resolution
+                  {signif(apply(x[, ties, drop = FALSE], 2L, data_resolution), 3)}): least-squares
+                  cross-validation is not well-behaved on such data."),
+      i = "Consider {.val plugin} or {.val rot}, or give {.arg bandwidth} as a number.")
+  }
+  warn(c(paste0("The {.val lscv} criterion has its minimum at the smallest bandwidth searched
+                 for {.field {at}}: {signif(floor[low], 3)} (the larger of 1/20 of the
+                 normal-reference scale and the resolution of the data)."), why))
 }
 
 # Global minimum of a criterion on a log grid, refined by optimize() between its neighbours. 80
 # points are about 5% apart over the 40-fold ranges searched here.
-minimise_1d <- function(criterion, range, method, call = rlang::caller_env(2L)) {
+minimise_1d <- function(criterion, range, method, call = rlang::caller_env(2L), warn_low = TRUE) {
   grid <- exp(seq(log(range[1L]), log(range[2L]), length.out = 80L))
   values <- vapply(grid, criterion, numeric(1))
   if (!any(is.finite(values))) {
@@ -622,8 +665,10 @@ minimise_1d <- function(criterion, range, method, call = rlang::caller_env(2L)) 
   }
   best <- which.min(values)
   if (best %in% c(1L, length(grid))) {
-    warn("The {.val {method}} criterion has its minimum at an end of the search interval
-          [{signif(range[1L], 3)}, {signif(range[2L], 3)}].")
+    if (warn_low || best > 1L) {
+      warn("The {.val {method}} criterion has its minimum at an end of the search interval
+            [{signif(range[1L], 3)}, {signif(range[2L], 3)}].")
+    }
     return(grid[best])
   }
   stats::optimize(function(h) finite_or_max(criterion(h)), grid[best + c(-1L, 1L)],
@@ -649,16 +694,22 @@ bw_lscv_diag <- function(x, weights, n_threads) {
   }
   sd <- apply(x, 2L, weighted_sd, weights = ws$w)
   start <- sd * (4 / ((d + 2) * ws$n))^(1 / (d + 4))
+  # the search stays within [lscv_floor(), 2] times the normal-reference scales
+  lower <- log(lscv_floor(x, start))
+  upper <- log(pmax(2 * start, exp(lower)))
+  clamp <- function(lh) pmin(pmax(lh, lower), upper)
   # multiples 1/20 to 2 of the normal-reference scales, as in one dimension, about 10% apart
   mult <- exp(seq(log(0.05), log(2), length.out = 40L))
-  values <- vapply(mult, function(a) criterion(a * start), numeric(1))
+  values <- vapply(mult, function(a) criterion(exp(clamp(log(a * start)))), numeric(1))
   best <- which.min(values)
-  if (best %in% c(1L, length(mult))) {
-    warn("The {.val lscv} criterion has its minimum at an end of the search interval.")
+  if (best == length(mult)) {
+    warn("The {.val lscv} criterion has its minimum at the largest bandwidths searched.")
   }
-  fit <- stats::optim(log(mult[best] * start), function(lh) criterion(exp(lh)),
+  fit <- stats::optim(clamp(log(mult[best] * start)), function(lh) criterion(exp(clamp(lh))),
                       control = list(reltol = 1e-10, maxit = 1000L))
-  exp(fit$par)
+  h <- exp(clamp(fit$par))
+  warn_lscv_floor(x, h, exp(lower))
+  h
 }
 
 # ---- Smoothed cross-validation ------------------------------------------------------------------
@@ -873,16 +924,12 @@ bw_lscv_mixed <- function(num, categorical, weights, n_threads) {
   if (d) {
     sd <- apply(num, 2L, weighted_sd, weights = lscv$ws$w)
     reference <- sd * (4 / ((d + 2) * lscv$ws$n))^(1 / (d + 4))
-    bounds[1L, ] <- reference / 20
+    bounds[1L, ] <- lscv_floor(num, reference)
     mult <- exp(seq(log(0.05), log(2), length.out = 16L))
     values <- vapply(mult, function(a) score_of(a * reference, lambda = lambda), 1)
     start <- mult[which.min(values)] * reference
   }
   best <- joint_search(score_of, start, lambda, bounds, lscv$spec)
-  if (any(best$h <= bounds[1L, ] * (1 + 1e-6))) {
-    warn(c("The {.val lscv} criterion has its minimum at the smallest bandwidth searched,
-            1/20 of the normal-reference scale.",
-           i = "Rounded or tied data make it collapse; consider {.val rot} or a fixed bandwidth."))
-  }
+  if (d) warn_lscv_floor(num, best$h, bounds[1L, ])
   best
 }
