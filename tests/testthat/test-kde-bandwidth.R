@@ -323,3 +323,26 @@ test_that("one robust scale serves every rule of thumb", {
   expect_equal(unname(kde_bandwidth(v)), bw.nrd0(v))
   expect_false("weights" %in% names(formals(localmean:::bw_rot)))
 })
+
+test_that("lscv on tied and rounded data stays above the data's resolution and says so", {
+  # (on main: 1.5e-297 for geyser's duration, and 1e289 or 1e-307 on iris)
+  g <- as.matrix(MASS::geyser)
+  expect_warning(h <- kde_bandwidth(g, bandwidth = "lscv", verbose = FALSE), "tied",
+                 class = "localmean_warning")
+  expect_true(all(is.finite(h)))
+  expect_gte(h[["duration"]], 1 / 60 * (1 - 1e-9))  # duration is rounded to the second
+  expect_lte(h[["waiting"]], 2 * sd(g[, "waiting"]))
+  fit <- kde(g, bandwidth = h, verbose = FALSE)  # the 2-D kde now works
+  expect_true(all(is.finite(fit$estimate)))
+  x <- as.matrix(iris[, 1:4])  # measured to 0.1 cm
+  h4 <- suppressWarnings(kde_bandwidth(x, bandwidth = "lscv", verbose = FALSE))
+  expect_true(all(h4 >= 0.1 * (1 - 1e-9)))
+  expect_true(all(h4 <= 2 * apply(x, 2L, sd)))
+  h1 <- suppressWarnings(kde_bandwidth(iris$Sepal.Length, bandwidth = "lscv", verbose = FALSE))
+  expect_gte(h1, 0.1 * (1 - 1e-9))
+  # untied data never meet the floor: no warning
+  set.seed(3)
+  expect_no_warning(kde_bandwidth(matrix(rnorm(400), ncol = 2), bandwidth = "lscv",
+                                  verbose = FALSE))
+  expect_equal(localmean:::data_resolution(c(0.3, 0.1, 0.1, 0.7)), 0.2)
+})
