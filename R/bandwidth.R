@@ -244,6 +244,7 @@ widen_to_fit <- function(spec, h, step = 1.5) {
 #    thumb for their sparse tails).
 # 3. With `refine`: one predictor, a golden-section search between the best candidate's
 #    neighbours; several, a joint search of every bandwidth (joint_search()).
+# With categorical predictors only there is no grid of bandwidths: select_lambdas().
 
 # Search limits and the smoothed-out threshold, in multiples of each predictor's range, on the
 # Gaussian kernel's scale (times kernel_scale_factor() for other kernels). At 3 ranges Gaussian
@@ -488,7 +489,8 @@ theta_score <- function(score_of, layout) {
 # gradient_search(). Otherwise one coordinate sweep from it, which tries each predictor at a few multiples of its
 # bandwidth and at its upper bound (so an irrelevant predictor can jump to a wide bandwidth),
 # then Nelder-Mead from the sweep's result (never worse than the start), restarted once from
-# its own result, as restarts help Nelder-Mead past early collapse of its simplex.
+# its own result, as restarts help Nelder-Mead past early collapse of its simplex; then each
+# lambda is tried at 0 (lower_bounds_polish(), followed by Nelder-Mead when that helps).
 # Returns the best bandwidths h and lambdas found (never worse than the start).
 joint_search <- function(score_of, start, lambda, bounds, spec, gradient = NULL) {
   layout <- theta_layout(spec, bounds)
@@ -584,9 +586,9 @@ loo_gradient_scorer <- function(spec, tick = function() NULL) {
   }
 }
 
-# L-BFGS-B on theta within its bounds from theta0, with the analytic gradient, then
-# widen_flat(); after `first_maxit` iterations, each numeric bandwidth is tried at its upper
-# bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
+# L-BFGS-B on theta within its bounds from theta0, with the analytic gradient, then each lambda
+# tried at 0 (a descent follows when that helps), then widen_flat(); after `first_maxit`
+# iterations, each numeric bandwidth is tried at its upper bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
 # relative tolerance (its test divides by max(|f|, 1)): the search stops when a step gains less
 # than factr * 2.2e-16 (2e-5 by default) of the score. An infinite score (a point without a
 # leave-one-out fit) is replaced by a large finite one with a zero gradient, so that the line
