@@ -603,4 +603,14 @@ test_that("R's time limits stop engine work within about a second", {
   expect_lt(proc.time()[["elapsed"]] - start, 4)
   # the threads have joined: the engine runs again
   expect_length(kde(x[1:100, ], verbose = FALSE)$bandwidth, 2L)
+  # a cv search of many engine calls stops too
+  set.seed(2)
+  m <- matrix(runif(4e3 * 5), ncol = 5)
+  start <- proc.time()[["elapsed"]]
+  expect_error({
+    setTimeLimit(elapsed = 1, transient = TRUE)
+    local_poly(m, sin(6 * m[, 1]), bandwidth = "cv", verbose = FALSE)
+  }, "time limit")
+  setTimeLimit()
+  expect_lt(proc.time()[["elapsed"]] - start, 4)
 })
