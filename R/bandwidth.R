@@ -128,10 +128,12 @@ resolve_nn <- function(bandwidth, x, spec_for, verbose, call = rlang::caller_env
 select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
   n <- NROW(spec$x)
   memo <- new.env(parent = emptyenv())
+  tick <- search_progress(verbose)
   score_ks <- function(ks) {
     for (k in setdiff(ks, as.integer(names(memo)))) {
       spec$nn$k <- k
-      memo[[as.character(k)]] <- spec_score("cv", spec, verbose = verbose)
+      memo[[as.character(k)]] <- spec_score("cv", spec)
+      tick()
     }
   }
   evaluated <- function() {
@@ -165,8 +167,16 @@ select_nn_k <- function(spec, k_min, verbose = FALSE, n_candidates = 20L) {
 # `kernel` by the ratio of canonical bandwidths.
 bw_rot <- function(x, kernel) {
   n <- nrow(x)
-  spread <- apply(x, 2L, robust_scale, iqr_divisor = 1.349)
+  spread <- apply(x, 2L, scaled_robust_scale, iqr_divisor = 1.349)
   1.06 * spread * n^(-1 / (4 + ncol(x))) * kernel_scale_factor(kernel)
+}
+
+# robust_scale() of v computed on v / max|v|: the squares in the standard deviation of data
+# near the smallest doubles (say 1e-300) underflow to zero, and near the largest overflow.
+scaled_robust_scale <- function(v, iqr_divisor) {
+  size <- max(abs(v))
+  if (!(size > 0) || !is.finite(size)) return(robust_scale(v, iqr_divisor))
+  size * robust_scale(v / size, iqr_divisor)
 }
 
 # Leave-one-out, GCV and AICc scores of a linear smoother from the summaries of its fits at the
@@ -213,12 +223,15 @@ status_counts <- function(status) tabulate(status + 1L, nbins = 4L)
 # skewed predictor they leave the sparse tail's windows without enough points.
 widen_to_fit <- function(spec, h, step = 1.5) {
   upper <- bandwidth_bounds(spec)[2L, ]
-  repeat {
+  # a formula bandwidth of zero (no spread) is widened from the lower search limit
+  h <- pmax(h, bandwidth_bounds(spec)[1L, ])
+  for (i in seq_len(search_limits$steps)) {
     f <- fit_at_data(with_scale(spec, h, lambda = spec$categorical$lambda), keep_fits = FALSE)
     # (local likelihood fits that do not exist because the classes separate stay NA)
     if (sum(f$status_counts[2:3]) == 0L || all(h >= upper)) return(h)
     h <- pmin(h * step, upper)
   }
+  h
 }
 
 # ---- The cv, gcv and aicc search -----------------------------------------------------------
@@ -231,12 +244,17 @@ widen_to_fit <- function(spec, h, step = 1.5) {
 #    thumb for their sparse tails).
 # 3. With `refine`: one predictor, a golden-section search between the best candidate's
 #    neighbours; several, a joint search of every bandwidth (joint_search()).
+# With categorical predictors only there is no grid of bandwidths: select_lambdas().
 
 # Search limits and the smoothed-out threshold, in multiples of each predictor's range, on the
 # Gaussian kernel's scale (times kernel_scale_factor() for other kernels). At 3 ranges Gaussian
 # weights vary by less than 6% across the data: the fit is nearly global (polynomial) in that
 # predictor, which is then irrelevant to the local fit. At 10 ranges they vary by 0.5%.
 bandwidth_limits <- list(lower = 1e-3, upper = 10, smoothed_out = 3)
+
+# Bounds of the search loops: `steps` extensions of the grid by factors of 1.5 each way (1.5^40 is
+# 1e7, beyond the 1e4 between the search limits) and `candidates` rows of a grid (each a fit).
+search_limits <- list(steps = 40L, candidates = 1000L)
 
 # Per-predictor bandwidth bounds of the search (2 x d: lower, upper) from the numeric
 # predictors' ranges.
@@ -265,15 +283,30 @@ lambda_upper_of <- function(spec) {
 # The score of a selector as a function of the bandwidths (and categorical lambdas), remembering
 # every score it computed (the searches revisit points). The search scores on its own strategy
 # (see binned_min_n).
-bandwidth_scorer <- function(criterion, spec) {
+bandwidth_scorer <- function(criterion, spec, tick = function() NULL) {
   memo <- new.env(parent = emptyenv())
   function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
     key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
     if (is.null(memo[[key]])) {
       memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda, search = TRUE),
                                 threads)
+      tick()
     }
     memo[[key]]
+  }
+}
+
+# The progress of a bandwidth search: a function that counts one more score. How many scores a
+# search needs is not known in advance (the grid extends itself, the joint search runs until it
+# converges), so the bar shows the count and the time taken, and no ETA. It ends when the
+# function that created it (`.envir`) returns; future workers do not tick.
+search_progress <- function(verbose, .envir = parent.frame()) {
+  if (!isTRUE(verbose)) return(function() NULL)
+  id <- cli::cli_progress_bar("bandwidth search (scores computed)", total = NA, .envir = .envir)
+  pid <- Sys.getpid()
+  function() {
+    if (Sys.getpid() == pid) cli::cli_progress_update(id = id, .envir = .envir)
+    NULL
   }
 }
 
@@ -297,18 +330,12 @@ fit_score <- function(criterion, spec, f) {
 }
 
 # Scores of the candidate rows, on the user's future plan when one is set.
-score_candidates <- function(score_of, candidates, verbose) {
+score_candidates <- function(score_of, candidates) {
   rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
   if (length(rows) > 1L && future_plan_active()) {
     return(unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL)))
   }
-  out <- numeric(length(rows))
-  if (verbose) cli::cli_progress_bar("bandwidth search", total = length(rows))
-  for (i in seq_along(rows)) {
-    out[i] <- score_of(rows[[i]])
-    if (verbose) cli::cli_progress_update()
-  }
-  out
+  vapply(rows, score_of, 1)
 }
 
 # Extends a grid of common multiples (rows of `candidates`, increasing) by factors of `step`:
@@ -320,16 +347,16 @@ extend_candidates <- function(score_of, candidates, scores, bounds, step = 1.5) 
     candidates <<- if (factor > 1) rbind(candidates, row) else rbind(row, candidates)
     scores <<- if (factor > 1) c(scores, score_of(row)) else c(score_of(row), scores)
   }
-  repeat {
+  for (i in seq_len(search_limits$steps)) {
     last <- candidates[nrow(candidates), ]
     stuck <- !any(is.finite(scores)) || which.min(scores) == length(scores)
     if (!stuck || all(last >= bounds[2L, ])) break
-    grow(last * step, step)
+    grow(pmin(last * step, bounds[2L, ]), step)
   }
-  repeat {
+  for (i in seq_len(search_limits$steps)) {
     first <- candidates[1L, ]
     if (which.min(scores) != 1L || !is.finite(scores[1L]) || any(first <= bounds[1L, ])) break
-    grow(first / step, 1 / step)
+    grow(pmax(first / step, bounds[1L, ]), 1 / step)
   }
   rownames(candidates) <- NULL
   list(candidates = candidates, scores = scores)
@@ -338,8 +365,9 @@ extend_candidates <- function(score_of, candidates, scores, bounds, step = 1.5) 
 # The cv, gcv or aicc search (see above): list(bandwidth, curve, score, smoothed_out), the
 # score being the search's own at the chosen bandwidth (binned from binned_min_n$search points).
 select_bandwidth <- function(criterion, spec, candidates, refine, verbose, extend = FALSE) {
-  score_of <- bandwidth_scorer(criterion, spec)
-  scores <- score_candidates(score_of, candidates, verbose)
+  tick <- search_progress(verbose)
+  score_of <- bandwidth_scorer(criterion, spec, tick)
+  scores <- score_candidates(score_of, candidates)
   bounds <- bandwidth_bounds(spec)
   if (extend) {
     grid <- extend_candidates(score_of, candidates, scores, bounds)
@@ -355,7 +383,7 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   chosen <- candidates[best, ]
   lambda <- spec$categorical$lambda
   if (refine && (ncol(candidates) > 1L || length(lambda))) {
-    gradient <- if (gradient_search_applies(criterion, spec)) loo_gradient_scorer(spec)
+    gradient <- if (gradient_search_applies(criterion, spec)) loo_gradient_scorer(spec, tick)
     joint <- joint_search(score_of, chosen, lambda, bounds, spec, gradient)
     chosen <- joint$h
     lambda <- joint$lambda
@@ -371,6 +399,44 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   list(bandwidth = chosen, lambda = lambda, curve = curve,
        score = score_of(chosen, lambda = lambda),
        smoothed_out = smoothed_out(spec, chosen, lambda))
+}
+
+# The search with categorical predictors only: no bandwidth, so no grid of bandwidths. One lambda
+# is searched on a grid over [0, upper] (its ends included: 0 keeps the levels apart, the upper
+# bound smooths the predictor out), refined by a golden-section search between the best grid
+# point's neighbours; several lambdas jointly, from the rule of thumb (joint_search()).
+# Returns what select_bandwidth() returns, with no bandwidth and the lambda grid as the curve.
+select_lambdas <- function(criterion, spec, refine, verbose = FALSE, n_grid = 11L) {
+  score_of <- bandwidth_scorer(criterion, spec, search_progress(verbose))
+  lambda_score <- function(lambda) score_of(numeric(0), lambda = lambda)
+  upper <- unname(lambda_upper_of(spec))
+  lambda <- spec$categorical$lambda
+  curve <- NULL
+  if (length(upper) == 1L) {
+    grid <- seq(0, upper, length.out = n_grid)
+    scores <- vapply(grid, lambda_score, 1)
+    if (any(is.finite(scores))) {
+      best <- which.min(scores)
+      lambda <- grid[best]
+      if (refine) {
+        around <- grid[c(max(best - 1L, 1L), min(best + 1L, n_grid))]
+        opt <- stats::optimize(function(l) finite_or_max(lambda_score(l)), around,
+                               tol = 1e-4 * upper)
+        if (opt$objective < scores[best]) lambda <- opt$minimum
+      }
+    }
+    curve <- stats::setNames(data.frame(grid, scores), c(colnames(spec$categorical$codes),
+                                                          "score"))
+  } else if (refine) {
+    lambda <- joint_search(score_of, numeric(0), lambda, matrix(0, 2L, 0L), spec)$lambda
+  }
+  score <- lambda_score(lambda)
+  if (!is.finite(score)) {
+    abort(c("No {.val {criterion}} score is usable for any smoothing of the categorical
+             predictors.", i = "Give {.arg bandwidth} as a number."), call = NULL)
+  }
+  list(bandwidth = numeric(0), lambda = lambda, curve = curve, score = score,
+       smoothed_out = smoothed_out(spec, numeric(0), lambda))
 }
 
 # Default candidates: n_candidates multiples of the rule of thumb (one common multiplier),
@@ -400,11 +466,12 @@ theta_layout <- function(spec, bounds) {
        bounds = cbind(log(bounds), logit_bounds))
 }
 
-# Bandwidths and lambdas of theta; a logit at its upper bound of 8 means lambda's upper bound.
+# Bandwidths and lambdas of theta; a logit at its upper bound of 8 means lambda's upper bound,
+# one at its lower bound of -8 a lambda of 0 (the levels kept apart).
 theta_scales <- function(theta, layout) {
   num <- seq_len(layout$numeric)
   logit <- if (length(num)) theta[-num] else theta
-  share <- ifelse(logit >= 8, 1, stats::plogis(logit))
+  share <- ifelse(logit >= 8, 1, ifelse(logit <= -8, 0, stats::plogis(logit)))
   list(h = exp(theta[num]), lambda = layout$lambda_upper * share)
 }
 
@@ -422,7 +489,8 @@ theta_score <- function(score_of, layout) {
 # gradient_search(). Otherwise one coordinate sweep from it, which tries each predictor at a few multiples of its
 # bandwidth and at its upper bound (so an irrelevant predictor can jump to a wide bandwidth),
 # then Nelder-Mead from the sweep's result (never worse than the start), restarted once from
-# its own result, as restarts help Nelder-Mead past early collapse of its simplex.
+# its own result, as restarts help Nelder-Mead past early collapse of its simplex; then each
+# lambda is tried at 0 (lower_bounds_polish(), followed by Nelder-Mead when that helps).
 # Returns the best bandwidths h and lambdas found (never worse than the start).
 joint_search <- function(score_of, start, lambda, bounds, spec, gradient = NULL) {
   layout <- theta_layout(spec, bounds)
@@ -443,8 +511,31 @@ joint_search <- function(score_of, start, lambda, bounds, spec, gradient = NULL)
   if (first$value < best$value) best <- first
   again <- nelder_mead(best$theta)
   if (again$value < best$value) best <- again
+  # Nelder-Mead creeps towards a bound (a lambda of 0) without reaching it: try the lower bounds
+  polished <- lower_bounds_polish(score, best$theta, best$value, layout)
+  if (polished$value < best$value) {
+    best <- polished
+    again <- nelder_mead(best$theta)
+    if (again$value < best$value) best <- again
+  }
   theta <- widen_flat(score, best$theta, best$value, layout$bounds[2L, ])
   theta_scales(theta, layout)
+}
+
+# Moves each categorical parameter to its lower bound (lambda = 0: the levels kept apart) where
+# that lowers the score, one at a time from `theta` with score `value`: a lambda whose optimum
+# is 0 is only approached by a search on its logit. Returns list(theta, value).
+lower_bounds_polish <- function(score, theta, value, layout) {
+  for (j in setdiff(seq_along(theta), seq_len(layout$numeric))) {
+    if (theta[j] <= layout$bounds[1L, j]) next
+    low <- replace(theta, j, layout$bounds[1L, j])
+    low_value <- score(low)
+    if (low_value < value) {
+      theta <- low
+      value <- low_value
+    }
+  }
+  list(theta = theta, value = value)
 }
 
 # ---- The gradient search ---------------------------------------------------------------------
@@ -471,7 +562,7 @@ gradient_search_applies <- function(criterion, spec) {
 # The score and its gradient as a function of theta (see theta_layout()): list(value, gradient),
 # the value Inf where a point has no leave-one-out fit. Remembers every theta it scored (optim()
 # asks for the value and the gradient of the same theta in two calls).
-loo_gradient_scorer <- function(spec) {
+loo_gradient_scorer <- function(spec, tick = function() NULL) {
   x <- matrix(spec$x, ncol = spec$numeric_vars)
   y <- spec$values[, 1L]
   prior <- spec$prior %||% numeric(0)
@@ -490,13 +581,14 @@ loo_gradient_scorer <- function(spec) {
     share <- stats::plogis(theta[-num])
     grad <- c(-diag(res$gradient) / s$h,
               res$lambda_gradient * layout$lambda_upper * share * (1 - share))
+    tick()
     memo[[key]] <- list(value = res$loss, gradient = grad)
   }
 }
 
-# L-BFGS-B on theta within its bounds from theta0, with the analytic gradient, then
-# widen_flat(); after `first_maxit` iterations, each numeric bandwidth is tried at its upper
-# bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
+# L-BFGS-B on theta within its bounds from theta0, with the analytic gradient, then each lambda
+# tried at 0 (a descent follows when that helps), then widen_flat(); after `first_maxit`
+# iterations, each numeric bandwidth is tried at its upper bound. The score is divided by its value at theta0, so that optim()'s `factr` is a
 # relative tolerance (its test divides by max(|f|, 1)): the search stops when a step gains less
 # than factr * 2.2e-16 (2e-5 by default) of the score. An infinite score (a point without a
 # leave-one-out fit) is replaced by a large finite one with a zero gradient, so that the line
@@ -534,7 +626,14 @@ gradient_search <- function(loss_of, theta0, layout, factr = 1e11, maxit = 100L,
     evaluate(replace(best$theta, j, layout$bounds[2L, j]))
   }
   descend(best$theta, maxit)
-  widen_flat(function(t) loss_of(t, layout)$value, best$theta, best$value, layout$bounds[2L, ])
+  # a lambda whose optimum is 0 (its lower bound): moved there, then the others follow
+  value <- function(t) loss_of(t, layout)$value
+  polished <- lower_bounds_polish(value, best$theta, best$value, layout)
+  if (polished$value < best$value) {
+    evaluate(polished$theta)
+    descend(best$theta, maxit)
+  }
+  widen_flat(value, best$theta, best$value, layout$bounds[2L, ])
 }
 
 # Moves each parameter to its upper bound when that costs at most a relative `tol` of the best

@@ -295,8 +295,10 @@ engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rt
   bind_fits(parts)
 }
 
+# A plan needs future loaded, so nothing is loaded otherwise: requireNamespace() catches every
+# error while it loads, an expiring time limit's included, which would then be lost.
 future_plan_active <- function() {
-  requireNamespace("future.apply", quietly = TRUE) &&
+  isNamespaceLoaded("future") && requireNamespace("future.apply", quietly = TRUE) &&
     !inherits(future::plan(), "sequential")
 }
 

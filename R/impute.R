@@ -292,6 +292,9 @@ empty_links <- function(p) {
        centre = numeric(p), scale = rep(1, p))
 }
 
+# The most feature-layer links of an image (pixel pairs, 16 bytes each: 800 MB).
+feature_link_limit <- 5e7
+
 # Feature-layer links: spatial for images, by correlation for other tables.
 feature_links <- function(x, image_dim, kernel, feature_bandwidth, centre,
                           call = rlang::caller_env()) {
@@ -300,8 +303,13 @@ feature_links <- function(x, image_dim, kernel, feature_bandwidth, centre,
     h <- if (is.null(feature_bandwidth)) 1 else {
       check_positive(feature_bandwidth, arg = "feature_bandwidth", call = call)
     }
-    links <- cpp_spatial_links(image_dim[1L], image_dim[2L], h, if (compact) h else 3 * h,
-                               kernel)
+    # no pixel lies beyond the image's diagonal: a wider reach only lengthens the loop over offsets
+    reach <- min(if (compact) h else 3 * h, sqrt(sum((image_dim - 1)^2)) + 1)
+    pixels <- prod(image_dim)
+    check_size(pixels * min(pixels, pi * reach^2), feature_link_limit,
+               "feature links (pixel pairs within the kernel's reach)", "feature_bandwidth",
+               call = call)
+    links <- cpp_spatial_links(image_dim[1L], image_dim[2L], h, reach, kernel)
     attr(links, "bandwidth") <- h
     return(links)
   }

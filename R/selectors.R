@@ -17,6 +17,7 @@ selector <- function(name, families, select, max_d = Inf, applies = function(pro
 # Regression selectors that minimise a score of the fit at the data over candidate bandwidths.
 scored_selector <- function(name, families) {
   selector(name, families, function(p) {
+    if (p$spec$numeric_vars == 0L) return(select_lambdas(name, p$spec, p$control$refine, p$verbose))
     d <- ncol(p$x)
     given <- p$control$candidates
     candidates <- if (is.null(given)) {
@@ -25,6 +26,8 @@ scored_selector <- function(name, families) {
     } else {
       matrix(given, ncol = d)
     }
+    check_size(nrow(candidates), search_limits$candidates, "candidate bandwidths (each a fit)",
+               if (is.null(given)) "n_candidates" else "candidates", call = p$call)
     select_bandwidth(name, p$spec, candidates, p$control$refine, p$verbose,
                      extend = is.null(given))
   })

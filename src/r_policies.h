@@ -1,5 +1,6 @@
 // R-side policies for the core: a parallel-for on RcppParallel and a monitor that advances a cli
-// progress bar and polls for a user interrupt, both used from the main thread only.
+// progress bar and polls for a user interrupt or an expired time limit, both used from the main
+// thread only.
 #pragma once
 
 #include <Rcpp.h>
@@ -7,6 +8,8 @@
 #include <cli/progress.h>
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <thread>
 
 #include <localmean/engine.hpp>
@@ -69,12 +72,54 @@ inline localmean::ParallelFor parallel_for(int requested) {
   };
 }
 
-inline void check_interrupt_fn(void*) { R_CheckUserInterrupt(); }
+// ---- Interrupts and time limits ----
+//
+// R_CheckUserInterrupt() raises a user interrupt (Ctrl-C) as an "interrupt" condition and R's
+// time limits (setTimeLimit(), and so R.utils::withTimeout() and Shiny) as an error. It is called
+// inside R_tryCatch(), which catches both before they can longjmp through C++ frames; the
+// workers stop, and Monitor::finish() raises the same condition again once they have joined.
+// (R clears a time limit when it fires, so its error must be raised again, not just noticed.)
 
-// TRUE when the user pressed Ctrl-C; the interrupt is caught here, not longjmp'ed through C++.
-inline bool user_interrupted() { return R_ToplevelExec(check_interrupt_fn, nullptr) == FALSE; }
+struct PollResult {
+  bool interrupted = false;  // Ctrl-C
+  std::string error;         // the message of an error, e.g. "reached elapsed time limit"
+};
 
-// Progress bar and interrupt polling between chunks of work.
+inline SEXP poll_body(void*) {
+  R_CheckUserInterrupt();
+  return R_NilValue;
+}
+
+inline SEXP poll_handler(SEXP condition, void* data) {
+  PollResult* result = static_cast<PollResult*>(data);
+  if (Rf_inherits(condition, "interrupt")) {
+    result->interrupted = true;
+    return R_NilValue;
+  }
+  result->error = "R signalled an error while polling for interrupts";
+  if (TYPEOF(condition) == VECSXP && XLENGTH(condition) > 0) {
+    SEXP message = VECTOR_ELT(condition, 0);
+    if (TYPEOF(message) == STRSXP && XLENGTH(message) > 0) {
+      result->error = CHAR(STRING_ELT(message, 0));
+    }
+  }
+  return R_NilValue;
+}
+
+// Polls R on the main thread for a user interrupt or an expired time limit.
+inline PollResult poll_r() {
+  PollResult result;
+  SEXP classes = PROTECT(Rf_allocVector(STRSXP, 2));
+  SET_STRING_ELT(classes, 0, Rf_mkChar("interrupt"));
+  SET_STRING_ELT(classes, 1, Rf_mkChar("error"));
+  R_tryCatch(poll_body, nullptr, classes, poll_handler, &result, nullptr, nullptr);
+  UNPROTECT(1);
+  return result;
+}
+
+// Progress bar and interrupt / time-limit polling between chunks of work. R is polled at most
+// every `poll_every` (a poll evaluates R's tryCatch, some microseconds), so that a stop is seen
+// within a few milliseconds of the chunk that follows it.
 class Monitor {
 public:
   Monitor(bool verbose, double total, const char* name) {
@@ -89,23 +134,34 @@ public:
   }
   localmean::Monitor callback() {
     return [this](std::size_t done, std::size_t) {
-      if (user_interrupted()) {
-        interrupted_ = true;
-        return false;
-      }
+      if (stopped()) return false;
       if (active_ && CLI_SHOULD_TICK) cli_progress_set(bar_, static_cast<double>(done));
       return true;
     };
   }
-  // Raises the R interrupt once the workers have stopped.
+  // Raises the R interrupt or the error (a time limit) once the workers have stopped.
   void finish() const {
-    if (interrupted_) throw Rcpp::internal::InterruptedException();
+    if (poll_.interrupted) throw Rcpp::internal::InterruptedException();
+    if (!poll_.error.empty()) Rcpp::stop(poll_.error);
   }
 
 private:
+  bool stopped() {
+    if (poll_.interrupted || !poll_.error.empty()) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (polled_ && now - last_poll_ < poll_every) return false;
+    polled_ = true;
+    last_poll_ = now;
+    poll_ = poll_r();
+    return poll_.interrupted || !poll_.error.empty();
+  }
+
+  static constexpr std::chrono::milliseconds poll_every{5};
   Rcpp::RObject bar_;
   bool active_ = false;
-  bool interrupted_ = false;
+  bool polled_ = false;
+  std::chrono::steady_clock::time_point last_poll_;
+  PollResult poll_;
 };
 
 }  // namespace localmean_r

@@ -479,3 +479,138 @@ test_that("the mixed-data cv search is within 1% of a brute-force LOO minimised 
   fit2 <- local_poly(y ~ x1 + x2 + g, d, bandwidth = "cv", verbose = FALSE, n_threads = 2)
   expect_identical(fit$bandwidth, fit2$bandwidth)
 })
+
+test_that("categorical predictors alone get a lambda-only search for every selector", {
+  # (on main the candidate grid of zero bandwidths extended itself forever)
+  upper <- 2 / 3  # three levels
+  cyl <- factor(mtcars$cyl)
+  # plain R: the leave-one-out local mean with Aitchison-Aitken weights
+  loo <- function(lambda) {
+    err <- vapply(seq_along(cyl), function(i) {
+      w <- ifelse(cyl[-i] == cyl[i], 1 - lambda, lambda / 2)
+      mtcars$mpg[i] - sum(w * mtcars$mpg[-i]) / sum(w)
+    }, 1)
+    mean(err^2)
+  }
+  brute <- stats::optimize(loo, c(0, upper), tol = 1e-10)
+  for (sel in c("cv", "gcv", "aicc")) {
+    fit <- local_poly(mpg ~ factor(cyl), data = mtcars, bandwidth = sel, verbose = FALSE)
+    expect_length(fit$bandwidth, 1L)
+    expect_true(fit$bandwidth >= 0 && fit$bandwidth <= upper, info = sel)
+    expect_identical(fit$bandwidth_method, sel)
+  }
+  fit <- local_poly(mpg ~ factor(cyl), data = mtcars, bandwidth = "cv", verbose = FALSE)
+  expect_lte(fit$cv, brute$objective * (1 + 1e-6))
+  expect_equal(fit$cv, loo(fit$bandwidth[[1L]]), tolerance = 1e-8)
+  # the other families and inputs that hung: every fit returns a lambda within its bounds
+  fits <- list(
+    local_classify(Species ~ I(Petal.Length > 4), data = iris, verbose = FALSE),
+    local_poly(low ~ factor(race), data = MASS::birthwt, family = "binomial", verbose = FALSE),
+    local_mean(matrix(as.character(mtcars$cyl)), mtcars$mpg, bandwidth = "cv", verbose = FALSE),
+    local_poly(cbind(am = mtcars$am == 1, vs = mtcars$vs == 1), mtcars$mpg, bandwidth = "gcv",
+               verbose = FALSE),
+    local_poly(mpg ~ factor(cyl) + factor(gear), data = mtcars, bandwidth = "aicc",
+               verbose = FALSE)
+  )
+  for (f in fits) {
+    expect_true(all(is.finite(f$bandwidth) & f$bandwidth >= 0 & f$bandwidth <= 1))
+  }
+})
+
+test_that("data near the smallest doubles give the bandwidths of the data scaled up", {
+  fit <- local_poly(mtcars$wt, mtcars$mpg, bandwidth = "cv", verbose = FALSE)
+  tiny <- local_poly(mtcars$wt * 1e-300, mtcars$mpg, bandwidth = "cv", verbose = FALSE)
+  expect_equal(tiny$bandwidth * 1e300, fit$bandwidth, tolerance = 1e-6)
+  expect_equal(tiny$cv, fit$cv, tolerance = 1e-6)
+  x <- cbind(wt = mtcars$wt, hp = mtcars$hp)
+  two <- local_poly(x, mtcars$mpg, bandwidth = "cv", verbose = FALSE)
+  tiny2 <- local_poly(x * 1e-300, mtcars$mpg, bandwidth = "cv", verbose = FALSE)
+  expect_equal(tiny2$cv, two$cv, tolerance = 1e-6)
+})
+
+test_that("every search loop is bounded", {
+  # a score that always prefers the smallest candidate, with no lower bound to stop at
+  grid <- localmean:::extend_candidates(function(h) sum(h), matrix(1:3), 1:3, rbind(0, 10))
+  expect_identical(nrow(grid$candidates), 3L + localmean:::search_limits$steps)
+  expect_error(local_poly(mtcars$wt, mtcars$mpg, bandwidth = "cv", verbose = FALSE,
+                          control = local_control(n_candidates = 1e5)),
+               "n_candidates", class = "localmean_error")
+  expect_error(local_poly(mtcars$wt, mtcars$mpg, bandwidth = "cv", verbose = FALSE,
+                          control = local_control(candidates = seq(0.1, 5, length.out = 2e3))),
+               "candidates", class = "localmean_error")
+})
+
+test_that("the joint cv search drives a binary predictor's lambda to its bound 0", {
+  set.seed(21)
+  n <- 80
+  x <- runif(n)
+  g <- factor(sample(c("a", "b"), n, replace = TRUE))
+  y <- sin(2 * pi * x) + 3 * (g == "b") + rnorm(n, sd = 0.1)
+  # the levels differ by 3: mixing them only adds bias. The Nelder-Mead search (a compact
+  # kernel) only approaches lambda = 0 on its logit; the polish at the bounds reaches it.
+  fit <- local_mean(y ~ x + g, data.frame(x, g, y), bandwidth = "cv", kernel = "epanechnikov",
+                    verbose = FALSE)
+  expect_identical(fit$bandwidth[[2L]], 0)
+  score <- function(lambda) {
+    localmean:::spec_score("cv", localmean:::with_scale(fit$spec, fit$bandwidth[[1L]],
+                                                        lambda = lambda))
+  }
+  expect_equal(fit$cv, score(0))
+  expect_lt(score(0), score(1e-4))
+})
+
+test_that("the mixed cv search on birthwt is within 1e-4 of a brute-force optimum", {
+  skip_on_cran()
+  b <- MASS::birthwt
+  x <- b$lwt
+  g <- b$ht
+  y <- b$bwt
+  n <- length(y)
+  # plain R: Gaussian local linear leave-one-out with Aitchison-Aitken weights (two levels)
+  loo <- function(par) {
+    h <- exp(par[1L])
+    lambda <- par[2L]
+    err <- vapply(seq_len(n), function(i) {
+      u <- (x[-i] - x[i]) / h
+      w <- exp(-0.5 * u^2) * ifelse(g[-i] == g[i], 1 - lambda, lambda)
+      X <- cbind(1, u)
+      b <- tryCatch(solve(crossprod(X, w * X), crossprod(X, w * y[-i])), error = function(e) NA)
+      y[i] - b[1]
+    }, 1)
+    if (anyNA(err)) 1e300 else mean(err^2)
+  }
+  fit <- local_poly(bwt ~ lwt + factor(ht), b, bandwidth = "cv", verbose = FALSE)
+  ours <- c(log(fit$bandwidth[[1L]]), fit$bandwidth[[2L]])
+  expect_equal(fit$cv, loo(ours), tolerance = 1e-8)
+  starts <- list(ours, c(log(10), 0.25), c(log(40), 0.01))
+  brute <- min(vapply(starts, function(s) {
+    stats::optim(s, loo, method = "L-BFGS-B", lower = c(log(1), 0), upper = c(log(1e3), 0.5),
+                 control = list(factr = 10))$value
+  }, 1))
+  expect_lte(fit$cv, brute * (1 + 1e-4))
+})
+
+test_that("R's time limits stop engine work within about a second", {
+  skip_on_cran()
+  set.seed(1)
+  x <- matrix(rnorm(4e5), ncol = 2)  # an exact kde of these takes far longer than a second
+  start <- proc.time()[["elapsed"]]
+  expect_error({
+    setTimeLimit(elapsed = 1, transient = TRUE)
+    kde(x, method = "exact", verbose = FALSE)
+  }, "time limit")
+  setTimeLimit()
+  expect_lt(proc.time()[["elapsed"]] - start, 4)
+  # the threads have joined: the engine runs again
+  expect_length(kde(x[1:100, ], verbose = FALSE)$bandwidth, 2L)
+  # a cv search of many engine calls stops too
+  set.seed(2)
+  m <- matrix(runif(4e3 * 5), ncol = 5)
+  start <- proc.time()[["elapsed"]]
+  expect_error({
+    setTimeLimit(elapsed = 1, transient = TRUE)
+    local_poly(m, sin(6 * m[, 1]), bandwidth = "cv", verbose = FALSE)
+  }, "time limit")
+  setTimeLimit()
+  expect_lt(proc.time()[["elapsed"]] - start, 4)
+})

@@ -236,3 +236,17 @@ test_that("local_denoise works at extreme scales and refuses empty images (issue
   expect_error(local_denoise(matrix(0, 0, 3), verbose = FALSE), class = "localmean_error",
                regexp = "img")
 })
+
+test_that("a wide feature bandwidth on images is bounded by the image (no endless offsets)", {
+  # (on main: feature_bandwidth = 1e5 looped over (6e5)^2 pixel offsets per pixel)
+  set.seed(4)
+  x <- matrix(runif(40 * 36), 40)
+  x[sample(length(x), 100)] <- NA
+  time <- system.time(res <- local_impute(x, image_dim = c(6, 6), feature_bandwidth = 1e5,
+                                          verbose = FALSE))[["elapsed"]]
+  expect_lt(time, 10)
+  expect_false(anyNA(res$completed))
+  expect_error(local_impute(matrix(c(NA, rep(0, 2e4 - 1)), 2), image_dim = c(100, 100), feature_bandwidth = 1e5,
+                            verbose = FALSE),
+               "feature_bandwidth", class = "localmean_error")
+})
