@@ -98,6 +98,8 @@ check_control <- function(control, call = rlang::caller_env()) {
 # - family: "gaussian" (least squares), "binomial" or "poisson" (the local likelihood, with
 #   control$max_iter and control$tol), or "multinomial" (the local baseline-category logit of
 #   one-hot class indicators in `values`, see multinomial_solve() in engine.hpp).
+# - engine: the engine object's handle (engine_handle()), shared by every copy of the
+#   specification (with_scale(), the fit's `spec`), so that a fit builds its data once.
 # `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales);
 # `range` (2 x d) the data's column ranges, when the caller has them (large data: one pass less).
 # Without numeric variables (d = 0) the engine sees one constant column: a local constant.
@@ -127,7 +129,8 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
                       ordered = categorical$ordered, unit_mass = unit_mass)
                },
                family = family, max_iter = control$max_iter, tol = control$tol,
-               chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose)
+               chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose,
+               engine = engine_handle())
   with_scale(spec, if (is.null(nn)) scale else nn$scale, m, call, lambda)
 }
 
@@ -327,14 +330,12 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   res <- if (!want_var && stored_nodes_apply(nodes, spec, grid_range)) {
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
-  } else cpp_local_fit(spec$x, scale, spec$values %||% numeric(0), spec$prior %||% numeric(0),
-                       spec$point_scale %||% numeric(0), queries, radius, spec$kernel,
-                       spec$degree, want_var, spec$method, spec$cutoff,
-                       if (spec$method == "binned") spec$gridsize else integer(0),
-                       grid_range[1L, ], grid_range[2L, ], n_threads, verbose, rtol,
-                       spec$categorical %||% list(), query_codes %||% integer(0), spec$family,
-                       spec$max_iter %||% 25L, spec$tol %||% 1e-8,
-                       as.integer(leave_out %||% integer(0)))
+  } else {
+    cpp_engine_fit(engine_pointer(spec), spec,
+                   list(queries = queries, radius = radius, want_var = want_var, rtol = rtol,
+                        query_codes = query_codes, leave_out = leave_out,
+                        n_threads = n_threads, verbose = verbose))
+  }
   # Queries without a usable window are NA (the engine leaves NaN there).
   undefined <- res$status != 0L
   if (any(undefined)) {
@@ -361,6 +362,30 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   res$powers <- powers
   res
 }
+
+# ---- The engine object ---------------------------------------------------------------------
+
+# The handle of a specification's engine object: an environment (shared by every copy of the
+# specification and of the fit that keeps it) whose `ptr` is the C++ object, an external pointer
+# that holds the data in tree order (see EngineObject in src/engine.cpp). The object is made when
+# first asked for, and again when the pointer is dead: after saveRDS() / readRDS(), or in a
+# `future` worker, which receives a copy whose pointer is nil.
+engine_handle <- function() {
+  handle <- new.env(parent = emptyenv())
+  handle$ptr <- NULL
+  handle
+}
+
+# The live engine object of `spec` (NULL without a handle: a one-off object per call).
+engine_pointer <- function(spec) {
+  handle <- spec$engine
+  if (is.null(handle)) return(NULL)
+  if (!cpp_engine_alive(handle$ptr)) handle$ptr <- cpp_engine_new()
+  handle$ptr
+}
+
+# The number of times an engine object built its data (for tests: a search builds once).
+engine_builds <- function() cpp_engine_builds()
 
 # Whether fits at the data points of `spec` can come from one pass over the binned grid's fits
 # (engine_data_fit()): binned least squares, without variances.
