@@ -450,6 +450,83 @@ engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path 
                    n_threads, verbose)
 }
 
+# The radius of nn(k) bandwidths about every query (engine_chunk()).
+# Kernels with unbounded support: the distance to the k-th neighbour. Compact kernels need the
+# window to hold data at p different distances (p: the coefficients of the local polynomial)
+# with positive weight: the uniform kernel reaches the k-th or the p-th distinct distance,
+# whichever is farther (so degree 0 is exact k-NN); the others, which vanish at the edge, the
+# k-th or the (p + 1)-th distinct distance. Where the data hold fewer distinct distances, twice
+# the farthest distance. A zero radius (every point of
+# the window on the query) becomes the smallest positive number: only those points count.
+nn_radius <- function(spec, queries, n_threads, verbose) {
+  k <- spec$nn$k
+  row <- kernel_row(spec$kernel)
+  reach <- if (row$compact) {
+    uniform <- spec$kernel == "uniform"
+    distinct <- choose(NCOL(spec$x) + spec$degree, spec$degree) + !uniform
+    # the uniform kernel takes in every point tied (up to rounding) at the last distance
+    cpp_knn_distinct_radius(spec$x, spec$scale, queries, k, distinct, if (uniform) 1e-9 else 0,
+                            n_threads, verbose)
+  } else {
+    cpp_knn_radius(spec$x, spec$scale, queries, k, n_threads, verbose)
+  }
+  short <- !is.finite(reach)
+  if (any(short)) {
+    far <- queries[short, , drop = FALSE]
+    reach[short] <- 2 * cpp_knn_radius(spec$x, spec$scale, far, NROW(spec$x), n_threads, FALSE)
+  }
+  pmax(reach * (1 + 1e-12), .Machine$double.xmin)
+}
+
+# ---- The other engine entry points ------------------------------------------------------------
+#
+# R/engine.R is the only R file that calls the engine's C++ entry points: every cpp_ function
+# of src/engine.cpp, src/binning.cpp and src/metric.cpp, and the neighbour searches
+# (cpp_knn_graph(), cpp_knn_radius(), cpp_knn_distinct_radius(), cpp_nearest_index()), but the
+# kernel registry's readers (cpp_kernel_table(), cpp_kernel_value(), called by R/kernels.R and
+# kernel_value()) and two checks of the data (cpp_column_ranges(), cpp_all_finite()).
+# tests/testthat/test-engine.R enforces it. The other files call these small functions.
+
+# Index (1-based) of the data point (rows of x) nearest to every query, in coordinates divided
+# by `scale`.
+nearest_index <- function(x, scale, queries, n_threads = 1L) {
+  cpp_nearest_index(x, scale, queries, n_threads)
+}
+
+# Distance from every query to its k-th nearest data point, in coordinates divided by `scale`.
+knn_radius <- function(x, scale, queries, k, n_threads = 1L, verbose = FALSE) {
+  cpp_knn_radius(x, scale, queries, k, n_threads, verbose)
+}
+
+# The k nearest neighbours of every query (rows of queries) among the rows of x: index and
+# distance matrices; `self` leaves a point out of its own list.
+knn_graph <- function(x, queries, k, self, n_threads = 1L, verbose = FALSE) {
+  cpp_knn_graph(x, queries, k, self, n_threads, verbose)
+}
+
+# Normalising constant of the radial kernel in d dimensions.
+radial_constant <- function(kernel, d) cpp_radial_constant(kernel, d)
+
+# Linear binning of the points x (a vector, or n x d) with weights (numeric(0): 1) on the grid
+# from lo to hi with `gridsize` nodes per variable.
+linear_bin <- function(x, weights, lo, hi, gridsize) cpp_linear_bin(x, weights, lo, hi, gridsize)
+
+# Hermite-weighted pair sums of the plug-in selectors (bandwidth.hpp).
+hermite_pair_sums <- function(z, w, g, orders, n_threads = 1L) {
+  cpp_hermite_pair_sums(z, w, g, orders, n_threads)
+}
+
+# The leave-one-out loss of a learned metric A and its gradient (metric.hpp).
+metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads,
+                        verbose, diagonal = FALSE, lambda_gradient = FALSE) {
+  cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose,
+                  diagonal, lambda_gradient)
+}
+
+# Greedy grouping of points (rows, in visiting order): a point joins the first group whose
+# representative lies within `tol`. 1-based groups.
+group_within <- function(points, tol) cpp_merge_modes(points, tol)
+
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.
 column_ranges <- function(x) cpp_column_ranges(x)$range
 
