@@ -28,7 +28,17 @@ test_that("local_control() validates its arguments", {
 
 test_that("method = 'auto' picks tree, exact for the Cauchy, binned for large 1-D data", {
   d <- make_data_1d(200)
-  expect_identical(local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)$spec$method, "tree")
+  expect_identical(local_poly(d$x, d$y, bandwidth = 0.02, verbose = FALSE)$spec$method, "tree")
+  # a kernel reach that spans the data (8 Gaussian bandwidths of 0.1 each way on [0, 1]): the
+  # tree would prune nothing, and every point is swept (issue 30, defect 7: 5-D)
+  expect_identical(local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)$spec$method, "exact")
+  set.seed(5)
+  x5 <- matrix(rnorm(500), ncol = 5)
+  y5 <- rowSums(x5) + rnorm(100)
+  expect_identical(local_poly(x5, y5, bandwidth = rep(1, 5))$spec$method, "exact")
+  expect_identical(localmean:::engine_spec(x5, "epanechnikov", rep(2, 5))$method, "tree")
+  expect_equal(fitted(local_poly(x5, y5, bandwidth = rep(1, 5))),
+               fitted(local_poly(x5, y5, bandwidth = rep(1, 5), method = "tree")), tolerance = 1e-12)
   expect_identical(local_poly(d$x, d$y, kernel = "cauchy", bandwidth = 0.1,
                               verbose = FALSE)$spec$method, "exact")
   expect_identical(local_poly(d$x, d$y, kernel = "cauchy", bandwidth = 0.1, method = "tree",
