@@ -38,7 +38,8 @@ test_that("method = 'auto' picks tree, exact for the Cauchy, binned for large 1-
   expect_identical(local_poly(x5, y5, bandwidth = rep(1, 5))$spec$method, "exact")
   expect_identical(localmean:::engine_spec(x5, "epanechnikov", rep(2, 5))$method, "tree")
   expect_equal(fitted(local_poly(x5, y5, bandwidth = rep(1, 5))),
-               fitted(local_poly(x5, y5, bandwidth = rep(1, 5), method = "tree")), tolerance = 1e-12)
+               fitted(local_poly(x5, y5, bandwidth = rep(1, 5), method = "tree")),
+               tolerance = 1e-12)
   expect_identical(local_poly(d$x, d$y, kernel = "cauchy", bandwidth = 0.1,
                               verbose = FALSE)$spec$method, "exact")
   expect_identical(local_poly(d$x, d$y, kernel = "cauchy", bandwidth = 0.1, method = "tree",
