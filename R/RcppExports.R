@@ -41,8 +41,20 @@ cpp_rank_agreement <- function(x, y, rows, k, n_threads, verbose) {
     .Call(`_localmean_cpp_rank_agreement`, x, y, rows, k, n_threads, verbose)
 }
 
-cpp_local_fit <- function(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out) {
-    .Call(`_localmean_cpp_local_fit`, x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out)
+cpp_engine_new <- function() {
+    .Call(`_localmean_cpp_engine_new`)
+}
+
+cpp_engine_alive <- function(engine) {
+    .Call(`_localmean_cpp_engine_alive`, engine)
+}
+
+cpp_engine_builds <- function() {
+    .Call(`_localmean_cpp_engine_builds`)
+}
+
+cpp_engine_fit <- function(engine, spec, request) {
+    .Call(`_localmean_cpp_engine_fit`, engine, spec, request)
 }
 
 cpp_shift_points <- function(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, accelerate, meet, n_threads, verbose) {

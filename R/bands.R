@@ -87,8 +87,8 @@ tube_smoother <- function(object, variance, max_points = 1000L,
   if (nrow(x) > max_points) {
     d <- ncol(x)
     size <- rep(as.integer(bins), d)
-    mass <- cpp_linear_bin(x, object$weights %||% numeric(0), spec$range[1L, ],
-                           spec$range[2L, ], size)
+    mass <- linear_bin(x, object$weights %||% numeric(0), spec$range[1L, ],
+                       spec$range[2L, ], size)
     nodes <- as.matrix(expand.grid(lapply(seq_len(d), function(j) {
       seq(spec$range[1L, j], spec$range[2L, j], length.out = size[j])
     })))

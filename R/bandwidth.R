@@ -67,33 +67,6 @@ print.local_nn <- function(x, ...) {
 
 # Per-query radii of an nn(k) specification (in its standardising scales), widened by rounding
 # error so that points at the radius count; distances equal up to a relative 1e-9 are ties.
-# Kernels with unbounded support: the distance to the k-th neighbour. Compact kernels need the
-# window to hold data at p different distances (p: the coefficients of the local polynomial)
-# with positive weight: the uniform kernel reaches the k-th or the p-th distinct distance,
-# whichever is farther (so degree 0 is exact k-NN); the others, which vanish at the edge, the
-# k-th or the (p + 1)-th distinct distance. Where the data hold fewer distinct distances, twice
-# the farthest distance. A zero radius (every point of
-# the window on the query) becomes the smallest positive number: only those points count.
-nn_radius <- function(spec, queries, n_threads, verbose) {
-  k <- spec$nn$k
-  row <- kernel_row(spec$kernel)
-  reach <- if (row$compact) {
-    uniform <- spec$kernel == "uniform"
-    distinct <- choose(NCOL(spec$x) + spec$degree, spec$degree) + !uniform
-    # the uniform kernel takes in every point tied (up to rounding) at the last distance
-    cpp_knn_distinct_radius(spec$x, spec$scale, queries, k, distinct, if (uniform) 1e-9 else 0,
-                            n_threads, verbose)
-  } else {
-    cpp_knn_radius(spec$x, spec$scale, queries, k, n_threads, verbose)
-  }
-  short <- !is.finite(reach)
-  if (any(short)) {
-    far <- queries[short, , drop = FALSE]
-    reach[short] <- 2 * cpp_knn_radius(spec$x, spec$scale, far, NROW(spec$x), n_threads, FALSE)
-  }
-  pmax(reach * (1 + 1e-12), .Machine$double.xmin)
-}
-
 # The engine specification of an `nn()` bandwidth, with k chosen by leave-one-out CV for
 # nn("cv"): list(spec, how, curve). `spec_for(h, nn)` builds a specification of the fit.
 resolve_nn <- function(bandwidth, x, spec_for, verbose, call = rlang::caller_env()) {
@@ -573,9 +546,9 @@ loo_gradient_scorer <- function(spec, tick = function() NULL) {
     if (!is.null(memo[[key]])) return(memo[[key]])
     s <- theta_scales(theta, layout)
     if (!is.null(categorical)) categorical$lambda <- as.double(s$lambda)
-    res <- cpp_metric_loss(x, y, prior, diag(1 / s$h, nrow = length(s$h)), spec$degree,
-                           categorical %||% list(), spec$cutoff, 1e-10, spec$n_threads, FALSE,
-                           TRUE, !is.null(categorical))
+    res <- metric_loss(x, y, prior, diag(1 / s$h, nrow = length(s$h)), spec$degree,
+                       categorical %||% list(), spec$cutoff, 1e-10, spec$n_threads, FALSE,
+                       TRUE, !is.null(categorical))
     # dL/dlog h = dL/dA_kk dA_kk/dlog h = -dL/dA_kk / h; dL/dtheta = dL/dlambda upper p (1 - p)
     num <- seq_len(layout$numeric)
     share <- stats::plogis(theta[-num])

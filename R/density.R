@@ -281,7 +281,7 @@ resolve_kde_bandwidth <- function(bandwidth, fit, weights, n_threads, verbose = 
     }
     scale <- if (bandwidth$scale) apply(x, 2L, stats::sd) else rep(1, d)
     if (any(!(scale > 0))) scale[!(scale > 0)] <- 1
-    point <- cpp_knn_radius(x, scale, x, bandwidth$k + 1L, n_threads, FALSE)
+    point <- knn_radius(x, scale, x, bandwidth$k + 1L, n_threads, FALSE)
     if (any(point <= 0)) {
       abort(c("{.arg bandwidth}: the {bandwidth$k}-th neighbour distance is zero for some
                points (repeated values).", i = "Use a larger {.code k}."), call = call)
@@ -342,7 +342,7 @@ kde_frame <- function(fit, method = "tree", call = rlang::caller_env()) {
   bw <- fit$bandwidth
   d <- fit$d
   # Categorical columns: no numeric kernel constant when there are no numeric columns.
-  constant <- if (d) cpp_radial_constant(fit$kernel, d) else 1
+  constant <- if (d) radial_constant(fit$kernel, d) else 1
   frame <- switch(bw$type,
     # Equal weights are left to the normalising constant: no weight vector.
     scale = list(x = x, prior = prior, scale = bw$h, point = NULL,

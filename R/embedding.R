@@ -321,7 +321,7 @@ trimap <- function(x, ndim = 2, n_inliers = 12, n_outliers = 4, n_random = 3,
   prep <- trimap_preprocessing(x, threads)
   z <- trimap_transform(prep, x, threads)
   init <- trimap_init(init, z, prep, ndim, threads)
-  graph <- cpp_knn_graph(z, z, min(n_inliers + 50L, n - 1L), TRUE, threads, verbose)
+  graph <- knn_graph(z, z, min(n_inliers + 50L, n - 1L), TRUE, threads, verbose)
   seed <- sample.int(.Machine$integer.max, 1L)
   sampled <- cpp_trimap_triplets(z, graph$index, graph$distance, n_inliers, n_outliers, n_random,
                                  weight_temp, seed, threads)

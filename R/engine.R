@@ -98,6 +98,8 @@ check_control <- function(control, call = rlang::caller_env()) {
 # - family: "gaussian" (least squares), "binomial" or "poisson" (the local likelihood, with
 #   control$max_iter and control$tol), or "multinomial" (the local baseline-category logit of
 #   one-hot class indicators in `values`, see multinomial_solve() in engine.hpp).
+# - engine: the engine object's handle (engine_handle()), shared by every copy of the
+#   specification (with_scale(), the fit's `spec`), so that a fit builds its data once.
 # `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales);
 # `range` (2 x d) the data's column ranges, when the caller has them (large data: one pass less).
 # Without numeric variables (d = 0) the engine sees one constant column: a local constant.
@@ -127,7 +129,8 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
                       ordered = categorical$ordered, unit_mass = unit_mass)
                },
                family = family, max_iter = control$max_iter, tol = control$tol,
-               chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose)
+               chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose,
+               engine = engine_handle())
   with_scale(spec, if (is.null(nn)) scale else nn$scale, m, call, lambda)
 }
 
@@ -165,11 +168,21 @@ choose_method <- function(spec, method, m, call = rlang::caller_env(), search = 
   if (method != "auto") return(if (method == "tree" && !truncated) "exact" else method)
   if (!truncated) return("exact")
   min_n <- if (search) binned_min_n$search else binned_min_n$fit
-  if (!spec$binnable || NROW(spec$x) < min_n) return("tree")
+  if (!spec$binnable || NROW(spec$x) < min_n) return(tree_or_exact(spec))
   span <- if (is.null(spec$grid_range)) spec$span else diff(spec$grid_range)[1L, ]
   step <- span / (spec$gridsize - 1)
   resolved <- all(spec$bandwidth >= 2 * step)
-  if (resolved && binning_cost(spec, step) < tree_cost(spec, m)) "binned" else "tree"
+  if (resolved && binning_cost(spec, step) < tree_cost(spec, m)) "binned" else tree_or_exact(spec)
+}
+
+# The kd-tree prunes nothing when the kernel's reach spans the data's range in every variable
+# (e.g. the Gaussian at a cross-validated bandwidth in 4-D and more): then it only adds the cost
+# of its searches, and every point is swept exactly. Measured (n = 2000, degree 1, Gaussian,
+# 1.5 times the rule of thumb, bench/README.md): the tree took 1.4 times as long as the exact
+# sweep in 4-, 5- and 6-D. Fixed scales only (nn() radii and point scales vary per query).
+tree_or_exact <- function(spec) {
+  fixed <- !is.null(spec$bandwidth) && is.null(spec$point_scale) && spec$numeric_vars > 0L
+  if (fixed && all(2 * kernel_reach(spec) * spec$bandwidth >= spec$span)) "exact" else "tree"
 }
 
 # The least number of data points for "auto" to bin: fits and predictions stay exact below 1e4
@@ -329,14 +342,12 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   res <- if (!want_var && stored_nodes_apply(nodes, spec, grid_range)) {
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
-  } else cpp_local_fit(spec$x, scale, spec$values %||% numeric(0), spec$prior %||% numeric(0),
-                       spec$point_scale %||% numeric(0), queries, radius, spec$kernel,
-                       spec$degree, want_var, spec$method, spec$cutoff,
-                       if (spec$method == "binned") spec$gridsize else integer(0),
-                       grid_range[1L, ], grid_range[2L, ], n_threads, verbose, rtol,
-                       spec$categorical %||% list(), query_codes %||% integer(0), spec$family,
-                       spec$max_iter %||% 25L, spec$tol %||% 1e-8,
-                       as.integer(leave_out %||% integer(0)))
+  } else {
+    cpp_engine_fit(engine_pointer(spec), spec,
+                   list(queries = queries, radius = radius, want_var = want_var, rtol = rtol,
+                        query_codes = query_codes, leave_out = leave_out,
+                        n_threads = n_threads, verbose = verbose))
+  }
   # Queries without a usable window are NA (the engine leaves NaN there).
   undefined <- res$status != 0L
   if (any(undefined)) {
@@ -363,6 +374,30 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   res$powers <- powers
   res
 }
+
+# ---- The engine object ---------------------------------------------------------------------
+
+# The handle of a specification's engine object: an environment (shared by every copy of the
+# specification and of the fit that keeps it) whose `ptr` is the C++ object, an external pointer
+# that holds the data in tree order (see EngineObject in src/engine.cpp). The object is made when
+# first asked for, and again when the pointer is dead: after saveRDS() / readRDS(), or in a
+# `future` worker, which receives a copy whose pointer is nil.
+engine_handle <- function() {
+  handle <- new.env(parent = emptyenv())
+  handle$ptr <- NULL
+  handle
+}
+
+# The live engine object of `spec` (NULL without a handle: a one-off object per call).
+engine_pointer <- function(spec) {
+  handle <- spec$engine
+  if (is.null(handle)) return(NULL)
+  if (!cpp_engine_alive(handle$ptr)) handle$ptr <- cpp_engine_new()
+  handle$ptr
+}
+
+# The number of times an engine object built its data (for tests: a search builds once).
+engine_builds <- function() cpp_engine_builds()
 
 # Whether fits at the data points of `spec` can come from one pass over the binned grid's fits
 # (engine_data_fit()): binned least squares, without variances.
@@ -426,6 +461,83 @@ engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path 
                    spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, accelerate, meet,
                    n_threads, verbose)
 }
+
+# The radius of nn(k) bandwidths about every query (engine_chunk()).
+# Kernels with unbounded support: the distance to the k-th neighbour. Compact kernels need the
+# window to hold data at p different distances (p: the coefficients of the local polynomial)
+# with positive weight: the uniform kernel reaches the k-th or the p-th distinct distance,
+# whichever is farther (so degree 0 is exact k-NN); the others, which vanish at the edge, the
+# k-th or the (p + 1)-th distinct distance. Where the data hold fewer distinct distances, twice
+# the farthest distance. A zero radius (every point of
+# the window on the query) becomes the smallest positive number: only those points count.
+nn_radius <- function(spec, queries, n_threads, verbose) {
+  k <- spec$nn$k
+  row <- kernel_row(spec$kernel)
+  reach <- if (row$compact) {
+    uniform <- spec$kernel == "uniform"
+    distinct <- choose(NCOL(spec$x) + spec$degree, spec$degree) + !uniform
+    # the uniform kernel takes in every point tied (up to rounding) at the last distance
+    cpp_knn_distinct_radius(spec$x, spec$scale, queries, k, distinct, if (uniform) 1e-9 else 0,
+                            n_threads, verbose)
+  } else {
+    cpp_knn_radius(spec$x, spec$scale, queries, k, n_threads, verbose)
+  }
+  short <- !is.finite(reach)
+  if (any(short)) {
+    far <- queries[short, , drop = FALSE]
+    reach[short] <- 2 * cpp_knn_radius(spec$x, spec$scale, far, NROW(spec$x), n_threads, FALSE)
+  }
+  pmax(reach * (1 + 1e-12), .Machine$double.xmin)
+}
+
+# ---- The other engine entry points ------------------------------------------------------------
+#
+# R/engine.R is the only R file that calls the engine's C++ entry points: every cpp_ function
+# of src/engine.cpp, src/binning.cpp and src/metric.cpp, and the neighbour searches
+# (cpp_knn_graph(), cpp_knn_radius(), cpp_knn_distinct_radius(), cpp_nearest_index()), but the
+# kernel registry's readers (cpp_kernel_table(), cpp_kernel_value(), called by R/kernels.R and
+# kernel_value()) and two checks of the data (cpp_column_ranges(), cpp_all_finite()).
+# tests/testthat/test-engine.R enforces it. The other files call these small functions.
+
+# Index (1-based) of the data point (rows of x) nearest to every query, in coordinates divided
+# by `scale`.
+nearest_index <- function(x, scale, queries, n_threads = 1L) {
+  cpp_nearest_index(x, scale, queries, n_threads)
+}
+
+# Distance from every query to its k-th nearest data point, in coordinates divided by `scale`.
+knn_radius <- function(x, scale, queries, k, n_threads = 1L, verbose = FALSE) {
+  cpp_knn_radius(x, scale, queries, k, n_threads, verbose)
+}
+
+# The k nearest neighbours of every query (rows of queries) among the rows of x: index and
+# distance matrices; `self` leaves a point out of its own list.
+knn_graph <- function(x, queries, k, self, n_threads = 1L, verbose = FALSE) {
+  cpp_knn_graph(x, queries, k, self, n_threads, verbose)
+}
+
+# Normalising constant of the radial kernel in d dimensions.
+radial_constant <- function(kernel, d) cpp_radial_constant(kernel, d)
+
+# Linear binning of the points x (a vector, or n x d) with weights (numeric(0): 1) on the grid
+# from lo to hi with `gridsize` nodes per variable.
+linear_bin <- function(x, weights, lo, hi, gridsize) cpp_linear_bin(x, weights, lo, hi, gridsize)
+
+# Hermite-weighted pair sums of the plug-in selectors (bandwidth.hpp).
+hermite_pair_sums <- function(z, w, g, orders, n_threads = 1L) {
+  cpp_hermite_pair_sums(z, w, g, orders, n_threads)
+}
+
+# The leave-one-out loss of a learned metric A and its gradient (metric.hpp).
+metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads,
+                        verbose, diagonal = FALSE, lambda_gradient = FALSE) {
+  cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose,
+                  diagonal, lambda_gradient)
+}
+
+# Greedy grouping of points (rows, in visiting order): a point joins the first group whose
+# representative lies within `tol`. 1-based groups.
+group_within <- function(points, tol) cpp_merge_modes(points, tol)
 
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.
 column_ranges <- function(x) cpp_column_ranges(x)$range

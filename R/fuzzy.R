@@ -327,7 +327,7 @@ memberships <- function(spec, x, n_threads, verbose) {
   out <- matrix(res$coef[, 1L, ], nrow = nrow(x), ncol = rules)
   uncovered <- which(res$status != 0L | !is.finite(out[, 1L]))
   if (length(uncovered)) {
-    nearest <- cpp_nearest_index(spec$x, spec$scale, x[uncovered, , drop = FALSE], n_threads)
+    nearest <- nearest_index(spec$x, spec$scale, x[uncovered, , drop = FALSE], n_threads)
     out[uncovered, ] <- 0
     out[cbind(uncovered, nearest)] <- 1
   }

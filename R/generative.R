@@ -164,7 +164,7 @@ kernel_score <- function(fit, points, n_threads, verbose) {
     abort(c("The score overflowed: the bandwidth is too small for the data's scale.",
             i = "Rescale {.arg x}."), call = NULL)
   }
-  norm <- cpp_radial_constant(fit$kernel, ncol(x)) / prod(h) /
+  norm <- radial_constant(fit$kernel, ncol(x)) / prod(h) /
     if (is.null(fit$weights)) nrow(x) else 1
   list(score = score, density = norm * own$wsum, method = shadow_spec$method)
 }
@@ -634,11 +634,11 @@ summary.local_diffusion <- function(object, n_threads = NULL, ..., digits = NULL
   check_dots(...)
   threads <- n_threads(n_threads)
   h <- object$bandwidth
-  nearest <- cpp_nearest_index(object$x, h, object$samples, threads)
+  nearest <- nearest_index(object$x, h, object$samples, threads)
   gap <- sqrt(rowSums(sweep(object$samples - object$x[nearest, , drop = FALSE], 2L, h, `/`)^2))
   # each data point's own spacing: the distance to its nearest other data point
   spacing <- if (nrow(object$x) > 1L) {
-    cpp_knn_radius(object$x, h, object$x, 2L, threads, FALSE)[nearest]
+    knn_radius(object$x, h, object$x, 2L, threads, FALSE)[nearest]
   } else 0
   spacing[!(spacing > 0)] <- 1 # repeated points: distances in bandwidths
   relative <- gap / spacing

@@ -284,7 +284,7 @@ dnorm_deriv <- function(u, r) {
 pair_lags_1d <- function(v, w, m = 2^14) {
   lo <- min(v)
   delta <- (max(v) - lo) / (m - 1)
-  mass <- cpp_linear_bin(v, w, lo, max(v), m)
+  mass <- linear_bin(v, w, lo, max(v), m)
   acf <- mass_autocorrelation(mass)[seq_len(m)]
   acf[-1L] <- 2 * acf[-1L]
   list(lag = (seq_len(m) - 1) * delta, mass = acf, self = sum(w^2), n = 1 / sum(w^2))
@@ -421,7 +421,7 @@ psi_multi <- function(src, g, orders) {
   total <- if (src$type == "lags") {
     psi_pair_terms(lapply(src$lag, `/`, g), src$mass, orders)
   } else {
-    cpp_hermite_pair_sums(src$z, src$w, g, orders, src$n_threads %||% 1L)
+    hermite_pair_sums(src$z, src$w, g, orders, src$n_threads %||% 1L)
   }
   scale * total
 }
@@ -434,7 +434,7 @@ pair_lags_2d <- function(z, w, m = 256L) {
   lo <- apply(z, 2L, min)
   hi <- apply(z, 2L, max)
   delta <- (hi - lo) / (m - 1)
-  mass <- matrix(cpp_linear_bin(z, w, lo, hi, c(m, m)), m, m)
+  mass <- matrix(linear_bin(z, w, lo, hi, c(m, m)), m, m)
   acf <- mass_autocorrelation(mass)
   lag_index <- c(0:(m - 1L), -m:-1)
   keep <- acf > 0
@@ -817,7 +817,7 @@ dct_coefficients <- function(u, w, m) {
   # the cell masses: linear binning of the cell numbers on the nodes 0..m-1 puts every point on
   # its node whole
   cell <- pmin(floor(u * m), m - 1)
-  p <- cpp_linear_bin(cell, w, 0, m - 1, m)
+  p <- linear_bin(cell, w, 0, m - 1, m)
   spec <- stats::fft(c(p, numeric(m)))[seq_len(m)]
   k <- 0:(m - 1L)
   a <- 2 * Re(exp(-1i * pi * k / (2 * m)) * spec)

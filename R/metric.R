@@ -122,7 +122,7 @@ metric_loss_function <- function(x, y, prior, categorical, cutoff, n_threads, pr
   categorical <- categorical %||% list()
   function(A, degree) {
     if (!is.null(progress)) cli::cli_progress_update(.envir = progress)
-    cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, 0, n_threads, FALSE)
+    metric_loss(x, y, prior, A, degree, categorical, cutoff, 0, n_threads, FALSE)
   }
 }
 

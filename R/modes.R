@@ -206,7 +206,7 @@ absorb_small <- function(groups, points, setup, min_size) {
   join <- integer(0)
   into <- integer(0)
   if (length(small) && length(large)) {
-    nearest <- large[cpp_nearest_index(points[reps[large], , drop = FALSE], setup$h,
+    nearest <- large[nearest_index(points[reps[large], , drop = FALSE], setup$h,
                                        points[reps[small], , drop = FALSE], 1L)]
     meets <- modes_meet(points[reps[small], , drop = FALSE], points[reps[nearest], , drop = FALSE],
                         setup)
@@ -255,7 +255,7 @@ warn_tiny_clusters <- function(size, min_size) {
 nearest_cluster <- function(fit, points, n_threads) {
   modes <- rbind(fit$modes, fit$absorbed_modes)
   c(seq_len(nrow(fit$modes)), fit$absorbed_into)[
-    cpp_nearest_index(modes, fit$bandwidth, points, n_threads)]
+    nearest_index(modes, fit$bandwidth, points, n_threads)]
 }
 
 # Starting points: NULL (every data point), "bin" (the mean of the points in every cell of a grid
@@ -284,7 +284,7 @@ shift_seeds <- function(seeds, setup, min_bin_freq, call = rlang::caller_env()) 
 # that receive no point are dropped and the rest renumbered by decreasing size.
 assign_to_modes <- function(groups, points, setup) {
   modes <- points[groups$representative, , drop = FALSE]
-  nearest <- cpp_nearest_index(modes, setup$h, setup$x, setup$n_threads)
+  nearest <- nearest_index(modes, setup$h, setup$x, setup$n_threads)
   size <- tabulate(nearest, nrow(modes))
   relabel <- order(-size, seq_along(size))[seq_len(sum(size > 0))]
   list(cluster = match(nearest, relabel), representative = groups$representative[relabel],
@@ -389,7 +389,7 @@ climb <- function(data, setup, points, max_iter, tol, ndim, keep_path, accelerat
 
 # Kernel density from the engine's weight sums: c_d / prod(h), over n without weights.
 shift_norm <- function(setup, n) {
-  cpp_radial_constant(setup$kernel, length(setup$h)) / prod(setup$h) /
+  radial_constant(setup$kernel, length(setup$h)) / prod(setup$h) /
     if (is.null(setup$prior)) n else 1
 }
 
@@ -421,7 +421,7 @@ blurring_shift <- function(data, setup, points, max_iter, tol, ndim, keep_path,
 # greedily within tol, in bandwidths).
 collapsed <- function(points, h, tol) {
   scaled <- sweep(points, 2L, h, `/`)
-  group <- cpp_merge_modes(scaled, tol)
+  group <- group_within(scaled, tol)
   first <- scaled[match(group, group), , drop = FALSE]
   max(rowSums((scaled - first)^2)) < (tol / 100)^2
 }
@@ -431,7 +431,7 @@ collapsed <- function(points, h, tol) {
 merge_modes <- function(modes, density, h, tol) {
   scaled <- sweep(modes, 2L, h, `/`)
   ord <- order(-density, seq_along(density))
-  group <- cpp_merge_modes(scaled[ord, , drop = FALSE], tol)
+  group <- group_within(scaled[ord, , drop = FALSE], tol)
   cluster <- integer(length(density))
   cluster[ord] <- group
   reps <- ord[!duplicated(group)]  # the highest mode of every group, in group order
@@ -518,7 +518,7 @@ medoid_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 
 # The move of every point of `data` (weighted by `mass`): the data point nearest its local mean.
 medoid_moves <- function(data, setup, mass) {
   step <- engine_shift(shift_spec(setup, data, mass / sum(mass)), data, 1L)
-  cpp_nearest_index(data, setup$h, step$points, setup$n_threads)
+  nearest_index(data, setup$h, step$points, setup$n_threads)
 }
 
 # Roots of the forest parent[i] (a root is its own parent), by pointer jumping. A cycle (possible
@@ -676,13 +676,13 @@ predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = FAL
                 n_threads = n_threads(n_threads), verbose = check_flag(verbose))
   if (object$algorithm == "medoid_shift") {
     step <- engine_shift(shift_spec(setup), points, 1L)
-    nearest <- cpp_nearest_index(object$x, setup$h, step$points, setup$n_threads)
+    nearest <- nearest_index(object$x, setup$h, step$points, setup$n_threads)
     return(object$cluster[nearest])
   }
   if (!is.null(object$seeds)) return(nearest_cluster(object, points, setup$n_threads))
   res <- climb(object$x, setup, points, object$max_iter, object$tol, -1L, FALSE)
   modes <- rbind(object$modes, object$absorbed_modes)
-  nearest <- cpp_nearest_index(modes, object$bandwidth, res$points, setup$n_threads)
+  nearest <- nearest_index(modes, object$bandwidth, res$points, setup$n_threads)
   dist <- sqrt(rowSums(sweep(res$points - modes[nearest, , drop = FALSE], 2L,
                              object$bandwidth, `/`)^2))
   label <- c(seq_len(nrow(object$modes)), object$absorbed_into)[nearest]

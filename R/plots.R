@@ -42,7 +42,7 @@ far_from_data <- function(data, grid, scale, reach = 2) {
   data <- as.matrix(data)
   grid <- as.matrix(grid)
   storage.mode(data) <- storage.mode(grid) <- "double"
-  nearest <- cpp_nearest_index(data, as.double(scale), grid, 1L)
+  nearest <- nearest_index(data, as.double(scale), grid, 1L)
   gap <- sweep(grid - data[nearest, , drop = FALSE], 2L, scale, `/`)
   rowSums(gap^2) > reach^2
 }

@@ -170,37 +170,47 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
-// cpp_local_fit
-List cpp_local_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol, List categorical, IntegerVector query_codes, std::string family, int max_iter, double tol, IntegerVector leave_out);
-RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP, SEXP categoricalSEXP, SEXP query_codesSEXP, SEXP familySEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP leave_outSEXP) {
+// cpp_engine_new
+SEXP cpp_engine_new();
+RcppExport SEXP _localmean_cpp_engine_new() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
-    Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
-    Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
-    Rcpp::traits::input_parameter< SEXP >::type values(valuesSEXP);
-    Rcpp::traits::input_parameter< NumericVector >::type prior(priorSEXP);
-    Rcpp::traits::input_parameter< NumericVector >::type point_scale(point_scaleSEXP);
-    Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
-    Rcpp::traits::input_parameter< NumericVector >::type radius(radiusSEXP);
-    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
-    Rcpp::traits::input_parameter< int >::type degree(degreeSEXP);
-    Rcpp::traits::input_parameter< bool >::type want_var(want_varSEXP);
-    Rcpp::traits::input_parameter< std::string >::type method(methodSEXP);
-    Rcpp::traits::input_parameter< double >::type cutoff(cutoffSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type gridsize(gridsizeSEXP);
-    Rcpp::traits::input_parameter< NumericVector >::type grid_lo(grid_loSEXP);
-    Rcpp::traits::input_parameter< NumericVector >::type grid_hi(grid_hiSEXP);
-    Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
-    Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    Rcpp::traits::input_parameter< double >::type rtol(rtolSEXP);
-    Rcpp::traits::input_parameter< List >::type categorical(categoricalSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type query_codes(query_codesSEXP);
-    Rcpp::traits::input_parameter< std::string >::type family(familySEXP);
-    Rcpp::traits::input_parameter< int >::type max_iter(max_iterSEXP);
-    Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type leave_out(leave_outSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out));
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_new());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_engine_alive
+bool cpp_engine_alive(SEXP engine);
+RcppExport SEXP _localmean_cpp_engine_alive(SEXP engineSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_alive(engine));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_engine_builds
+int cpp_engine_builds();
+RcppExport SEXP _localmean_cpp_engine_builds() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_builds());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_engine_fit
+List cpp_engine_fit(SEXP engine, List spec, List request);
+RcppExport SEXP _localmean_cpp_engine_fit(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    Rcpp::traits::input_parameter< List >::type request(requestSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_fit(engine, spec, request));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -614,7 +624,10 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_optimise_triplets", (DL_FUNC) &_localmean_cpp_optimise_triplets, 9},
     {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 4},
     {"_localmean_cpp_rank_agreement", (DL_FUNC) &_localmean_cpp_rank_agreement, 6},
-    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 24},
+    {"_localmean_cpp_engine_new", (DL_FUNC) &_localmean_cpp_engine_new, 0},
+    {"_localmean_cpp_engine_alive", (DL_FUNC) &_localmean_cpp_engine_alive, 1},
+    {"_localmean_cpp_engine_builds", (DL_FUNC) &_localmean_cpp_engine_builds, 0},
+    {"_localmean_cpp_engine_fit", (DL_FUNC) &_localmean_cpp_engine_fit, 3},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 15},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},

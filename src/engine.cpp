@@ -5,6 +5,8 @@
 #include <localmean/data_fit.hpp>
 #include <localmean/modes.hpp>
 
+#include <memory>
+
 using namespace Rcpp;
 
 namespace {
@@ -109,47 +111,164 @@ localmean::Family family_type(const std::string& name) {
 
 }  // namespace
 
-// Local polynomial fits at `queries` (m x d) from data `x` (n x d), in coordinates divided by
-// `scale`; `radius` (length m) multiplies the scales per query (nn bandwidths) and
-// `point_scale` (length n) per data point (sample-point bandwidths; not binned). The binned
-// strategy uses a grid from grid_lo to grid_hi, which must cover the data and queries.
-// `categorical` describes categorical variables (see categorical_vars) and `query_codes` the
-// queries' 1-based levels (m x count); `family` other than "gaussian" fits the local likelihood
-// with at most max_iter Newton steps to a relative deviance change of tol (not binned);
-// "multinomial" fits the baseline-category logit of one-hot `values` (one column per class).
-// `leave_out` (likelihood families; empty: none) gives per query a 1-based data row left out of
-// its window (0: none), for exact leave-one-out fits.
+namespace {
+
+// The engine object of a fit: its data in tree order (LocalData), built once and reused by
+// every later request of the fit (bandwidth search, predictions, bands) while the data are the
+// same R objects; a request with other scales or categorical lambdas only rescales the points.
+// The tree is built in the data's own standardisation (column ranges), whatever the first
+// request's scales, so that a fit's results never depend on the requests before it.
+struct EngineObject {
+  // The R objects the data were built from, compared by identity and kept alive in `keep` (the
+  // external pointer's protected list): an object R still references is never modified in place.
+  SEXP x = R_NilValue, values = R_NilValue, prior = R_NilValue, point_scale = R_NilValue,
+       codes = R_NilValue;
+  std::vector<int> levels, ordered;
+  bool unit_mass = false;
+  std::vector<int> codes0;
+  std::unique_ptr<localmean::LocalData> data;
+  std::vector<double> scale;  // the scales of the points now held
+};
+
+// LocalData built since the package was loaded (for tests: a search builds once).
+int engine_builds = 0;
+
+SEXP or_nil(SEXP x) { return Rf_isNull(x) ? R_NilValue : x; }
+
+std::vector<int> int_vector(SEXP x) {
+  if (Rf_isNull(x)) return {};
+  const IntegerVector v(x);
+  return std::vector<int>(v.begin(), v.end());
+}
+
+// The data of `spec` (an engine specification of R/engine.R) in `obj`, rebuilt when the data
+// differ from those it holds, rescaled when only the scales do.
+const localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& spec,
+                                        const Points& pts, const NumericVector& scale,
+                                        std::size_t nv) {
+  const SEXP values = or_nil(spec["values"]), prior = or_nil(spec["prior"]),
+             point_scale = or_nil(spec["point_scale"]);
+  const SEXP cat_spec = spec["categorical"];
+  const List categorical = Rf_isNull(cat_spec) ? List() : List(cat_spec);
+  const SEXP codes = categorical.size() ? SEXP(categorical["codes"]) : R_NilValue;
+  std::vector<int> levels, ordered;
+  bool unit_mass = false;
+  if (categorical.size()) {
+    levels = int_vector(categorical["levels"]);
+    const LogicalVector ord = categorical["ordered"];
+    ordered.assign(ord.begin(), ord.end());
+    unit_mass = as<bool>(categorical["unit_mass"]);
+  }
+  const SEXP x = spec["x"];
+  const bool same = obj.data && obj.x == x && obj.values == values && obj.prior == prior &&
+                    obj.point_scale == point_scale && obj.codes == codes &&
+                    obj.levels == levels && obj.ordered == ordered && obj.unit_mass == unit_mass;
+  if (!same) {
+    const std::size_t n = pts.n, d = pts.d;
+    std::vector<double> spread(d);
+    for (std::size_t j = 0; j < d; ++j) {
+      double lo, hi;
+      localmean::extent(pts.data() + j * n, n, &lo, &hi);
+      spread[j] = hi - lo;
+    }
+    const localmean::CategoricalVars cat = categorical_vars(categorical, obj.codes0);
+    obj.data.reset(new localmean::LocalData(
+        pts.data(), n, d, Rf_isNull(values) ? nullptr : read_only(values), nv,
+        Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior),
+        Rf_isNull(point_scale) || Rf_xlength(point_scale) == 0 ? nullptr : read_only(point_scale),
+        cat, spread.data()));
+    obj.x = x;
+    obj.values = values;
+    obj.prior = prior;
+    obj.point_scale = point_scale;
+    obj.codes = codes;
+    obj.levels = levels;
+    obj.ordered = ordered;
+    obj.unit_mass = unit_mass;
+    obj.scale.clear();
+    ++engine_builds;
+    // The data's R objects stay alive as long as the engine holds them.
+    if (TYPEOF(engine) == EXTPTRSXP)
+      R_SetExternalPtrProtected(engine, List::create(x, values, prior, point_scale, codes));
+  }
+  if (!std::equal(obj.scale.begin(), obj.scale.end(), scale.begin(), scale.end())) {
+    obj.data->rescale(pts.data(), scale.begin());
+    obj.scale.assign(scale.begin(), scale.end());
+  }
+  if (categorical.size()) {
+    const NumericVector lambda = categorical["lambda"];
+    obj.data->set_lambda(std::vector<double>(lambda.begin(), lambda.end()));
+  }
+  return *obj.data;
+}
+
+template <class T>
+T field(const List& list, const char* name, T fallback) {
+  const SEXP v = list[name];
+  return Rf_isNull(v) ? fallback : as<T>(v);
+}
+
+}  // namespace
+
+// A new, empty engine object (an external pointer; its data are built by the first request).
 // [[Rcpp::export]]
-List cpp_local_fit(SEXP x, NumericVector scale, SEXP values,
-                   NumericVector prior, NumericVector point_scale, NumericMatrix queries,
-                   NumericVector radius,
-                   std::string kernel, int degree, bool want_var, std::string method,
-                   double cutoff, IntegerVector gridsize, NumericVector grid_lo,
-                   NumericVector grid_hi, int n_threads, bool verbose, double rtol,
-                   List categorical, IntegerVector query_codes, std::string family,
-                   int max_iter, double tol, IntegerVector leave_out) {
-  // `x`: an n x d matrix or a vector (d = 1); `values`: n x nv, a matrix or (nv = 1) a vector.
-  // rtol > 0: weight sums (nv = 0) within that relative error, by node-level approximation.
-  const Points pts(x);
-  const std::size_t n = pts.n, d = pts.d, m = queries.nrow(), nv = Rf_xlength(values) / n;
-  const double* vals = read_only(values);
+SEXP cpp_engine_new() {
+  return XPtr<EngineObject>(new EngineObject(), true);
+}
+
+// Whether `engine` is a live engine object (not NULL, not a pointer restored by readRDS()).
+// [[Rcpp::export]]
+bool cpp_engine_alive(SEXP engine) {
+  return TYPEOF(engine) == EXTPTRSXP && R_ExternalPtrAddr(engine) != nullptr;
+}
+
+// The number of times an engine object built its data since the package was loaded.
+// [[Rcpp::export]]
+int cpp_engine_builds() { return engine_builds; }
+
+// Local polynomial fits at the request's queries from the engine specification `spec` (see
+// engine_spec() in R/engine.R: x (n x d, or a vector), values (n x nv, or a vector; NULL: none),
+// prior, point_scale, scale, kernel, degree, method, cutoff, gridsize, grid_range (2 x d, the
+// binned grid, which must cover the data and queries), categorical, family, max_iter, tol) held
+// by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
+// units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
+// want_var, rtol (> 0: weight sums within that relative error), query_codes (the queries'
+// 1-based levels, m x count), leave_out (likelihood families: per query a 1-based data row left
+// out of its window, 0 none; empty: none), n_threads, verbose.
+// [[Rcpp::export]]
+List cpp_engine_fit(SEXP engine, List spec, List request) {
+  EngineObject one_off;
+  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
+  const Points pts(spec["x"]);
+  const NumericVector scale = spec["scale"];
+  const SEXP values = or_nil(spec["values"]);
+  const NumericMatrix queries = request["queries"];
+  const std::size_t n = pts.n, d = pts.d, m = queries.nrow();
+  const std::size_t nv = Rf_isNull(values) ? 0 : Rf_xlength(values) / n;
+  const double* vals = Rf_isNull(values) ? nullptr : read_only(values);
   const std::vector<double> qs = scaled(queries, scale);
+  const std::string method = as<std::string>(spec["method"]);
+  const bool want_var = as<bool>(request["want_var"]), verbose = as<bool>(request["verbose"]);
   localmean::EngineSettings set;
-  set.kernel = localmean_r::kernel_type(kernel);
-  set.degree = degree;
+  set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
+  set.degree = as<int>(spec["degree"]);
   set.want_var = want_var;
-  set.cutoff = cutoff;
-  set.rtol = rtol;
-  set.family = family_type(family);
-  set.max_iter = max_iter;
-  set.tol = tol;
-  const std::size_t nb = localmean::Basis(static_cast<int>(d), degree).size();
+  set.cutoff = as<double>(spec["cutoff"]);
+  set.rtol = field<double>(request, "rtol", 0.0);
+  set.family = family_type(field<std::string>(spec, "family", "gaussian"));
+  set.max_iter = field<int>(spec, "max_iter", 25);
+  set.tol = field<double>(spec, "tol", 1e-8);
+  const std::size_t nb = localmean::Basis(static_cast<int>(d), set.degree).size();
   FitArrays res(m, nb, nv, want_var);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
-  const auto pfor = localmean_r::parallel_for(n_threads);
-  const double* w = prior.size() ? prior.begin() : nullptr;
+  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]));
+  const SEXP prior = or_nil(spec["prior"]);
+  const double* w = Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior);
   bool done;
   if (method == "binned") {
+    const NumericMatrix range = spec["grid_range"];
+    const NumericVector grid_lo = range(0, _), grid_hi = range(1, _);
+    const IntegerVector gridsize = spec["gridsize"];
     const localmean::Grid grid = scaled_grid(d, scale, gridsize, grid_lo, grid_hi);
     FitArrays nodes(grid.nodes(), nb, nv, want_var);
     // Fits only at the nodes the queries interpolate from.
@@ -161,17 +280,15 @@ List cpp_local_fit(SEXP x, NumericVector scale, SEXP values,
                                    res.output(want_var));
   } else {
     set.use_tree = method == "tree";
-    const std::vector<double> xs = scaled(pts, scale);
-    std::vector<int> codes, qcodes(query_codes.begin(), query_codes.end());
+    const localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, nv);
+    std::vector<int> qcodes = int_vector(request["query_codes"]);
     for (int& c : qcodes) --c;
-    const localmean::LocalData data(xs.data(), n, d, vals, nv, w,
-                                    point_scale.size() ? point_scale.begin() : nullptr,
-                                    categorical_vars(categorical, codes));
-    std::vector<int> left(leave_out.begin(), leave_out.end());
+    std::vector<int> left = int_vector(request["leave_out"]);
     for (int& r : left) --r;
     if (!left.empty() && left.size() != m) stop("leave_out must have one row per query");
     for (int r : left)
       if (r >= static_cast<int>(n)) stop("leave_out rows must be data rows");
+    const NumericVector radius = request["radius"];
     done = localmean::local_fit(data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
                                 qcodes.empty() ? nullptr : qcodes.data(), set,
                                 res.output(want_var), pfor, monitor.callback(),

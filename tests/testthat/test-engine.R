@@ -28,7 +28,18 @@ test_that("local_control() validates its arguments", {
 
 test_that("method = 'auto' picks tree, exact for the Cauchy, binned for large 1-D data", {
   d <- make_data_1d(200)
-  expect_identical(local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)$spec$method, "tree")
+  expect_identical(local_poly(d$x, d$y, bandwidth = 0.02, verbose = FALSE)$spec$method, "tree")
+  # a kernel reach that spans the data (8 Gaussian bandwidths of 0.1 each way on [0, 1]): the
+  # tree would prune nothing, and every point is swept (issue 30, defect 7: 5-D)
+  expect_identical(local_poly(d$x, d$y, bandwidth = 0.1, verbose = FALSE)$spec$method, "exact")
+  set.seed(5)
+  x5 <- matrix(rnorm(500), ncol = 5)
+  y5 <- rowSums(x5) + rnorm(100)
+  expect_identical(local_poly(x5, y5, bandwidth = rep(1, 5))$spec$method, "exact")
+  expect_identical(localmean:::engine_spec(x5, "epanechnikov", rep(2, 5))$method, "tree")
+  expect_equal(fitted(local_poly(x5, y5, bandwidth = rep(1, 5))),
+               fitted(local_poly(x5, y5, bandwidth = rep(1, 5), method = "tree")),
+               tolerance = 1e-12)
   expect_identical(local_poly(d$x, d$y, kernel = "cauchy", bandwidth = 0.1,
                               verbose = FALSE)$spec$method, "exact")
   expect_identical(local_poly(d$x, d$y, kernel = "cauchy", bandwidth = 0.1, method = "tree",
@@ -411,4 +422,131 @@ test_that("the tiled exact sweep keeps a point's own nn(1) window (a scale of do
   expect_no_warning(fit <- local_mean(x, y, kernel = "uniform", bandwidth = nn(1),
                                       method = "exact", verbose = FALSE))
   expect_equal(unname(fitted(fit)), y, tolerance = 1e-12)
+})
+
+# ---- The engine object and its one door -------------------------------------------------------
+
+test_that("a fit builds its engine data once: the bandwidth search and predict() reuse them", {
+  set.seed(3)
+  d <- data.frame(x = runif(300))
+  d$y <- sin(6 * d$x) + rnorm(300, sd = 0.2)
+  before <- localmean:::engine_builds()
+  fit <- local_poly(y ~ x, d, bandwidth = "cv")
+  expect_identical(localmean:::engine_builds() - before, 1L)
+  before <- localmean:::engine_builds()
+  p <- predict(fit, data.frame(x = c(0.1, 0.5)), se.fit = TRUE)
+  expect_identical(localmean:::engine_builds() - before, 0L)
+  # the same fit at the chosen bandwidth, built afresh, gives the same numbers
+  again <- local_poly(y ~ x, d, bandwidth = fit$bandwidth)
+  expect_identical(fitted(again), fitted(fit))
+})
+
+test_that("a fit predicts the same after saveRDS() / readRDS(): the engine is rebuilt", {
+  fit <- local_poly(dist ~ speed, cars, bandwidth = 3)
+  new <- data.frame(speed = seq(4, 25, length.out = 7))
+  p <- predict(fit, new, se.fit = TRUE)
+  file <- tempfile(fileext = ".rds")
+  on.exit(unlink(file), add = TRUE)
+  saveRDS(fit, file)
+  back <- readRDS(file)
+  expect_false(localmean:::cpp_engine_alive(back$spec$engine$ptr))
+  before <- localmean:::engine_builds()
+  expect_identical(predict(back, new, se.fit = TRUE), p)
+  expect_identical(localmean:::engine_builds() - before, 1L)
+  expect_true(localmean:::cpp_engine_alive(back$spec$engine$ptr))
+  # a classifier and a local likelihood fit too
+  cls <- local_classify(Species ~ Petal.Length + Petal.Width, iris, bandwidth = 0.3)
+  lik <- local_poly(am ~ wt, mtcars, family = "binomial", bandwidth = 1.5)
+  expect_identical(predict(unserialize(serialize(cls, NULL)), iris[1:5, ]),
+                   predict(cls, iris[1:5, ]))
+  expect_identical(predict(unserialize(serialize(lik, NULL)), mtcars[1:5, ]),
+                   predict(lik, mtcars[1:5, ]))
+})
+
+test_that("a serialized engine specification (as a future worker receives it) runs the same", {
+  set.seed(4)
+  x <- matrix(runif(400), ncol = 2)
+  spec <- localmean:::engine_spec(x, "epanechnikov", c(0.2, 0.3), values = matrix(x[, 1]^2),
+                                  degree = 1L)
+  q <- matrix(runif(20), ncol = 2)
+  res <- localmean:::engine_run(spec, q, want_var = TRUE)
+  copy <- unserialize(serialize(spec, NULL))
+  expect_identical(localmean:::engine_run(copy, q, want_var = TRUE), res)
+  # other scales on the same engine object equal a fresh object's
+  other <- localmean:::with_scale(spec, c(0.4, 0.1))
+  fresh <- localmean:::engine_spec(x, "epanechnikov", c(0.4, 0.1), values = matrix(x[, 1]^2),
+                                   degree = 1L)
+  expect_identical(localmean:::engine_run(other, q), localmean:::engine_run(fresh, q))
+  expect_identical(localmean:::engine_run(spec, q, want_var = TRUE), res)
+  # without a handle the engine makes a one-off object
+  spec$engine <- NULL
+  expect_identical(localmean:::engine_run(spec, q, want_var = TRUE), res)
+})
+
+# The engine's C++ entry points: every cpp_ function of src/engine.cpp, src/binning.cpp and
+# src/metric.cpp and the neighbour searches, but the kernel registry's readers and two checks of
+# the data (see "The other engine entry points" in R/engine.R).
+engine_entry_points <- c(
+  "cpp_engine_new", "cpp_engine_alive", "cpp_engine_builds", "cpp_engine_fit",
+  "cpp_shift_points", "cpp_merge_modes", "cpp_nearest_index", "cpp_knn_radius",
+  "cpp_knn_distinct_radius", "cpp_basis_powers", "cpp_radial_constant", "cpp_binned_data_fit",
+  "cpp_interpolate_nodes", "cpp_fit_sums", "cpp_linear_bin", "cpp_hermite_pair_sums",
+  "cpp_metric_loss", "cpp_knn_graph"
+)
+not_entry_points <- c("cpp_kernel_table", "cpp_kernel_value", "cpp_column_ranges",
+                      "cpp_all_finite")
+# The functions of R/engine.R that call them.
+engine_layer <- c(
+  "engine_chunk", "engine_pointer", "engine_builds", "engine_data_fit", "fit_sums",
+  "engine_shift", "nn_radius", "nearest_index", "knn_radius", "knn_graph", "radial_constant",
+  "linear_bin", "hermite_pair_sums", "metric_loss", "group_within"
+)
+
+# Names of every symbol in an object: function bodies and defaults, lists of functions.
+symbols_in <- function(obj, depth = 0L) {
+  if (depth > 4L) return(character(0))
+  if (is.function(obj)) {
+    return(unique(c(all.names(body(obj)),
+                    unlist(lapply(formals(obj), function(f) if (!missing(f)) all.names(f))))))
+  }
+  if (is.list(obj) && !is.data.frame(obj)) {
+    return(unique(unlist(lapply(obj, symbols_in, depth = depth + 1L))))
+  }
+  character(0)
+}
+
+test_that("only R/engine.R calls the engine's entry points", {
+  ns <- asNamespace("localmean")
+  exported <- grep("^cpp_", ls(ns, all.names = TRUE), value = TRUE)
+  expect_true(all(c(engine_entry_points, not_entry_points) %in% exported))
+  callers <- list()
+  for (name in setdiff(ls(ns, all.names = TRUE), exported)) {
+    used <- intersect(symbols_in(get(name, envir = ns)), engine_entry_points)
+    if (length(used)) callers[[name]] <- used
+  }
+  outside <- setdiff(names(callers), engine_layer)
+  expect_identical(outside, character(0),
+                   info = paste("engine entry points called outside R/engine.R by:",
+                                paste(outside, collapse = ", ")))
+  # From the sources, when the tests run in the source tree: every file of R/ but engine.R and
+  # RcppExports.R is free of entry points, and engine_layer lists functions of engine.R.
+  src <- test_path("..", "..", "R")
+  skip_if_not(dir.exists(src) && file.exists(file.path(src, "engine.R")))
+  for (file in setdiff(list.files(src, "[.]R$"), c("engine.R", "RcppExports.R"))) {
+    used <- intersect(all.names(parse(file.path(src, file), keep.source = FALSE)),
+                      engine_entry_points)
+    expect_identical(used, character(0), info = file)
+  }
+  defined <- vapply(Filter(function(e) is.call(e) && identical(e[[1L]], as.name("<-")),
+                           as.list(parse(file.path(src, "engine.R"), keep.source = FALSE))),
+                    function(e) as.character(e[[2L]]), "")
+  expect_true(all(engine_layer %in% defined))
+  # every export of the engine's source files is listed above
+  cpp <- test_path("..", "..", "src")
+  for (file in c("engine.cpp", "binning.cpp", "metric.cpp")) {
+    lines <- readLines(file.path(cpp, file))
+    at <- grep("Rcpp::export", lines) + 1L
+    names <- sub("^.*\\b(cpp_[A-Za-z0-9_]+)\\(.*$", "\\1", lines[at])
+    expect_true(all(names %in% c(engine_entry_points, not_entry_points)), info = file)
+  }
 })

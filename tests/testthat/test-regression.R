@@ -614,7 +614,7 @@ test_that("print() and summary() show the model", {
   expect_equal(s$sigma, fit$sigma)
   expect_equal(s$df, fit$df)
   expect_output(print(s), "Residual std. error")
-  expect_output(print(s), "Strategy +: tree")
+  expect_output(print(s), "Strategy +: exact")
   expect_output(print(local_mean(dist ~ speed, cars, bandwidth = nn(7), kernel = "uniform",
                                  verbose = FALSE)), "nn\\(7\\)")
   cv <- local_poly(dist ~ speed, data = cars, verbose = FALSE)

@@ -34,12 +34,14 @@ struct CategoricalVars {
 // their values, prior weights and categorical levels, so that every strategy sweeps contiguous
 // memory. Optional per-point scales s_i (sample-point bandwidths, as in adaptive density
 // estimation) stretch the kernel of point i: its weight is k(|x_i - q| / (h_q s_i)).
+// Built once with the variables' `spread` (see KdTree), the same data serve any later scales
+// (rescale()) and categorical lambdas (set_lambda()): the engine object of a fit.
 class LocalData {
 public:
   LocalData(const double* x, std::size_t n, std::size_t d, const double* values, std::size_t nv,
             const double* prior, const double* point_scale = nullptr,
-            const CategoricalVars& categorical = {})
-      : tree_(x, n, d), nv_(nv), values_(n * nv), prior_(prior ? n : 0),
+            const CategoricalVars& categorical = {}, const double* spread = nullptr)
+      : tree_(x, n, d, 32, spread), nv_(nv), values_(n * nv), prior_(prior ? n : 0),
         inv_scale2_(point_scale ? n : 0), cat_(categorical),
         codes_(categorical.count * n) {
     const std::vector<std::size_t>& ord = tree_.order();
@@ -71,6 +73,9 @@ public:
   }
   double max_scale() const { return inv_scale2_.empty() ? 1.0 : max_scale_; }
   const KdTree& tree() const { return tree_; }
+  // The points x (the constructor's, caller's order) divided by per-variable scales.
+  void rescale(const double* x, const double* scale) { tree_.rescale(x, scale); }
+  void set_lambda(const std::vector<double>& lambda) { cat_.lambda = lambda; }
   std::size_t n() const { return tree_.size(); }
   std::size_t d() const { return tree_.dim(); }
   std::size_t nv() const { return nv_; }

@@ -28,13 +28,36 @@ public:
   };
 
   // x: n x d column-major. The tree copies the points into tree order (column-major, n x d).
-  KdTree(const double* x, std::size_t n, std::size_t d, std::size_t leaf_size = 32)
-      : n_(n), d_(d), leaf_size_(std::max<std::size_t>(leaf_size, 1)), order_(n) {
+  // `spread` (null: 1 each) divides each variable's width where a node chooses the variable to
+  // split: a tree built once in a fixed standardisation serves every later rescale().
+  KdTree(const double* x, std::size_t n, std::size_t d, std::size_t leaf_size = 32,
+         const double* spread = nullptr)
+      : n_(n), d_(d), leaf_size_(std::max<std::size_t>(leaf_size, 1)), order_(n),
+        inv_spread_(d, 1.0) {
+    if (spread)
+      for (std::size_t j = 0; j < d; ++j)
+        if (spread[j] > 0.0) inv_spread_[j] = 1.0 / spread[j];
     std::iota(order_.begin(), order_.end(), std::size_t(0));
     if (n > 0) build(x, 0, n);
     points_.resize(n * d);
     for (std::size_t j = 0; j < d; ++j)
       for (std::size_t i = 0; i < n; ++i) points_[j * n + i] = x[j * n + order_[i]];
+  }
+
+  // The same tree over the points x (in the caller's order, as given to the constructor) divided
+  // by per-variable scales: the points and boxes are x / scale exactly as a tree built on the
+  // scaled points would hold them; only the choice of split variables stays the constructor's.
+  void rescale(const double* x, const double* scale) {
+    if (raw_lo_.empty()) {
+      raw_lo_ = lo_;
+      raw_hi_ = hi_;
+    }
+    for (std::size_t j = 0; j < d_; ++j)
+      for (std::size_t i = 0; i < n_; ++i) points_[j * n_ + i] = x[j * n_ + order_[i]] / scale[j];
+    for (std::size_t k = 0; k < lo_.size(); ++k) {
+      lo_[k] = raw_lo_[k] / scale[k % d_];
+      hi_[k] = raw_hi_[k] / scale[k % d_];
+    }
   }
 
   std::size_t size() const { return n_; }
@@ -166,6 +189,7 @@ private:
   std::vector<double> points_;
   std::vector<Node> nodes_;
   std::vector<double> lo_, hi_;
+  std::vector<double> inv_spread_, raw_lo_, raw_hi_;  // see the constructor and rescale()
 
   int build(const double* x, std::size_t begin, std::size_t end) {
     const int id = static_cast<int>(nodes_.size());
@@ -183,8 +207,8 @@ private:
       }
       lo_[id * d_ + j] = lo;
       hi_[id * d_ + j] = hi;
-      if (hi - lo > width) {
-        width = hi - lo;
+      if ((hi - lo) * inv_spread_[j] > width) {
+        width = (hi - lo) * inv_spread_[j];
         widest = j;
       }
     }
