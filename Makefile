@@ -24,11 +24,18 @@ install: build
 demo: install
 	LOCALMEAN_DEMO_DIR=$(DEMO_OUT) Rscript -e 'demo("regression", package = "localmean", ask = FALSE, echo = FALSE)'
 
-# The C++ core on its own, without R (it must compile and pass as plain C++).
+# The C++ core on its own, without R (it must compile and pass as plain C++), built twice: with
+# the AVX2 copies of the hot loops (simd.hpp) and portable only. Both must pass and record
+# bit-identical outputs (on a processor without AVX2 both run the portable copy).
+CORE_CXX := $(CXX) -std=c++14 -O2 -Wall -Wextra -pthread -Iinst/include tools/core-test.cpp
 core-test:
-	$(CXX) -std=c++14 -O2 -Wall -Wextra -pthread -Iinst/include tools/core-test.cpp -o core-test
-	./core-test
-	rm -f core-test
+	$(CORE_CXX) -o core-test
+	$(CORE_CXX) -DLOCALMEAN_NO_CLONES -o core-test-portable
+	./core-test core-test-avx2.out
+	./core-test-portable core-test-portable.out
+	cmp core-test-avx2.out core-test-portable.out
+	@echo "core: the AVX2 and the portable build give bit-identical outputs"
+	rm -f core-test core-test-portable core-test-avx2.out core-test-portable.out
 
 # The whole test suite on the installed package, then R CMD check --as-cran on the tarball.
 test: install core-test
@@ -98,5 +105,5 @@ valgrind: install
 	  -f tools/valgrind.R
 
 clean:
-	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so core-test sanitize \
+	rm -rf $(PKG).Rcheck $(PKG)_*.tar.gz $(DEMO_OUT) src/*.o src/*.so core-test core-test-* sanitize \
 	  valgrind.log docs

@@ -1,5 +1,8 @@
 // Tests of the header-only core without R: the engine against a direct computation, and the same
-// results from a serial and a std::thread parallel-for. Run by `make core-test`.
+// results from a serial and a std::thread parallel-for. Run by `make core-test`, which builds it
+// twice (with the AVX2 copies of the hot loops, and portable only with -DLOCALMEAN_NO_CLONES),
+// runs each with a file name, and compares the two files bit for bit: the engine's outputs that
+// the tests record() (sweeps, binned fits, metric losses, sequence and imputation loops).
 #include <localmean/bandwidth.hpp>
 #include <localmean/binning.hpp>
 #include <localmean/data_fit.hpp>
@@ -21,6 +24,12 @@
 using namespace localmean;
 
 static int checks = 0, failures = 0;
+
+// The outputs compared between the two builds, in the order the tests record them.
+static std::vector<double> recorded;
+static void record(const double* p, std::size_t n) { recorded.insert(recorded.end(), p, p + n); }
+static void record(const std::vector<double>& v) { record(v.data(), v.size()); }
+static void record(double v) { record(&v, 1); }
 
 static void expect(bool ok, const char* what) {
   ++checks;
@@ -161,6 +170,9 @@ static void impute_tests() {
   impute_iterate(y3.data(), obs.data(), n, p, miss, g1, chain, set, c3, nullptr, nullptr,
                  two_threads);
   expect(y2 == y3 && c2 == c3, "serial and threaded imputation are identical");
+  record(y1);
+  record(y2);
+  record(c2);
   expect(c2.size() == 10 && c2.back() < c2.front(), "the imputation settles");
 
   // Non-local means on a small image against a direct computation.
@@ -176,6 +188,7 @@ static void impute_tests() {
   nl_means(img.data(), H, W, nset, out1.data());
   nl_means(img.data(), H, W, nset, out2.data(), two_threads);
   expect(out1 == out2, "serial and threaded non-local means are identical");
+  record(out1);
   auto at = [&](long r, long c) {
     return img[detail::mirror(r, H) * W + detail::mirror(c, W)];
   };
@@ -208,6 +221,7 @@ static void impute_tests() {
   nl_means(img.data(), H, W, nset, out1.data());
   nl_means(img.data(), H, W, nset, out2.data(), two_threads);
   expect(out1 == out2, "serial and threaded Epanechnikov non-local means are identical");
+  record(out1);
   expect(direct_worst([](double e) { return std::max(0.0, 1.0 - 2.0 * e / 0.16); }) < 1e-10,
          "Epanechnikov non-local means equal a direct computation");
 
@@ -267,6 +281,8 @@ static void neighbour_tests() {
   }
   expect(worst < 1e-12, "tree and brute-force knn_radius equal the k-th sorted distance");
   expect(r_brute == r_brute2, "serial and threaded brute-force knn_radius are identical");
+  record(r_tree);
+  record(r_brute);
   std::vector<double> r_all(m);
   knn_radius(x.data(), n, wide, q.data(), m, n + 5, r_all.data());
   knn_radius(x.data(), n, d, q.data(), m, n, r_tree.data());
@@ -343,6 +359,7 @@ static void pair_sum_tests() {
   hermite_pair_sums(u.data(), w.data(), n, d, orders, nq, serial.data());
   hermite_pair_sums(u.data(), w.data(), n, d, orders, nq, parallel.data(), two_threads);
   expect(serial == parallel, "pair sums do not depend on the threads");
+  record(serial);
   double worst = 0.0;
   for (std::size_t q = 0; q < nq; ++q)
     worst = std::max(worst, std::fabs(serial[q] - direct[q]) / (1.0 + std::fabs(direct[q])));
@@ -391,6 +408,8 @@ static void tiled_sweep_tests() {
         out.coef = coef.data();
         out.wsum = wsum.data();
         local_fit(data, q.data(), m + 1, radius.data(), nullptr, set, out);
+        record(coef);
+        record(wsum);
         for (std::size_t i = 0; i < m; ++i)
           for (std::size_t v = 0; v < nv; ++v)
             same_slots = same_slots && same_or_both_nan(coef[v * (m + 1) + i + 1], serial[v * m + i]);
@@ -479,6 +498,10 @@ static void data_fit_tests() {
       FitSums s1, s2;
       binned_data_fit(g, nodes, nb, x.data(), n, &scale, y.data(), 1, w, o1, &s1, serial_for);
       binned_data_fit(g, nodes, nb, x.data(), n, &scale, y.data(), 1, w, o2, &s2, two_threads);
+      for (const std::vector<double>* v : {&counts, &sums, &coef, &s00, &wsum, &ic, &is00, &fit1,
+                                           &lev1, &res1})
+        record(*v);
+      for (double v : {s1.rss, s1.loo, s1.trace, s1.weight, s1.mean, s1.spread}) record(v);
       bool same = true, missing = true;
       double rss = 0.0, loo = 0.0, trace = 0.0, weight = 0.0, count = 0.0;
       for (std::size_t i = 0; i < n; ++i) {
@@ -511,7 +534,7 @@ static void data_fit_tests() {
   }
 }
 
-int main() {
+int main(int argc, char** argv) {
   const std::size_t n = 500, m = 40, d = 2;
   std::mt19937 rng(42);
   std::uniform_real_distribution<double> unif(0.0, 1.0);
@@ -533,6 +556,7 @@ int main() {
       out.coef = parallel.data();
       local_fit(data, q.data(), m, nullptr, nullptr, set, out, two_threads);
       expect(serial == parallel, "serial and threaded fits are identical");
+      record(serial);
       // The local mean computed directly, untruncated.
       double worst = 0.0;
       for (std::size_t k = 0; k < m; ++k) {
@@ -580,6 +604,8 @@ int main() {
     out.coef = coef.data();
     out.wsum = wsum.data();
     local_fit(stretched, q.data(), m, nullptr, nullptr, set, out);
+    record(coef);
+    record(wsum);
     double worst = 0.0;
     for (std::size_t k = 0; k < m; ++k) {
       double sw = 0.0;
@@ -619,6 +645,7 @@ int main() {
   shift_points(cloud, p1.data(), m, gauss, shift, sout);
   shift_points(cloud, p2.data(), m, gauss, shift, sout, two_threads);
   expect(p1 == p2, "serial and threaded mean shift are identical");
+  record(p1);
   double moved = 0.0;
   for (std::size_t k = 0; k < m; ++k) {
     double sw = 0.0, sx = 0.0, sy = 0.0;
@@ -646,6 +673,8 @@ int main() {
     temporal_local_mean(tq.data(), T, tk.data(), T, dk, tv.data(), dv, ts, o2.data(), nullptr,
                         two_threads);
     expect(o1 == o2, "serial and threaded temporal local means are identical");
+    record(o1);
+    record(w);
     double worst = 0.0, worst_w = 0.0;
     for (std::size_t t = 0; t < T; ++t) {
       std::vector<double> sc(t + 1);
@@ -681,6 +710,8 @@ int main() {
     qkv_train(shape, th2.data(), tokens.data(), tokens.size(), nullptr, 0, order.data(), qs, tr2,
               two_threads);
     expect(th1 == th2, "serial and threaded QKV training are identical");
+    record(th1);
+    record(tr1.batch_loss);
     expect(tr1.batch_loss.back() < tr1.batch_loss.front(), "QKV training lowers the loss");
   }
   pair_sum_tests();
@@ -693,6 +724,17 @@ int main() {
   data_fit_tests();
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
+  if (argc > 1) {  // the recorded outputs, as raw doubles
+    std::FILE* f = std::fopen(argv[1], "wb");
+    const bool written = f && std::fwrite(recorded.data(), sizeof(double), recorded.size(), f) ==
+                                   recorded.size();
+    if (!f || std::fclose(f) != 0 || !written) {
+      std::printf("FAIL: cannot write %s\n", argv[1]);
+      return 1;
+    }
+    std::printf("core: %zu outputs recorded (%s build)\n", recorded.size(),
+                LOCALMEAN_X86_CLONES ? "AVX2" : "portable");
+  }
   return failures ? 1 : 0;
 }
 
@@ -747,6 +789,8 @@ void qkv_core_tests() {
   }
   expect(worst < 1e-12, "QKV attention equals a direct softmax over the window");
   expect(worst_sum < 1e-12 && causal, "both layers' attention is causal, windowed, normalised");
+  record(a1);
+  record(a2);
 }
 
 // The learned metric's leave-one-out loss: at a diagonal metric it equals a direct leave-one-out
@@ -790,6 +834,8 @@ static void metric_tests() {
   }
   MetricLoss out;
   metric_loo_loss(p, diag, out);
+  record(out.loss);
+  record(out.gradient);
   expect(std::fabs(out.loss - direct) < 1e-12 * direct, "metric loss equals a direct LOO mean");
   const double A[4] = {1.2, 0.4, -0.3, 0.9};
   p.prior = prior.data();
@@ -801,6 +847,8 @@ static void metric_tests() {
     expect(serial.failed == 0 && serial.gap > 0.0 && serial.gap < 1.0,
            "metric leverages are reported");
     metric_loo_loss(p, A, threaded, two_threads);
+    record(serial.loss);
+    record(serial.gradient);
     expect(serial.loss == threaded.loss && serial.gradient == threaded.gradient,
            "metric loss does not depend on the threads");
     double worst = 0.0;
@@ -867,6 +915,11 @@ static void metric_fused_tests() {
       p.diagonal = true;
       metric_loo_loss(p, A.data(), fused);
       metric_loo_loss(p, A.data(), threaded, two_threads);
+      for (const MetricLoss* l : {&general, &fused}) {
+        record(l->loss);
+        record(l->gradient);
+        record(l->lambda_gradient);
+      }
       same_threads = same_threads && fused.loss == threaded.loss &&
                      fused.gradient == threaded.gradient &&
                      fused.lambda_gradient == threaded.lambda_gradient;

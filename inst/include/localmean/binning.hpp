@@ -70,34 +70,31 @@ inline Grid make_grid(std::size_t d, const double* lo, const double* hi, const s
   return g;
 }
 
-// Position of x on the grid along dimension j: the lower node and the weight of the upper one.
-inline bool grid_position(const Grid& g, std::size_t j, double x, std::size_t* node, double* frac) {
-  double pos = (x - g.lo[j]) / g.step[j];
-  const double last = static_cast<double>(g.size[j] - 1);
-  if (pos > last && pos <= last * (1.0 + 1e-12)) pos = last;  // the top edge, up to rounding
-  if (!(pos >= 0.0) || pos > last) return false;
-  std::size_t i = static_cast<std::size_t>(pos);
-  if (i >= g.size[j] - 1) i = g.size[j] - 2;
-  *node = i;
-  *frac = pos - static_cast<double>(i);
-  return true;
-}
-
-namespace detail {
-
-// The cell of a grid coordinate `pos` (in steps from the first node): lower node k and the
-// weight f of the upper one. False off the grid (a point on the top edge, up to rounding, is in).
-LOCALMEAN_INLINE bool grid_cell(double pos, double last, std::size_t* k, double* f) {
+// The cell of a grid coordinate `pos` (in steps from the first node; the last node at `last`):
+// the lower node k and the weight f of the upper one. False off the grid (a point on the top
+// edge, up to rounding, is on it). The one cell arithmetic of binning, interpolation and the
+// fits at the data points, so that they agree to the bit; the conversion to the cell is signed
+// (a single instruction).
+LOCALMEAN_INLINE bool grid_cell(double pos, double last, long* k, double* f) {
   if (!(pos >= 0.0 && pos <= last)) {
     if (!(pos > last && pos <= last * (1.0 + 1e-12))) return false;
     pos = last;
   }
-  std::size_t cell = static_cast<std::size_t>(pos);
-  if (pos >= last) cell = static_cast<std::size_t>(last) - 1;
-  *k = cell;
-  *f = pos - static_cast<double>(cell);
+  *k = std::min(static_cast<long>(pos), static_cast<long>(last) - 1);
+  *f = pos - static_cast<double>(*k);
   return true;
 }
+
+// Position of x on the grid along dimension j: the lower node and the weight of the upper one.
+inline bool grid_position(const Grid& g, std::size_t j, double x, std::size_t* node, double* frac) {
+  long k;
+  if (!grid_cell((x - g.lo[j]) / g.step[j], static_cast<double>(g.size[j] - 1), &k, frac))
+    return false;
+  *node = static_cast<std::size_t>(k);
+  return true;
+}
+
+namespace detail {
 
 // Adds `share` of point i (its weight and its values) to node k.
 LOCALMEAN_INLINE void bin_add(std::size_t k, double share, std::size_t i, std::size_t n,
@@ -123,12 +120,12 @@ void bin_points(const Grid& g, const double* x, std::size_t n, std::size_t begin
   const double inv0 = 1.0 / g.step[0], last0 = static_cast<double>(s0 - 1);
   const double inv1 = 1.0 / g.step[1], last1 = static_cast<double>(g.size[1] - 1);
   for (std::size_t i = begin; i < end; ++i) {
-    std::size_t k0, k1 = 0;
+    long k0, k1 = 0;
     double f0, f1 = 0.0;
     if (!grid_cell((x[i] - g.lo[0]) * inv0, last0, &k0, &f0)) continue;
     if (D == 2 && !grid_cell((x[n + i] - g.lo[1]) * inv1, last1, &k1, &f1)) continue;
     const double w = prior ? prior[i] : 1.0;
-    const std::size_t k = k1 * s0 + k0;
+    const std::size_t k = static_cast<std::size_t>(k1) * s0 + static_cast<std::size_t>(k0);
     bin_add(k, (1.0 - f0) * (1.0 - f1) * w, i, n, values, nv, G, cnt, sum);
     bin_add(k + 1, f0 * (1.0 - f1) * w, i, n, values, nv, G, cnt, sum);
     if (D == 2) {
@@ -142,8 +139,8 @@ void bin_points(const Grid& g, const double* x, std::size_t n, std::size_t begin
 // grids, even points into `acc` and odd ones into acc + S G: node k's weight at acc[S k] and
 // (with Value, S = 2) its value sum at acc[S k + 1], so that a point adds to two adjacent pairs.
 // Alternating grids halve the chains of additions to one node when consecutive points share a
-// cell (sorted data); locals that the stores cannot alias, a signed (single-instruction)
-// conversion to the cell and no loop over value columns keep the loop short. With a value, the
+// cell (sorted data); locals that the stores cannot alias and no loop over value columns keep the
+// loop short. With a value, the
 // point's four terms go in as one 4-wide addition (one AVX2 instruction in that build).
 template <bool Value, bool Prior>
 LOCALMEAN_INLINE void bin_points_1d(const Grid& g, const double* x, std::size_t begin,
@@ -151,17 +148,12 @@ LOCALMEAN_INLINE void bin_points_1d(const Grid& g, const double* x, std::size_t 
                                     double* acc) {
   constexpr std::size_t S = Value ? 2 : 1;
   const double lo = g.lo[0], inv = 1.0 / g.step[0], last = static_cast<double>(g.size[0] - 1);
-  const double top = last * (1.0 + 1e-12);
-  const long last_cell = static_cast<long>(g.size[0]) - 2;
   double* const half[2] = {acc, acc + S * g.size[0]};
   for (std::size_t i = begin; i < end; ++i) {
-    double pos = (x[i] - lo) * inv;
-    if (!(pos >= 0.0 && pos <= last)) {
-      if (!(pos > last && pos <= top)) continue;  // off the grid
-      pos = last;                                 // the top edge, up to rounding
-    }
-    const long k = std::min(static_cast<long>(pos), last_cell);
-    double f = pos - static_cast<double>(k), e = 1.0 - f;
+    long k;
+    double f;
+    if (!grid_cell((x[i] - lo) * inv, last, &k, &f)) continue;  // off the grid
+    double e = 1.0 - f;
     if (Prior) {
       e *= prior[i];
       f *= prior[i];
@@ -260,21 +252,19 @@ inline std::vector<double> gaussian_line(long reach, double step, int power = 0,
   return w;
 }
 
-// Nodes computed together by row_convolve(): independent sums that the compiler vectorises.
-constexpr long kLanes = 8;
-
 // out[i] = sum_t in[i + t] w[t] (t = 0..taps-1, in that order) for i < size; `in` holds
 // size + taps - 1 + kLanes values. Blocks of kLanes nodes keep one accumulator each (a plain
 // dot product per node would be a serial chain of additions).
 inline void row_convolve(const double* in, long size, const double* w, long taps, double* out) {
-  for (long i = 0; i < size; i += kLanes) {
+  constexpr long lanes = static_cast<long>(kLanes);
+  for (long i = 0; i < size; i += lanes) {
     double acc[kLanes] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     for (long t = 0; t < taps; ++t) {
       const double wt = w[t];
       const double* p = in + i + t;
-      for (long l = 0; l < kLanes; ++l) acc[l] += p[l] * wt;
+      for (long l = 0; l < lanes; ++l) acc[l] += p[l] * wt;
     }
-    for (long l = 0; l < kLanes && i + l < size; ++l) out[i + l] = acc[l];
+    for (long l = 0; l < lanes && i + l < size; ++l) out[i + l] = acc[l];
   }
 }
 

@@ -166,8 +166,8 @@ FitSums block_sums(std::size_t begin, std::size_t end, std::size_t n, const doub
 // block_sums() of a 1-D binned fit with one value column whose grid nodes all have fits (coef
 // and s00: the node arrays), for points [begin, end), two points at a time in SSE2-sized
 // vectors (GCC's vector extension, as extent()): the divisions of the cell positions and of the
-// leave-one-out residuals run two at a time. Each point's cell, fit and leverage take the
-// operations of grid_position() and of binned_data_fit()'s line_fit_at in the same order, so
+// leave-one-out residuals run two at a time. Each point's cell (grid_cell()), fit and leverage
+// take the operations of grid_position() and of binned_data_fit()'s line_fit_at in the same order, so
 // the fits equal interpolate_nodes()'s; the sums are formed in two lanes (a different order of
 // additions than block_sums(), within rounding). Returns false when some point of the block is
 // off the grid or has a non-finite fit or leverage: the caller then takes block_sums(), which
@@ -178,24 +178,23 @@ bool line_block_sums(const Grid& g, const double* coef, const double* s00, const
                      std::size_t end, const DataFitOutput& out, FitSums* sums) {
   typedef long v2l __attribute__((vector_size(16)));
   const double lo = g.lo[0], step = g.step[0], last = static_cast<double>(g.size[0] - 1);
-  const double top = last * (1.0 + 1e-12);
-  const long last_cell = static_cast<long>(g.size[0]) - 2;
   const double shift = y[begin];
   const v2d zero = {0.0, 0.0}, one = {1.0, 1.0};
   v2d rss = zero, loo = zero, trace = zero, weight = zero, wd = zero, wd2 = zero, count = zero;
   v2d bad = zero;  // NaN once some fit or leverage is not finite
-  v2l off = {0, 0}, near = {0, 0};
+  bool off = false;
+  v2l near = {0, 0};
   // Points i and i + 1 (or i alone, in both lanes, for an odd tail).
   auto two_points = [&](std::size_t i, bool two) LOCALMEAN_LAMBDA_INLINE {
     const std::size_t j = two ? i + 1 : i;
     const v2d xv = {x[i], x[j]}, yv = {y[i], y[j]};
-    v2d pos = (xv / scale - lo) / step;
-    pos = pos > last && pos <= top ? v2d{last, last} : pos;  // the top edge, up to rounding
-    off |= !(pos >= 0.0 && pos <= last);
-    // (within the grid also for points off it, whose block is then taken again)
-    const long k0 = std::max(0L, std::min(static_cast<long>(pos[0]), last_cell));
-    const long k1 = std::max(0L, std::min(static_cast<long>(pos[1]), last_cell));
-    const v2d frac = pos - v2d{static_cast<double>(k0), static_cast<double>(k1)};
+    const v2d pos = (xv / scale - lo) / step;
+    // (cell 0 for a point off the grid, whose block is then taken again)
+    long k0 = 0, k1 = 0;
+    double f0 = 0.0, f1 = 0.0;
+    off |= !grid_cell(pos[0], last, &k0, &f0);
+    off |= !grid_cell(pos[1], last, &k1, &f1);
+    const v2d frac = {f0, f1};
     const v2d lower = one - frac;
     const v2d f = lower * v2d{coef[k0], coef[k1]} + frac * v2d{coef[k0 + 1], coef[k1 + 1]};
     const v2d s = lower * v2d{s00[k0], s00[k1]} + frac * v2d{s00[k0 + 1], s00[k1 + 1]};
@@ -231,7 +230,7 @@ bool line_block_sums(const Grid& g, const double* coef, const double* s00, const
   std::size_t i = begin;
   for (; i + 2 <= end; i += 2) two_points(i, true);
   if (i < end) two_points(i, false);
-  if (off[0] || off[1] || !(bad[0] + bad[1] == 0.0)) return false;
+  if (off || !(bad[0] + bad[1] == 0.0)) return false;
   FitSums s;
   s.status[kOk] = end - begin;
   s.count = count[0] + count[1];

@@ -102,9 +102,8 @@ inline double block_sum(const double* v, std::size_t len) {
 }
 }  // namespace detail
 
-// Lanes per moment: the sweep adds point k of a block into lane k % kLanes (two v4d: short
-// dependency chains for the local mean's few moments, few loads and stores for many moments).
-constexpr std::size_t kLanes = 8;
+// Lanes per moment (kLanes, simd.hpp): short dependency chains for the local mean's few
+// moments, few loads and stores for many moments.
 
 // Moments of one query point (upper triangles of S and S2, and T), with scratch for their
 // solution and for the basis values of one block of points. The sweep adds each block into

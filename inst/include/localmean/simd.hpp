@@ -1,13 +1,17 @@
-// Hot loops built twice: a portable copy, and on x86-64 a copy compiled for AVX2 and FMA that is
-// chosen at run time on processors that have them. A hot loop is an always-inline body; its
+// Hot loops built twice: a portable copy, and on x86-64 a copy compiled for AVX2 that is chosen at
+// run time on processors that have it. A hot loop is an always-inline body; its
 // caller wraps the call in a lambda marked LOCALMEAN_LAMBDA_INLINE and passes it to
 // best_build(), which instantiates both copies and dispatches:
 //
 //   best_build([&]() LOCALMEAN_LAMBDA_INLINE { return loop_body(args...); });
 //
-// Both copies run the same operations in the same order, so results do not depend on the path.
+// Both copies run the same operations in the same order, so results do not depend on the path:
+// reductions keep a fixed order, and the AVX2 copy is not compiled for FMA, so that the compiler
+// cannot contract a * b + c into a fused multiply-add (rounded once, not twice) in one copy only.
+// `make core-test` compares the two copies' outputs bit for bit.
 #pragma once
 
+#include <cstddef>
 
 #if defined(__GNUC__)
 #define LOCALMEAN_INLINE inline __attribute__((always_inline))
@@ -39,17 +43,21 @@ typedef double v2d __attribute__((vector_size(16), aligned(8), __may_alias__));
 #define LOCALMEAN_LOAD4(p) (*reinterpret_cast<const v4d*>(p))
 #define LOCALMEAN_STORE4(p, v) (*reinterpret_cast<v4d*>(p) = (v))
 
+// Independent sums that the hot loops keep side by side (two v4d): the engine's sweep adds point
+// k of a block into lane k % kLanes, the grid convolutions compute kLanes nodes or rows together.
+constexpr std::size_t kLanes = 8;
+
 namespace detail {
 
 #if LOCALMEAN_X86_CLONES
 inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
 
-// The lambda (and every always-inline body it calls) is compiled here for AVX2 and FMA.
+// The lambda (and every always-inline body it calls) is compiled here for AVX2 (without FMA).
 template <class Body>
-__attribute__((target("avx2,fma"), noinline)) auto run_avx2(const Body& body)
+__attribute__((target("avx2"), noinline)) auto run_avx2(const Body& body)
     -> decltype(body()) {
   return body();
 }
@@ -70,7 +78,7 @@ auto run_portable(const Body& body) -> decltype(body()) {
 
 }  // namespace detail
 
-// Runs body() in its AVX2 + FMA copy where the processor has both, else in its portable copy.
+// Runs body() in its AVX2 copy where the processor has it, else in its portable copy.
 template <class Body>
 inline auto best_build(const Body& body) -> decltype(body()) {
 #if LOCALMEAN_X86_CLONES
