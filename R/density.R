@@ -179,7 +179,8 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
   control <- check_control(control)
-  if (!kernel_row(check_kernel(kernel))$multivariate && data$d > 1L) {
+  kernel <- check_kernel(kernel)
+  if (!kernel_row(kernel)$multivariate && data$d > 1L) {
     abort("The {.val {kernel}} kernel has no density in more than one dimension; choose another
            {.arg kernel}.")
   }
@@ -342,7 +343,7 @@ kde_frame <- function(fit, method = "tree", call = rlang::caller_env()) {
   bw <- fit$bandwidth
   d <- fit$d
   # Categorical columns: no numeric kernel constant when there are no numeric columns.
-  constant <- if (d) cpp_radial_constant(fit$kernel, d) else 1
+  constant <- if (d) cpp_radial_constant(engine_kernel(fit$kernel), d) else 1
   frame <- switch(bw$type,
     # Equal weights are left to the normalising constant: no weight vector.
     scale = list(x = x, prior = prior, scale = bw$h, point = NULL,
@@ -826,7 +827,7 @@ kernel_draws <- function(n, kernel, d) {
   if (kernel == "gaussian") return(matrix(stats::rnorm(n * d), n))
   if (kernel == "cauchy") return(matrix(stats::rcauchy(n), n))
   reg <- kernel_row(kernel)
-  r <- seq(0, if (reg$compact) 1 else 40, length.out = 8193L)
+  r <- seq(0, if (reg$compact) reg$cutoff else 40, length.out = 8193L)
   dens <- r^(d - 1) * kernel_value(r, kernel)
   cdf <- c(0, cumsum((dens[-1L] + dens[-length(dens)]) / 2))
   radius <- stats::approx(cdf / cdf[length(cdf)], r, stats::runif(n), ties = "ordered")$y

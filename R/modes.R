@@ -333,7 +333,7 @@ climb <- function(data, setup, points, max_iter, tol, ndim, keep_path, accelerat
 
 # Kernel density from the engine's weight sums: c_d / prod(h), over n without weights.
 shift_norm <- function(setup, n) {
-  cpp_radial_constant(setup$kernel, length(setup$h)) / prod(setup$h) /
+  cpp_radial_constant(engine_kernel(setup$kernel), length(setup$h)) / prod(setup$h) /
     if (is.null(setup$prior)) n else 1
 }
 

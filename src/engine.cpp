@@ -164,9 +164,10 @@ List cpp_local_fit(SEXP x, NumericVector scale, SEXP values,
     const std::vector<double> xs = scaled(pts, scale);
     std::vector<int> codes, qcodes(query_codes.begin(), query_codes.end());
     for (int& c : qcodes) --c;
-    const localmean::LocalData data(xs.data(), n, d, vals, nv, w,
+    localmean::LocalData data(xs.data(), n, d, vals, nv, w,
                                     point_scale.size() ? point_scale.begin() : nullptr,
                                     categorical_vars(categorical, codes));
+    data.use_kernel(set.kernel);
     std::vector<int> left(leave_out.begin(), leave_out.end());
     for (int& r : left) --r;
     if (!left.empty() && left.size() != m) stop("leave_out must have one row per query");
@@ -196,10 +197,11 @@ List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
   const std::vector<double> xs = scaled(x, scale);
   std::vector<double> ps = scaled(points, scale);
   const std::vector<double> values = localmean::shift_values(xs.data(), n, d, ndim >= 0);
-  const localmean::LocalData data(xs.data(), n, d, values.data(), values.size() / n,
-                                  prior.size() ? prior.begin() : nullptr);
+  localmean::LocalData data(xs.data(), n, d, values.data(), values.size() / n,
+                            prior.size() ? prior.begin() : nullptr);
   localmean::EngineSettings set;
   set.kernel = localmean_r::kernel_type(kernel);
+  data.use_kernel(set.kernel);
   set.use_tree = method == "tree";
   set.cutoff = cutoff;
   localmean::ShiftSettings shift;

@@ -70,6 +70,9 @@ public:
     return weight_prefix_[end] - weight_prefix_[begin];
   }
   double max_scale() const { return inv_scale2_.empty() ? 1.0 : max_scale_; }
+  // The tabulated profile of a user kernel (null for the registry's kernels), read by the sweep.
+  const KernelProfile* profile() const { return profile_; }
+  void use_kernel(KernelType kernel) { profile_ = kernel_profile(kernel); }
   const KdTree& tree() const { return tree_; }
   std::size_t n() const { return tree_.size(); }
   std::size_t d() const { return tree_.dim(); }
@@ -106,6 +109,7 @@ private:
   CategoricalVars cat_;
   std::vector<int> codes_;
   std::size_t table_size_ = 0;
+  const KernelProfile* profile_ = nullptr;
 };
 
 struct EngineSettings {
