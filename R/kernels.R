@@ -106,6 +106,7 @@ check_kernel <- function(kernel, having = NULL, user = TRUE, need = NULL,
   if (is.character(kernel) && length(kernel) == 1L && kernel %in% kernel_names()) {
     return(check_choice(kernel, kernel_names(having), arg = arg, call = call))
   }
+  force(arg)  # before `kernel` changes
   kernel <- as_user_kernel(kernel, arg, call)
   if (is.null(kernel)) check_choice(kernel, kernel_names(having), arg = arg, call = call)
   if (!user) {
@@ -323,4 +324,98 @@ engine_kernel <- function(kernel) {
   user <- attr(kernel, "user_kernel")
   if (!is.null(user)) register_user_kernel(user)
   as.character(kernel)
+}
+
+# ---- Weight matrices ----------------------------------------------------------------------------
+
+# Checks a weight matrix of m queries x n data points: dense numeric or sparse (Matrix), finite
+# and non-negative. Returns it as given (sparse stays sparse).
+check_weight_matrix <- function(w, m, n, arg = "kernel", call = rlang::caller_env()) {
+  if (!identical(as.integer(dim(w)), as.integer(c(m, n)))) {
+    abort("{.arg {arg}}, a weight matrix, must be {m} x {n} (queries x data points), not
+           {nrow(w)} x {ncol(w)}.", call = call)
+  }
+  extremes <- suppressWarnings(range(w))  # a Matrix method for sparse ones
+  if (length(w) && (!all(is.finite(extremes)) || extremes[1L] < 0)) {
+    abort("{.arg {arg}}, a weight matrix, must have finite, non-negative entries.", call = call)
+  }
+  w
+}
+
+# Local polynomial fits of degree `degree` at `queries` (m x d) with the kernel weights of row q
+# of `w` (times the prior weights) for query q: weighted least squares in the monomials of
+# x_i - q (degree 0: the local mean, by two matrix products). Returns the fits (m x nv, NA where a
+# query has no weight or a singular design) and, when the queries are the data points, the
+# leverages (the fit's weight on its own response).
+weight_matrix_fit <- function(w, x, values, prior, degree, queries = x, self = TRUE) {
+  values <- as.matrix(values)
+  p <- prior %||% rep(1, nrow(x))
+  if (degree == 0L) {
+    total <- as.numeric(w %*% p)
+    fitted <- as.matrix(w %*% (p * values)) / total
+    fitted[total <= 0, ] <- NA_real_
+    leverage <- if (self) diag_of(w) * p / total
+    return(list(fitted = fitted, leverage = leverage))
+  }
+  powers <- cpp_basis_powers(ncol(x), degree)
+  fitted <- matrix(NA_real_, nrow(queries), ncol(values))
+  leverage <- if (self) rep(NA_real_, nrow(queries))
+  for (q in seq_len(nrow(queries))) {
+    wq <- as.numeric(w[q, ]) * p
+    used <- which(wq > 0)
+    if (!length(used)) next
+    u <- sweep(x[used, , drop = FALSE], 2L, queries[q, ])
+    design <- vapply(seq_len(nrow(powers)), function(b) {
+      apply(u^rep(powers[b, ], each = nrow(u)), 1L, prod)
+    }, numeric(length(used)))
+    design <- matrix(design, length(used))
+    sw <- sqrt(wq[used])
+    qr <- qr(design * sw)
+    if (qr$rank < ncol(design)) next
+    # the intercept's row of (X'WX)^-1 X'W: the fit's weights on the responses
+    e1 <- c(1, rep(0, ncol(design) - 1L))
+    weights_q <- sw * qr.Q(qr) %*% backsolve(qr.R(qr), e1, transpose = TRUE)
+    fitted[q, ] <- crossprod(weights_q, values[used, , drop = FALSE])
+    if (self) leverage[q] <- sum(weights_q[used == q])
+  }
+  list(fitted = fitted, leverage = leverage)
+}
+
+diag_of <- function(w) if (inherits(w, "Matrix")) as.numeric(Matrix::diag(w)) else diag(w)
+
+# The local model of fit_local_model() (see there) whose kernel is a weight matrix (n x n: the
+# data points as queries): no bandwidth, no engine specification (so no predict() elsewhere).
+fit_weight_matrix <- function(predictors, values, weights, degree, w, n_threads, control,
+                              family, likelihood, call) {
+  x <- predictors$x
+  if (!is.null(predictors$categorical) || likelihood != "gaussian" || family != "regression") {
+    abort("A weight matrix as {.arg kernel} serves least-squares fits on numeric predictors.",
+          call = call)
+  }
+  w <- check_weight_matrix(w, nrow(x), nrow(x), call = call)
+  prior <- check_weights(weights, nrow(x), call = call)
+  f <- weight_matrix_fit(w, x, values, prior, degree)
+  list(x = x, categorical = NULL, predictors = predictors[c("names", "kind")], values = values,
+       weights = prior, degree = degree, kernel = "weight matrix",
+       bandwidth = rep(NA_real_, ncol(x)), nn = NULL, bandwidth_method = "weight matrix",
+       cv_curve = NULL, spec = NULL, fitted = f$fitted, leverage = f$leverage,
+       n_threads = n_threads(n_threads), control = check_control(control, call = call))
+}
+
+# local_smooth() with a weight matrix (queries `at` x data): the estimates at `at`.
+smooth_weight_matrix <- function(predictors, response, at, w, degree, deriv, family,
+                                 call = rlang::caller_env()) {
+  x <- predictors$x
+  if (is.null(at) || !is.null(predictors$categorical) || family$family != "gaussian" ||
+      deriv > 0L) {
+    abort("A weight matrix as {.arg kernel} needs {.arg at} (its rows' points), numeric
+           predictors, the Gaussian family and {.code deriv = 0}.", call = call)
+  }
+  at <- check_predictors(at, arg = "at", call = call)
+  if (ncol(at) != ncol(x)) abort("{.arg at} must have {ncol(x)} column{?s}.", call = call)
+  colnames(at) <- colnames(x)
+  w <- check_weight_matrix(w, nrow(at), nrow(x), call = call)
+  prior <- check_weights(response$weights, nrow(x), arg = "weights", call = call)
+  f <- weight_matrix_fit(w, x, response$y, prior, degree, queries = at, self = FALSE)
+  data.frame(at, estimate = f$fitted[, 1L])
 }

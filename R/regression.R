@@ -287,6 +287,10 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
   d <- ncol(x)
   degree <- check_count(degree, min = 0, call = call)
   if (degree > max_degree) abort("{.arg degree} must be at most {max_degree}.", call = call)
+  if (is_weight_matrix(kernel)) {
+    return(fit_weight_matrix(predictors, values, weights, degree, kernel, n_threads, control,
+                             family, likelihood, call))
+  }
   kernel <- check_kernel(kernel, call = call)
   prior <- check_weights(weights, n, call = call)
   control <- check_control(control, call = call)
@@ -463,7 +467,10 @@ summary.local_model <- function(object, ...) {
 bandwidth_table <- function(object) {
   vars <- object$predictors$names
   bw <- object$bandwidth
-  if (is.null(vars) || length(bw) != length(vars) || !is.null(object$metric)) return(NULL)
+  if (is.null(vars) || length(bw) != length(vars) || !is.null(object$metric) ||
+      is.null(object$spec)) {
+    return(NULL)
+  }
   kind <- object$predictors$kind
   numeric_vars <- kind == "numeric"
   flags <- smoothed_out(object$spec, bw[numeric_vars], bw[!numeric_vars])
@@ -523,6 +530,11 @@ model_queries <- function(object, newdata, call = rlang::caller_env()) {
 # binned fit).
 predict_engine <- function(object, queries, want_var, n_threads, verbose, method = NULL,
                            call = rlang::caller_env()) {
+  if (is.null(object$spec)) {
+    abort(c("A fit with a weight matrix as {.arg kernel} predicts only at its own data.",
+            i = "Refit with the weights of the new points, e.g. {.fn local_smooth} with a
+                 weight matrix of them."), call = call)
+  }
   spec <- object$spec
   x <- metric_transform(object, queries$x)
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
@@ -977,6 +989,9 @@ local_smooth <- function(x, y, at = NULL, kernel = "gaussian", bandwidth, degree
   check_flag(verbose)
   if (degree > 3L) abort("{.arg degree} must be at most 3.")
   if (deriv > min(degree, 2L)) abort("{.arg deriv} must be at most {min(degree, 2L)}.")
+  if (is_weight_matrix(kernel)) {
+    return(smooth_weight_matrix(predictors, response, at, kernel, degree, deriv, family))
+  }
   if (missing(bandwidth) || is.character(bandwidth)) {
     abort("{.arg bandwidth} must be a number, one per predictor, or {.fn nn}; use
            {.fn local_poly} for data-driven selectors.")
