@@ -266,6 +266,19 @@ public:
     const std::size_t i = static_cast<std::size_t>(t);
     return piece_value(i, t - static_cast<double>(i));
   }
+  // w[k] = shape(r2[k]) for k < len, with the table in locals so that the loop can vectorise
+  // (gathers) and not reload it after every store.
+  template <class Len> LOCALMEAN_INLINE void shapes(const double* r2, Len len, double* w) const {
+    const double* __restrict coef = coef_.data();
+    const double inv_step = inv_step_, last = static_cast<double>(intervals_);
+    for (std::size_t k = 0; k < len; ++k) {
+      const double t = std::min(std::sqrt(r2[k]) * inv_step, last);
+      const long i = static_cast<long>(t);
+      const double f = t - static_cast<double>(i);
+      const double* c = coef + 4 * i;
+      w[k] = c[0] + f * (c[1] + f * (c[2] + f * c[3]));
+    }
+  }
   // int_0^upper g(u)^power u^moment du
   double integral(int power, int moment) const {
     static const double node[4] = {0.0694318442029737, 0.3300094782075719, 0.6699905217924281,
