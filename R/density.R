@@ -93,7 +93,8 @@
 #'   a data frame may have categorical columns, see "Mixed data"), or for the
 #'   formula method a one-sided formula such as `~ a + b`.
 #' @param data A data frame for the formula method.
-#' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
+#' @param kernel A kernel name (see [kernels()]), a function of the scaled
+#'   distance or a [user_kernel()]. The Cauchy kernel has no
 #'   density in more than one dimension; a full matrix `H` needs a kernel
 #'   other than the Cauchy too.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,

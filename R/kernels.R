@@ -21,8 +21,8 @@
 #' exact strategy never truncates (unless `local_control(cutoff =)` asks it
 #' to), and the Cauchy is never truncated and always uses the exact strategy.
 #'
-#' @param kernel For `kernels()`, NULL (every built-in kernel) or one kernel whose row to show: a
-#'   name, a function of the scaled distance or a [user_kernel()].
+#' @param kernel A kernel: a name (see `kernels()$kernel`), a function of the scaled distance or a
+#'   [user_kernel()]; for `kernels()`, NULL (the default) lists every built-in kernel.
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return `kernels()`: a data frame with one row per kernel (or the row of `kernel`): `kernel`,
 #'   `compact`, `cutoff`, `constant` (the normalising constant \eqn{c}{c} of
@@ -124,7 +124,7 @@ check_kernel <- function(kernel, having = NULL, user = TRUE, need = NULL,
 # name "user".
 as_user_kernel <- function(kernel, arg, call) {
   if (is.function(kernel)) return(make_user_kernel(kernel, "user", arg, call))
-  if (inherits(kernel, "localmean_kernel")) return(kernel)
+  if (inherits(kernel, "local_kernel")) return(kernel)
   if (is.character(kernel) && length(kernel) == 1L && !is.na(kernel)) {
     return(attr(kernel, "user_kernel") %||% registry$user[[kernel]])
   }
@@ -183,7 +183,7 @@ kernel_scale_factor <- function(kernel) kernel_row(kernel)$equivalent
 #'   returning the profile's values; vectorised or not.
 #' @param name The kernel's name, as fits print it; not the name of a built-in kernel.
 #' @inheritParams kernels
-#' @return A `localmean_kernel` object: its `name`, the registry `row` (as [kernels()] gives it)
+#' @return A `local_kernel` object: its `name`, the registry `row` (as [kernels()] gives it)
 #'   and the tabulated profile; pass it as `kernel` to any method.
 #' @family kernels
 #' @export
@@ -209,13 +209,13 @@ make_user_kernel <- function(profile, name, arg, call) {
   tab <- tabulate_profile(profile, name, arg, call)
   register_user_kernel(structure(list(name = name, row = tab$row, values = tab$values,
                                       upper = tab$upper, compact = tab$compact),
-                                 class = "localmean_kernel"))
+                                 class = "local_kernel"))
 }
 
 #' @export
-print.localmean_kernel <- function(x, ...) {
+print.local_kernel <- function(x, ...) {
   row <- x$row
-  cat(sprintf("<localmean_kernel> %s: %s support %s, %d table nodes\n", x$name,
+  cat(sprintf("<local_kernel> %s: %s support %s, %d table nodes\n", x$name,
               if (row$compact) "compact" else "truncated", format(signif(row$cutoff, 6)),
               length(x$values)))
   invisible(x)

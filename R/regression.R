@@ -117,7 +117,12 @@
 #'   columns may also be factors, ordered factors, character or logical.
 #' @param y The response: numeric, or as described under Local likelihood.
 #' @param degree Degree of the local polynomial (0 to 3).
-#' @param kernel A kernel name, see [kernels()].
+#' @param kernel A kernel: a name (see [kernels()]), a function of the scaled
+#'   distance or a [user_kernel()]. `local_mean()`, `local_poly()` and
+#'   `local_smooth()` also take a weight matrix of queries x data points (dense,
+#'   or sparse from the Matrix package): the data points themselves as queries
+#'   (`local_smooth()`: the rows of `at`), for kernels that are no function of a
+#'   distance; the bandwidth is then unused and `predict()` cannot leave the data.
 #' @param family The local likelihood's family: `"gaussian"` (least squares,
 #'   the default), `"binomial"`, `"poisson"`, `"quasibinomial"`,
 #'   `"quasipoisson"`, or the [stats::family] object or function of one of them

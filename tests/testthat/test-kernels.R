@@ -139,7 +139,7 @@ triweight_profile <- function(u) (1 - u^2)^3 * (abs(u) < 1)
 
 test_that("a user kernel's registry row matches the built-in kernel with the same profile", {
   tw <- user_kernel(triweight_profile, name = "test_triweight")
-  expect_s3_class(tw, "localmean_kernel")
+  expect_s3_class(tw, "local_kernel")
   row <- kernels(tw)
   expect_identical(row$kernel, "test_triweight")
   ref <- kernels()[kernels()$kernel == "triweight", ]
