@@ -328,7 +328,8 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
   } else cpp_local_fit(spec$x, scale, spec$values %||% numeric(0), spec$prior %||% numeric(0),
-                       spec$point_scale %||% numeric(0), queries, radius, engine_kernel(spec$kernel),
+                       spec$point_scale %||% numeric(0), queries, radius,
+                       engine_kernel(spec$kernel),
                        spec$degree, want_var, spec$method, spec$cutoff,
                        if (spec$method == "binned") spec$gridsize else integer(0),
                        grid_range[1L, ], grid_range[2L, ], n_threads, verbose, rtol,
@@ -420,7 +421,8 @@ fit_sums <- function(values, fitted, leverage, prior, n_threads = 1L) {
 engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path = FALSE,
                          accelerate = FALSE, meet = 0, n_threads = spec$n_threads,
                          verbose = spec$verbose) {
-  cpp_shift_points(spec$x, spec$scale, spec$prior %||% numeric(0), points, engine_kernel(spec$kernel),
+  cpp_shift_points(spec$x, spec$scale, spec$prior %||% numeric(0), points,
+                   engine_kernel(spec$kernel),
                    spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, accelerate, meet,
                    n_threads, verbose)
 }

@@ -214,6 +214,7 @@ make_user_kernel <- function(profile, name, arg, call) {
 
 #' @export
 print.local_kernel <- function(x, ...) {
+  check_dots(...)
   row <- x$row
   cat(sprintf("<local_kernel> %s: %s support %s, %d table nodes\n", x$name,
               if (row$compact) "compact" else "truncated", format(signif(row$cutoff, 6)),
