@@ -129,6 +129,14 @@ cpp_nl_means <- function(img_t, half_patch, half_search, h, sigma, kernel, n_thr
     .Call(`_localmean_cpp_nl_means`, img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose)
 }
 
+cpp_register_kernel <- function(name, values, upper, compact) {
+    .Call(`_localmean_cpp_register_kernel`, name, values, upper, compact)
+}
+
+cpp_kernel_shape <- function(name, r2) {
+    .Call(`_localmean_cpp_kernel_shape`, name, r2)
+}
+
 cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal = FALSE, lambda_gradient = FALSE) {
     .Call(`_localmean_cpp_metric_loss`, x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient)
 }

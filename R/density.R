@@ -93,7 +93,8 @@
 #'   a data frame may have categorical columns, see "Mixed data"), or for the
 #'   formula method a one-sided formula such as `~ a + b`.
 #' @param data A data frame for the formula method.
-#' @param kernel A kernel name, see [kernels()]. The Cauchy kernel has no
+#' @param kernel A kernel name (see [kernels()]), a function of the scaled
+#'   distance or a [user_kernel()]. The Cauchy kernel has no
 #'   density in more than one dimension; a full matrix `H` needs a kernel
 #'   other than the Cauchy too.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
@@ -179,7 +180,8 @@ kde.default <- function(x, kernel = "gaussian", bandwidth = "rot", gridsize = NU
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
   control <- check_control(control)
-  if (!kernel_row(check_kernel(kernel))$multivariate && data$d > 1L) {
+  kernel <- check_kernel(kernel)
+  if (!kernel_row(kernel)$multivariate && data$d > 1L) {
     abort("The {.val {kernel}} kernel has no density in more than one dimension; choose another
            {.arg kernel}.")
   }
@@ -904,7 +906,7 @@ kernel_draws <- function(n, kernel, d) {
   if (kernel == "gaussian") return(matrix(stats::rnorm(n * d), n))
   if (kernel == "cauchy") return(matrix(stats::rcauchy(n), n))
   reg <- kernel_row(kernel)
-  r <- seq(0, if (reg$compact) 1 else 40, length.out = 8193L)
+  r <- seq(0, if (reg$compact) reg$cutoff else 40, length.out = 8193L)
   dens <- r^(d - 1) * kernel_value(r, kernel)
   cdf <- c(0, cumsum((dens[-1L] + dens[-length(dens)]) / 2))
   radius <- stats::approx(cdf / cdf[length(cdf)], r, stats::runif(n), ties = "ordered")$y

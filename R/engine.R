@@ -343,6 +343,7 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
   } else {
+    spec$kernel <- engine_kernel(spec$kernel)  # a user kernel is registered here, not in C++
     cpp_engine_fit(engine_pointer(spec), spec,
                    list(queries = queries, radius = radius, want_var = want_var, rtol = rtol,
                         query_codes = query_codes, leave_out = leave_out,
@@ -419,7 +420,7 @@ engine_data_fit <- function(spec, keep_fits = TRUE, keep_residuals = FALSE,
                             keep_nodes = FALSE) {
   grid_range <- spec$grid_range %||% spec$range
   res <- cpp_binned_data_fit(spec$x, spec$scale, spec$values, spec$prior %||% numeric(0),
-                             spec$kernel, spec$degree, spec$cutoff, spec$gridsize,
+                             engine_kernel(spec$kernel), spec$degree, spec$cutoff, spec$gridsize,
                              grid_range[1L, ], grid_range[2L, ], n_threads, verbose, keep_fits,
                              keep_residuals, keep_nodes)
   if (keep_nodes) res$nodes <- list(fits = res$nodes, key = stored_nodes_key(spec, grid_range))
@@ -457,7 +458,8 @@ fit_sums <- function(values, fitted, leverage, prior, n_threads = 1L) {
 engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path = FALSE,
                          accelerate = FALSE, meet = 0, n_threads = spec$n_threads,
                          verbose = spec$verbose) {
-  cpp_shift_points(spec$x, spec$scale, spec$prior %||% numeric(0), points, spec$kernel,
+  cpp_shift_points(spec$x, spec$scale, spec$prior %||% numeric(0), points,
+                   engine_kernel(spec$kernel),
                    spec$method, spec$cutoff, max_iter, tol, ndim, keep_path, accelerate, meet,
                    n_threads, verbose)
 }
@@ -517,7 +519,7 @@ knn_graph <- function(x, queries, k, self, n_threads = 1L, verbose = FALSE) {
 }
 
 # Normalising constant of the radial kernel in d dimensions.
-radial_constant <- function(kernel, d) cpp_radial_constant(kernel, d)
+radial_constant <- function(kernel, d) cpp_radial_constant(engine_kernel(kernel), d)
 
 # Linear binning of the points x (a vector, or n x d) with weights (numeric(0): 1) on the grid
 # from lo to hi with `gridsize` nodes per variable.

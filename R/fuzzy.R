@@ -71,7 +71,8 @@
 #' @param rules Number of rules: at least 1, at most the number of distinct
 #'   observations and 1000. `NULL`: 3 with k-means (fewer for fewer distinct
 #'   points), every mode with mean shift, the rows of a centre matrix.
-#' @param kernel The membership function, a kernel name (see [kernels()]).
+#' @param kernel The membership function: a kernel name (see [kernels()]), a
+#'   function of the scaled distance or a [user_kernel()].
 #' @param bandwidth Membership widths: `"spacing"`, `"cv"`, a positive number or
 #'   one per numeric predictor (named or in their order); see Details.
 #' @param centres `"kmeans"`, `"mean_shift"` or a matrix of rule centres (a

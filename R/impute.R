@@ -117,7 +117,8 @@ local_impute <- function(x, kernel = "gaussian", bandwidth = NULL, image_dim = N
     abort("{.arg layers} must be {.val feature}, {.val sample} or both.")
   }
   layers <- intersect(c("sample", "feature"), layers)
-  kernel <- check_kernel(kernel)
+  kernel <- check_kernel(kernel, user = FALSE,
+                         need = "Imputation and denoising evaluate built-in kernels only.")
   k <- check_count(k)
   if (n < 2L && "sample" %in% layers) abort("{.arg x} needs at least two rows for the sample layer.")
   nn_rank <- as.integer(ceiling(k / 2))
@@ -540,7 +541,8 @@ local_denoise <- function(img, kernel = "gaussian", bandwidth = NULL, patch = 7,
   if (!is.matrix(img) || !is.numeric(img)) abort("{.arg img} must be a numeric matrix.")
   if (any(!is.finite(img))) abort("{.arg img} has missing or non-finite values.")
   if (length(img) == 0L) abort("{.arg img} has no pixels.")
-  kernel <- check_kernel(kernel)
+  kernel <- check_kernel(kernel, user = FALSE,
+                         need = "Imputation and denoising evaluate built-in kernels only.")
   patch <- check_odd(patch)
   search <- check_odd(search)
   if (is.null(sigma)) {

@@ -73,7 +73,8 @@
 #' @param bandwidth "auto" (the normal-scale rule for the density gradient),
 #'   "plugin" (the plug-in for the gradient), a number, or one scale per
 #'   variable.
-#' @param kernel A kernel name, see [kernels()].
+#' @param kernel A kernel name (see [kernels()]), a function of the scaled
+#'   distance or a [user_kernel()].
 #' @param max_iter Maximum number of steps per point (0: no move, every
 #'   point is its own mode and only merging groups them).
 #' @param tol A point stops when its step is shorter than `tol` bandwidths.

@@ -117,7 +117,12 @@
 #'   columns may also be factors, ordered factors, character or logical.
 #' @param y The response: numeric, or as described under Local likelihood.
 #' @param degree Degree of the local polynomial (0 to 3).
-#' @param kernel A kernel name, see [kernels()].
+#' @param kernel A kernel: a name (see [kernels()]), a function of the scaled
+#'   distance or a [user_kernel()]. `local_mean()`, `local_poly()` and
+#'   `local_smooth()` also take a weight matrix of queries x data points (dense,
+#'   or sparse from the Matrix package): the data points themselves as queries
+#'   (`local_smooth()`: the rows of `at`), for kernels that are no function of a
+#'   distance; the bandwidth is then unused and `predict()` cannot leave the data.
 #' @param family The local likelihood's family: `"gaussian"` (least squares,
 #'   the default), `"binomial"`, `"poisson"`, `"quasibinomial"`,
 #'   `"quasipoisson"`, or the [stats::family] object or function of one of them
@@ -289,6 +294,10 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
   d <- ncol(x)
   degree <- check_count(degree, min = 0, call = call)
   if (degree > max_degree) abort("{.arg degree} must be at most {max_degree}.", call = call)
+  if (is_weight_matrix(kernel)) {
+    return(fit_weight_matrix(predictors, values, weights, degree, kernel, n_threads, control,
+                             family, likelihood, call))
+  }
   kernel <- check_kernel(kernel, call = call)
   prior <- check_weights(weights, n, call = call)
   control <- check_control(control, call = call)
@@ -472,7 +481,10 @@ summary.local_model <- function(object, ..., digits = NULL) {
 bandwidth_table <- function(object) {
   vars <- object$predictors$names
   bw <- object$bandwidth
-  if (is.null(vars) || length(bw) != length(vars) || !is.null(object$metric)) return(NULL)
+  if (is.null(vars) || length(bw) != length(vars) || !is.null(object$metric) ||
+      is.null(object$spec)) {
+    return(NULL)
+  }
   kind <- object$predictors$kind
   numeric_vars <- kind == "numeric"
   flags <- smoothed_out(object$spec, bw[numeric_vars], bw[!numeric_vars])
@@ -531,6 +543,11 @@ model_queries <- function(object, newdata, call = rlang::caller_env()) {
 # binned fit).
 predict_engine <- function(object, queries, want_var, n_threads, verbose, method = NULL,
                            call = rlang::caller_env()) {
+  if (is.null(object$spec)) {
+    abort(c("A fit with a weight matrix as {.arg kernel} predicts only at its own data.",
+            i = "Refit with the weights of the new points, e.g. {.fn local_smooth} with a
+                 weight matrix of them."), call = call)
+  }
   spec <- object$spec
   x <- metric_transform(object, queries$x)
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
@@ -1164,6 +1181,9 @@ local_smooth <- function(x, y, at = NULL, kernel = "gaussian", bandwidth, degree
   check_flag(verbose)
   if (degree > 3L) abort("{.arg degree} must be at most 3.")
   if (deriv > min(degree, 2L)) abort("{.arg deriv} must be at most {min(degree, 2L)}.")
+  if (is_weight_matrix(kernel)) {
+    return(smooth_weight_matrix(predictors, response, at, kernel, degree, deriv, family))
+  }
   if (missing(bandwidth) || is.character(bandwidth)) {
     abort("{.arg bandwidth} must be a number, one per predictor, or {.fn nn}; use
            {.fn local_poly} for data-driven selectors.")

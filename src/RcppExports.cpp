@@ -499,6 +499,32 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_register_kernel
+List cpp_register_kernel(std::string name, NumericVector values, double upper, bool compact);
+RcppExport SEXP _localmean_cpp_register_kernel(SEXP nameSEXP, SEXP valuesSEXP, SEXP upperSEXP, SEXP compactSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type values(valuesSEXP);
+    Rcpp::traits::input_parameter< double >::type upper(upperSEXP);
+    Rcpp::traits::input_parameter< bool >::type compact(compactSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_register_kernel(name, values, upper, compact));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_kernel_shape
+NumericVector cpp_kernel_shape(std::string name, NumericVector r2);
+RcppExport SEXP _localmean_cpp_kernel_shape(SEXP nameSEXP, SEXP r2SEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type r2(r2SEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_kernel_shape(name, r2));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_metric_loss
 List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose, bool diagonal, bool lambda_gradient);
 RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP diagonalSEXP, SEXP lambda_gradientSEXP) {
@@ -646,6 +672,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
+    {"_localmean_cpp_register_kernel", (DL_FUNC) &_localmean_cpp_register_kernel, 4},
+    {"_localmean_cpp_kernel_shape", (DL_FUNC) &_localmean_cpp_kernel_shape, 2},
     {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 12},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},

@@ -143,9 +143,8 @@ std::vector<int> int_vector(SEXP x) {
 
 // The data of `spec` (an engine specification of R/engine.R) in `obj`, rebuilt when the data
 // differ from those it holds, rescaled when only the scales do.
-const localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& spec,
-                                        const Points& pts, const NumericVector& scale,
-                                        std::size_t nv) {
+localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& spec,
+                                  const Points& pts, const NumericVector& scale, std::size_t nv) {
   const SEXP values = or_nil(spec["values"]), prior = or_nil(spec["prior"]),
              point_scale = or_nil(spec["point_scale"]);
   const SEXP cat_spec = spec["categorical"];
@@ -280,7 +279,8 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
                                    res.output(want_var));
   } else {
     set.use_tree = method == "tree";
-    const localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, nv);
+    localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, nv);
+    data.use_kernel(set.kernel);
     std::vector<int> qcodes = int_vector(request["query_codes"]);
     for (int& c : qcodes) --c;
     std::vector<int> left = int_vector(request["leave_out"]);
@@ -313,10 +313,11 @@ List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
   const std::vector<double> xs = scaled(x, scale);
   std::vector<double> ps = scaled(points, scale);
   const std::vector<double> values = localmean::shift_values(xs.data(), n, d, ndim >= 0);
-  const localmean::LocalData data(xs.data(), n, d, values.data(), values.size() / n,
-                                  prior.size() ? prior.begin() : nullptr);
+  localmean::LocalData data(xs.data(), n, d, values.data(), values.size() / n,
+                            prior.size() ? prior.begin() : nullptr);
   localmean::EngineSettings set;
   set.kernel = localmean_r::kernel_type(kernel);
+  data.use_kernel(set.kernel);
   set.use_tree = method == "tree";
   set.cutoff = cutoff;
   localmean::ShiftSettings shift;

@@ -327,6 +327,30 @@ static void neighbour_tests() {
              std::fabs(radial_constant(KernelType::uniform, 3) * 4.0 * kPi / 3.0 - 1.0) < 1e-12 &&
              std::fabs(radial_constant(KernelType::laplace, 3) * 8.0 * kPi - 1.0) < 1e-11,
          "radial constants equal their closed forms");
+
+  // A tabulated profile (a kernel of the user's own) of the triweight's shape: its values
+  // between the nodes, its registry row and its radial constant equal the built-in kernel's.
+  std::vector<double> nodes(4097);
+  for (std::size_t j = 0; j < nodes.size(); ++j) {
+    const double u = static_cast<double>(j) / 4096.0;
+    nodes[j] = Triweight::exact(u * u);
+  }
+  const KernelType user = register_profile(std::unique_ptr<KernelProfile>(
+      new KernelProfile("core_triweight", nodes.data(), nodes.size(), 1.0, true)));
+  double shape_error = 0.0;
+  for (double u = 0.0; u < 1.2; u += 0.000917)
+    shape_error = std::max(shape_error,
+                           std::fabs(kernel_shape(user, u * u) - Triweight::exact(u * u)));
+  const KernelInfo& row = kernel_info(user);
+  const KernelInfo& built = kernel_info(KernelType::triweight);
+  KernelType found;
+  expect(shape_error < 1e-13 && kernel_from_name("core_triweight", &found) && found == user &&
+             std::fabs(row.constant - built.constant) < 1e-12 &&
+             std::fabs(row.mu2 - built.mu2) < 1e-12 &&
+             std::fabs(row.roughness - built.roughness) < 1e-12 &&
+             std::fabs(radial_constant(user, 3) / radial_constant(KernelType::triweight, 3) -
+                       1.0) < 1e-12,
+         "a tabulated profile equals the built-in kernel of its shape");
 }
 
 // The plug-in functionals' pair sums against a direct double loop over all ordered pairs.

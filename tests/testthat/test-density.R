@@ -382,3 +382,22 @@ test_that("logLik() has the trace as df, and AIC() follows", {
   expect_error(AIC(kde(iris[c("Petal.Length", "Species")], verbose = FALSE)), "categorical",
                class = "localmean_error")
 })
+
+test_that("a kernel given as a function gives the triweight's (and Gaussian's) densities", {
+  triweight_profile <- function(u) (1 - u^2)^3 * (abs(u) < 1)
+  set.seed(44)
+  z <- rnorm(300)
+  at <- seq(-3, 3, by = 0.1)
+  expect_equal(predict(kde(z, kernel = triweight_profile, bandwidth = 0.6), at),
+               predict(kde(z, kernel = "triweight", bandwidth = 0.6), at), tolerance = 1e-10)
+  expect_equal(predict(kde(z, kernel = function(u) exp(-u^2 / 2), bandwidth = 0.4), at),
+               predict(kde(z, kernel = "gaussian", bandwidth = 0.4), at), tolerance = 1e-10)
+  # the selectors convert with the numerically computed constants
+  expect_equal(kde(z, kernel = triweight_profile, bandwidth = "plugin")$bandwidth,
+               kde(z, kernel = "triweight", bandwidth = "plugin")$bandwidth, tolerance = 1e-10)
+  # two dimensions: the radial constant from the tabulated profile
+  x2 <- matrix(rnorm(400), 200)
+  expect_equal(predict(kde(x2, kernel = triweight_profile, bandwidth = 0.8), x2[1:10, ]),
+               predict(kde(x2, kernel = "triweight", bandwidth = 0.8), x2[1:10, ]),
+               tolerance = 1e-10)
+})

@@ -132,3 +132,97 @@ test_that("every method that takes a kernel accepts every registry kernel that f
     expect_false(anyNA(as.matrix(local_impute(img, kernel = k, n_threads = 1, verbose = FALSE))))
   }
 })
+
+# ---- Kernels of the user's own ------------------------------------------------------------------
+
+triweight_profile <- function(u) (1 - u^2)^3 * (abs(u) < 1)
+
+test_that("a user kernel's registry row matches the built-in kernel with the same profile", {
+  tw <- user_kernel(triweight_profile, name = "test_triweight")
+  expect_s3_class(tw, "local_kernel")
+  row <- kernels(tw)
+  expect_identical(row$kernel, "test_triweight")
+  ref <- kernels()[kernels()$kernel == "triweight", ]
+  expect_true(row$compact)
+  for (col in c("cutoff", "constant", "mu2", "roughness", "canonical")) {
+    expect_equal(row[[col]], ref[[col]], tolerance = 1e-12, info = col)
+  }
+  expect_identical(row$shadow, NA_character_)
+  # a bare function works too (named "user"), and so does the registered name
+  expect_equal(kernels(triweight_profile)$constant, ref$constant, tolerance = 1e-12)
+  expect_identical(kernels("test_triweight")$kernel, "test_triweight")
+  # the table reproduces the function between its nodes (not only at them)
+  u <- c(0, 0.0123, 0.31, 0.5 + 1e-7, 0.999, 1, 1.5, -0.4)
+  expect_equal(kernel_value(u, tw), kernel_value(u, "triweight"), tolerance = 1e-12)
+  expect_output(print(tw), "compact support 1")
+})
+
+test_that("an unbounded profile is truncated at exp(-32) of its peak", {
+  row <- kernels(function(u) exp(-u^2 / 2))
+  expect_false(row$compact)
+  expect_equal(row$cutoff, 8, tolerance = 1e-9)
+  gauss <- kernels()[1, ]
+  for (col in c("constant", "mu2", "roughness")) {
+    expect_equal(row[[col]], gauss[[col]], tolerance = 1e-10, info = col)
+  }
+  # a scaled profile is the same kernel: densities divide by its integral
+  u <- seq(-3, 3, by = 0.25)
+  expect_equal(kernel_value(u, function(u) 5 * exp(-u^2 / 2)), dnorm(u), tolerance = 1e-12)
+  # a profile supported on [0, 2]: the constants follow its own scale
+  wide <- kernels(function(u) pmax(0, 1 - (u / 2)^2))
+  expect_equal(wide$cutoff, 2, tolerance = 1e-12)
+  expect_equal(wide$constant, 0.75 / 2, tolerance = 1e-12)
+  expect_equal(wide$mu2, 0.2 * 4, tolerance = 1e-12)
+})
+
+test_that("bad profiles are errors naming the argument", {
+  expect_error(kernels(function(u) u), "`kernel` must be positive at distance 0",
+               class = "localmean_error")
+  expect_error(kernels(function(u) exp(u) * (u < 1)), "`kernel` must be non-increasing",
+               class = "localmean_error")
+  expect_error(kernels(function(u) rep(NA_real_, length(u))), "`kernel` must return finite",
+               class = "localmean_error")
+  expect_error(kernels(function(u) 1 - u), "`kernel` must return finite, non-negative",
+               class = "localmean_error")
+  expect_error(kernels(function(u) 1 / (1 + u^2)), "`kernel` must vanish",
+               class = "localmean_error")
+  expect_error(kernels(function(u) stop("boom")), "`kernel` failed",
+               class = "localmean_error")
+  expect_error(user_kernel("triweight"), "`profile` must be a function",
+               class = "localmean_error")
+  expect_error(user_kernel(triweight_profile, name = "gaussian"), "`name` must not be",
+               class = "localmean_error")
+  expect_error(user_kernel(triweight_profile, name = c("a", "b")), "`name` must be",
+               class = "localmean_error")
+  # a jump inside the support cannot be tabulated to 1e-12: a warning says how well it is
+  expect_warning(kernels(function(u) (u < 0.5) + (u < 1)), "accurate to",
+                 class = "localmean_warning")
+  # a non-vectorised profile is evaluated point by point
+  scalar <- function(u) if (abs(u) < 1) (1 - u^2)^3 else 0
+  expect_equal(kernels(scalar)$constant, 35 / 32, tolerance = 1e-12)
+})
+
+test_that("methods that need built-in kernels refuse user kernels and weight matrices", {
+  x <- matrix(c(1, NA, 3, 4, 5, 6, 7, 8, NA, 2, 4, 1), 4)
+  expect_error(local_impute(x, kernel = triweight_profile), "`kernel` must be a built-in kernel",
+               class = "localmean_error")
+  expect_error(local_score(matrix(rnorm(20), 10), kernel = triweight_profile), "has no score",
+               class = "localmean_error")
+  expect_error(kde(rnorm(20), kernel = diag(20)), "cannot be a weight matrix",
+               class = "localmean_error")
+  expect_error(local_poly(matrix(runif(40), 20), runif(20), kernel = triweight_profile,
+                          bandwidth = "metric"), "gaussian", class = "localmean_error")
+})
+
+test_that("a fit keeps its user kernel's table across saveRDS() and a new session", {
+  skip_on_cran()
+  skip_if_not_installed("callr")
+  fit <- local_poly(dist ~ speed, cars, kernel = triweight_profile, bandwidth = 5)
+  path <- tempfile(fileext = ".rds")
+  saveRDS(fit, path)
+  at <- data.frame(speed = c(7, 12.5, 21))
+  there <- callr::r(function(path, at) {
+    predict(readRDS(path), at)
+  }, list(path, at), libpath = .libPaths())
+  expect_equal(there, predict(fit, at), tolerance = 1e-14)
+})

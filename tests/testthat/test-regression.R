@@ -757,3 +757,94 @@ test_that("predictions beyond the range of the data warn once, keeping the value
   expect_warning(predict(mixed, data.frame(wt = c(3, 6), cyl = 4)), "Out of range: wt")
   expect_no_warning(predict(mixed, data.frame(wt = 3, cyl = c(4, 8))))
 })
+
+# ---- Kernels of the user's own (see also test-kernels.R) ---------------------------------------
+
+test_that("a kernel given as a function gives the triweight's fits", {
+  triweight_profile <- function(u) (1 - u^2)^3 * (abs(u) < 1)
+  set.seed(41)
+  n <- 200
+  x <- cbind(a = runif(n), b = runif(n))
+  y <- sin(4 * x[, 1]) + x[, 2]^2 + rnorm(n, sd = 0.2)
+  at <- data.frame(x = seq(0.05, 0.95, by = 0.05))
+  for (degree in 0:2) {
+    user <- local_poly(x[, 1], y, kernel = triweight_profile, bandwidth = 0.2, degree = degree)
+    built <- local_poly(x[, 1], y, kernel = "triweight", bandwidth = 0.2, degree = degree)
+    expect_equal(fitted(user), fitted(built), tolerance = 1e-10, info = degree)
+    expect_equal(user$leverage, built$leverage, tolerance = 1e-10, info = degree)
+    expect_equal(predict(user, at$x), predict(built, at$x), tolerance = 1e-10, info = degree)
+  }
+  # two predictors, the local mean and the default cross-validated bandwidth
+  expect_equal(fitted(local_mean(x, y, kernel = triweight_profile, bandwidth = c(0.3, 0.4))),
+               fitted(local_mean(x, y, kernel = "triweight", bandwidth = c(0.3, 0.4))),
+               tolerance = 1e-10)
+  user <- local_poly(x[, 1], y, kernel = triweight_profile)
+  built <- local_poly(x[, 1], y, kernel = "triweight")
+  expect_equal(user$bandwidth, built$bandwidth, tolerance = 1e-8)
+  # local likelihood and classification
+  z <- rbinom(n, 1, plogis(4 * x[, 1] - 2))
+  expect_equal(fitted(local_poly(x[, 1], z, kernel = triweight_profile, bandwidth = 0.3,
+                                 family = "binomial")),
+               fitted(local_poly(x[, 1], z, kernel = "triweight", bandwidth = 0.3,
+                                 family = "binomial")), tolerance = 1e-10)
+  cls <- factor(ifelse(z == 1, "yes", "no"))
+  expect_equal(predict(local_classify(x, cls, kernel = triweight_profile, bandwidth = 0.3),
+                       type = "prob"),
+               predict(local_classify(x, cls, kernel = "triweight", bandwidth = 0.3),
+                       type = "prob"), tolerance = 1e-10)
+})
+
+test_that("a kernel given as a function gives the triweight's binned fits", {
+  skip_on_cran()
+  set.seed(42)
+  x <- runif(2e4)
+  y <- sin(6 * x) + rnorm(2e4)
+  user <- local_poly(x, y, kernel = function(u) (1 - u^2)^3 * (abs(u) < 1), bandwidth = 0.05,
+                     method = "binned")
+  built <- local_poly(x, y, kernel = "triweight", bandwidth = 0.05, method = "binned")
+  expect_equal(fitted(user), fitted(built), tolerance = 1e-10)
+})
+
+test_that("a weight matrix equal to a kernel's weights gives that kernel's fits", {
+  set.seed(43)
+  n <- 120
+  x <- runif(n)
+  y <- cos(5 * x) + rnorm(n, sd = 0.2)
+  w <- runif(n)
+  h <- 0.25
+  weights_of <- function(q) outer(q, x, function(a, b) pmax(0, 1 - ((a - b) / h)^2)^3)
+  W <- weights_of(x)
+  for (degree in 0:2) {
+    by_matrix <- local_poly(x, y, kernel = W, degree = degree, weights = w)
+    by_kernel <- local_poly(x, y, kernel = "triweight", bandwidth = h, degree = degree,
+                            weights = w)
+    expect_equal(fitted(by_matrix), fitted(by_kernel), tolerance = 1e-10, info = degree)
+    expect_equal(by_matrix$leverage, by_kernel$leverage, tolerance = 1e-10, info = degree)
+    expect_equal(by_matrix$df, by_kernel$df, tolerance = 1e-10, info = degree)
+  }
+  expect_equal(fitted(local_mean(x, y, kernel = W)),
+               fitted(local_mean(x, y, kernel = "triweight", bandwidth = h)), tolerance = 1e-10)
+  # at given queries
+  at <- seq(0, 1, by = 0.1)
+  expect_equal(local_smooth(x, y, at = at, kernel = weights_of(at))$estimate,
+               local_smooth(x, y, at = at, kernel = "triweight", bandwidth = h)$estimate,
+               tolerance = 1e-10)
+  # sparse, from the Matrix package
+  skip_if_not_installed("Matrix")
+  expect_equal(fitted(local_poly(x, y, kernel = Matrix::Matrix(W, sparse = TRUE))),
+               fitted(local_poly(x, y, kernel = "triweight", bandwidth = h)), tolerance = 1e-10)
+})
+
+test_that("a weight matrix fit refuses what it cannot do, with errors naming the cause", {
+  x <- seq(0, 1, length.out = 30)
+  y <- x^2
+  W <- exp(-outer(x, x, "-")^2 / 0.02)
+  fit <- local_mean(x, y, kernel = W)
+  expect_error(predict(fit, 0.5), "predicts only at its own data", class = "localmean_error")
+  expect_error(local_mean(x, y, kernel = W[-1, ]), "must be 30 x 30",
+               class = "localmean_error")
+  expect_error(local_mean(x, y, kernel = -W), "non-negative", class = "localmean_error")
+  expect_error(local_poly(x, rbinom(30, 1, 0.5), kernel = W, family = "binomial"),
+               "least-squares", class = "localmean_error")
+  expect_error(local_smooth(x, y, kernel = W), "needs `at`", class = "localmean_error")
+})

@@ -239,6 +239,7 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_fuzzy = summary(fits$local_fuzzy),
     local_nn = nn(5),
     local_control = local_control(),
+    local_kernel = user_kernel(function(u) pmax(0, 1 - u^2)),
     local_score = local_score(faithful, bandwidth = c(0.3, 5), verbose = FALSE),
     local_denoiser = local_denoiser(faithful),
     local_diffusion = diffusion_sample(faithful, n = 20, n_iter = 3, verbose = FALSE),

@@ -517,7 +517,7 @@ inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
       const double u[2] = {a * g.step[0], b * g.step[1]};
       const double r2 = u[0] * u[0] + u[1] * u[1];
       const double w = r2 <= cutoff * cutoff * (1 + 1e-12)
-                           ? with_kernel(set.kernel, [r2](auto k) { return decltype(k)::exact(r2); })
+                           ? kernel_shape(set.kernel, r2)
                            : 0.0;
       moments.eval(u, mono.data());
       const std::size_t o = static_cast<std::size_t>((b + reach[1]) * width + (a + reach[0]));

@@ -14,7 +14,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "simd.hpp"
 
@@ -89,23 +92,18 @@ inline const KernelInfo* kernel_table(std::size_t* size) {
   return kKernelTable;
 }
 
+// Kernels of the user's own (KernelProfile, below) take the KernelType values after the
+// registry's: kKernelCount + j is the j-th tabulated profile.
+inline bool is_tabulated(KernelType type) { return static_cast<std::size_t>(type) >= kKernelCount; }
+class KernelProfile;
+inline const KernelProfile* kernel_profile(KernelType type);
+inline const KernelInfo& profile_info(const KernelProfile& profile);
+
 inline const KernelInfo& kernel_info(KernelType type) {
+  if (is_tabulated(type)) return profile_info(*kernel_profile(type));
   std::size_t size;
   const KernelInfo* table = kernel_table(&size);
   return table[static_cast<int>(type)];
-}
-
-// Returns false when the name is unknown.
-inline bool kernel_from_name(const std::string& name, KernelType* type) {
-  std::size_t size;
-  const KernelInfo* table = kernel_table(&size);
-  for (std::size_t i = 0; i < size; ++i) {
-    if (name == table[i].name) {
-      *type = table[i].type;
-      return true;
-    }
-  }
-  return false;
 }
 
 // 1 when r2 <= cut2, else 0, without a branch (vectorisable).
@@ -209,9 +207,18 @@ struct Cauchy {
   static double exact(double r2) { return shape(r2); }
 };
 
+// The tag of the user's tabulated kernels. Their profile is data (KernelProfile), so the sweep
+// reads it from LocalData (shape_at in sweep.hpp); these static members serve only loops that
+// take no profile, which R never reaches with a user kernel: NaN makes a slip visible.
+struct Tabulated {
+  static double shape(double) { return std::numeric_limits<double>::quiet_NaN(); }
+  static double exact(double r2) { return shape(r2); }
+};
+
 // Calls f(KernelStruct{}) for the kernel type, so that hot loops are compiled once per kernel.
 template <class F>
 auto with_kernel(KernelType type, F&& f) -> decltype(f(Gaussian{})) {
+  if (is_tabulated(type)) return f(Tabulated{});
   switch (type) {
   case KernelType::gaussian: return f(Gaussian{});
   case KernelType::epanechnikov: return f(Epanechnikov{});
@@ -227,10 +234,192 @@ auto with_kernel(KernelType type, F&& f) -> decltype(f(Gaussian{})) {
   return f(Cauchy{});
 }
 
+// ---- Kernels of the user's own ---------------------------------------------------------------
+//
+// A radial profile g(u) >= 0 of the scaled distance u, tabulated at N + 1 equally spaced nodes
+// u_j = j * upper / N (upper: the support of a compact profile, else the radius where g falls
+// below exp(-32) of its peak, the registry's cut-off rule). Between nodes it is the cubic through
+// the four nearest nodes (one-sided at both ends, so that a profile smooth on [0, upper] needs
+// no smoothness across 0 or beyond its support), stored as monomial coefficients per interval:
+// a weight costs one square root, one table row and a Horner step. Its error is about
+// h^4 max |g^(4)| / 40 with h = upper / N; user_kernel() in R chooses N by checking it. Beyond
+// `upper` the weight is 0. The row's constants are exact integrals of this interpolant (4-point
+// Gauss-Legendre per interval is exact for the cubic times u^2, and for its square).
+class KernelProfile {
+public:
+  KernelProfile(std::string name, const double* values, std::size_t nodes, double upper,
+                bool compact)
+      : name_(std::move(name)), intervals_(nodes - 1), upper_(upper),
+        inv_step_((nodes - 1) / upper), coef_(4 * nodes, 0.0) {
+    for (std::size_t i = 0; i < intervals_; ++i) fit_interval(values, i);
+    fill_info(compact);
+  }
+  const std::string& name() const { return name_; }
+  const KernelInfo& info() const { return info_; }
+  void set_type(KernelType type) {
+    info_.type = type;
+    info_.shadow = type;
+  }
+  // The profile at squared scaled distance r2 (0 beyond `upper`: the last row is zeros).
+  double shape(double r2) const {
+    const double t = std::min(std::sqrt(r2) * inv_step_, static_cast<double>(intervals_));
+    const std::size_t i = static_cast<std::size_t>(t);
+    return piece_value(i, t - static_cast<double>(i));
+  }
+  // w[k] = shape(r2[k]) for k < len, with the table in locals so that the loop can vectorise
+  // (gathers) and not reload it after every store.
+  template <class Len> LOCALMEAN_INLINE void shapes(const double* r2, Len len, double* w) const {
+    const double* __restrict coef = coef_.data();
+    const double inv_step = inv_step_, last = static_cast<double>(intervals_);
+    for (std::size_t k = 0; k < len; ++k) {
+      const double t = std::min(std::sqrt(r2[k]) * inv_step, last);
+      const long i = static_cast<long>(t);
+      const double f = t - static_cast<double>(i);
+      const double* c = coef + 4 * i;
+      w[k] = c[0] + f * (c[1] + f * (c[2] + f * c[3]));
+    }
+  }
+  // int_0^upper g(u)^power u^moment du
+  double integral(int power, int moment) const {
+    static const double node[4] = {0.0694318442029737, 0.3300094782075719, 0.6699905217924281,
+                                   0.9305681557970263};
+    static const double weight[4] = {0.1739274225687269, 0.3260725774312731, 0.3260725774312731,
+                                     0.1739274225687269};
+    const double step = upper_ / intervals_;
+    double sum = 0.0;
+    for (std::size_t i = 0; i < intervals_; ++i)
+      for (int k = 0; k < 4; ++k) {
+        const double u = (i + node[k]) * step;
+        sum += weight[k] * std::pow(piece_value(i, node[k]), power) * std::pow(u, moment);
+      }
+    return sum * step;
+  }
+
+private:
+  double piece_value(std::size_t i, double f) const {
+    const double* c = coef_.data() + 4 * i;
+    return c[0] + f * (c[1] + f * (c[2] + f * c[3]));
+  }
+  // The cubic through nodes first..first+3, in the coordinate t = u / step - i of interval i.
+  void fit_interval(const double* values, std::size_t i) {
+    const std::size_t first = i == 0 ? 0 : std::min(i - 1, intervals_ - 3);
+    double* c = coef_.data() + 4 * i;
+    for (std::size_t k = 0; k < 4; ++k) {
+      // The Lagrange basis polynomial of node k, expanded in powers of t.
+      double basis[4] = {1.0, 0.0, 0.0, 0.0}, denom = 1.0;
+      const double pk = static_cast<double>(first + k) - static_cast<double>(i);
+      for (std::size_t m = 0; m < 4; ++m) {
+        if (m == k) continue;
+        const double pm = static_cast<double>(first + m) - static_cast<double>(i);
+        for (int e = 3; e > 0; --e) basis[e] = basis[e - 1] - pm * basis[e];
+        basis[0] *= -pm;
+        denom *= pk - pm;
+      }
+      for (int e = 0; e < 4; ++e) c[e] += values[first + k] * basis[e] / denom;
+    }
+  }
+  // int_0^r g, and the radius where it reaches `target`, by bisection.
+  double mass_below(double r) const {
+    const double step = upper_ / intervals_, t = r / step;
+    const std::size_t whole = std::min(static_cast<std::size_t>(t), intervals_);
+    auto piece = [this](std::size_t i, double f) {
+      const double* c = coef_.data() + 4 * i;
+      return f * (c[0] + f * (c[1] / 2 + f * (c[2] / 3 + f * c[3] / 4)));
+    };
+    double sum = 0.0;
+    for (std::size_t i = 0; i < whole; ++i) sum += piece(i, 1.0);
+    if (whole < intervals_) sum += piece(whole, t - static_cast<double>(whole));
+    return sum * step;
+  }
+  double radius_at_mass(double target) const {
+    double lo = 0.0, hi = upper_;
+    for (int it = 0; it < 100; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (mass_below(mid) < target ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  }
+  void fill_info(bool compact) {
+    const double half = integral(1, 0);  // int_0^upper g: half the mass on the line
+    const double c = 0.5 / half;
+    info_.name = name_.c_str();
+    info_.compact = compact;
+    info_.cutoff = upper_;
+    info_.constant = c;
+    info_.mu2 = 2.0 * c * integral(1, 2);
+    info_.roughness = 2.0 * c * c * integral(2, 0);
+    info_.multivariate = true;
+    // Density grids reach the support, or where the tails hold the Gaussian's 3-sd mass.
+    info_.reach = compact ? upper_ : radius_at_mass(half * (1.0 - 0.0026997960632601866));
+    info_.quartile = radius_at_mass(0.5 * half);
+    info_.shadow_factor = 0.0;
+  }
+
+  std::string name_;
+  std::size_t intervals_;
+  double upper_, inv_step_;
+  std::vector<double> coef_;  // 4 per interval, then a row of zeros (beyond `upper`)
+  KernelInfo info_{};
+};
+
+inline const KernelInfo& profile_info(const KernelProfile& profile) { return profile.info(); }
+
+// The run-time rows of the registry. Written only from the main thread (registration from R),
+// never while an engine request runs; a profile registered again under its name replaces it.
+inline std::vector<std::unique_ptr<KernelProfile>>& user_profiles() {
+  static std::vector<std::unique_ptr<KernelProfile>> profiles;
+  return profiles;
+}
+
+inline KernelType register_profile(std::unique_ptr<KernelProfile> profile) {
+  std::vector<std::unique_ptr<KernelProfile>>& rows = user_profiles();
+  std::size_t j = 0;
+  while (j < rows.size() && rows[j]->name() != profile->name()) ++j;
+  const KernelType type = static_cast<KernelType>(kKernelCount + j);
+  profile->set_type(type);
+  if (j == rows.size())
+    rows.push_back(std::move(profile));
+  else
+    rows[j] = std::move(profile);
+  return type;
+}
+
+// The tabulated profile of a user kernel; null for the registry's own kernels.
+inline const KernelProfile* kernel_profile(KernelType type) {
+  if (!is_tabulated(type)) return nullptr;
+  return user_profiles()[static_cast<std::size_t>(type) - kKernelCount].get();
+}
+
+// Returns false when the name is unknown.
+inline bool kernel_from_name(const std::string& name, KernelType* type) {
+  std::size_t size;
+  const KernelInfo* table = kernel_table(&size);
+  for (std::size_t i = 0; i < size; ++i) {
+    if (name == table[i].name) {
+      *type = table[i].type;
+      return true;
+    }
+  }
+  const std::vector<std::unique_ptr<KernelProfile>>& rows = user_profiles();
+  for (std::size_t j = 0; j < rows.size(); ++j) {
+    if (rows[j]->name() == name) {
+      *type = static_cast<KernelType>(kKernelCount + j);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The profile of any kernel at squared scaled distance r2, one value at a time (hot loops take
+// a user kernel's profile from their data: shape_at in sweep.hpp).
+inline double kernel_shape(KernelType type, double r2) {
+  if (const KernelProfile* profile = kernel_profile(type)) return profile->shape(r2);
+  return with_kernel(type, [r2](auto k) { return decltype(k)::exact(r2); });
+}
+
 // The kernel value c * shape(u^2) at scaled distance u (a density on the line).
 inline double kernel_value(KernelType type, double u) {
-  const double s = with_kernel(type, [u](auto k) { return decltype(k)::exact(u * u); });
-  return kernel_info(type).constant * s;
+  return kernel_info(type).constant * kernel_shape(type, u * u);
 }
 
 // Normalising constant of the radial kernel in d dimensions: 1 / int_{R^d} shape(||u||^2) du,
@@ -238,6 +427,9 @@ inline double kernel_value(KernelType type, double u) {
 inline double radial_constant(KernelType type, int d) {
   const KernelInfo& info = kernel_info(type);
   if (d == 1) return info.constant;
+  const double sphere = 2.0 * std::pow(kPi, 0.5 * d) / std::tgamma(0.5 * d);
+  if (const KernelProfile* profile = kernel_profile(type))
+    return 1.0 / (sphere * profile->integral(1, d - 1));
   if (type == KernelType::gaussian) return std::pow(2.0 * kPi, -0.5 * d);
   if (type == KernelType::cauchy && d > 1) return 0.0;  // shape not integrable for d >= 2
   // Unbounded profiles (here only the Laplace's, exp(-r)) are integrated up to r = 60: the tail
@@ -256,7 +448,6 @@ inline double radial_constant(KernelType type, int d) {
                      std::pow(r, d - 1);
     sum += f * ((i == 0 || i == steps) ? 1.0 : (i % 2 ? 4.0 : 2.0));
   }
-  const double sphere = 2.0 * std::pow(kPi, 0.5 * d) / std::tgamma(0.5 * d);
   return 1.0 / (sphere * sum * step / 3.0);
 }
 

@@ -72,6 +72,9 @@ public:
     return weight_prefix_[end] - weight_prefix_[begin];
   }
   double max_scale() const { return inv_scale2_.empty() ? 1.0 : max_scale_; }
+  // The tabulated profile of a user kernel (null for the registry's kernels), read by the sweep.
+  const KernelProfile* profile() const { return profile_; }
+  void use_kernel(KernelType kernel) { profile_ = kernel_profile(kernel); }
   const KdTree& tree() const { return tree_; }
   // The points x (the constructor's, caller's order) divided by per-variable scales.
   void rescale(const double* x, const double* scale) { tree_.rescale(x, scale); }
@@ -111,6 +114,7 @@ private:
   CategoricalVars cat_;
   std::vector<int> codes_;
   std::size_t table_size_ = 0;
+  const KernelProfile* profile_ = nullptr;
 };
 
 struct EngineSettings {

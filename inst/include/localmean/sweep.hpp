@@ -62,6 +62,29 @@ LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, 
   }
 }
 
+// The kernel profile at squared scaled distance r2: the registry's, or a user kernel's table.
+template <class K> LOCALMEAN_INLINE double shape_at(const LocalData&, double r2) {
+  return K::shape(r2);
+}
+template <> LOCALMEAN_INLINE double shape_at<Tabulated>(const LocalData& data, double r2) {
+  return data.profile()->shape(r2);
+}
+// w[k] = the profile at r2[k], k < len (w may be r2): the registry's kernel K, or (overload)
+// a user kernel's table.
+template <class K, class Len>
+LOCALMEAN_INLINE void shapes_of(K, const LocalData&, const double* r2, Len len, double* w) {
+  for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
+}
+template <class Len>
+LOCALMEAN_INLINE void shapes_of(Tabulated, const LocalData& data, const double* r2, Len len,
+                                double* w) {
+  data.profile()->shapes(r2, len, w);
+}
+template <class K, class Len>
+LOCALMEAN_INLINE void shapes_at(const LocalData& data, const double* r2, Len len, double* w) {
+  shapes_of(K{}, data, r2, len, w);
+}
+
 // The kernel weights w of `len` points from tree position s for query q (without the prior
 // weights): the numeric kernel times the level weights of the query's `table` (null: none). Len
 // is either the compile-time block length (so that the loops vectorise) or a run-time tail length.
@@ -73,11 +96,9 @@ LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, cons
   squared_distances(data, q, inv_h, s, len, r2);
   if (const double* inv_s2 = data.inv_scale2())
     for (std::size_t k = 0; k < len; ++k) r2[k] *= inv_s2[s + k];
-  if (range == kInside) {
-    for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
-  } else {
-    for (std::size_t k = 0; k < len; ++k) w[k] = within(r2[k], cut2) * K::shape(r2[k]);
-  }
+  shapes_at<K>(data, r2, len, w);
+  if (range != kInside)
+    for (std::size_t k = 0; k < len; ++k) w[k] *= within(r2[k], cut2);
   if (table) data.weigh_levels(table, s, len, w);
 }
 
@@ -252,7 +273,7 @@ LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const do
       for (std::size_t t = 0; t < tile; ++t)
         for (std::size_t k = 0; k < kBlock; ++k) w[t * kBlock + k] *= inv_s2[start + k];
     // One loop over the whole tile: many independent evaluations in flight.
-    for (std::size_t k = 0; k < tile * kBlock; ++k) w[k] = K::shape(w[k]);
+    shapes_at<K>(data, w, std::integral_constant<std::size_t, tile * kBlock>(), w);
     for (std::size_t t = 0; t < tile; ++t) {
       double* wt = w + t * kBlock;
       for (std::size_t k = 0; k < skip; ++k) wt[k] = 0.0;
@@ -405,7 +426,8 @@ void density_sum(const LocalData& data, const Basis& basis, const double* q, dou
   };
   data.tree().visit_nearest_first(q,
       [&](std::size_t b, std::size_t e, double near2, double far2) {
-        const double kmax = K::exact(near2 * inv_h2), kmin = K::exact(far2 * inv_h2);
+        const double kmax = detail::shape_at<K>(data, near2 * inv_h2),
+                     kmin = detail::shape_at<K>(data, far2 * inv_h2);
         const double w = data.weight(b, e), error = 0.5 * w * (kmax - kmin);
         if (spent + error > rtol * (lower + w * kmin) * (visited + w) / total) {
           if (e - b > kDensityGroup) return false;
