@@ -34,7 +34,6 @@ test_that("estimators with default arguments on small real data: no hang, crash 
 })
 
 test_that("estimators with default arguments on all-categorical data do not hang", {
-  skip("enable when the all-categorical bandwidth search (issue 30, defect 1) is merged")
   skip_if_not_installed("callr")
   skip_if_not_installed("MASS")
   cases <- Filter(function(case) case$size == "categorical", battery_cases())

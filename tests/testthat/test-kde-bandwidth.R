@@ -222,13 +222,12 @@ test_that("ISJ solves the diffusion fixed-point equation", {
   expect_equal(kde_bandwidth(eruptions, bandwidth = "isj"), bw.SJ(eruptions), tolerance = 0.3)
 })
 
-test_that("bw_gradient() follows ks::Hpi.diag(deriv.order = 1) and is fast", {
+test_that("bw_gradient() follows ks::Hpi.diag(deriv.order = 1)", {
   x <- bw_data_2d(2e4)
-  time <- system.time(h <- localmean:::bw_gradient(x))[["elapsed"]]
+  h <- localmean:::bw_gradient(x)
   expect_named(h, c("a", "b"))
   # the gradient needs more smoothing than the density
   expect_true(all(h > kde_bandwidth(x, bandwidth = "plugin")))
-  expect_lt(time, 2)  # about 0.4 s on one core; loose so that a busy machine passes
   # sqrt(diag(ks::Hpi.diag(x, deriv.order = 1))) with ks 1.14 (4 s, so stored)
   expect_equal(unname(h), c(0.3197254607, 0.1851445581), tolerance = 0.05)
 })
