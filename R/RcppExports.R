@@ -41,8 +41,8 @@ cpp_rank_agreement <- function(x, y, rows, k, n_threads, verbose) {
     .Call(`_localmean_cpp_rank_agreement`, x, y, rows, k, n_threads, verbose)
 }
 
-cpp_local_fit <- function(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out) {
-    .Call(`_localmean_cpp_local_fit`, x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out)
+cpp_local_fit <- function(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out, loss_param) {
+    .Call(`_localmean_cpp_local_fit`, x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out, loss_param)
 }
 
 cpp_shift_points <- function(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, accelerate, meet, n_threads, verbose) {
@@ -115,6 +115,14 @@ cpp_spatial_links <- function(rows, cols, h, radius, kernel) {
 
 cpp_nl_means <- function(img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose) {
     .Call(`_localmean_cpp_nl_means`, img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose)
+}
+
+cpp_loss_table <- function() {
+    .Call(`_localmean_cpp_loss_table`)
+}
+
+cpp_loss_eval <- function(name, what, x, y, param) {
+    .Call(`_localmean_cpp_loss_eval`, name, what, x, y, param)
 }
 
 cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal = FALSE, lambda_gradient = FALSE) {

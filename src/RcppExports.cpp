@@ -171,8 +171,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_local_fit
-List cpp_local_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol, List categorical, IntegerVector query_codes, std::string family, int max_iter, double tol, IntegerVector leave_out);
-RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP, SEXP categoricalSEXP, SEXP query_codesSEXP, SEXP familySEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP leave_outSEXP) {
+List cpp_local_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior, NumericVector point_scale, NumericMatrix queries, NumericVector radius, std::string kernel, int degree, bool want_var, std::string method, double cutoff, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi, int n_threads, bool verbose, double rtol, List categorical, IntegerVector query_codes, std::string family, int max_iter, double tol, IntegerVector leave_out, double loss_param);
+RcppExport SEXP _localmean_cpp_local_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP point_scaleSEXP, SEXP queriesSEXP, SEXP radiusSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP want_varSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP rtolSEXP, SEXP categoricalSEXP, SEXP query_codesSEXP, SEXP familySEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP leave_outSEXP, SEXP loss_paramSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -200,7 +200,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< int >::type max_iter(max_iterSEXP);
     Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type leave_out(leave_outSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out));
+    Rcpp::traits::input_parameter< double >::type loss_param(loss_paramSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_local_fit(x, scale, values, prior, point_scale, queries, radius, kernel, degree, want_var, method, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, rtol, categorical, query_codes, family, max_iter, tol, leave_out, loss_param));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -489,6 +490,31 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_loss_table
+DataFrame cpp_loss_table();
+RcppExport SEXP _localmean_cpp_loss_table() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(cpp_loss_table());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_loss_eval
+NumericVector cpp_loss_eval(std::string name, std::string what, NumericVector x, NumericVector y, double param);
+RcppExport SEXP _localmean_cpp_loss_eval(SEXP nameSEXP, SEXP whatSEXP, SEXP xSEXP, SEXP ySEXP, SEXP paramSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    Rcpp::traits::input_parameter< std::string >::type what(whatSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type y(ySEXP);
+    Rcpp::traits::input_parameter< double >::type param(paramSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_loss_eval(name, what, x, y, param));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_metric_loss
 List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose, bool diagonal, bool lambda_gradient);
 RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP diagonalSEXP, SEXP lambda_gradientSEXP) {
@@ -614,7 +640,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_optimise_triplets", (DL_FUNC) &_localmean_cpp_optimise_triplets, 9},
     {"_localmean_cpp_principal_scores", (DL_FUNC) &_localmean_cpp_principal_scores, 4},
     {"_localmean_cpp_rank_agreement", (DL_FUNC) &_localmean_cpp_rank_agreement, 6},
-    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 24},
+    {"_localmean_cpp_local_fit", (DL_FUNC) &_localmean_cpp_local_fit, 25},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 15},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},
@@ -633,6 +659,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
+    {"_localmean_cpp_loss_table", (DL_FUNC) &_localmean_cpp_loss_table, 0},
+    {"_localmean_cpp_loss_eval", (DL_FUNC) &_localmean_cpp_loss_eval, 5},
     {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 12},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},

@@ -99,12 +99,11 @@ std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
   return scaled(Points(x), scale);
 }
 
-localmean::Family family_type(const std::string& name) {
-  if (name == "binomial") return localmean::Family::binomial;
-  if (name == "poisson") return localmean::Family::poisson;
-  if (name == "gaussian") return localmean::Family::gaussian;
-  if (name == "multinomial") return localmean::Family::multinomial;
-  stop("unknown family '%s'", name);
+// The loss registry's row of a family name (losses.hpp).
+localmean::Loss loss_type(const std::string& name) {
+  localmean::Loss loss;
+  if (!localmean::find_loss(name.c_str(), &loss)) stop("unknown loss '%s'", name);
+  return loss;
 }
 
 }  // namespace
@@ -116,7 +115,8 @@ localmean::Family family_type(const std::string& name) {
 // `categorical` describes categorical variables (see categorical_vars) and `query_codes` the
 // queries' 1-based levels (m x count); `family` other than "gaussian" fits the local likelihood
 // with at most max_iter Newton steps to a relative deviance change of tol (not binned);
-// "multinomial" fits the baseline-category logit of one-hot `values` (one column per class).
+// "multinomial" fits the baseline-category logit of one-hot `values` (one column per class);
+// any row of the loss registry is accepted, `loss_param` its tuning constant (tau).
 // `leave_out` (likelihood families; empty: none) gives per query a 1-based data row left out of
 // its window (0: none), for exact leave-one-out fits.
 // [[Rcpp::export]]
@@ -127,7 +127,7 @@ List cpp_local_fit(SEXP x, NumericVector scale, SEXP values,
                    double cutoff, IntegerVector gridsize, NumericVector grid_lo,
                    NumericVector grid_hi, int n_threads, bool verbose, double rtol,
                    List categorical, IntegerVector query_codes, std::string family,
-                   int max_iter, double tol, IntegerVector leave_out) {
+                   int max_iter, double tol, IntegerVector leave_out, double loss_param) {
   // `x`: an n x d matrix or a vector (d = 1); `values`: n x nv, a matrix or (nv = 1) a vector.
   // rtol > 0: weight sums (nv = 0) within that relative error, by node-level approximation.
   const Points pts(x);
@@ -140,7 +140,8 @@ List cpp_local_fit(SEXP x, NumericVector scale, SEXP values,
   set.want_var = want_var;
   set.cutoff = cutoff;
   set.rtol = rtol;
-  set.family = family_type(family);
+  set.family = loss_type(family);
+  set.loss_param = loss_param;
   set.max_iter = max_iter;
   set.tol = tol;
   const std::size_t nb = localmean::Basis(static_cast<int>(d), degree).size();
