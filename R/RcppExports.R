@@ -137,6 +137,14 @@ cpp_kernel_shape <- function(name, r2) {
     .Call(`_localmean_cpp_kernel_shape`, name, r2)
 }
 
+cpp_loss_table <- function() {
+    .Call(`_localmean_cpp_loss_table`)
+}
+
+cpp_loss_eval <- function(name, what, x, y, param) {
+    .Call(`_localmean_cpp_loss_eval`, name, what, x, y, param)
+}
+
 cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal = FALSE, lambda_gradient = FALSE) {
     .Call(`_localmean_cpp_metric_loss`, x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient)
 }

@@ -287,6 +287,7 @@ search_progress <- function(verbose, .envir = parent.frame()) {
 # multinomial logit (multinomial_cv()), else the score of its fits at the data (fit_score()).
 spec_score <- function(criterion, spec, n_threads = spec$n_threads, verbose = FALSE) {
   if (identical(spec$family, "multinomial")) return(multinomial_cv(spec, n_threads, verbose))
+  if (is_m_loss(spec$family %||% "gaussian")) return(loss_cv(spec, n_threads, verbose))
   fit_score(criterion, spec, fit_at_data(spec, n_threads, verbose, keep_fits = FALSE))
 }
 
@@ -299,7 +300,7 @@ fit_score <- function(criterion, spec, f) {
     return(smoother_score(criterion, sums))
   }
   likelihood_score(criterion, spec$values[, 1L], f$fitted[, 1L], f$leverage, spec$prior,
-                   get(family, envir = asNamespace("stats"))())
+                   family_of(family))
 }
 
 # Scores of the candidate rows, on the user's future plan when one is set.

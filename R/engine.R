@@ -95,9 +95,10 @@ check_control <- function(control, call = rlang::caller_env()) {
 # - categorical: categorical variables (see categorical_predictors()) with their smoothing
 #   parameters `lambda`, which enter through the generalized product kernel; unit_mass makes
 #   their weights probabilities (densities);
-# - family: "gaussian" (least squares), "binomial" or "poisson" (the local likelihood, with
-#   control$max_iter and control$tol), or "multinomial" (the local baseline-category logit of
-#   one-hot class indicators in `values`, see multinomial_solve() in engine.hpp).
+# - family: a loss of the registry (losses()): "gaussian" (least squares), the others
+#   iterative with control$max_iter and control$tol (see iterative.hpp; "multinomial": the local
+#   baseline-category logit of one-hot class indicators in `values`); loss_param its tuning
+#   constant (tau for "quantile").
 # - engine: the engine object's handle (engine_handle()), shared by every copy of the
 #   specification (with_scale(), the fit's `spec`), so that a fit builds its data once.
 # `binnable` is the family's own condition for the binned strategy (e.g. kde: plain scales);
@@ -107,8 +108,8 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
                         nn = NULL, degree = 0L, method = "auto", control = local_control(),
                         binnable = TRUE, m = NROW(x), grid = NULL, range = NULL,
                         categorical = NULL, lambda = NULL, unit_mass = FALSE,
-                        family = "gaussian", n_threads = 1L, verbose = FALSE,
-                        call = rlang::caller_env()) {
+                        family = "gaussian", loss_param = NA_real_, n_threads = 1L,
+                        verbose = FALSE, call = rlang::caller_env()) {
   d <- NCOL(x)
   if (d == 0L) {
     x <- matrix(0, nrow(x), 1L)
@@ -128,9 +129,9 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
                  list(codes = categorical$codes, levels = lengths(categorical$levels),
                       ordered = categorical$ordered, unit_mass = unit_mass)
                },
-               family = family, max_iter = control$max_iter, tol = control$tol,
-               chunk_size = control$chunk_size, n_threads = n_threads, verbose = verbose,
-               engine = engine_handle())
+               family = family, loss_param = loss_param, max_iter = control$max_iter,
+               tol = control$tol, chunk_size = control$chunk_size, n_threads = n_threads,
+               verbose = verbose, engine = engine_handle())
   with_scale(spec, if (is.null(nn)) scale else nn$scale, m, call, lambda)
 }
 

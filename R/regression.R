@@ -10,7 +10,8 @@
 #' `"gaussian"` the local polynomial is fitted by the local likelihood: at each query \eqn{x^*}{x^*}
 #' it maximises \eqn{\sum_i K(x^*, x_i) w_i \ell(y_i, g^{-1}(\beta' \phi(x_i - x^*)))}{sum_i K(x^*,
 #' x_i) w_i l(y_i, g^-1(beta' phi(x_i - x^*)))}, a generalized linear model of the kernel window
-#' (local logistic or Poisson regression).
+#' (local logistic or Poisson regression). Robust (Huber, bisquare) and quantile losses are
+#' fitted the same way, see [losses()].
 #'
 #' **Bandwidths.** `bandwidth` is one of
 #' * a positive number (the same for every predictor, when all are numeric) or
@@ -123,10 +124,19 @@
 #'   or sparse from the Matrix package): the data points themselves as queries
 #'   (`local_smooth()`: the rows of `at`), for kernels that are no function of a
 #'   distance; the bandwidth is then unused and `predict()` cannot leave the data.
-#' @param family The local likelihood's family: `"gaussian"` (least squares,
-#'   the default), `"binomial"`, `"poisson"`, `"quasibinomial"`,
-#'   `"quasipoisson"`, or the [stats::family] object or function of one of them
-#'   with its canonical link.
+#' @param family The loss of the local fit, a row of [losses()]: `"gaussian"`
+#'   (least squares, the default), the local likelihood's `"binomial"`,
+#'   `"poisson"`, `"quasibinomial"`, `"quasipoisson"` and `"Gamma"` (log
+#'   link), or the [stats::family] object or function of one of them with the
+#'   registry's link; the robust `"huber"` and `"bisquare"`; `"quantile"` (the
+#'   check loss of the `tau` quantile). The robust and quantile losses give
+#'   fits without standard errors, and choose bandwidths by `"cv"` (exact
+#'   leave-one-out: the mean absolute, or check-loss, left-out residual) or
+#'   `"rot"`.
+#' @param tau The quantile of `family = "quantile"`, strictly between 0 and 1.
+#' @param tuning The tuning constant of `family = "huber"` (k, default 1.345)
+#'   or `"bisquare"` (c, default 4.685), in units of the local scale; `NULL`:
+#'   the registry's default.
 #' @param bandwidth A number, one number per predictor, [nn()], a selector
 #'   name, or `"metric"` for a learned metric (see Details).
 #' @param weights Optional non-negative prior weights of the observations.
@@ -193,15 +203,16 @@ local_mean <- function(x, ...) UseMethod("local_mean")
 #' @rdname local_poly
 #' @export
 local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
-                               degree = 1, family = "gaussian", weights = NULL, subset,
-                               na.action = stats::na.omit, method = "auto", n_threads = NULL,
-                               verbose = interactive(), control = local_control(), ...) {
+                               degree = 1, family = "gaussian", tau = 0.5, tuning = NULL,
+                               weights = NULL, subset, na.action = stats::na.omit,
+                               method = "auto", n_threads = NULL, verbose = interactive(),
+                               control = local_control(), ...) {
   check_dots(...)
   mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
   parts <- formula_parts(mf)
   fit <- local_poly.default(parts$x, stats::model.response(mf), degree = degree, kernel = kernel,
-                            bandwidth = bandwidth, family = family,
-                            weights = stats::model.weights(mf), method = method,
+                            bandwidth = bandwidth, family = family, tau = tau,
+                            tuning = tuning, weights = stats::model.weights(mf), method = method,
                             n_threads = n_threads, verbose = verbose, control = control)
   with_formula(fit, mf, generic_call(match.call(), "local_poly"))
 }
@@ -209,17 +220,17 @@ local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwi
 #' @rdname local_poly
 #' @export
 local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degree = 1,
-                               family = "gaussian", weights = NULL, method = "auto",
-                               n_threads = NULL, verbose = interactive(),
+                               family = "gaussian", tau = 0.5, tuning = NULL, weights = NULL,
+                               method = "auto", n_threads = NULL, verbose = interactive(),
                                control = local_control(), ...) {
   check_dots(...)
   predictors <- split_predictors(x)
-  family <- check_family(family)
+  family <- check_family(family, tuning, tau)
   response <- family_response(y, weights, family, nrow(predictors$x))
   y <- response$y
   fit <- fit_local_model(predictors, one_column(y), response$weights, degree, kernel,
                          bandwidth, method, n_threads, verbose, control, max_degree = 3L,
-                         likelihood = engine_family(family))
+                         likelihood = engine_family(family), loss_param = family$loss_param)
   data_fit <- fit$data_fit
   fit$data_fit <- NULL
   fit$y <- y
@@ -229,6 +240,8 @@ local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degr
   fit <- if (family$family == "gaussian") {
     fit$residuals <- data_fit$residuals %||% (y - fit$fitted)
     add_fit_statistics(fit, data_fit$sums)
+  } else if (is_m_loss(family$family)) {
+    add_loss_statistics(fit)
   } else {
     add_likelihood_statistics(fit)
   }
@@ -288,7 +301,8 @@ with_formula <- function(fit, mf, call) {
 # least squares).
 fit_local_model <- function(predictors, values, weights, degree, kernel, bandwidth, method,
                             n_threads, verbose, control, max_degree, family = "regression",
-                            likelihood = "gaussian", call = rlang::caller_env()) {
+                            likelihood = "gaussian", loss_param = NA_real_,
+                            call = rlang::caller_env()) {
   x <- predictors$x
   n <- nrow(x)
   d <- ncol(x)
@@ -312,11 +326,12 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
   constant <- colnames(x)[diff(range)[1L, ] == 0]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
-                          n_threads, verbose, call, family, range, predictors, likelihood)
+                          n_threads, verbose, call, family, range, predictors, likelihood,
+                          loss_param)
   regression <- family == "regression"
   f <- fit_at_data(bw$spec, verbose = verbose, keep_residuals = regression,
                    keep_nodes = regression)
-  warn_missing_fits(f$status_counts, "fitted value")
+  warn_missing_fits(f$status_counts, "fitted value", likelihood)
   # (in place: colnames<- would copy; the one-pass fit of one value column is a plain vector)
   if (is.matrix(f$fitted)) dimnames(f$fitted) <- list(NULL, colnames(values))
   fit <- list(x = x, categorical = predictors$categorical,
@@ -335,8 +350,8 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
 }
 
 # Warns that some fits are NA, saying why from the number of fits per engine status (see
-# status_counts()).
-warn_missing_fits <- function(counts, what) {
+# status_counts()) and the loss.
+warn_missing_fits <- function(counts, what, loss = "gaussian") {
   sparse <- counts[2L] + counts[3L]
   if (sparse) {
     warn(c("{sparse} {what}{cli::qty(sparse)}{?s} {?is/are} NA: the kernel window holds too
@@ -344,7 +359,11 @@ warn_missing_fits <- function(counts, what) {
            i = "Increase the bandwidth or lower the degree."))
   }
   no_fit <- counts[4L]
-  if (no_fit) {
+  if (no_fit && is_m_loss(loss)) {
+    warn(c("{no_fit} {what}{cli::qty(no_fit)}{?s} {?is/are} NA: the local {.val {loss}} fit did
+            not converge there.",
+           i = "Raise {.code local_control(max_iter =)} or increase the bandwidth."))
+  } else if (no_fit) {
     warn(c("{no_fit} {what}{cli::qty(no_fit)}{?s} {?is/are} NA: the local likelihood has no
             maximum there.",
            i = "The response separates perfectly (or is all 0) within the kernel window, or
@@ -356,7 +375,7 @@ warn_missing_fits <- function(counts, what) {
 resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, method, control,
                               n_threads, verbose, call, family = "regression",
                               range = predictors$range %||% column_ranges(x), predictors = NULL,
-                              likelihood = "gaussian") {
+                              likelihood = "gaussian", loss_param = NA_real_) {
   n <- nrow(x)
   d <- ncol(x)
   categorical <- predictors$categorical
@@ -364,7 +383,7 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
     engine_spec(x, kernel, h, values = values, prior = prior, nn = nn, degree = degree,
                 method = method, control = control, range = range,
                 categorical = categorical, lambda = lambda, family = likelihood,
-                n_threads = n_threads, call = call)
+                loss_param = loss_param, n_threads = n_threads, call = call)
   }
   if (inherits(bandwidth, "local_nn")) {
     if (!is.null(categorical)) {
@@ -386,6 +405,10 @@ resolve_bandwidth <- function(bandwidth, x, values, prior, degree, kernel, metho
   if (!is_selector_name(bandwidth, family)) {
     names <- c(selector_names(family), if (family == "regression") "metric")
     abort("{.arg bandwidth} must be a number, {.fn nn}, or one of {.val {names}}.", call = call)
+  }
+  if (is_m_loss(likelihood) && !bandwidth %in% c("cv", "rot")) {
+    abort("The {.val {likelihood}} loss takes a fixed bandwidth, {.fn nn}, {.val cv} or
+           {.val rot}.", call = call)
   }
   spec <- spec_for(if (d) bw_rot(x, kernel), lambda = lambda_rot(categorical, n, d))
   problem <- list(x = x, values = values, weights = prior, kernel = kernel, degree = degree,
@@ -449,6 +472,7 @@ model_fields <- function(x, digits) {
   num <- function(v) show_num(v, digits)
   list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x, digits), x$bandwidth_method),
        Family = if (likelihood) sprintf("%s (%s link)", x$family$family, x$family$link),
+       Loss = if (!is.null(x$loss)) sprintf("%s, %s", loss_label(x$family), num(x$loss)),
        `Effective df` = num(x$df),
        Deviance = if (likelihood) sprintf("%s (null %s)", num(x$deviance), num(x$null.deviance)),
        `Residual se` = if (!likelihood && !is.null(x$sigma)) num(x$sigma),
@@ -554,7 +578,9 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
   res <- engine_run(spec, x, want_var = want_var,
                     n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose,
                     query_codes = queries$codes, nodes = object$nodes)
-  if (any(res$status != 0L)) warn_missing_fits(status_counts(res$status), "prediction")
+  if (any(res$status != 0L)) {
+    warn_missing_fits(status_counts(res$status), "prediction", spec$family %||% "gaussian")
+  }
   res
 }
 
@@ -656,6 +682,10 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   if (deriv > 2L) abort("{.arg deriv} must be 0, 1 or 2.")
   family <- object$family %||% stats::gaussian()
   likelihood <- family$family != "gaussian"
+  if ((se.fit || interval != "none") && is_m_loss(family$family)) {
+    abort("Standard errors and confidence intervals are not available for the {.val
+           {family$family}} loss.")
+  }
   if ((likelihood || !is.null(object$categorical)) && (simultaneous || variance == "local")) {
     abort("Simultaneous bands and {.code variance = \"local\"} are for Gaussian fits on numeric
            predictors.")
@@ -918,7 +948,7 @@ logLik.local_poly <- function(object, ...) {
 residuals.local_poly <- function(object, type = NULL, ...) {
   check_dots(...)
   family <- object$family %||% stats::gaussian()
-  type <- type %||% if (family$family == "gaussian") "response" else "deviance"
+  type <- type %||% if (family$link == "identity") "response" else "deviance"
   type <- check_choice(type, c("deviance", "pearson", "response", "working"))
   w <- object$weights %||% rep(1, length(object$y))
   y <- object$y
@@ -1193,7 +1223,8 @@ local_smooth <- function(x, y, at = NULL, kernel = "gaussian", bandwidth, degree
   prior <- check_weights(response$weights, nrow(x), arg = "weights")
   bw <- resolve_bandwidth(bandwidth, x, one_column(response$y), prior, degree, kernel, method,
                           control, n_threads(n_threads), FALSE, rlang::current_env(),
-                          predictors = predictors, likelihood = engine_family(family))
+                          predictors = predictors, likelihood = engine_family(family),
+                          loss_param = family$loss_param)
   if (is.null(at)) {
     if (ncol(x) > 2L || !is.null(predictors$categorical)) {
       abort("{.arg at} is needed for more than two predictors or categorical ones.")
@@ -1217,6 +1248,8 @@ local_smooth <- function(x, y, at = NULL, kernel = "gaussian", bandwidth, degree
   est <- (if (deriv == 2L) 2 else 1) * matrix(res$coef[, cols, 1L], nrow = nrow(queries$x))
   if (deriv == 0L) est <- family$linkinv(est)
   colnames(est) <- if (length(cols) == 1L) "estimate" else paste0("d_", colnames(x))
-  if (any(res$status != 0L)) warn_missing_fits(status_counts(res$status), "estimate")
+  if (any(res$status != 0L)) {
+    warn_missing_fits(status_counts(res$status), "estimate", engine_family(family))
+  }
   data.frame(at, expand_rows(est, queries$ok), check.names = FALSE)
 }

@@ -525,6 +525,31 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_loss_table
+DataFrame cpp_loss_table();
+RcppExport SEXP _localmean_cpp_loss_table() {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    rcpp_result_gen = Rcpp::wrap(cpp_loss_table());
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_loss_eval
+NumericVector cpp_loss_eval(std::string name, std::string what, NumericVector x, NumericVector y, double param);
+RcppExport SEXP _localmean_cpp_loss_eval(SEXP nameSEXP, SEXP whatSEXP, SEXP xSEXP, SEXP ySEXP, SEXP paramSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    Rcpp::traits::input_parameter< std::string >::type what(whatSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type x(xSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type y(ySEXP);
+    Rcpp::traits::input_parameter< double >::type param(paramSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_loss_eval(name, what, x, y, param));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_metric_loss
 List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose, bool diagonal, bool lambda_gradient);
 RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP diagonalSEXP, SEXP lambda_gradientSEXP) {
@@ -674,6 +699,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
     {"_localmean_cpp_register_kernel", (DL_FUNC) &_localmean_cpp_register_kernel, 4},
     {"_localmean_cpp_kernel_shape", (DL_FUNC) &_localmean_cpp_kernel_shape, 2},
+    {"_localmean_cpp_loss_table", (DL_FUNC) &_localmean_cpp_loss_table, 0},
+    {"_localmean_cpp_loss_eval", (DL_FUNC) &_localmean_cpp_loss_eval, 5},
     {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 12},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},

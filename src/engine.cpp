@@ -101,12 +101,11 @@ std::vector<double> scaled(const NumericMatrix& x, const NumericVector& scale) {
   return scaled(Points(x), scale);
 }
 
-localmean::Family family_type(const std::string& name) {
-  if (name == "binomial") return localmean::Family::binomial;
-  if (name == "poisson") return localmean::Family::poisson;
-  if (name == "gaussian") return localmean::Family::gaussian;
-  if (name == "multinomial") return localmean::Family::multinomial;
-  stop("unknown family '%s'", name);
+// The loss registry's row of a family name (losses.hpp).
+localmean::Loss loss_type(const std::string& name) {
+  localmean::Loss loss;
+  if (!localmean::find_loss(name.c_str(), &loss)) stop("unknown loss '%s'", name);
+  return loss;
 }
 
 }  // namespace
@@ -254,7 +253,8 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   set.want_var = want_var;
   set.cutoff = as<double>(spec["cutoff"]);
   set.rtol = field<double>(request, "rtol", 0.0);
-  set.family = family_type(field<std::string>(spec, "family", "gaussian"));
+  set.family = loss_type(field<std::string>(spec, "family", "gaussian"));
+  set.loss_param = field<double>(spec, "loss_param", NA_REAL);
   set.max_iter = field<int>(spec, "max_iter", 25);
   set.tol = field<double>(spec, "tol", 1e-8);
   const std::size_t nb = localmean::Basis(static_cast<int>(d), set.degree).size();
@@ -535,9 +535,9 @@ List fit_sums_list(const localmean::FitSums& s) {
 // every point (see binned_data_fit() in data_fit.hpp). Returns the fit's summaries (`sums`),
 // with keep_fits the fits (n x nv, a vector for nv = 1; NA where a fit does not exist) and the
 // leverages (prior weight times [S^-1]_00), with keep_residuals the residuals (as the fits).
-// With keep_nodes, also the grid's node fits (`nodes`, as cpp_local_fit() returns its fits:
+// With keep_nodes, also the grid's node fits (`nodes`, as cpp_engine_fit() returns its fits:
 // coef G x nb x nv, s00, wsum, status) for cpp_interpolate_nodes().
-// Grid arguments as for cpp_local_fit().
+// Grid arguments as for cpp_engine_fit().
 // [[Rcpp::export]]
 List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior,
                          std::string kernel, int degree, double cutoff, IntegerVector gridsize,
@@ -591,9 +591,9 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
 }
 
 // The node fits `nodes` of cpp_binned_data_fit() (keep_nodes) on its grid, interpolated to
-// `queries` (m x d) as cpp_local_fit() interpolates the fits of the same grid (without
+// `queries` (m x d) as cpp_engine_fit() interpolates the fits of the same grid (without
 // variances): the same list, without binning the data again. Grid arguments as for
-// cpp_local_fit().
+// cpp_engine_fit().
 // [[Rcpp::export]]
 List cpp_interpolate_nodes(List nodes, NumericMatrix queries, NumericVector scale,
                            IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi) {

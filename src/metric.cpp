@@ -8,7 +8,7 @@ using namespace Rcpp;
 // Leave-one-out squared error of the Gaussian-kernel fit of `degree` (0 or 1) under the metric
 // x -> A x, with its gradient with respect to A: list(loss, gradient (d x d), failed = the
 // points without a leave-one-out fit, whose loss is then Inf; gap = the smallest 1 - L_ii over
-// the others). `x` is n x d, `prior` empty or length n, `categorical` as for cpp_local_fit
+// the others). `x` is n x d, `prior` empty or length n, `categorical` as for cpp_engine_fit
 // (lambdas held fixed), `cutoff` the kernel's truncation radius (0: the registry's), `min_gap`
 // the smallest 1 - L_ii of a point that counts (L_ii: its leverage in the full fit).
 // `diagonal`: A is diagonal and only the diagonal of the gradient is computed (the others 0);

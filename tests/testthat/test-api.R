@@ -80,7 +80,7 @@ test_that("every result class carries the local_ prefix", {
 
 test_that("every function that computes takes n_threads and verbose, validated", {
   fns <- api_functions()
-  no_work <- c("kernels", "kernel_value", "user_kernel", "nn", "local_control", "n_threads", "read_idx",
+  no_work <- c("kernels", "kernel_value", "user_kernel", "losses", "nn", "local_control", "n_threads", "read_idx",
                "fashion_mnist", "fashion_mnist_path", "tokenize_words", "word_cooccurrence",
                "plot_images", "attention_weights",
                "local_denoiser")  # stores the data; its predict() computes

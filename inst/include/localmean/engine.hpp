@@ -70,7 +70,7 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   // Approximate sums serve densities only: weight sums, no values, no point scales or levels.
   const bool approximate = set.rtol > 0.0 && set.degree == 0 && data.nv() == 0 &&
                            !set.want_var && !data.inv_scale2() && !data.categorical();
-  const bool likelihood = set.family != Family::gaussian;
+  const bool likelihood = set.family != Loss::gaussian;  // an iterative solver
   // Leave-one-out fits: the tree position of every data row, to drop it from its query's window.
   std::vector<std::size_t> position(leave_out ? data.n() : 0);
   for (std::size_t t = 0; t < position.size(); ++t) position[data.tree().order()[t]] = t;
@@ -102,10 +102,18 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
           collect_window<K>(data, q.data(), levels, h, how, win);
           if (leave_out && leave_out[i] >= 0)
             win.drop(position[static_cast<std::size_t>(leave_out[i])]);
-          if (set.family == Family::multinomial)
-            multinomial_solve(data, basis, q.data(), h, set, win, i, m, out);
-          else
-            likelihood_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
+          switch (loss_info(set.family).kind) {
+            case LossKind::multinomial:
+              multinomial_solve(data, basis, q.data(), h, set, win, i, m, out);
+              break;
+            case LossKind::robust:
+              robust_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
+              break;
+            case LossKind::quantile:
+              quantile_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
+              break;
+            default: likelihood_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
+          }
           continue;
         }
         if (approximate)

@@ -1,5 +1,7 @@
-// The iterative solvers of the local decision: the local likelihood by Newton steps on the
-// moments of a kernel window, and the local multinomial logit.
+// The iterative solvers of the local decision, one per kind of loss of the registry
+// (losses.hpp), each on the window of one query: the local likelihood by IRLS, M-estimation by
+// iteratively reweighted moments, the check loss by IRLS and exact pivots, and the local
+// multinomial logit by Newton steps.
 #pragma once
 
 #include <algorithm>
@@ -11,30 +13,114 @@
 #include <type_traits>
 #include <vector>
 
+#include "losses.hpp"
 #include "sweep.hpp"
 
 namespace localmean {
 
-// The local likelihood at query q (of m): Newton-Raphson on the kernel-weighted log-likelihood
-// sum_i W_i l(y_i, g^-1(phi(u_i)' beta)) of the local polynomial, from the local mean (beta =
-// (g(ybar), 0, ...)). Every step is a weighted least-squares solve of the moments with weights
-// W_i v(mu_i) and working values eta_i + (y_i - mu_i) / v(mu_i); a step that raises the deviance
-// is halved. The outputs are those of the last solve: the coefficients, [S^-1]_00 and the
-// variance diag(S^-1 S2 S^-1), S2 with the weights K_i W_i v(mu_i) (dispersion 1).
+namespace detail {
+
+// The basis values phi(u_b) of the window's points (count x nb), once for all steps.
+inline std::vector<double> window_basis(const LocalData& data, const Basis& basis, const double* q,
+                                        double h, const Window& win) {
+  const std::size_t nb = basis.size(), d = data.d(), n = data.n(), count = win.pos.size();
+  const double* pts = data.tree().points();
+  std::vector<double> phi(count * nb), u(d);
+  for (std::size_t b = 0; b < count; ++b) {
+    for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + win.pos[b]] - q[j]) / h;
+    basis.eval(u.data(), phi.data() + b * nb);
+  }
+  return phi;
+}
+
+// The moments of the window with working weights W_b and working values z_b: S = sum W phi phi',
+// T = sum W phi z and (wanted) S2 = sum k_b W phi phi', summed in window order.
+inline void window_moments(const std::vector<double>& phi, const Window& win, const double* W,
+                           const double* z, Moments& mo) {
+  const std::size_t nb = mo.nb;
+  mo.reset();
+  for (std::size_t b = 0; b < win.pos.size(); ++b) {
+    const double* ph = phi.data() + b * nb;
+    for (std::size_t a = 0; a < nb; ++a) {
+      for (std::size_t c = a; c < nb; ++c) {
+        mo.S[a * nb + c] += W[b] * ph[a] * ph[c];
+        if (mo.want_var) mo.S2[a * nb + c] += win.kernel[b] * W[b] * ph[a] * ph[c];
+      }
+      mo.T[a] += W[b] * ph[a] * z[b];
+    }
+  }
+}
+
+// Residuals y_b - phi_b' beta of the window's points.
+inline void window_residuals(const std::vector<double>& phi, const Window& win, const double* y,
+                             const std::vector<double>& beta, std::vector<double>& r) {
+  const std::size_t nb = beta.size();
+  for (std::size_t b = 0; b < win.pos.size(); ++b) {
+    double fit = 0.0;
+    for (std::size_t a = 0; a < nb; ++a) fit += phi[b * nb + a] * beta[a];
+    r[b] = y[win.pos[b]] - fit;
+  }
+}
+
+// The weighted median of |r| with weights w divided by 0.6745: MASS::rlm's scale of
+// case-weighted residuals (the cumulative weight share is accumulated in long double, as R's
+// cumsum()).
+inline double weighted_mad(const std::vector<double>& r, const std::vector<double>& w) {
+  const std::size_t count = r.size();
+  std::vector<std::size_t> order(count);
+  for (std::size_t b = 0; b < count; ++b) order[b] = b;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::fabs(r[a]) < std::fabs(r[b]);
+  });
+  long double total = 0.0L, running = 0.0L;
+  for (double v : w) total += v;
+  std::size_t below = 0;  // points whose cumulative share is below 1/2
+  std::vector<double> share(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    running += w[order[k]];
+    share[k] = static_cast<double>(running) / static_cast<double>(total);
+    if (share[k] < 0.5) ++below;
+  }
+  if (below >= count) below = count - 1;
+  const double at = std::fabs(r[order[below]]);
+  if (share[below] > 0.5 || below + 1 >= count) return at / 0.6745;
+  return (at + std::fabs(r[order[below + 1]])) / (2.0 * 0.6745);
+}
+
+// Status of a failed solve: the outputs NaN.
+inline void fail_query(Moments& mo, std::size_t i, std::size_t m, const EngineOutput& out,
+                       int why) {
+  mo.reset();  // a zero S: solve_moments writes NaN outputs
+  solve_moments(mo, i, m, out);
+  if (out.status) out.status[i] = why;
+}
+
+}  // namespace detail
+
+// The local likelihood at query q (of m): Newton-Raphson (IRLS; for non-canonical links with
+// the observed information where it is positive, else Fisher's) on the kernel-weighted
+// log-likelihood sum_i W_i l(y_i, g^-1(phi(u_i)' beta)) of the local polynomial, from the local
+// mean (beta = (g(ybar), 0, ...)). Every step is a weighted least-squares solve of the moments
+// with weights W_i I_i, I_i = g'(mu_i)^2 / v(mu_i) for canonical links (g' = d mu / d eta), and
+// working values eta_i + (y_i - mu_i) g' / (v I_i); a step that raises the deviance is halved.
+// The outputs are those of the last solve: the coefficients, [S^-1]_00 and the variance
+// diag(S^-1 S2 S^-1), S2 with the weights K_i times the working weights (dispersion 1).
 inline void likelihood_solve(const LocalData& data, const Basis& basis, const double* q,
                              double h, const EngineSettings& set, const Window& win, Moments& mo,
                              std::size_t i, std::size_t m, const EngineOutput& out) {
-  const std::size_t nb = basis.size(), d = data.d(), n = data.n();
-  const double* pts = data.tree().points();
+  const std::size_t nb = basis.size(), count = win.pos.size();
   const double* y = data.values();
-  const Family family = set.family;
+  const LossInfo& loss = loss_info(set.family);
+  // A fit that reproduces the responses has no interior maximum where a response can sit on the
+  // boundary of the means (0 for binomial and Poisson counts).
+  const bool check_perfect = !loss.y_open;
   double sw = 0.0, swy = 0.0, wmax = 0.0;
-  for (std::size_t b = 0; b < win.pos.size(); ++b) {
+  for (std::size_t b = 0; b < count; ++b) {
     sw += win.weight[b];
     swy += win.weight[b] * y[win.pos[b]];
     wmax = std::max(wmax, win.weight[b]);
   }
-  std::vector<double> beta(nb, 0.0), previous(nb, 0.0), next(nb), phi(nb), u(d);
+  std::vector<double> beta(nb, 0.0), previous(nb, 0.0), next(nb), W(count), z(count);
   double s00 = 0.0, wsum = 0.0;
   int status = kOk;
   EngineOutput step;
@@ -42,37 +128,39 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
   step.s00 = &s00;
   step.wsum = &wsum;
   step.status = &status;
-  auto fail = [&](int why) {
-    mo.reset();  // a zero S: solve_moments writes NaN outputs
-    solve_moments(mo, i, m, out);
-    if (out.status) out.status[i] = why;
-  };
+  auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (!(sw > 0.0)) return fail(kNoWeight);
-  if (!family_valid_mean(family, swy / sw)) return fail(kNoFit);
-  beta[0] = family_link(family, swy / sw);
+  if (!valid_mean(loss.variance, swy / sw)) return fail(kNoFit);
+  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
+  beta[0] = link_function(loss.link, swy / sw);
   double old_deviance = kInf;
   int halvings = 0;
   for (int iter = 0; iter < set.max_iter;) {
-    mo.reset();
     double deviance = 0.0;
-    bool perfect = true;
-    for (std::size_t b = 0; b < win.pos.size(); ++b) {
-      const std::size_t p = win.pos[b];
-      for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + p] - q[j]) / h;
-      basis.eval(u.data(), phi.data());
+    bool perfect = check_perfect;
+    for (std::size_t b = 0; b < count; ++b) {
+      const double* ph = phi.data() + b * nb;
+      const double yb = y[win.pos[b]];
       double eta = 0.0;
-      for (std::size_t a = 0; a < nb; ++a) eta += phi[a] * beta[a];
-      const double mu = family_mean(family, eta), v = family_variance(family, mu);
-      deviance += win.weight[b] * family_deviance(family, y[p], mu);
-      if (win.weight[b] >= kPerfectFitWeight * wmax && !(std::fabs(y[p] - mu) < kPerfectFit))
+      for (std::size_t a = 0; a < nb; ++a) eta += ph[a] * beta[a];
+      const double mu = link_inverse(loss.link, eta), v = variance_function(loss.variance, mu);
+      deviance += win.weight[b] * unit_deviance(loss.variance, yb, mu);
+      if (win.weight[b] >= kPerfectFitWeight * wmax && !(std::fabs(yb - mu) < kPerfectFit))
         perfect = false;
-      const double W = win.weight[b] * v, z = eta + (y[p] - mu) / v;
-      for (std::size_t a = 0; a < nb; ++a) {
-        for (std::size_t c = a; c < nb; ++c) {
-          mo.S[a * nb + c] += W * phi[a] * phi[c];
-          if (mo.want_var) mo.S2[a * nb + c] += win.kernel[b] * W * phi[a] * phi[c];
-        }
-        mo.T[a] += W * phi[a] * z;
+      if (loss.canonical) {  // g' = v
+        W[b] = win.weight[b] * v;
+        z[b] = eta + (yb - mu) / v;
+      } else {
+        // Newton's observed information g'^2 / v - (y - mu) d(g' / v) / d eta where it is
+        // positive (the Gamma's log link: y / mu), else Fisher's g'^2 / v.
+        const double g = link_derivative(loss.link, mu);
+        const double g2 = link_second_derivative(loss.link, mu);
+        const double dv = variance_derivative(loss.variance, mu);
+        const double fisher = g * g / v;
+        const double observed = fisher - (yb - mu) * (g2 * v - g * g * dv) / (v * v);
+        const double info = observed > 0.0 ? observed : fisher;
+        W[b] = win.weight[b] * info;
+        z[b] = eta + (yb - mu) * (g / v) / info;
       }
     }
     if (!(deviance <= old_deviance * (1.0 + 1e-12)) && halvings < set.max_iter) {
@@ -82,7 +170,19 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
       continue;
     }
     if (perfect) return fail(kNoFit);
-    const bool converged = std::fabs(deviance - old_deviance) < set.tol * (std::fabs(deviance) + 0.1);
+    detail::window_moments(phi, win, W.data(), z.data(), mo);
+    bool converged = std::fabs(deviance - old_deviance) < set.tol * (std::fabs(deviance) + 0.1);
+    if (converged && !loss.canonical) {
+      // Where Fisher scoring converges linearly: also ask the linear predictor to settle within
+      // tol (its weighted root mean square change over the window).
+      double moved = 0.0;
+      for (std::size_t b = 0; b < count; ++b) {
+        double e = 0.0;
+        for (std::size_t a = 0; a < nb; ++a) e += phi[b * nb + a] * (beta[a] - previous[a]);
+        moved += win.weight[b] * e * e;
+      }
+      converged = std::sqrt(moved / sw) < set.tol;
+    }
     if (converged) {
       solve_moments(mo, i, m, out);
       return;
@@ -99,43 +199,274 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
   fail(kNoFit);
 }
 
+// M-estimation at query q (of m), for the robust losses of the registry (identity link): the
+// local polynomial minimising sum_i W_i rho((y_i - phi_i' beta) / s), by iteratively reweighted
+// moments as MASS::rlm(wt.method = "case", scale.est = "MAD"): from the kernel-weighted
+// least-squares fit, each step estimates the scale s as the weighted MAD of the window's
+// residuals (weights W_i; see weighted_mad()) and solves the moments with the weights
+// W_i psi(r_i / s) / (r_i / s). Converged when the window's residuals change by less than tol
+// relative to them (rlm's test on the residuals, weighted by W_i), within 4 max_iter steps; a
+// zero scale (the fit reproduces half of the window's weight) ends the steps with the current
+// fit. Outputs: the coefficients, [S^-1]_00 and diag(S^-1 S2 S^-1) of the last solve's moments.
+inline void robust_solve(const LocalData& data, const Basis& basis, const double* q, double h,
+                         const EngineSettings& set, const Window& win, Moments& mo, std::size_t i,
+                         std::size_t m, const EngineOutput& out) {
+  const std::size_t nb = basis.size(), count = win.pos.size();
+  const double* y = data.values();
+  const double c = set.loss_param;
+  std::vector<double> beta(nb), W(win.weight), z(count), r(count), before(count);
+  double s00 = 0.0, wsum = 0.0;
+  int status = kOk;
+  EngineOutput step;
+  step.coef = beta.data();
+  step.s00 = &s00;
+  step.wsum = &wsum;
+  step.status = &status;
+  auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
+  if (count == 0) return fail(kNoWeight);
+  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
+  for (std::size_t b = 0; b < count; ++b) z[b] = y[win.pos[b]];
+  detail::window_moments(phi, win, W.data(), z.data(), mo);
+  solve_moments(mo, 0, 1, step);
+  if (status != kOk) return fail(status);
+  detail::window_residuals(phi, win, y, beta, r);
+  // Reweighting converges linearly, slower than Newton steps: four times their budget.
+  for (int iter = 0; iter < 4 * set.max_iter; ++iter) {
+    const double scale = detail::weighted_mad(r, win.weight);
+    if (!(scale > 0.0)) return solve_moments(mo, i, m, out);
+    for (std::size_t b = 0; b < count; ++b)
+      W[b] = win.weight[b] * loss_weight(set.family, r[b] / scale, c);
+    detail::window_moments(phi, win, W.data(), z.data(), mo);
+    solve_moments(mo, 0, 1, step);
+    // The weights vanish on too many points (bisquare) to span the polynomial.
+    if (status != kOk) return fail(kNoFit);
+    before.swap(r);
+    detail::window_residuals(phi, win, y, beta, r);
+    double change = 0.0, size = 0.0;
+    for (std::size_t b = 0; b < count; ++b) {
+      change += win.weight[b] * (before[b] - r[b]) * (before[b] - r[b]);
+      size += win.weight[b] * before[b] * before[b];
+    }
+    if (std::sqrt(change / std::max(size, 1e-300)) <= set.tol) return solve_moments(mo, i, m, out);
+  }
+  fail(kNoFit);
+}
+
 namespace detail {
 
-// Cholesky factor A = L L' of a dense symmetric dim x dim matrix (row-major; the lower part is
-// read and overwritten by L). False when a pivot falls below kRankTolerance of its own diagonal
-// entry, the rank rule of solve_moments().
-inline bool dense_cholesky(std::vector<double>& A, std::size_t dim) {
-  for (std::size_t a = 0; a < dim; ++a) {
-    const double diag = A[a * dim + a];
-    for (std::size_t b = 0; b <= a; ++b) {
-      double s = A[a * dim + b];
-      for (std::size_t c = 0; c < b; ++c) s -= A[a * dim + c] * A[b * dim + c];
-      if (a == b) {
-        if (!(s > kRankTolerance * diag)) return false;
-        A[a * dim + a] = std::sqrt(s);
-      } else {
-        A[a * dim + b] = s / A[b * dim + b];
-      }
+// LU factorisation with partial pivoting of a dense k x k matrix (row-major, in place); false
+// when a pivot is not above kRankTolerance times its column's largest entry.
+inline bool lu_factor(std::vector<double>& A, std::size_t k, std::vector<std::size_t>& perm) {
+  perm.resize(k);
+  std::vector<double> colmax(k, 0.0);
+  for (std::size_t r = 0; r < k; ++r)
+    for (std::size_t c = 0; c < k; ++c) colmax[c] = std::max(colmax[c], std::fabs(A[r * k + c]));
+  for (std::size_t r = 0; r < k; ++r) perm[r] = r;
+  for (std::size_t c = 0; c < k; ++c) {
+    std::size_t best = c;
+    for (std::size_t r = c + 1; r < k; ++r)
+      if (std::fabs(A[r * k + c]) > std::fabs(A[best * k + c])) best = r;
+    if (!(std::fabs(A[best * k + c]) > kRankTolerance * colmax[c])) return false;
+    if (best != c) {
+      for (std::size_t e = 0; e < k; ++e) std::swap(A[c * k + e], A[best * k + e]);
+      std::swap(perm[c], perm[best]);
+    }
+    for (std::size_t r = c + 1; r < k; ++r) {
+      const double f = (A[r * k + c] /= A[c * k + c]);
+      for (std::size_t e = c + 1; e < k; ++e) A[r * k + e] -= f * A[c * k + e];
     }
   }
   return true;
 }
 
-// Solves L L' x = b in place, L from dense_cholesky().
-inline void dense_cholesky_solve(const std::vector<double>& L, std::size_t dim, double* b) {
-  for (std::size_t a = 0; a < dim; ++a) {
-    double s = b[a];
-    for (std::size_t c = 0; c < a; ++c) s -= L[a * dim + c] * b[c];
-    b[a] = s / L[a * dim + a];
+// Solves A x = b (transposed: A' x = b) with the factors of lu_factor(); b is overwritten by x.
+inline void lu_solve(const std::vector<double>& LU, std::size_t k,
+                     const std::vector<std::size_t>& perm, bool transposed, double* b) {
+  std::vector<double> x(k);
+  if (!transposed) {  // P A = L U: L y = P b, U x = y
+    for (std::size_t r = 0; r < k; ++r) {
+      double s = b[perm[r]];
+      for (std::size_t c = 0; c < r; ++c) s -= LU[r * k + c] * x[c];
+      x[r] = s;
+    }
+    for (std::size_t r = k; r-- > 0;) {
+      double s = x[r];
+      for (std::size_t c = r + 1; c < k; ++c) s -= LU[r * k + c] * x[c];
+      x[r] = s / LU[r * k + r];
+    }
+    std::copy(x.begin(), x.end(), b);
+    return;
   }
-  for (std::size_t a = dim; a-- > 0;) {
-    double s = b[a];
-    for (std::size_t c = a + 1; c < dim; ++c) s -= L[c * dim + a] * b[c];
-    b[a] = s / L[a * dim + a];
+  // A' = U' L' P: U' y = b, L' w = y, x = P' w.
+  for (std::size_t r = 0; r < k; ++r) {
+    double s = b[r];
+    for (std::size_t c = 0; c < r; ++c) s -= LU[c * k + r] * x[c];
+    x[r] = s / LU[r * k + r];
   }
+  for (std::size_t r = k; r-- > 0;) {
+    double s = x[r];
+    for (std::size_t c = r + 1; c < k; ++c) s -= LU[c * k + r] * x[c];
+    x[r] = s;
+  }
+  for (std::size_t r = 0; r < k; ++r) b[perm[r]] = x[r];
 }
 
 }  // namespace detail
+
+// The check loss at query q (of m): the local polynomial minimising
+// sum_i W_i rho_tau(y_i - phi_i' beta), rho_tau(r) = r (tau - [r < 0]), tau = set.loss_param,
+// exactly. A weighted linear program, whose optimum interpolates nb window points (a basis).
+// IRLS steps (weights (tau or 1 - tau) / |r|) bring the fit near the optimum; the basis of the
+// nb points with the smallest residuals that span the polynomial then descends by simplex
+// pivots (Barrodale and Roberts' algorithm for L1 fits): while the subgradient condition fails
+// for a basis point j (its multiplier v_j outside [tau - 1, tau]), the fit moves along the edge
+// that frees j to the minimum of the (convex, piecewise linear) loss along it, where another
+// point enters the basis. Ends when the condition holds at every basis point: the exact optimum
+// (kNoFit if that takes more than max_iter * (nb + count) pivots). Outputs: the coefficients;
+// [S^-1]_00 and the variance of the final basis' interpolation are not defined (NaN).
+inline void quantile_solve(const LocalData& data, const Basis& basis, const double* q, double h,
+                           const EngineSettings& set, const Window& win, Moments& mo,
+                           std::size_t i, std::size_t m, const EngineOutput& out) {
+  const std::size_t nb = basis.size(), count = win.pos.size();
+  const double* y = data.values();
+  const double tau = set.loss_param, nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> beta(nb), W(win.weight), z(count), r(count);
+  double s00 = 0.0, wsum = 0.0;
+  int status = kOk;
+  EngineOutput step;
+  step.coef = beta.data();
+  step.s00 = &s00;
+  step.wsum = &wsum;
+  step.status = &status;
+  auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
+  if (count == 0) return fail(kNoWeight);
+  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
+  double yscale = 0.0;
+  for (std::size_t b = 0; b < count; ++b) {
+    z[b] = y[win.pos[b]];
+    yscale = std::max(yscale, std::fabs(z[b]));
+  }
+  detail::window_moments(phi, win, W.data(), z.data(), mo);
+  solve_moments(mo, 0, 1, step);
+  if (status != kOk) return fail(status);
+  // A few IRLS steps towards the optimum (approximate: the weights are unbounded at r = 0).
+  const double floor = 1e-6 * (yscale > 0.0 ? yscale : 1.0);
+  for (int iter = 0; iter < 10; ++iter) {
+    detail::window_residuals(phi, win, y, beta, r);
+    for (std::size_t b = 0; b < count; ++b)
+      W[b] = win.weight[b] * loss_weight(Loss::quantile, r[b], tau, floor);
+    detail::window_moments(phi, win, W.data(), z.data(), mo);
+    const std::vector<double> keep = beta;
+    solve_moments(mo, 0, 1, step);
+    if (status != kOk) {
+      beta = keep;
+      break;
+    }
+  }
+  detail::window_residuals(phi, win, y, beta, r);
+  // The starting basis: the points with the smallest |r| whose basis rows are independent
+  // (Gram-Schmidt with the rank rule).
+  std::vector<std::size_t> order(count), in_basis;
+  for (std::size_t b = 0; b < count; ++b) order[b] = b;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::fabs(r[a]) < std::fabs(r[b]);
+  });
+  std::vector<double> ortho;  // orthonormal rows of the chosen points
+  for (std::size_t k = 0; k < count && in_basis.size() < nb; ++k) {
+    const double* ph = phi.data() + order[k] * nb;
+    std::vector<double> v(ph, ph + nb);
+    double norm0 = 0.0;
+    for (double e : v) norm0 += e * e;
+    for (std::size_t s = 0; s < in_basis.size(); ++s) {
+      double dot = 0.0;
+      for (std::size_t a = 0; a < nb; ++a) dot += v[a] * ortho[s * nb + a];
+      for (std::size_t a = 0; a < nb; ++a) v[a] -= dot * ortho[s * nb + a];
+    }
+    double norm = 0.0;
+    for (double e : v) norm += e * e;
+    if (!(norm > 1e-10 * norm0)) continue;
+    for (double& e : v) e /= std::sqrt(norm);
+    ortho.insert(ortho.end(), v.begin(), v.end());
+    in_basis.push_back(order[k]);
+  }
+  if (in_basis.size() < nb) return fail(kSingular);
+  std::vector<char> basic(count, 0);
+  for (std::size_t b : in_basis) basic[b] = 1;
+  std::vector<double> A(nb * nb), u(nb), delta(nb), cross(count);
+  std::vector<std::size_t> perm;
+  std::vector<std::pair<double, std::size_t>> breaks;
+  const std::size_t max_pivots = static_cast<std::size_t>(set.max_iter) * (nb + count);
+  const double slack = 1e-10;  // tolerance of the multipliers' condition
+  for (std::size_t pivot = 0; pivot <= max_pivots; ++pivot) {
+    for (std::size_t s = 0; s < nb; ++s)
+      std::copy(phi.begin() + in_basis[s] * nb, phi.begin() + (in_basis[s] + 1) * nb,
+                A.begin() + s * nb);
+    if (!detail::lu_factor(A, nb, perm)) return fail(kNoFit);
+    for (std::size_t s = 0; s < nb; ++s) beta[s] = z[in_basis[s]];
+    detail::lu_solve(A, nb, perm, false, beta.data());
+    detail::window_residuals(phi, win, y, beta, r);
+    // The multipliers: sum_{j in basis} W_j v_j phi_j = -g, g the off-basis subgradient.
+    std::fill(u.begin(), u.end(), 0.0);
+    for (std::size_t b = 0; b < count; ++b) {
+      if (basic[b]) continue;
+      const double psi = loss_psi(Loss::quantile, r[b], tau) * win.weight[b];
+      for (std::size_t a = 0; a < nb; ++a) u[a] -= psi * phi[b * nb + a];
+    }
+    detail::lu_solve(A, nb, perm, true, u.data());
+    std::size_t leave = nb;
+    double worst = slack, direction = 0.0;
+    for (std::size_t s = 0; s < nb; ++s) {
+      const double v = u[s] / win.weight[in_basis[s]];
+      if (v - tau > worst) { worst = v - tau; leave = s; direction = -1.0; }
+      if (tau - 1.0 - v > worst) { worst = tau - 1.0 - v; leave = s; direction = 1.0; }
+    }
+    if (leave == nb) {
+      // The optimum: its coefficients, the moments' weight sum, no variance.
+      for (std::size_t a = 0; a < nb; ++a) out.coef[i + m * a] = beta[a];
+      if (out.var)
+        for (std::size_t a = 0; a < nb; ++a) out.var[i + m * a] = nan;
+      if (out.s00) out.s00[i] = nan;
+      if (out.wsum) {
+        double sw = 0.0;
+        for (double w : win.weight) sw += w;
+        out.wsum[i] = sw;
+      }
+      if (out.status) out.status[i] = kOk;
+      return;
+    }
+    // The edge: phi_j' delta = direction for the leaving point j, 0 for the others; along it
+    // the loss falls at the rate W_j * worst and each off-basis point whose residual reaches 0
+    // raises the rate by W_b |phi_b' delta|.
+    std::fill(delta.begin(), delta.end(), 0.0);
+    delta[leave] = direction;
+    detail::lu_solve(A, nb, perm, false, delta.data());
+    breaks.clear();
+    for (std::size_t b = 0; b < count; ++b) {
+      if (basic[b]) continue;
+      double c = 0.0;
+      for (std::size_t a = 0; a < nb; ++a) c += phi[b * nb + a] * delta[a];
+      // (a zero residual counts as positive, as in the multipliers)
+      if (!(c > 0.0 ? r[b] >= 0.0 : c < 0.0 && r[b] < 0.0)) continue;
+      breaks.emplace_back(r[b] / c, b);
+      cross[b] = std::fabs(c);
+    }
+    std::sort(breaks.begin(), breaks.end());
+    double slope = -win.weight[in_basis[leave]] * worst;
+    std::size_t enter = count;
+    for (const auto& br : breaks) {
+      slope += win.weight[br.second] * cross[br.second];
+      if (slope >= 0.0) {
+        enter = br.second;
+        break;
+      }
+    }
+    if (enter == count) return fail(kNoFit);  // unbounded: cannot happen with a full-rank basis
+    basic[in_basis[leave]] = 0;
+    basic[enter] = 1;
+    in_basis[leave] = enter;
+  }
+  fail(kNoFit);
+}
 
 // A class whose weight in a window is at most this share of the window's weight counts as
 // absent from it: its local probability is 0 (the limit of the local likelihood, whose
@@ -267,14 +598,15 @@ inline void multinomial_solve(const LocalData& data, const Basis& basis, const d
     if (perfect) return fail(kNoFit);
     const bool converged =
         std::fabs(deviance - old_deviance) < set.tol * (std::fabs(deviance) + 0.1);
-    // The Newton step H step = grad (H filled in its lower block triangle, which the
-    // factorisation reads).
-    L = H;
+    // The Newton step H step = grad (H filled in its lower block triangle, row-major: mirrored
+    // into the upper one, which cholesky() reads).
+    for (std::size_t r = 0; r < dim; ++r)
+      for (std::size_t c = 0; c <= r; ++c) L[c * dim + r] = H[r * dim + c];
     // Singular at the start: too few distinct points; later: the Newton weights vanish as
     // the fit diverges.
-    if (!detail::dense_cholesky(L, dim)) return fail(iter == 0 ? kSingular : kNoFit);
+    if (!cholesky(L.data(), dim)) return fail(iter == 0 ? kSingular : kNoFit);
     step = grad;
-    detail::dense_cholesky_solve(L, dim, step.data());
+    cholesky_solve(L.data(), dim, step.data());
     previous = beta;
     for (std::size_t a = 0; a < dim; ++a) beta[a] += step[a];
     if (converged) {
@@ -283,7 +615,7 @@ inline void multinomial_solve(const LocalData& data, const Basis& basis, const d
       for (std::size_t s = 0; s < J; ++s) {
         std::fill(unit.begin(), unit.end(), 0.0);
         unit[s * nb] = 1.0;
-        detail::dense_cholesky_solve(L, dim, unit.data());
+        cholesky_solve(L.data(), dim, unit.data());
         for (std::size_t t = 0; t < J; ++t) C[t * J + s] = unit[t * nb];
       }
       std::fill(phi.begin(), phi.end(), 0.0);

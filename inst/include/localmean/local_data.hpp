@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "family.hpp"
+#include "losses.hpp"
 #include "kernels.hpp"
 #include "moments.hpp"
 #include "neighbors.hpp"
@@ -124,9 +124,10 @@ struct EngineSettings {
   bool use_tree = true;  // prune with the tree; otherwise sweep every point
   double cutoff = 0.0;   // truncation radius in scales; 0: the kernel's own cut-off
   double rtol = 0.0;     // weight sums only: relative error allowed (0: exact), see density_sum
-  // The local likelihood (families other than the Gaussian): at most max_iter Newton steps,
-  // converged when the deviance changes by less than tol relative (glm.control's rule).
-  Family family = Family::gaussian;
+  // The loss (losses.hpp); all but the Gaussian are iterative: at most max_iter steps to a
+  // relative change below tol; loss_param is the tuning constant (tau for the check loss).
+  Loss family = Loss::gaussian;
+  double loss_param = 0.0;
   int max_iter = 25;
   double tol = 1e-8;
 };

@@ -63,38 +63,6 @@ struct MetricLoss {
 
 namespace detail {
 
-// Cholesky factorisation of a small symmetric positive definite matrix (p x p, column-major, in
-// place, lower triangle); false when a pivot is not above `tol` times its own diagonal entry
-// (the engine's rank rule, see solve_moments()).
-inline bool small_cholesky(double* s, std::size_t p, double tol) {
-  for (std::size_t k = 0; k < p; ++k) {
-    double piv = s[k * p + k];
-    const double diag = piv;
-    for (std::size_t m = 0; m < k; ++m) piv -= s[m * p + k] * s[m * p + k];
-    if (!(piv > tol * diag)) return false;
-    piv = std::sqrt(piv);
-    s[k * p + k] = piv;
-    for (std::size_t r = k + 1; r < p; ++r) {
-      double v = s[k * p + r];
-      for (std::size_t m = 0; m < k; ++m) v -= s[m * p + r] * s[m * p + k];
-      s[k * p + r] = v / piv;
-    }
-  }
-  return true;
-}
-
-// Solves L L' v = v in place with the factor of small_cholesky().
-inline void small_solve(const double* l, std::size_t p, double* v) {
-  for (std::size_t k = 0; k < p; ++k) {
-    for (std::size_t m = 0; m < k; ++m) v[k] -= l[m * p + k] * v[m];
-    v[k] /= l[k * p + k];
-  }
-  for (std::size_t k = p; k-- > 0;) {
-    for (std::size_t m = k + 1; m < p; ++m) v[k] -= l[k * p + m] * v[m];
-    v[k] /= l[k * p + k];
-  }
-}
-
 // Per-thread scratch of the leave-one-out loss: for one point i, the differences z_j - z_i
 // (d x n, column-major), the weights and their products, and the categorical level tables.
 struct LooScratch {
@@ -155,16 +123,16 @@ inline bool solve_loo_linear(std::size_t q, double own, LooScratch& s, double* g
   // score's identity as well as this direct solve give a large residual.
   std::copy(S, S + q * q, full);
   full[0] += own;
-  if (!small_cholesky(full, q, kRankTolerance)) return false;
+  if (!cholesky(full, q, kRankTolerance)) return false;
   std::fill(e1, e1 + q, 0.0);
   e1[0] = 1.0;
-  small_solve(full, q, e1);
+  cholesky_solve(full, q, e1);
   *gap = 1.0 - own * e1[0];
-  if (!small_cholesky(S, q, 0.0)) return false;
-  small_solve(S, q, b);  // b is now beta
+  if (!cholesky(S, q, 0.0)) return false;
+  cholesky_solve(S, q, b);  // b is now beta
   std::fill(a, a + q, 0.0);
   a[0] = 1.0;
-  small_solve(S, q, a);  // a = S^-1 e_1
+  cholesky_solve(S, q, a);  // a = S^-1 e_1
   return true;
 }
 

@@ -152,6 +152,40 @@ struct EngineOutput {
   int* status = nullptr;   // m: QueryStatus
 };
 
+// The one Cholesky factorisation of the package: A = L L' of a symmetric dim x dim matrix whose
+// lower triangle is held column-major (element (r, c), r >= c, at a[c * dim + r]: the same
+// storage as the upper triangle row-major), in place; the other triangle is not read. False
+// when a pivot is not above `tol` times its own diagonal entry (kRankTolerance: the engine's
+// rank rule; 0: positive definiteness alone).
+inline bool cholesky(double* a, std::size_t dim, double tol = kRankTolerance) {
+  for (std::size_t k = 0; k < dim; ++k) {
+    double pivot = a[k * dim + k];
+    const double diag = pivot;
+    for (std::size_t c = 0; c < k; ++c) pivot -= a[c * dim + k] * a[c * dim + k];
+    if (!(pivot > tol * diag)) return false;
+    pivot = std::sqrt(pivot);
+    a[k * dim + k] = pivot;
+    for (std::size_t r = k + 1; r < dim; ++r) {
+      double v = a[k * dim + r];
+      for (std::size_t c = 0; c < k; ++c) v -= a[c * dim + r] * a[c * dim + k];
+      a[k * dim + r] = v / pivot;
+    }
+  }
+  return true;
+}
+
+// Solves L L' v = b in place (v holds b on entry), L from cholesky().
+inline void cholesky_solve(const double* l, std::size_t dim, double* v) {
+  for (std::size_t k = 0; k < dim; ++k) {
+    for (std::size_t c = 0; c < k; ++c) v[k] -= l[c * dim + k] * v[c];
+    v[k] /= l[k * dim + k];
+  }
+  for (std::size_t k = dim; k-- > 0;) {
+    for (std::size_t r = k + 1; r < dim; ++r) v[k] -= l[k * dim + r] * v[r];
+    v[k] /= l[k * dim + k];
+  }
+}
+
 // Solves the moments of query q (of m) into the outputs: Cholesky of S with a rank check.
 inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const EngineOutput& out) {
   const std::size_t nb = mo.nb, nv = mo.nv;
@@ -159,22 +193,11 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
   if (out.wsum) out.wsum[q] = mo.S[0];
   int status = kOk;
   if (!(mo.S[0] > 0.0)) status = kNoWeight;
-  // Cholesky S = L L' (L stored row-major in chol, lower part).
+  // S's upper triangle, row-major, is the lower triangle column-major that cholesky() reads.
   std::vector<double>& L = mo.chol;
-  for (std::size_t a = 0; a < nb && status == kOk; ++a) {
-    for (std::size_t b = 0; b <= a; ++b) {
-      double s = mo.S[b * nb + a];  // upper triangle holds S[b][a] for b <= a
-      for (std::size_t c = 0; c < b; ++c) s -= L[a * nb + c] * L[b * nb + c];
-      if (a == b) {
-        if (!(s > kRankTolerance * mo.S[a * nb + a])) {
-          status = kSingular;
-          break;
-        }
-        L[a * nb + a] = std::sqrt(s);
-      } else {
-        L[a * nb + b] = s / L[b * nb + b];
-      }
-    }
+  if (status == kOk) {
+    std::copy(mo.S.begin(), mo.S.end(), L.begin());
+    if (!cholesky(L.data(), nb)) status = kSingular;
   }
   if (out.status) out.status[q] = status;
   if (status != kOk) {
@@ -188,16 +211,9 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
   std::vector<double>& inv = mo.inv;
   std::vector<double>& col = mo.col;  // scratch: no allocation per query
   for (std::size_t c = 0; c < nb; ++c) {
-    for (std::size_t a = 0; a < nb; ++a) {
-      double s = (a == c) ? 1.0 : 0.0;
-      for (std::size_t k = 0; k < a; ++k) s -= L[a * nb + k] * col[k];
-      col[a] = s / L[a * nb + a];
-    }
-    for (std::size_t a = nb; a-- > 0;) {
-      double s = col[a];
-      for (std::size_t k = a + 1; k < nb; ++k) s -= L[k * nb + a] * col[k];
-      col[a] = s / L[a * nb + a];
-    }
+    std::fill(col.begin(), col.end(), 0.0);
+    col[c] = 1.0;
+    cholesky_solve(L.data(), nb, col.data());
     for (std::size_t a = 0; a < nb; ++a) inv[a * nb + c] = col[a];
   }
   for (std::size_t j = 0; j < nv; ++j)
