@@ -357,7 +357,7 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     if (want_var) res$var[undefined, ] <- NA_real_
     res$s00[undefined] <- NA_real_
   }
-  powers <- cpp_basis_powers(NCOL(spec$x), spec$degree)
+  powers <- basis_powers(NCOL(spec$x), spec$degree)
   if (spec$degree > 0L) {
     # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
     m <- nrow(queries)
@@ -499,7 +499,9 @@ nn_radius <- function(spec, queries, n_threads, verbose) {
 # of src/engine.cpp, src/binning.cpp and src/metric.cpp, and the neighbour searches
 # (cpp_knn_graph(), cpp_knn_radius(), cpp_knn_distinct_radius(), cpp_nearest_index()), but the
 # kernel registry's readers (cpp_kernel_table(), cpp_kernel_value(), called by R/kernels.R and
-# kernel_value()) and two checks of the data (cpp_column_ranges(), cpp_all_finite()).
+# kernel_value()) and two checks of the data (cpp_column_ranges(), cpp_all_finite()). The
+# registries' own files, src/kernels.cpp and src/losses.cpp, are read by R/kernels.R and
+# R/likelihood.R.
 # tests/testthat/test-engine.R enforces it. The other files call these small functions.
 
 # Index (1-based) of the data point (rows of x) nearest to every query, in coordinates divided
@@ -521,6 +523,9 @@ knn_graph <- function(x, queries, k, self, n_threads = 1L, verbose = FALSE) {
 
 # Normalising constant of the radial kernel in d dimensions.
 radial_constant <- function(kernel, d) cpp_radial_constant(engine_kernel(kernel), d)
+
+# The exponents of the local polynomial basis in d variables up to `degree` (one row per term).
+basis_powers <- function(d, degree) cpp_basis_powers(d, degree)
 
 # Linear binning of the points x (a vector, or n x d) with weights (numeric(0): 1) on the grid
 # from lo to hi with `gridsize` nodes per variable.

@@ -358,7 +358,7 @@ weight_matrix_fit <- function(w, x, values, prior, degree, queries = x, self = T
     leverage <- if (self) diag_of(w) * p / total
     return(list(fitted = fitted, leverage = leverage))
   }
-  powers <- cpp_basis_powers(ncol(x), degree)
+  powers <- basis_powers(ncol(x), degree)
   fitted <- matrix(NA_real_, nrow(queries), ncol(values))
   leverage <- if (self) rep(NA_real_, nrow(queries))
   for (q in seq_len(nrow(queries))) {

@@ -117,13 +117,23 @@ namespace {
 // same R objects; a request with other scales or categorical lambdas only rescales the points.
 // The tree is built in the data's own standardisation (column ranges), whatever the first
 // request's scales, so that a fit's results never depend on the requests before it.
-struct EngineObject {
-  // The R objects the data were built from, compared by identity and kept alive in `keep` (the
-  // external pointer's protected list): an object R still references is never modified in place.
+// The R objects the data were built from, compared by identity and kept alive in the external
+// pointer's protected list (an object R still references is never modified in place), and the
+// categorical variables' description.
+struct DataKey {
   SEXP x = R_NilValue, values = R_NilValue, prior = R_NilValue, point_scale = R_NilValue,
        codes = R_NilValue;
   std::vector<int> levels, ordered;
   bool unit_mass = false;
+  bool operator==(const DataKey& o) const {
+    return x == o.x && values == o.values && prior == o.prior && point_scale == o.point_scale &&
+           codes == o.codes && levels == o.levels && ordered == o.ordered &&
+           unit_mass == o.unit_mass;
+  }
+};
+
+struct EngineObject {
+  DataKey key;
   std::vector<int> codes0;
   std::unique_ptr<localmean::LocalData> data;
   std::vector<double> scale;  // the scales of the points now held
@@ -144,24 +154,22 @@ std::vector<int> int_vector(SEXP x) {
 // differ from those it holds, rescaled when only the scales do.
 localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& spec,
                                   const Points& pts, const NumericVector& scale, std::size_t nv) {
-  const SEXP values = or_nil(spec["values"]), prior = or_nil(spec["prior"]),
-             point_scale = or_nil(spec["point_scale"]);
+  DataKey key;
+  key.x = spec["x"];
+  key.values = or_nil(spec["values"]);
+  key.prior = or_nil(spec["prior"]);
+  key.point_scale = or_nil(spec["point_scale"]);
   const SEXP cat_spec = spec["categorical"];
   const List categorical = Rf_isNull(cat_spec) ? List() : List(cat_spec);
-  const SEXP codes = categorical.size() ? SEXP(categorical["codes"]) : R_NilValue;
-  std::vector<int> levels, ordered;
-  bool unit_mass = false;
   if (categorical.size()) {
-    levels = int_vector(categorical["levels"]);
+    key.codes = categorical["codes"];
+    key.levels = int_vector(categorical["levels"]);
     const LogicalVector ord = categorical["ordered"];
-    ordered.assign(ord.begin(), ord.end());
-    unit_mass = as<bool>(categorical["unit_mass"]);
+    key.ordered.assign(ord.begin(), ord.end());
+    key.unit_mass = as<bool>(categorical["unit_mass"]);
   }
-  const SEXP x = spec["x"];
-  const bool same = obj.data && obj.x == x && obj.values == values && obj.prior == prior &&
-                    obj.point_scale == point_scale && obj.codes == codes &&
-                    obj.levels == levels && obj.ordered == ordered && obj.unit_mass == unit_mass;
-  if (!same) {
+  const SEXP values = key.values, prior = key.prior, point_scale = key.point_scale;
+  if (!obj.data || !(obj.key == key)) {
     const std::size_t n = pts.n, d = pts.d;
     std::vector<double> spread(d);
     for (std::size_t j = 0; j < d; ++j) {
@@ -175,19 +183,13 @@ localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& sp
         Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior),
         Rf_isNull(point_scale) || Rf_xlength(point_scale) == 0 ? nullptr : read_only(point_scale),
         cat, spread.data()));
-    obj.x = x;
-    obj.values = values;
-    obj.prior = prior;
-    obj.point_scale = point_scale;
-    obj.codes = codes;
-    obj.levels = levels;
-    obj.ordered = ordered;
-    obj.unit_mass = unit_mass;
+    obj.key = key;
     obj.scale.clear();
     ++engine_builds;
     // The data's R objects stay alive as long as the engine holds them.
     if (TYPEOF(engine) == EXTPTRSXP)
-      R_SetExternalPtrProtected(engine, List::create(x, values, prior, point_scale, codes));
+      R_SetExternalPtrProtected(engine,
+                                List::create(key.x, values, prior, point_scale, key.codes));
   }
   if (!std::equal(obj.scale.begin(), obj.scale.end(), scale.begin(), scale.end())) {
     obj.data->rescale(pts.data(), scale.begin());

@@ -499,7 +499,7 @@ not_entry_points <- c("cpp_kernel_table", "cpp_kernel_value", "cpp_column_ranges
 engine_layer <- c(
   "engine_chunk", "engine_pointer", "engine_builds", "engine_data_fit", "fit_sums",
   "engine_shift", "nn_radius", "nearest_index", "knn_radius", "knn_graph", "radial_constant",
-  "linear_bin", "hermite_pair_sums", "metric_loss", "group_within"
+  "linear_bin", "hermite_pair_sums", "metric_loss", "group_within", "basis_powers"
 )
 
 # Names of every symbol in an object: function bodies and defaults, lists of functions.

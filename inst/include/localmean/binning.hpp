@@ -582,6 +582,16 @@ inline bool binned_fit_nodes(const Grid& g, const std::vector<double>& counts,
                      monitor, fn);
 }
 
+// The cell of query i (of mq, scaled, column-major) on the grid: its lower node and the fraction
+// of the way to the next in each variable; false outside the grid.
+inline bool query_cell(const Grid& g, const double* queries, std::size_t mq, std::size_t i,
+                       std::size_t* node, double* frac) {
+  bool inside = true;
+  for (std::size_t j = 0; j < g.d; ++j)
+    inside = inside && grid_position(g, j, queries[j * mq + i], &node[j], &frac[j]);
+  return inside;
+}
+
 // The nodes that interpolate_nodes() reads for the queries (mq x d, scaled): the corners of
 // each query's cell, so that binned_fit_nodes() can skip the others.
 inline std::vector<char> query_nodes(const Grid& g, const double* queries, std::size_t mq) {
@@ -589,9 +599,7 @@ inline std::vector<char> query_nodes(const Grid& g, const double* queries, std::
   for (std::size_t i = 0; i < mq; ++i) {
     std::size_t node[2] = {0, 0};
     double frac[2] = {0.0, 0.0};
-    bool inside = true;
-    for (std::size_t j = 0; j < g.d; ++j)
-      inside = inside && grid_position(g, j, queries[j * mq + i], &node[j], &frac[j]);
+    const bool inside = query_cell(g, queries, mq, i, node, frac);
     if (!inside) continue;
     for (std::size_t b = 0; b < (g.d == 1 ? 1u : 2u); ++b)
       for (std::size_t a = 0; a < 2; ++a)
@@ -609,9 +617,7 @@ inline void interpolate_nodes(const Grid& g, const EngineOutput& nodes, std::siz
   for (std::size_t i = 0; i < mq; ++i) {
     std::size_t node[2] = {0, 0};
     double frac[2] = {0.0, 0.0};
-    bool inside = true;
-    for (std::size_t j = 0; j < g.d; ++j)
-      inside = inside && grid_position(g, j, queries[j * mq + i], &node[j], &frac[j]);
+    const bool inside = query_cell(g, queries, mq, i, node, frac);
     std::size_t ks[4];
     double shares[4];
     const std::size_t corners = g.d == 1 ? 2 : 4;

@@ -95,6 +95,22 @@ inline void fail_query(Moments& mo, std::size_t i, std::size_t m, const EngineOu
   if (out.status) out.status[i] = why;
 }
 
+// The outputs of one scratch solve (query 0 of 1, coefficients into `coef`): the iterative
+// solvers' steps.
+struct StepOutput {
+  double s00 = 0.0, wsum = 0.0;
+  int status = kOk;
+  EngineOutput out;
+  explicit StepOutput(double* coef) {
+    out.coef = coef;
+    out.s00 = &s00;
+    out.wsum = &wsum;
+    out.status = &status;
+  }
+  StepOutput(const StepOutput&) = delete;
+  StepOutput& operator=(const StepOutput&) = delete;
+};
+
 }  // namespace detail
 
 // The local likelihood at query q (of m): Newton-Raphson (IRLS; for non-canonical links with
@@ -121,13 +137,7 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
     wmax = std::max(wmax, win.weight[b]);
   }
   std::vector<double> beta(nb, 0.0), previous(nb, 0.0), next(nb), W(count), z(count);
-  double s00 = 0.0, wsum = 0.0;
-  int status = kOk;
-  EngineOutput step;
-  step.coef = next.data();
-  step.s00 = &s00;
-  step.wsum = &wsum;
-  step.status = &status;
+  detail::StepOutput step(next.data());
   auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (!(sw > 0.0)) return fail(kNoWeight);
   if (!valid_mean(loss.variance, swy / sw)) return fail(kNoFit);
@@ -187,10 +197,10 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
       solve_moments(mo, i, m, out);
       return;
     }
-    solve_moments(mo, 0, 1, step);
+    solve_moments(mo, 0, 1, step.out);
     // Singular at the start: too few distinct points; later: the Newton weights v(mu) vanish
     // as the fit diverges.
-    if (status != kOk) return fail(iter == 0 ? status : static_cast<int>(kNoFit));
+    if (step.status != kOk) return fail(iter == 0 ? step.status : static_cast<int>(kNoFit));
     previous = beta;
     beta = next;
     old_deviance = deviance;
@@ -215,20 +225,14 @@ inline void robust_solve(const LocalData& data, const Basis& basis, const double
   const double* y = data.values();
   const double c = set.loss_param;
   std::vector<double> beta(nb), W(win.weight), z(count), r(count), before(count);
-  double s00 = 0.0, wsum = 0.0;
-  int status = kOk;
-  EngineOutput step;
-  step.coef = beta.data();
-  step.s00 = &s00;
-  step.wsum = &wsum;
-  step.status = &status;
+  detail::StepOutput step(beta.data());
   auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (count == 0) return fail(kNoWeight);
   const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
   for (std::size_t b = 0; b < count; ++b) z[b] = y[win.pos[b]];
   detail::window_moments(phi, win, W.data(), z.data(), mo);
-  solve_moments(mo, 0, 1, step);
-  if (status != kOk) return fail(status);
+  solve_moments(mo, 0, 1, step.out);
+  if (step.status != kOk) return fail(step.status);
   detail::window_residuals(phi, win, y, beta, r);
   // Reweighting converges linearly, slower than Newton steps: four times their budget.
   for (int iter = 0; iter < 4 * set.max_iter; ++iter) {
@@ -237,9 +241,9 @@ inline void robust_solve(const LocalData& data, const Basis& basis, const double
     for (std::size_t b = 0; b < count; ++b)
       W[b] = win.weight[b] * loss_weight(set.family, r[b] / scale, c);
     detail::window_moments(phi, win, W.data(), z.data(), mo);
-    solve_moments(mo, 0, 1, step);
+    solve_moments(mo, 0, 1, step.out);
     // The weights vanish on too many points (bisquare) to span the polynomial.
-    if (status != kOk) return fail(kNoFit);
+    if (step.status != kOk) return fail(kNoFit);
     before.swap(r);
     detail::window_residuals(phi, win, y, beta, r);
     double change = 0.0, size = 0.0;
@@ -331,13 +335,7 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
   const double* y = data.values();
   const double tau = set.loss_param, nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> beta(nb), W(win.weight), z(count), r(count);
-  double s00 = 0.0, wsum = 0.0;
-  int status = kOk;
-  EngineOutput step;
-  step.coef = beta.data();
-  step.s00 = &s00;
-  step.wsum = &wsum;
-  step.status = &status;
+  detail::StepOutput step(beta.data());
   auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (count == 0) return fail(kNoWeight);
   const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
@@ -347,8 +345,8 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
     yscale = std::max(yscale, std::fabs(z[b]));
   }
   detail::window_moments(phi, win, W.data(), z.data(), mo);
-  solve_moments(mo, 0, 1, step);
-  if (status != kOk) return fail(status);
+  solve_moments(mo, 0, 1, step.out);
+  if (step.status != kOk) return fail(step.status);
   // A few IRLS steps towards the optimum (approximate: the weights are unbounded at r = 0).
   const double floor = 1e-6 * (yscale > 0.0 ? yscale : 1.0);
   for (int iter = 0; iter < 10; ++iter) {
@@ -357,8 +355,8 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
       W[b] = win.weight[b] * loss_weight(Loss::quantile, r[b], tau, floor);
     detail::window_moments(phi, win, W.data(), z.data(), mo);
     const std::vector<double> keep = beta;
-    solve_moments(mo, 0, 1, step);
-    if (status != kOk) {
+    solve_moments(mo, 0, 1, step.out);
+    if (step.status != kOk) {
       beta = keep;
       break;
     }

@@ -22,8 +22,6 @@ namespace detail {
 // beyond it (they weigh nothing).
 enum DistanceRange { kInside, kNearOnly };
 
-
-
 // Squared scaled distances r2 of `len` points from tree position s to query q (in v4d
 // registers for a full block: GCC keeps its own vectorised version of this loop in memory).
 LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, double inv_h,
@@ -241,34 +239,14 @@ LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const do
   static_assert(kBlock == 16 && kTileLanes == 4, "four v4d per block, one per lane group");
   constexpr std::size_t tile = kSweepTile;
   const std::size_t n = data.n(), d = data.d(), nv = data.nv();
-  const double* pts = data.tree().points();
   const double* prior = data.prior();
   const double* inv_s2 = data.inv_scale2();
   double w[tile * kBlock];  // squared distances, then weights: query t's at w + t * kBlock
   for (std::size_t s = begin; s < end; s += kBlock) {
     const std::size_t start = std::min(s, end - kBlock), skip = s - start;
-    for (std::size_t t = 0; t < tile; ++t) {
-      v4d r0 = {0.0, 0.0, 0.0, 0.0}, r1 = r0, r2 = r0, r3 = r0;
-      const double* col = pts + start;
-      // Scaled before squaring, as squared_distances(): the scale of a point's own nn(1)
-      // window is the smallest normal double, whose square underflows.
-      const double ih = inv_h[t];
-      for (std::size_t j = 0; j < d; ++j, col += n) {
-        const double qj = q[t * d + j];
-        const v4d t0 = (LOCALMEAN_LOAD4(col) - qj) * ih, t1 = (LOCALMEAN_LOAD4(col + 4) - qj) * ih;
-        const v4d t2 = (LOCALMEAN_LOAD4(col + 8) - qj) * ih,
-                  t3 = (LOCALMEAN_LOAD4(col + 12) - qj) * ih;
-        r0 += t0 * t0;
-        r1 += t1 * t1;
-        r2 += t2 * t2;
-        r3 += t3 * t3;
-      }
-      double* to = w + t * kBlock;
-      LOCALMEAN_STORE4(to, r0);
-      LOCALMEAN_STORE4(to + 4, r1);
-      LOCALMEAN_STORE4(to + 8, r2);
-      LOCALMEAN_STORE4(to + 12, r3);
-    }
+    for (std::size_t t = 0; t < tile; ++t)
+      squared_distances(data, q + t * d, inv_h[t], start,
+                        std::integral_constant<std::size_t, kBlock>(), w + t * kBlock);
     if (inv_s2)
       for (std::size_t t = 0; t < tile; ++t)
         for (std::size_t k = 0; k < kBlock; ++k) w[t * kBlock + k] *= inv_s2[start + k];
