@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <type_traits>
@@ -395,14 +396,31 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
   std::vector<std::pair<double, std::size_t>> breaks;
   const std::size_t max_pivots = static_cast<std::size_t>(set.max_iter) * (nb + count);
   const double slack = 1e-10;  // tolerance of the multipliers' condition
+  // The pivots run on responses moved by a tiny fixed jitter (1e-9 of their scale): with tied
+  // or rounded data, points off the basis would lie exactly on the fit, and the pivots could
+  // cycle on steps of length 0 (degeneracy). The optimal basis of the jittered problem is
+  // optimal for the data; the coefficients interpolate the data at it.
+  std::vector<double> zp(count);
+  const double jitter = 1e-9 * (yscale > 0.0 ? yscale : 1.0);
+  for (std::size_t b = 0; b < count; ++b) {
+    const std::uint64_t hash = static_cast<std::uint64_t>(b + 1) * 0x9E3779B97F4A7C15ull;
+    zp[b] = z[b] + jitter * (static_cast<double>(hash >> 11) / 9007199254740992.0 - 0.5);
+  }
+  auto residuals = [&] {
+    for (std::size_t b = 0; b < count; ++b) {
+      double fit = 0.0;
+      for (std::size_t a = 0; a < nb; ++a) fit += phi[b * nb + a] * beta[a];
+      r[b] = zp[b] - fit;
+    }
+  };
   for (std::size_t pivot = 0; pivot <= max_pivots; ++pivot) {
     for (std::size_t s = 0; s < nb; ++s)
       std::copy(phi.begin() + in_basis[s] * nb, phi.begin() + (in_basis[s] + 1) * nb,
                 A.begin() + s * nb);
     if (!detail::lu_factor(A, nb, perm)) return fail(kNoFit);
-    for (std::size_t s = 0; s < nb; ++s) beta[s] = z[in_basis[s]];
+    for (std::size_t s = 0; s < nb; ++s) beta[s] = zp[in_basis[s]];
     detail::lu_solve(A, nb, perm, false, beta.data());
-    detail::window_residuals(phi, win, y, beta, r);
+    residuals();
     // The multipliers: sum_{j in basis} W_j v_j phi_j = -g, g the off-basis subgradient.
     std::fill(u.begin(), u.end(), 0.0);
     for (std::size_t b = 0; b < count; ++b) {
@@ -420,6 +438,8 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
     }
     if (leave == nb) {
       // The optimum: its coefficients, the moments' weight sum, no variance.
+      for (std::size_t s = 0; s < nb; ++s) beta[s] = z[in_basis[s]];
+      detail::lu_solve(A, nb, perm, false, beta.data());
       for (std::size_t a = 0; a < nb; ++a) out.coef[i + m * a] = beta[a];
       if (out.var)
         for (std::size_t a = 0; a < nb; ++a) out.var[i + m * a] = nan;
