@@ -239,7 +239,8 @@ int cpp_engine_builds() { return engine_builds; }
 List cpp_engine_fit(SEXP engine, List spec, List request) {
   EngineObject one_off;
   EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
-  const Points pts(spec["x"]);
+  const SEXP x = spec["x"];
+  const Points pts(x);
   const NumericVector scale = spec["scale"];
   const SEXP values = or_nil(spec["values"]);
   const NumericMatrix queries = request["queries"];
