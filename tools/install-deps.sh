@@ -4,7 +4,7 @@
 # repository configured in R, getOption("repos"); this script names no host).
 # `sh tools/install-deps.sh site` also installs pkgdown, for `make site`.
 set -e
-R_PKGS="rlang Rcpp RcppEigen RcppParallel RSpectra cli testthat roxygen2 knitr rmarkdown KernSmooth ks future future.apply uwot janeaustenr locfit generics ggplot2 tibble callr"
+R_PKGS="rlang Rcpp RcppEigen RcppParallel RSpectra cli testthat roxygen2 knitr rmarkdown KernSmooth ks future future.apply uwot janeaustenr locfit generics ggplot2 tibble callr quantreg Matrix"
 if [ "$1" = site ]; then R_PKGS="$R_PKGS pkgdown"; fi
 SYS_TOOLS="pandoc qpdf tidy pngquant"
 # LaTeX for the PDF manual that R CMD check builds (with R_RD4PDF="times,hyper", so that the
