@@ -118,8 +118,10 @@ inline PollResult poll_r() {
 }
 
 // Progress bar and interrupt / time-limit polling between chunks of work. R is polled at most
-// every `poll_every` (a poll evaluates R's tryCatch, some microseconds), so that a stop is seen
+// every kPollEvery (a poll evaluates R's tryCatch, some microseconds), so that a stop is seen
 // within a few milliseconds of the chunk that follows it.
+constexpr std::chrono::milliseconds kPollEvery{5};
+
 class Monitor {
 public:
   Monitor(bool verbose, double total, const char* name) {
@@ -149,14 +151,13 @@ private:
   bool stopped() {
     if (poll_.interrupted || !poll_.error.empty()) return true;
     const auto now = std::chrono::steady_clock::now();
-    if (polled_ && now - last_poll_ < poll_every) return false;
+    if (polled_ && now - last_poll_ < kPollEvery) return false;
     polled_ = true;
     last_poll_ = now;
     poll_ = poll_r();
     return poll_.interrupted || !poll_.error.empty();
   }
 
-  static constexpr std::chrono::milliseconds poll_every{5};
   Rcpp::RObject bar_;
   bool active_ = false;
   bool polled_ = false;
