@@ -230,10 +230,11 @@ bandwidth_limits <- list(lower = 1e-3, upper = 10, smoothed_out = 3)
 search_limits <- list(steps = 40L, candidates = 1000L)
 
 # Per-predictor bandwidth bounds of the search (2 x d: lower, upper) from the numeric
-# predictors' ranges.
+# predictors' ranges; on tied or rounded data none below the resolution (tie_floor()).
 bandwidth_bounds <- function(spec) {
   unit <- spec$span[seq_len(spec$numeric_vars)] * kernel_scale_factor(spec$kernel)
-  rbind(bandwidth_limits$lower * unit, bandwidth_limits$upper * unit)
+  rbind(pmax(bandwidth_limits$lower * unit, tie_floor(spec$x, spec$kernel, spec$numeric_vars)),
+        bandwidth_limits$upper * unit)
 }
 
 # Which numeric predictors a bandwidth smooths out (h beyond bandwidth_limits$smoothed_out
@@ -416,12 +417,12 @@ select_lambdas <- function(criterion, spec, refine, verbose = FALSE, n_grid = 11
 # Default candidates: n_candidates multiples of the rule of thumb (one common multiplier),
 # log-spaced from 0.05 to 3; by default 40 for one numeric predictor, 15 for several, 7 where the
 # joint search that follows the grid descends along the analytic gradient (`gradient`, see
-# gradient_search_applies()) and only needs the grid for its start.
+# gradient_search_applies()) and only needs the grid for its start; none below tie_floor().
 default_candidates <- function(x, kernel, n_candidates = NULL, gradient = FALSE) {
   n_candidates <- n_candidates %||% if (ncol(x) == 1L) 40L else if (gradient) 7L else 15L
   rot <- bw_rot(x, kernel)
   mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
-  outer(mult, rot)
+  unique(pmax(outer(mult, rot), rep(tie_floor(x, kernel), each = n_candidates)))
 }
 
 # ---- Joint search of every bandwidth ----------------------------------------------------------

@@ -209,8 +209,18 @@ robust_scale <- function(v, iqr_divisor, weights = NULL) {
 }
 
 # The standard deviation of v; with weights normalised to w, sum w (v - mean)^2 / (1 - sum w^2)
-# (reliability weights: n - 1 in the denominator when they are equal).
+# (reliability weights: n - 1 in the denominator when they are equal). When the squares underflow
+# (data near 1e-300) or overflow (near 1e300), it is computed on v / max|v| and scaled back.
 weighted_sd <- function(v, weights = NULL) {
+  s <- plain_weighted_sd(v, weights)
+  size <- max(abs(v))
+  if (!isTRUE(s > 0 && is.finite(s)) && isTRUE(size > 0 && is.finite(size))) {
+    s <- size * plain_weighted_sd(v / size, weights)
+  }
+  s
+}
+
+plain_weighted_sd <- function(v, weights) {
   if (is.null(weights)) return(stats::sd(v))
   w <- weights / sum(weights)
   sqrt(sum(w * (v - sum(w * v))^2) / (1 - sum(w^2)))
@@ -639,6 +649,36 @@ data_resolution <- function(v) {
 
 # The lower limit of the lscv search for the columns of x, given their reference scales.
 lscv_floor <- function(x, reference) pmax(reference / 20, apply(x, 2L, data_resolution))
+
+# The lower limit that tied or rounded columns of x put on the cv, gcv and aicc searches of the
+# regression and classification families, on `kernel`'s scale: a tied column's resolution (its
+# rounding unit, on the Gaussian scale as for lscv), 0 for an untied one. Leave-one-out lets a
+# point's twins predict it with full weight, so below the rounding unit the score rewards
+# kernels that fit every rounded value on its own (islands around the data) instead of a
+# function of x; untied data have no twins and keep the search's own limits. `columns`: how
+# many leading columns of x are numeric.
+tie_floor <- function(x, kernel, columns = NCOL(x)) {
+  floor <- vapply(seq_len(columns), function(j) {
+    v <- x[, j]
+    if (anyDuplicated(v)) data_resolution(v) else 0
+  }, 1)
+  floor * kernel_scale_factor(kernel)
+}
+
+# Warns when a cv, gcv or aicc search chose the tie floor (tie_floor()) for some variable.
+warn_tie_floor <- function(criterion, x, h, kernel) {
+  floor <- tie_floor(x, kernel)
+  low <- which(floor > 0 & h <= floor * (1 + 1e-6))
+  if (!length(low)) return(invisible())
+  names <- (colnames(x) %||% paste0("x", seq_len(ncol(x))))[low]
+  tied <- vapply(low, function(j) mean(duplicated(x[, j])), 1)
+  warn(c("The {.val {criterion}} score has its minimum at the resolution of tied or rounded data
+          for {.field {names}}: {signif(h[low], 3)}, the smallest bandwidth searched there.",
+         i = "{.field {names}} {cli::qty(length(low))}{?has/have} {round(100 * tied)}% duplicated
+              values.",
+         i = "A narrower kernel would fit each rounded value on its own; give {.arg bandwidth}
+              as a number to go below it."))
+}
 
 # Warns when the lscv minimum is at the lower limit in some columns, saying which of them are
 # tied (their share of duplicated values) and at what resolution.

@@ -388,6 +388,40 @@ climb <- function(data, setup, points, max_iter, tol, ndim, keep_path, accelerat
   res
 }
 
+# climb() of every data point on the data, with tied rows merged: the distinct rows, each
+# weighted by the prior weights of its copies, climb on themselves and every copy takes its
+# row's path. The kernel sums are the same (up to rounding), and rounded data with many copies
+# (1e5 rows holding a few hundred distinct ones) climb in a fraction of the time. Untied data
+# climb as they are.
+climb_distinct <- function(setup, ndim, keep_path) {
+  rows <- distinct_rows(setup$x)
+  if (is.null(rows)) {
+    return(climb(setup$x, setup, setup$x, setup$max_iter, setup$tol, ndim, keep_path))
+  }
+  prior <- setup$prior %||% rep(1 / nrow(setup$x), nrow(setup$x))
+  merged <- setup
+  merged$prior <- as.vector(rowsum(prior, rows$index, reorder = TRUE))
+  res <- climb(rows$x, merged, rows$x, setup$max_iter, setup$tol, ndim, keep_path)
+  res$points <- res$points[rows$index, , drop = FALSE]
+  for (field in c("density", "iterations", "converged", "wsum", "status")) {
+    if (!is.null(res[[field]])) res[[field]] <- res[[field]][rows$index]
+  }
+  if (keep_path) res$paths <- res$paths[rows$index]
+  res
+}
+
+# The distinct rows of x and the index of every row among them (ordered lexicographically), or
+# NULL when no two rows are equal.
+distinct_rows <- function(x) {
+  if (!anyDuplicated(x)) return(NULL)
+  ord <- do.call(order, unname(as.data.frame(x)))
+  sorted <- x[ord, , drop = FALSE]
+  first <- c(TRUE, rowSums(sorted[-1L, , drop = FALSE] != sorted[-nrow(x), , drop = FALSE]) > 0)
+  index <- integer(nrow(x))
+  index[ord] <- cumsum(first)
+  list(x = sorted[first, , drop = FALSE], index = index)
+}
+
 # Kernel density from the engine's weight sums: c_d / prod(h), over n without weights.
 shift_norm <- function(setup, n) {
   radial_constant(setup$kernel, length(setup$h)) / prod(setup$h) /
@@ -583,7 +617,7 @@ pc_shift <- function(x, kernel = "gaussian", bandwidth = "auto", ndim = 1, max_i
   d <- ncol(setup$x)
   ndim <- check_count(ndim, min = 0)
   if (ndim >= d) abort("{.arg ndim} must be below the number of variables ({d}).")
-  res <- climb(setup$x, setup, setup$x, setup$max_iter, setup$tol, ndim, check_flag(keep_path))
+  res <- climb_distinct(setup, ndim, check_flag(keep_path))
   check_overflow(res$points, "x")
   colnames(res$points) <- colnames(setup$x)
   structure(list(points = res$points, x = setup$x, ndim = ndim, iterations = res$iterations,

@@ -28,8 +28,10 @@ scored_selector <- function(name, families) {
     }
     check_size(nrow(candidates), search_limits$candidates, "candidate bandwidths (each a fit)",
                if (is.null(given)) "n_candidates" else "candidates", call = p$call)
-    select_bandwidth(name, p$spec, candidates, p$control$refine, p$verbose,
-                     extend = is.null(given))
+    res <- select_bandwidth(name, p$spec, candidates, p$control$refine, p$verbose,
+                            extend = is.null(given))
+    warn_tie_floor(name, p$x, res$bandwidth, p$kernel)
+    res
   })
 }
 

@@ -342,3 +342,27 @@ test_that("a small cluster joins a large one exactly when no valley lies between
     expect_identical(joined, min(dens) >= 0.8 * dens[1L], info = j)
   }
 })
+
+test_that("pc_shift merges tied rows: the same ridges, in a fraction of the time", {
+  x <- as.matrix(faithful)
+  tied <- x[rep(seq_len(nrow(x)), 3L), ]
+  untied <- tied + 1e-12 * seq_len(nrow(tied))  # no ties: every row climbs
+  a <- pc_shift(tied, bandwidth = c(0.3, 5), verbose = FALSE)
+  b <- pc_shift(untied, bandwidth = c(0.3, 5), verbose = FALSE)
+  expect_equal(a$points, b$points, tolerance = 1e-6)
+  expect_identical(a$points[1:272, ], a$points[273:544, ])
+  w <- pc_shift(tied, bandwidth = c(0.3, 5), weights = rep(1:2, length.out = 816),
+                keep_path = TRUE, verbose = FALSE)
+  wb <- pc_shift(untied, bandwidth = c(0.3, 5), weights = rep(1:2, length.out = 816),
+                 keep_path = TRUE, verbose = FALSE)
+  expect_equal(w$points, wb$points, tolerance = 1e-6)
+  expect_length(w$paths, 816L)
+})
+
+test_that("pc_shift on 1e5 tied rows finishes in seconds", {
+  skip_on_cran()
+  big <- as.matrix(faithful)[rep(seq_len(nrow(faithful)), length.out = 1e5), ]
+  time <- system.time(fit <- pc_shift(big, verbose = FALSE))[["elapsed"]]
+  expect_lt(time, 20)
+  expect_equal(dim(fit$points), c(1e5, 2))
+})
