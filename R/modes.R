@@ -161,11 +161,10 @@ mean_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 50
   start <- shift_seeds(seeds, setup, min_bin_freq)
   if (blurring && !is.null(start)) abort("{.arg seeds} cannot be used with {.code blurring = TRUE}.")
   res <- if (blurring) {
-    blurring_shift(setup$x, setup, setup$x, setup$max_iter, setup$tol, -1L, keep_path,
-                   collapse_tol = merge_tol)
+    blur_distinct(setup, setup$max_iter, setup$tol, -1L, keep_path, collapse_tol = merge_tol)
   } else {
-    climb(setup$x, setup, start %||% setup$x, setup$max_iter, setup$tol, -1L, keep_path,
-          accelerate = accelerate, meet = if (accelerate) meet_share * merge_tol else 0)
+    climb_distinct(setup, -1L, keep_path, points = start, accelerate = accelerate,
+                   meet = if (accelerate) meet_share * merge_tol else 0)
   }
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
   if (!is.null(start)) groups <- assign_to_modes(groups, res$points, setup)
@@ -322,8 +321,7 @@ self_local_mean <- function(x, kernel = "gaussian", bandwidth = "auto", n_iter =
   n_iter <- check_size(check_count(n_iter, min = 0), size_limits$iterations, "steps", "n_iter")
   setup <- shift_setup(x, bandwidth, kernel, weights, method, n_iter, 0, n_threads, verbose,
                        control)
-  res <- blurring_shift(setup$x, setup, setup$x, max_iter = n_iter, tol = 0, ndim = -1L,
-                        keep_path = FALSE)
+  res <- blur_distinct(setup, max_iter = n_iter, tol = 0, ndim = -1L, keep_path = FALSE)
   if (was_vector) drop(res$points) else res$points
 }
 
@@ -388,38 +386,62 @@ climb <- function(data, setup, points, max_iter, tol, ndim, keep_path, accelerat
   res
 }
 
-# climb() of every data point on the data, with tied rows merged: the distinct rows, each
-# weighted by the prior weights of its copies, climb on themselves and every copy takes its
-# row's path. The kernel sums are the same (up to rounding), and rounded data with many copies
-# (1e5 rows holding a few hundred distinct ones) climb in a fraction of the time. Untied data
-# climb as they are.
-climb_distinct <- function(setup, ndim, keep_path) {
+# climb() on the data with tied rows merged: the distinct rows, each weighted by the prior
+# weights of its copies, are the data, and without `points` they are also the climbers, every
+# copy taking its row's path. The kernel sums are the same (up to rounding), and rounded data
+# with many copies (1e5 rows holding a few hundred distinct ones) climb in a fraction of the
+# time. Untied data climb as they are.
+climb_distinct <- function(setup, ndim, keep_path, points = NULL, ...) {
   rows <- distinct_rows(setup$x)
   if (is.null(rows)) {
-    return(climb(setup$x, setup, setup$x, setup$max_iter, setup$tol, ndim, keep_path))
+    return(climb(setup$x, setup, points %||% setup$x, setup$max_iter, setup$tol, ndim,
+                 keep_path, ...))
   }
+  merged <- merge_tied_weights(setup, rows)
+  res <- climb(rows$x, merged, points %||% rows$x, setup$max_iter, setup$tol, ndim, keep_path,
+               ...)
+  if (is.null(points)) expand_rows_of(res, rows$index) else res
+}
+
+# blurring_shift() of the data with tied rows merged as in climb_distinct(): copies of a row
+# move together, so the distinct rows, weighted, blur exactly as all of them.
+blur_distinct <- function(setup, max_iter, tol, ndim, keep_path, collapse_tol = NULL) {
+  rows <- distinct_rows(setup$x)
+  if (is.null(rows)) {
+    return(blurring_shift(setup$x, setup, setup$x, max_iter, tol, ndim, keep_path, collapse_tol))
+  }
+  res <- blurring_shift(rows$x, merge_tied_weights(setup, rows), rows$x, max_iter, tol, ndim,
+                        keep_path, collapse_tol)
+  expand_rows_of(res, rows$index)
+}
+
+# The setup with the prior weights of tied rows summed onto their distinct rows.
+merge_tied_weights <- function(setup, rows) {
   prior <- setup$prior %||% rep(1 / nrow(setup$x), nrow(setup$x))
-  merged <- setup
-  merged$prior <- as.vector(rowsum(prior, rows$index, reorder = TRUE))
-  res <- climb(rows$x, merged, rows$x, setup$max_iter, setup$tol, ndim, keep_path)
-  res$points <- res$points[rows$index, , drop = FALSE]
-  for (field in c("density", "iterations", "converged", "wsum", "status")) {
-    if (!is.null(res[[field]])) res[[field]] <- res[[field]][rows$index]
+  setup$prior <- as.vector(rowsum(prior, rows$index, reorder = TRUE))
+  setup
+}
+
+# A climb's per-point results for every row of the data from those of its distinct rows.
+expand_rows_of <- function(res, index) {
+  res$points <- res$points[index, , drop = FALSE]
+  for (field in c("density", "iterations", "converged", "wsum", "status", "paths")) {
+    if (!is.null(res[[field]])) res[[field]] <- res[[field]][index]
   }
-  if (keep_path) res$paths <- res$paths[rows$index]
   res
 }
 
-# The distinct rows of x and the index of every row among them (ordered lexicographically), or
-# NULL when no two rows are equal.
+# The distinct rows of x (in order of first appearance) and the index of every row among them,
+# or NULL when no two rows are equal.
 distinct_rows <- function(x) {
   if (!anyDuplicated(x)) return(NULL)
   ord <- do.call(order, unname(as.data.frame(x)))
   sorted <- x[ord, , drop = FALSE]
   first <- c(TRUE, rowSums(sorted[-1L, , drop = FALSE] != sorted[-nrow(x), , drop = FALSE]) > 0)
-  index <- integer(nrow(x))
-  index[ord] <- cumsum(first)
-  list(x = sorted[first, , drop = FALSE], index = index)
+  group <- integer(nrow(x))
+  group[ord] <- cumsum(first)
+  firsts <- which(!duplicated(group))
+  list(x = x[firsts, , drop = FALSE], index = match(group, group[firsts]))
 }
 
 # Kernel density from the engine's weight sums: c_d / prod(h), over n without weights.
@@ -506,6 +528,13 @@ new_local_modes <- function(setup, groups, res, algorithm, call) {
 #' @inheritParams mean_shift
 #' @param max_iter Most rounds of MedoidShift (1: a single pass over the data;
 #'   by default the roots are shifted again until none moves).
+#' `min_size` joins small clusters as in [mean_shift()]: a cluster smaller
+#' than `min_size` joins the nearest large one only if no valley of the
+#' density separates their modes (both are data points here), and a warning
+#' says when most points end in tiny clusters. The default, 1% of the points,
+#' removes the single isolated points that a small bandwidth leaves as roots
+#' of their own.
+#'
 #' @return An object of class `local_modes` (see [mean_shift()]); `parent`
 #'   holds every point's move (its index in the data) in the first round.
 #' @references Sheikh, Y. A., Khan, E. A. and Kanade, T. (2007). Mode-seeking
@@ -520,13 +549,15 @@ new_local_modes <- function(setup, groups, res, algorithm, call) {
 #' fit <- medoid_shift(x, bandwidth = 0.5)
 #' plot(fit, paths = TRUE)
 medoid_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 100,
-                         merge_tol = 0, weights = NULL, method = "auto", n_threads = NULL,
-                         verbose = interactive(), control = local_control(), ...) {
+                         merge_tol = 0, min_size = NULL, weights = NULL, method = "auto",
+                         n_threads = NULL, verbose = interactive(), control = local_control(),
+                         ...) {
   check_dots(...)
   setup <- shift_setup(x, bandwidth, kernel, weights, method, max_iter, 0, n_threads, verbose,
                        control)
   if (setup$max_iter < 1L) abort("{.arg max_iter} must be at least 1.")
   n <- nrow(setup$x)
+  min_size <- check_count(min_size %||% default_min_size(n), arg = "min_size")
   parent <- medoid_moves(setup$x, setup, setup$weights %||% rep(1, n))
   root <- forest_roots(parent)
   w <- setup$weights %||% rep(1, n)
@@ -543,7 +574,12 @@ medoid_shift <- function(x, kernel = "gaussian", bandwidth = "auto", max_iter = 
               converged = rep(TRUE, n))
   res$density <- kde_values_at(setup, setup$x[root, , drop = FALSE])
   groups <- merge_modes(res$points, res$density, setup$h, merge_tol)
+  groups <- absorb_small(groups, res$points, setup, min_size)
+  warn_tiny_clusters(groups$size, min_size)
   fit <- new_local_modes(setup, groups, res, "medoid_shift", match.call())
+  fit$absorbed_modes <- res$points[groups$absorbed, , drop = FALSE]
+  fit$absorbed_into <- groups$absorbed_into
+  fit$min_size <- min_size
   fit$parent <- parent
   fit$root <- root
   fit$paths <- NULL

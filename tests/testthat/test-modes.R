@@ -366,3 +366,45 @@ test_that("pc_shift on 1e5 tied rows finishes in seconds", {
   expect_lt(time, 20)
   expect_equal(dim(fit$points), c(1e5, 2))
 })
+
+test_that("medoid_shift has min_size: ripple clusters join, far ones stay, tiny ones warn", {
+  x <- scale(iris[, 1:4])
+  h <- rep(0.3, 4)
+  plain <- medoid_shift(x, bandwidth = h, min_size = 1, verbose = FALSE)
+  fit <- medoid_shift(x, bandwidth = h, min_size = 5, verbose = FALSE)
+  expect_lt(length(fit$size), length(plain$size))
+  expect_identical(fit$min_size, 5L)
+  # a joined cluster moves whole into a large one; large clusters keep their points
+  for (j in seq_along(plain$size)) {
+    expect_length(unique(fit$cluster[plain$cluster == j]), 1L)
+  }
+  expect_identical(predict(fit, x[1:5, ]), fit$cluster[1:5])
+  set.seed(4)
+  far <- rbind(matrix(rnorm(200), ncol = 2), matrix(rnorm(6, mean = 20, sd = 0.1), ncol = 2))
+  expect_identical(medoid_shift(far, bandwidth = 1, min_size = 10, verbose = FALSE)$size,
+                   c(100L, 3L))
+  expect_warning(medoid_shift(x, bandwidth = 1e-6, verbose = FALSE), "too small",
+                 class = "localmean_warning")
+  expect_error(medoid_shift(x, min_size = 0), "min_size", class = "localmean_error")
+})
+
+test_that("blurring and climbing merge tied rows with the same result", {
+  x <- as.matrix(faithful)
+  tied <- x[rep(seq_len(nrow(x)), 3L), ]
+  untied <- tied + 1e-12 * seq_len(nrow(tied))
+  expect_equal(self_local_mean(tied, bandwidth = c(0.3, 5), n_iter = 3, verbose = FALSE),
+               self_local_mean(untied, bandwidth = c(0.3, 5), n_iter = 3, verbose = FALSE),
+               tolerance = 1e-8)
+  a <- mean_shift(tied, bandwidth = c(0.3, 5), verbose = FALSE)
+  b <- mean_shift(untied, bandwidth = c(0.3, 5), verbose = FALSE)
+  expect_identical(a$size, b$size)
+  expect_true(same_partition(a$cluster, b$cluster))
+})
+
+test_that("mean shift and self_local_mean on 1e5 tied rows finish in seconds", {
+  skip_on_cran()
+  big <- as.matrix(faithful)[rep(seq_len(nrow(faithful)), length.out = 1e5), ]
+  expect_lt(system.time(fit <- mean_shift(big, verbose = FALSE))[["elapsed"]], 20)
+  expect_identical(length(fit$size), 2L)
+  expect_lt(system.time(self_local_mean(big, verbose = FALSE))[["elapsed"]], 20)
+})
