@@ -655,15 +655,20 @@ lscv_floor <- function(x, reference) pmax(reference / 20, apply(x, 2L, data_reso
 # rounding unit, on the Gaussian scale as for lscv), 0 for an untied one. Leave-one-out lets a
 # point's twins predict it with full weight, so below the rounding unit the score rewards
 # kernels that fit every rounded value on its own (islands around the data) instead of a
-# function of x; untied data have no twins and keep the search's own limits. `columns`: how
-# many leading columns of x are numeric.
+# function of x; untied data have no twins and keep the search's own limits, and so do columns
+# with fewer than `rounded_min_distinct` distinct values, which are codes (a 0/1 dummy, the
+# cylinders of a car) rather than rounded measurements. `columns`: how many leading columns of
+# x are numeric.
 tie_floor <- function(x, kernel, columns = NCOL(x)) {
   floor <- vapply(seq_len(columns), function(j) {
     v <- x[, j]
-    if (anyDuplicated(v)) data_resolution(v) else 0
+    rounded <- anyDuplicated(v) && length(unique(v)) >= rounded_min_distinct
+    if (rounded) data_resolution(v) else 0
   }, 1)
   floor * kernel_scale_factor(kernel)
 }
+
+rounded_min_distinct <- 10L
 
 # Warns when a cv, gcv or aicc search chose the tie floor (tie_floor()) for some variable.
 warn_tie_floor <- function(criterion, x, h, kernel) {

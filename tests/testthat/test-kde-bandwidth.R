@@ -381,7 +381,9 @@ test_that("cv on rounded iris searches no bandwidth below the rounding unit", {
   fit <- local_poly(Sepal.Length ~ Petal.Length, iris, bandwidth = "cv", verbose = FALSE)
   expect_gte(min(fit$cv_curve$Petal.Length), 0.1 * (1 - 1e-9))
   expect_true(all(is.finite(fit$cv_curve$score)))
-  expect_equal(localmean:::tie_floor(cbind(c(1, 1.2, 1.2), c(1, 2, 3)), "gaussian"), c(0.2, 0))
+  v <- c(seq(0, 1.8, by = 0.2), 1.8)  # rounded to 0.2, 10 distinct values
+  expect_equal(localmean:::tie_floor(cbind(v, seq_along(v), rep(0:1, 11)[1:11]), "gaussian"),
+               c(0.2, 0, 0))  # untied and 0/1 columns have no floor
 })
 
 test_that("local_classify on iris picks the bandwidths of the unrounded data", {
