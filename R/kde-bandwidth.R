@@ -682,7 +682,7 @@ warn_tie_floor <- function(criterion, x, h, kernel) {
          i = "{.field {names}} {cli::qty(length(low))}{?has/have} {round(100 * tied)}% duplicated
               values.",
          i = "A narrower kernel would fit each rounded value on its own; give {.arg bandwidth}
-              as a number to go below it."))
+              as a number to go below it."), class = "localmean_rounded")
 }
 
 # Warns when the lscv minimum is at the lower limit in some columns, saying which of them are

@@ -750,7 +750,8 @@ warn_outside_range <- function(object, x) {
   if (outside) {
     warn(c("{outside} of the {nrow(x)} prediction point{?s} {cli::qty(outside)}{?is/are} outside
             the range of the data: there the fit extrapolates.",
-           i = "Out of range: {.field {numeric_vars[colSums(beyond) > 0]}}."))
+           i = "Out of range: {.field {numeric_vars[colSums(beyond) > 0]}}."),
+         class = "localmean_extrapolation")
   }
   invisible()
 }

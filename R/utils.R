@@ -4,8 +4,9 @@ abort <- function(message, ..., call = rlang::caller_env()) {
   cli::cli_abort(message, ..., class = "localmean_error", call = call, .envir = parent.frame())
 }
 
-warn <- function(message, ...) {
-  cli::cli_warn(message, ..., class = "localmean_warning", .envir = parent.frame())
+# `class`: a more specific class first (so that a caller can muffle that warning alone).
+warn <- function(message, ..., class = NULL) {
+  cli::cli_warn(message, ..., class = c(class, "localmean_warning"), .envir = parent.frame())
 }
 
 # A criterion value for stats::optimize(), which warns when it meets NA or Inf: an unusable

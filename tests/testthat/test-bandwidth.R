@@ -26,16 +26,16 @@ test_that("uniform kernel + nn(k) is the mean of the k nearest neighbours at new
       for (meth in c("auto", "exact", "tree")) {
         fit_m <- local_mean(x, dat$y, kernel = "uniform", bandwidth = nn(k, scale = sc),
                             method = meth, verbose = FALSE)
-        expect_equal(predict(fit_m, q), expected, tolerance = 1e-12,
+        expect_equal(predict_beyond(fit_m, q), expected, tolerance = 1e-12,
                      info = sprintf("scale = %s, k = %d, method %s", sc, k, meth))
       }
     }
   }
   # scale = TRUE and FALSE differ on these data
-  a <- predict(local_mean(x, dat$y, kernel = "uniform", bandwidth = nn(5, scale = TRUE),
-                          verbose = FALSE), q)
-  b <- predict(local_mean(x, dat$y, kernel = "uniform", bandwidth = nn(5, scale = FALSE),
-                          verbose = FALSE), q)
+  a <- predict_beyond(local_mean(x, dat$y, kernel = "uniform",
+                                 bandwidth = nn(5, scale = TRUE), verbose = FALSE), q)
+  b <- predict_beyond(local_mean(x, dat$y, kernel = "uniform",
+                                 bandwidth = nn(5, scale = FALSE), verbose = FALSE), q)
   expect_false(isTRUE(all.equal(a, b)))
 })
 

@@ -77,13 +77,15 @@ test_that("the tree strategy equals the exact strategy in 3-D and 5-D", {
       h <- if (k == "gaussian") 0.15 else 0.6
       ex <- local_poly(x, y, kernel = k, bandwidth = h, method = "exact", verbose = FALSE)
       tr <- local_poly(x, y, kernel = k, bandwidth = h, method = "tree", verbose = FALSE)
-      expect_equal(predict(tr, q), predict(ex, q), tolerance = 1e-12, info = paste(d, k))
+      expect_equal(predict_beyond(tr, q), predict_beyond(ex, q), tolerance = 1e-12,
+                   info = paste(d, k))
       expect_equal(fitted(tr), fitted(ex), tolerance = 1e-12, info = paste(d, k))
     }
     # the reference, once per dimension
     ref <- local_poly_ref(x, y, q, 0.6, "epanechnikov", 1)
-    expect_equal(predict(local_poly(x, y, kernel = "epanechnikov", bandwidth = 0.6,
-                                    method = "tree", verbose = FALSE), q),
+    tree <- local_poly(x, y, kernel = "epanechnikov", bandwidth = 0.6, method = "tree",
+                       verbose = FALSE)
+    expect_equal(predict_beyond(tree, q),
                  ref$coef[, 1], tolerance = 1e-10)
   }
 })
@@ -103,7 +105,7 @@ test_that("the tree truncates the Gaussian 8 sd beyond the nearest point; exact 
   expect_true(all(fitted(ex)[1:20] > 0))
   # far from all data the tree counts from the nearest point, so it agrees with exact
   far <- c(30, -25)
-  expect_equal(predict(fit, far), predict(ex, far), tolerance = 1e-12)
+  expect_equal(predict_beyond(fit, far), predict_beyond(ex, far), tolerance = 1e-12)
   for (meth in c("exact", "tree")) {
     # the Laplace reaches 32 scales
     lap <- local_mean(x, y, kernel = "laplace", bandwidth = 1, method = meth, verbose = FALSE)
@@ -118,7 +120,7 @@ test_that("the tree truncates the Gaussian 8 sd beyond the nearest point; exact 
     fit <- local_poly(d$x, d$y, bandwidth = 0.2, method = meth,
                       control = local_control(cutoff = 1.5), verbose = FALSE)
     ref <- local_poly_ref(d$x, d$y, q, 0.2, "gaussian", 1, cutoff = 1.5)
-    expect_equal(predict(fit, q), ref$coef[, 1], tolerance = 1e-10, info = meth)
+    expect_equal(predict_beyond(fit, q), ref$coef[, 1], tolerance = 1e-10, info = meth)
   }
 })
 
@@ -144,7 +146,8 @@ test_that("binned fits in 1-D are within 1e-3 (relative to the range) of exact f
       expect_identical(bn$spec$method, "binned")
       span <- diff(range(fitted(ex)))
       expect_lt(max(abs(fitted(bn) - fitted(ex))) / span, binned_tolerance, label = info)
-      expect_lt(max(abs(predict(bn, q) - predict(ex, q))) / span, binned_tolerance,
+      expect_lt(max(abs(predict_beyond(bn, q) - predict_beyond(ex, q))) / span,
+                binned_tolerance,
                 label = info)
       # and they do differ: the binned strategy really ran
       expect_gt(max(abs(fitted(bn) - fitted(ex))), 1e-12)
@@ -289,10 +292,10 @@ test_that("results are identical for 1 and 2 threads", {
     expect_identical(fitted(two[[nm]]), fitted(one[[nm]]), info = nm)
     expect_identical(two[[nm]]$leverage, one[[nm]]$leverage, info = nm)
     newq <- if (ncol(one[[nm]]$x) == 1L) q else q2
-    expect_identical(predict(two[[nm]], newq, n_threads = 2),
-                     predict(one[[nm]], newq, n_threads = 1), info = nm)
-    expect_identical(predict(one[[nm]], newq, n_threads = 2, se.fit = TRUE),
-                     predict(one[[nm]], newq, n_threads = 1, se.fit = TRUE), info = nm)
+    expect_identical(predict_beyond(two[[nm]], newq, n_threads = 2),
+                     predict_beyond(one[[nm]], newq, n_threads = 1), info = nm)
+    expect_identical(predict_beyond(one[[nm]], newq, n_threads = 2, se.fit = TRUE),
+                     predict_beyond(one[[nm]], newq, n_threads = 1, se.fit = TRUE), info = nm)
   }
   expect_identical(two$cv$bandwidth, one$cv$bandwidth)
   expect_identical(two$cv$cv_curve, one$cv$cv_curve)
@@ -315,14 +318,15 @@ test_that("chunked predict() equals unchunked predict() without a plan", {
   whole <- local_poly(d$x, d$y, bandwidth = 0.05, verbose = FALSE)
   parts <- local_poly(d$x, d$y, bandwidth = 0.05, control = local_control(chunk_size = 50),
                       verbose = FALSE)
-  expect_identical(predict(parts, q), predict(whole, q))
-  expect_identical(predict(parts, q, se.fit = TRUE), predict(whole, q, se.fit = TRUE))
+  expect_identical(predict_beyond(parts, q), predict_beyond(whole, q))
+  expect_identical(predict_beyond(parts, q, se.fit = TRUE),
+                   predict_beyond(whole, q, se.fit = TRUE))
   d2 <- make_data_2d(300)
   q2 <- cbind(x1 = runif(120), x2 = runif(120))
   w2 <- local_poly(d2$x, d2$y, degree = 2, bandwidth = 0.3, verbose = FALSE)
   p2 <- local_poly(d2$x, d2$y, degree = 2, bandwidth = 0.3,
                    control = local_control(chunk_size = 50), verbose = FALSE)
-  expect_identical(predict(p2, q2, deriv = 1), predict(w2, q2, deriv = 1))
+  expect_identical(predict_beyond(p2, q2, deriv = 1), predict_beyond(w2, q2, deriv = 1))
 })
 
 # ---- future ------------------------------------------------------------------------------------
@@ -345,10 +349,11 @@ test_that("predict() and bandwidth selection on a multisession plan equal the se
                           control = local_control(chunk_size = 50), verbose = FALSE)
     knn <- local_mean(d2$x, d2$y, kernel = "uniform", bandwidth = nn(7),
                       control = local_control(chunk_size = 50), verbose = FALSE)
-    list(pred = predict(fit, q), se = predict(fit, q, se.fit = TRUE),
-         pred2 = predict(fit2, q2, deriv = 2), fitted = fitted(fit), cv_h = cv$bandwidth,
-         cv_curve = cv$cv_curve, cv_fitted = fitted(cv), cls = predict(cls, iris[, 3:4], type = "prob"),
-         knn = predict(knn, q2))
+    list(pred = predict_beyond(fit, q), se = predict_beyond(fit, q, se.fit = TRUE),
+         pred2 = predict_beyond(fit2, q2, deriv = 2), fitted = fitted(fit), cv_h = cv$bandwidth,
+         cv_curve = cv$cv_curve, cv_fitted = fitted(cv),
+         cls = predict_beyond(cls, iris[, 3:4], type = "prob"),
+         knn = predict_beyond(knn, q2))
   }
   old <- future::plan(future::sequential)
   on.exit(future::plan(old), add = TRUE)

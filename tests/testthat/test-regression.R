@@ -22,13 +22,13 @@ test_that("every kernel, degree 0-2, 1-D and 2-D, exact and tree, matches the re
           fit <- local_poly(dat$x, dat$y, degree = deg, kernel = k, bandwidth = h,
                             method = meth, verbose = FALSE)
           expect_equal(unname(fitted(fit)), ref_x$coef[, 1], tolerance = 1e-10, info = info)
-          expect_equal(predict(fit, q), ref_q$coef[, 1], tolerance = 1e-10, info = info)
+          expect_equal(predict_beyond(fit, q), ref_q$coef[, 1], tolerance = 1e-10, info = info)
           if (deg >= 1) {
-            expect_equal(unname(predict(fit, q, deriv = 1)), drop(deriv_ref(ref_q, 1)),
+            expect_equal(unname(predict_beyond(fit, q, deriv = 1)), drop(deriv_ref(ref_q, 1)),
                          tolerance = 1e-10, info = info)
           }
           if (deg >= 2) {
-            expect_equal(unname(predict(fit, q, deriv = 2)), drop(deriv_ref(ref_q, 2)),
+            expect_equal(unname(predict_beyond(fit, q, deriv = 2)), drop(deriv_ref(ref_q, 2)),
                          tolerance = 1e-10, info = info)
           }
         }
@@ -43,9 +43,9 @@ test_that("degree 3 matches the reference in 1-D, derivatives included", {
     ref <- local_poly_ref(d1$x, d1$y, q1, h, k, 3)
     fit <- local_poly(d1$x, d1$y, degree = 3, kernel = k, bandwidth = h, method = "tree",
                       verbose = FALSE)
-    expect_equal(predict(fit, q1), ref$coef[, 1], tolerance = 1e-10, info = k)
-    expect_equal(predict(fit, q1, deriv = 1), ref$coef[, 2], tolerance = 1e-10, info = k)
-    expect_equal(predict(fit, q1, deriv = 2), 2 * ref$coef[, 3], tolerance = 1e-10, info = k)
+    expect_equal(predict_beyond(fit, q1), ref$coef[, 1], tolerance = 1e-10, info = k)
+    expect_equal(predict_beyond(fit, q1, deriv = 1), ref$coef[, 2], tolerance = 1e-10, info = k)
+    expect_equal(predict_beyond(fit, q1, deriv = 2), 2 * ref$coef[, 3], tolerance = 1e-10, info = k)
   }
 })
 
@@ -57,9 +57,9 @@ test_that("local_mean() is the Nadaraya-Watson local mean and equals local_poly(
     w <- dnorm((d1$x - q) / h)
     sum(w * d1$y) / sum(w)
   }, numeric(1))
-  expect_equal(predict(nw, q1), expected, tolerance = 1e-10)
+  expect_equal(predict_beyond(nw, q1), expected, tolerance = 1e-10)
   lp <- local_poly(d1$x, d1$y, degree = 0, kernel = "gaussian", bandwidth = h, verbose = FALSE)
-  expect_identical(predict(nw, q1), predict(lp, q1))
+  expect_identical(predict_beyond(nw, q1), predict_beyond(lp, q1))
   expect_s3_class(nw, c("local_mean", "local_poly", "local_model"), exact = TRUE)
   expect_s3_class(lp, c("local_poly", "local_model"), exact = TRUE)
   expect_identical(nw$degree, 0L)
@@ -84,19 +84,19 @@ test_that("leverages, sigma and se.fit match the reference equivalent kernel", {
 
       ref <- local_poly_ref(d1$x, d1$y, q1, h, k, deg)
       l2 <- function(row) vapply(ref$ops, function(A) sum(A[row, ]^2), numeric(1))
-      p <- predict(fit, q1, se.fit = TRUE)
+      p <- predict_beyond(fit, q1, se.fit = TRUE)
       expect_named(p, c("fit", "se.fit", "df", "residual.scale"))
       expect_equal(p$fit, ref$coef[, 1], tolerance = 1e-10, info = info)
       expect_equal(p$se.fit, sigma * sqrt(l2(1)), tolerance = 1e-10, info = info)
       expect_equal(p$residual.scale, sigma, tolerance = 1e-10, info = info)
       expect_equal(p$df, n - sum(diag(L)), tolerance = 1e-10, info = info)
       if (deg >= 1) {
-        p1 <- predict(fit, q1, se.fit = TRUE, deriv = 1)
+        p1 <- predict_beyond(fit, q1, se.fit = TRUE, deriv = 1)
         expect_equal(p1$fit, ref$coef[, 2], tolerance = 1e-10, info = info)
         expect_equal(p1$se.fit, sigma * sqrt(l2(2)), tolerance = 1e-10, info = info)
       }
       if (deg >= 2) {
-        p2 <- predict(fit, q1, se.fit = TRUE, deriv = 2)
+        p2 <- predict_beyond(fit, q1, se.fit = TRUE, deriv = 2)
         expect_equal(p2$fit, 2 * ref$coef[, 3], tolerance = 1e-10, info = info)
         expect_equal(p2$se.fit, 2 * sigma * sqrt(l2(3)), tolerance = 1e-10, info = info)
       }
@@ -112,15 +112,15 @@ test_that("se.fit and derivatives in 2-D match the reference", {
   L <- smoother_matrix_ref(d2$x, d2$y, h * 2, "biweight", 2)
   sigma <- sqrt(sum((d2$y - L %*% d2$y)^2) / (nrow(d2$x) - sum(diag(L))))
   l2 <- function(row) vapply(ref$ops, function(A) sum(A[row, ]^2), numeric(1))
-  p <- predict(fit, q2, se.fit = TRUE)
+  p <- predict_beyond(fit, q2, se.fit = TRUE)
   expect_equal(p$se.fit, sigma * sqrt(l2(1)), tolerance = 1e-10)
-  g <- predict(fit, q2, deriv = 1, se.fit = TRUE)
+  g <- predict_beyond(fit, q2, deriv = 1, se.fit = TRUE)
   expect_identical(colnames(g$fit), c("x1", "x2"))
   expect_equal(unname(g$fit), deriv_ref(ref, 1), tolerance = 1e-10)
   j1 <- term_ref(ref$powers, 1, 1)
   j2 <- term_ref(ref$powers, 2, 1)
   expect_equal(unname(g$se.fit), sigma * sqrt(cbind(l2(j1), l2(j2))), tolerance = 1e-10)
-  h2 <- predict(fit, q2, deriv = 2, se.fit = TRUE)
+  h2 <- predict_beyond(fit, q2, deriv = 2, se.fit = TRUE)
   expect_equal(unname(h2$fit), deriv_ref(ref, 2), tolerance = 1e-10)
   k1 <- term_ref(ref$powers, 1, 2)
   k2 <- term_ref(ref$powers, 2, 2)
@@ -135,24 +135,24 @@ test_that("prior weights enter the local least squares as W_i = prior_i k_i", {
                       weights = pw, method = meth, verbose = FALSE)
     ref <- local_poly_ref(d1$x, d1$y, q1, 0.3, "biweight", 1, prior = pw)
     ref_x <- local_poly_ref(d1$x, d1$y, d1$x, 0.3, "biweight", 1, prior = pw)
-    expect_equal(predict(fit, q1), ref$coef[, 1], tolerance = 1e-10, info = meth)
+    expect_equal(predict_beyond(fit, q1), ref$coef[, 1], tolerance = 1e-10, info = meth)
     expect_equal(unname(fitted(fit)), ref_x$coef[, 1], tolerance = 1e-10, info = meth)
     lev <- vapply(seq_along(ref_x$ops), function(i) ref_x$ops[[i]][1, i], numeric(1))
     expect_equal(fit$leverage, lev, tolerance = 1e-10, info = meth)
     # var(y_i) = sigma^2 / prior_i
     se <- fit$sigma * sqrt(vapply(ref$ops, function(A) sum(A[1, ]^2 / pw), numeric(1)))
-    expect_equal(predict(fit, q1, se.fit = TRUE)$se.fit, se, tolerance = 1e-10, info = meth)
+    expect_equal(predict_beyond(fit, q1, se.fit = TRUE)$se.fit, se, tolerance = 1e-10, info = meth)
   }
   # 2-D, with zero weights: those points are ignored
   pw2 <- rep(c(1, 0, 2), length.out = nrow(d2$x))
   fit <- local_poly(d2$x, d2$y, degree = 1, kernel = "gaussian", bandwidth = c(0.15, 0.2),
                     weights = pw2, verbose = FALSE)
   ref <- local_poly_ref(d2$x, d2$y, q2, c(0.15, 0.2), "gaussian", 1, prior = pw2)
-  expect_equal(predict(fit, q2), ref$coef[, 1], tolerance = 1e-10)
+  expect_equal(predict_beyond(fit, q2), ref$coef[, 1], tolerance = 1e-10)
   keep <- pw2 > 0
   sub <- local_poly(d2$x[keep, ], d2$y[keep], degree = 1, kernel = "gaussian",
                     bandwidth = c(0.15, 0.2), weights = pw2[keep], verbose = FALSE)
-  expect_equal(predict(fit, q2), predict(sub, q2), tolerance = 1e-12)
+  expect_equal(predict_beyond(fit, q2), predict_beyond(sub, q2), tolerance = 1e-12)
 })
 
 test_that("adaptive nn(k) bandwidths with a smooth kernel match the reference", {
@@ -170,16 +170,16 @@ test_that("adaptive nn(k) bandwidths with a smooth kernel match the reference", 
                         bandwidth = nn(k, scale = sc), verbose = FALSE)
       # the k-th neighbour sits on the boundary with weight 0, so widen as the engine does
       ref <- local_poly_ref(x, d2$y, q, hq * (1 + 1e-12), "epanechnikov", deg)
-      expect_equal(predict(fit, q), ref$coef[, 1], tolerance = 1e-9,
+      expect_equal(predict_beyond(fit, q), ref$coef[, 1], tolerance = 1e-9,
                    info = paste("scale", sc, "degree", deg))
     }
     fit <- local_poly(x, d2$y, degree = 1, kernel = "gaussian", bandwidth = nn(k, scale = sc),
                       verbose = FALSE)
     ref <- local_poly_ref(x, d2$y, q, hq * (1 + 1e-12), "gaussian", 1)
-    expect_equal(predict(fit, q), ref$coef[, 1], tolerance = 1e-9)
-    expect_equal(unname(predict(fit, q, deriv = 1)), deriv_ref(ref, 1), tolerance = 1e-9)
+    expect_equal(predict_beyond(fit, q), ref$coef[, 1], tolerance = 1e-9)
+    expect_equal(unname(predict_beyond(fit, q, deriv = 1)), deriv_ref(ref, 1), tolerance = 1e-9)
     se <- fit$sigma * sqrt(vapply(ref$ops, function(A) sum(A[1, ]^2), numeric(1)))
-    expect_equal(predict(fit, q, se.fit = TRUE)$se.fit, se, tolerance = 1e-9)
+    expect_equal(predict_beyond(fit, q, se.fit = TRUE)$se.fit, se, tolerance = 1e-9)
   }
 })
 
@@ -331,8 +331,9 @@ test_that("local linear fits reproduce a linear function exactly", {
   for (k in c("gaussian", "uniform", "cauchy")) {
     fit <- local_poly(x, y, degree = 1, kernel = k, bandwidth = ref_bandwidth(k, 2),
                       verbose = FALSE)
-    expect_equal(predict(fit, q2), 1 + 2 * q2[, 1] - 3 * q2[, 2], tolerance = 1e-10, info = k)
-    g <- predict(fit, q2, deriv = 1)
+    expect_equal(predict_beyond(fit, q2), 1 + 2 * q2[, 1] - 3 * q2[, 2], tolerance = 1e-10,
+                 info = k)
+    g <- predict_beyond(fit, q2, deriv = 1)
     expect_equal(unname(g), cbind(rep(2, nrow(q2)), rep(-3, nrow(q2))), tolerance = 1e-8,
                  info = k)
   }
@@ -347,15 +348,15 @@ test_that("the formula method equals the default method and keeps terms for pred
                   verbose = FALSE)
   expect_equal(fitted(f), fitted(m), ignore_attr = TRUE)
   nd <- data.frame(b = q2[, 2], a = q2[, 1], junk = "z")  # order and extra columns do not matter
-  expect_identical(predict(f, nd), predict(m, cbind(a = q2[, 1], b = q2[, 2])))
+  expect_identical(predict_beyond(f, nd), predict_beyond(m, cbind(a = q2[, 1], b = q2[, 2])))
   expect_identical(formula(f), y ~ a + b)
   expect_identical(nobs(f), nrow(df))
   # transformations of the predictors
   df$z <- exp(df$a)
   g <- local_poly(y ~ log(z) + b, data = df, degree = 1, bandwidth = c(0.15, 0.2),
                   verbose = FALSE)
-  expect_equal(predict(g, data.frame(z = exp(q2[, 1]), b = q2[, 2])),
-               predict(m, cbind(a = q2[, 1], b = q2[, 2])), tolerance = 1e-12)
+  expect_equal(predict_beyond(g, data.frame(z = exp(q2[, 1]), b = q2[, 2])),
+               predict_beyond(m, cbind(a = q2[, 1], b = q2[, 2])), tolerance = 1e-12)
   # local_mean formula
   nw <- local_mean(y ~ a, data = df, bandwidth = 0.1, verbose = FALSE)
   expect_s3_class(nw, "local_mean")
@@ -564,7 +565,7 @@ test_that("newdata with missing or wrong columns is refused", {
   expect_error(predict(m, data.frame(x1 = 0.5, x2 = "a")), class = "localmean_error",
                regexp = "newdata")
   # a matrix with the right columns in another order is matched by name
-  expect_identical(predict(m, q2[, c("x2", "x1")]), predict(m, q2))
+  expect_identical(predict_beyond(m, q2[, c("x2", "x1")]), predict_beyond(m, q2))
 })
 
 test_that("newdata with the wrong number of columns is refused for default-method fits", {
@@ -578,18 +579,20 @@ test_that("newdata with the wrong number of columns is refused for default-metho
 
 test_that("a query with no data in the kernel window gives NA with a warning", {
   fit <- local_poly(d1$x, d1$y, kernel = "epanechnikov", bandwidth = 0.1, verbose = FALSE)
-  expect_warning(p <- predict(fit, c(0.5, 3)), class = "localmean_warning")
+  expect_warning(p <- predict_beyond(fit, c(0.5, 3)), class = "localmean_warning")
   expect_true(is.finite(p[1]))
   expect_true(is.na(p[2]))
   expect_false(is.nan(p[2]))  # NA, not NaN
-  expect_warning(s <- predict(fit, c(0.5, 3), se.fit = TRUE), class = "localmean_warning")
+  expect_warning(s <- predict_beyond(fit, c(0.5, 3), se.fit = TRUE),
+                 class = "localmean_warning")
   expect_true(is.na(s$fit[2]) && !is.nan(s$fit[2]))
   expect_true(is.na(s$se.fit[2]) && !is.nan(s$se.fit[2]))
   expect_true(is.finite(s$se.fit[1]))
   # too few points for the degree, in 2-D
   fit2 <- local_poly(d2$x, d2$y, degree = 2, kernel = "uniform", bandwidth = 0.3,
                      verbose = FALSE)
-  expect_warning(p2 <- predict(fit2, cbind(x1 = 1.25, x2 = 0.5)), class = "localmean_warning")
+  expect_warning(p2 <- predict_beyond(fit2, cbind(x1 = 1.25, x2 = 0.5)),
+                 class = "localmean_warning")
   expect_true(is.na(p2))
   expect_false(is.nan(p2))
   # fitted values: a too-small compact bandwidth warns at fit time and never returns NaN silently

@@ -207,8 +207,8 @@ test_that("summary() of a local-mode classifier has its leave-one-out Brier scor
 # local multinomial logit.
 every_class_fits <- function() {
   c(small_fits(), list(
-    classify_cv = local_classify(Species ~ Petal.Length + Petal.Width, data = iris,
-                                 verbose = FALSE),
+    classify_cv = quietly_about(local_classify(Species ~ Petal.Length + Petal.Width, data = iris,
+                                               verbose = FALSE), "localmean_rounded"),
     multinomial = local_classify(Species ~ Sepal.Length, data = iris, degree = 1,
                                  bandwidth = 0.5, verbose = FALSE),
     local_score = local_score(faithful, verbose = FALSE),
