@@ -214,7 +214,7 @@ most_probable <- function(prob, levels) {
 #' @return `predict()`: a factor of classes or a matrix of probabilities.
 #' @export
 predict.local_classify <- function(object, newdata = NULL, type = c("class", "prob"),
-                                   method = NULL, n_threads = NULL, verbose = FALSE, ...) {
+                                   method = NULL, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   type <- match_choice(type, c("class", "prob"))
   prob <- if (is.null(newdata)) {

@@ -541,7 +541,7 @@ NULL
 #' @rdname kde-methods
 #' @export
 predict.local_kde <- function(object, newdata, rtol = 0, method = "tree", n_threads = NULL,
-                              verbose = FALSE, ...) {
+                              verbose = interactive(), ...) {
   check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
   method <- check_choice(method, c("tree", "exact"))
@@ -825,7 +825,7 @@ as.data.frame.local_kde <- function(x, row.names = NULL, optional = FALSE, ...) 
 #' @rdname kde-methods
 #' @export
 simulate.local_kde <- function(object, nsim = 1, seed = NULL, sampler = "bootstrap",
-                               n_iter = 100, n_threads = NULL, verbose = FALSE, ...) {
+                               n_iter = 100, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   nsim <- check_size(check_count(nsim), size_limits$simulated_values / max(1, object$d),
                      "draws", "nsim")

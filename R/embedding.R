@@ -741,7 +741,7 @@ as.data.frame.local_embedding <- function(x, row.names = NULL, optional = FALSE,
 
 #' @rdname local_embedding
 #' @export
-predict.local_embedding <- function(object, newdata, n_threads = NULL, verbose = FALSE,
+predict.local_embedding <- function(object, newdata, n_threads = NULL, verbose = interactive(),
                                     ...) {
   check_dots(...)
   if (!object$method %in% c("lle", "trimap")) {

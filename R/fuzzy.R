@@ -483,7 +483,7 @@ NULL
 #' @export
 predict.local_fuzzy <- function(object, newdata = NULL, se.fit = FALSE,
                                 type = c("response", "membership"), n_threads = NULL,
-                                verbose = FALSE, ...) {
+                                verbose = interactive(), ...) {
   check_dots(...)
   check_flag(se.fit)
   check_flag(verbose)

@@ -173,7 +173,7 @@ kernel_score <- function(fit, points, n_threads, verbose) {
 #' @param object A `local_score` object.
 #' @param newdata Points at which to compute the score.
 #' @export
-predict.local_score <- function(object, newdata, n_threads = NULL, verbose = FALSE, ...) {
+predict.local_score <- function(object, newdata, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to compute.")
   points <- score_points(newdata, object$x, arg = "newdata")
@@ -314,8 +314,8 @@ local_denoiser <- function(x, bandwidth = 0, weights = NULL, method = "auto",
 #' @param noise The noise level \eqn{\sigma}{sigma}: a positive number or one per
 #'   variable.
 #' @export
-predict.local_denoiser <- function(object, newdata, noise, n_threads = NULL, verbose = FALSE,
-                                   ...) {
+predict.local_denoiser <- function(object, newdata, noise, n_threads = NULL,
+                                   verbose = interactive(), ...) {
   check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the noisy points.")
   if (missing(noise)) abort("{.arg noise} is required: the noise level of {.arg newdata}.")

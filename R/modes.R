@@ -738,7 +738,7 @@ print.summary.local_modes <- function(x, ..., digits = x$digits) {
 
 #' @rdname local_modes
 #' @export
-predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = FALSE, ...) {
+predict.local_modes <- function(object, newdata, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   points <- kde_points(object, newdata)
   setup <- list(x = object$x, h = object$bandwidth, kernel = object$kernel,

@@ -664,7 +664,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                interval = c("none", "confidence", "prediction"),
                                level = 0.95, simultaneous = FALSE,
                                variance = c("constant", "local"), method = NULL,
-                               n_threads = NULL, verbose = FALSE, ...) {
+                               n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   type <- match_choice(type, c("response", "link"))
   check_flag(se.fit)

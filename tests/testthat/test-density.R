@@ -401,3 +401,19 @@ test_that("a kernel given as a function gives the triweight's (and Gaussian's) d
                predict(kde(x2, kernel = "triweight", bandwidth = 0.8), x2[1:10, ]),
                tolerance = 1e-10)
 })
+
+test_that("predict() and simulate() show progress bars by default in interactive sessions", {
+  ns <- asNamespace("localmean")
+  methods <- c("predict.local_kde", "simulate.local_kde", "predict.local_modes",
+               "predict.local_poly", "predict.local_classify", "predict.local_score",
+               "predict.local_denoiser", "predict.local_embedding", "predict.local_fuzzy")
+  for (name in methods) {
+    expect_identical(formals(get(name, envir = ns))$verbose, quote(interactive()), info = name)
+  }
+  # a long prediction ticks its bar
+  old <- options(cli.progress_show_after = 0)
+  on.exit(options(old), add = TRUE)
+  fit <- kde(faithful$eruptions, bandwidth = 0.3, verbose = FALSE)
+  shown <- testthat::capture_messages(predict(fit, seq(1, 6, length.out = 2e5), verbose = TRUE))
+  expect_match(paste(shown, collapse = ""), "local fit")
+})
