@@ -27,7 +27,11 @@
 #'   curve of `plot(which = "bandwidth")`), which extends itself by factors of
 #'   1.5 while the best candidate is at its upper end or no candidate has a
 #'   score (skewed predictors need wide bandwidths for their sparse tails),
-#'   within 0.001 to 10 times each predictor's range. One numeric predictor is
+#'   within 0.001 to 10 times each predictor's range and, for a tied or rounded
+#'   predictor (at least 10 distinct values), no lower than its resolution (the
+#'   smallest gap between its values): below it leave-one-out lets tied points
+#'   predict each other and rewards fitting each rounded value on its own, and
+#'   a warning says when the minimum is there. One numeric predictor is
 #'   then refined by golden-section search; several predictors, or any
 #'   categorical one, by a joint search of every bandwidth h and every lambda
 #'   (Nelder-Mead from the grid's best and from a coordinate sweep, restarted
