@@ -514,20 +514,20 @@ lower_bounds_polish <- function(score, theta, value, layout) {
 
 # ---- The gradient search ---------------------------------------------------------------------
 #
-# The leave-one-out "cv" score of the Gaussian-kernel local mean or local linear fit is the loss
-# of the learned metric (metric.hpp) at the diagonal metric A = diag(1 / h), which comes with its
-# analytic gradient: with respect to A (hence to log h: dL/dlog h_k = -A_kk dL/dA_kk) and to each
-# categorical lambda. It is the engine's "cv" score (the same leave-one-out residuals, the same
+# The leave-one-out "cv" score of the local mean or local linear fit is the loss of the learned
+# metric (metric.hpp) at the diagonal metric A = diag(1 / h), which comes with its analytic
+# gradient for every registry kernel with a slope (kernel_has_slope()): with respect to A (hence
+# to log h: dL/dlog h_k = -A_kk dL/dA_kk) and to each categorical lambda. It is the engine's "cv" score (the same leave-one-out residuals, the same
 # cut-off and the same rule for leverages within 1e-10 of 1), computed in one pass over the
 # pairs of points together with its gradient.
 
 # Whether the joint search of a selector can use that gradient: the "cv" criterion of least
-# squares with one response, the Gaussian kernel, degree 0 or 1, fixed per-variable bandwidths,
+# squares with one response, a kernel with a slope, degree 0 or 1, fixed per-variable bandwidths,
 # on the exact or tree strategy (a search the strategy would bin keeps the derivative-free
 # search on its binned scores).
 gradient_search_applies <- function(criterion, spec) {
   identical(criterion, "cv") && identical(spec$family %||% "gaussian", "gaussian") &&
-    identical(spec$kernel, "gaussian") && spec$degree <= 1L && is.null(spec$nn) &&
+    kernel_has_slope(spec$kernel) && spec$degree <= 1L && is.null(spec$nn) &&
     is.null(spec$point_scale) && spec$numeric_vars >= 1L && NCOL(spec$values) == 1L &&
     spec$requested_method != "binned" &&
     (!spec$binnable || NROW(spec$x) < binned_min_n$search)
@@ -549,7 +549,7 @@ loo_gradient_scorer <- function(spec, tick = function() NULL) {
     if (!is.null(categorical)) categorical$lambda <- as.double(s$lambda)
     res <- metric_loss(x, y, prior, diag(1 / s$h, nrow = length(s$h)), spec$degree,
                        categorical %||% list(), spec$cutoff, 1e-10, spec$n_threads, FALSE,
-                       TRUE, !is.null(categorical))
+                       TRUE, !is.null(categorical), spec$kernel)
     # dL/dlog h = dL/dA_kk dA_kk/dlog h = -dL/dA_kk / h; dL/dtheta = dL/dlambda upper p (1 - p)
     num <- seq_len(layout$numeric)
     share <- stats::plogis(theta[-num])
