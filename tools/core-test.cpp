@@ -469,7 +469,7 @@ static void tiled_sweep_tests() {
 void qkv_core_tests();
 static void metric_tests();
 static void metric_fused_tests();
-static void metric_kernel_tests();
+static void metric_kernel_tests(const MetricProblem& data);
 
 // The binned fits at 1-D data points (binned_data_fit(), whose blocks take line_block_sums()):
 // fits and leverages equal interpolate_nodes() at the points, the sums plain sums, with and
@@ -746,7 +746,6 @@ int main(int argc, char** argv) {
   neighbour_tests();
   metric_tests();
   metric_fused_tests();
-  metric_kernel_tests();
   data_fit_tests();
 
   std::printf("core: %d passed, %d failed\n", checks - failures, failures);
@@ -819,6 +818,26 @@ void qkv_core_tests() {
   record(a2);
 }
 
+// The largest relative error of the metric gradient `at` (2 x 2 metric A) against central
+// differences with `step`.
+static double metric_fd_error(const MetricProblem& p, const double* A, const MetricLoss& at,
+                              double step) {
+  double worst = 0.0;
+  for (std::size_t k = 0; k < 4; ++k) {
+    double up[4], down[4];
+    std::copy(A, A + 4, up);
+    std::copy(A, A + 4, down);
+    up[k] += step;
+    down[k] -= step;
+    MetricLoss lu, ld;
+    metric_loo_loss(p, up, lu);
+    metric_loo_loss(p, down, ld);
+    const double fd = (lu.loss - ld.loss) / (2 * step);
+    worst = std::max(worst, std::fabs(fd - at.gradient[k]) / (1e-3 + std::fabs(fd)));
+  }
+  return worst;
+}
+
 // The learned metric's leave-one-out loss: at a diagonal metric it equals a direct leave-one-out
 // local mean; its gradient matches central differences (degrees 0 and 1, with prior weights and
 // a categorical variable); serial and threaded evaluations are identical.
@@ -877,21 +896,10 @@ static void metric_tests() {
     record(serial.gradient);
     expect(serial.loss == threaded.loss && serial.gradient == threaded.gradient,
            "metric loss does not depend on the threads");
-    double worst = 0.0;
-    for (std::size_t k = 0; k < d * d; ++k) {
-      double up[4], down[4];
-      std::copy(A, A + 4, up);
-      std::copy(A, A + 4, down);
-      up[k] += 1e-5;
-      down[k] -= 1e-5;
-      MetricLoss lu, ld;
-      metric_loo_loss(p, up, lu);
-      metric_loo_loss(p, down, ld);
-      const double fd = (lu.loss - ld.loss) / 2e-5;
-      worst = std::max(worst, std::fabs(fd - serial.gradient[k]) / (1e-3 + std::fabs(fd)));
-    }
-    expect(worst < 1e-5, "metric gradient matches central differences");
+    expect(metric_fd_error(p, A, serial, 1e-5) < 1e-5,
+           "metric gradient matches central differences");
   }
+  metric_kernel_tests(p);
 }
 
 // At a diagonal metric the fused passes (up to kFusedMaxD variables) give the loss and gradient
@@ -1006,8 +1014,8 @@ static void metric_fused_tests() {
 // Every registry kernel: its slope is -d shape / d r2 (central differences away from kinks, and
 // the shadow kernel's facts); its leave-one-out loss at a diagonal metric is the same from the
 // fused and the general passes, and the general pass's gradient in a full metric matches central
-// differences (degrees 0 and 1, prior weights, a categorical variable).
-static void metric_kernel_tests() {
+// differences (degrees 0 and 1; the data, prior weights and categorical variable of metric_tests).
+static void metric_kernel_tests(const MetricProblem& data) {
   std::size_t kernels = 0;
   const KernelInfo* table = kernel_table(&kernels);
   double worst_slope = 0.0, worst_shadow = 0.0, worst_fused = 0.0, worst_fd = 0.0;
@@ -1025,36 +1033,13 @@ static void metric_kernel_tests() {
   }
   expect(worst_slope < 1e-8, "kernel slopes are -d shape / d r2");
   expect(worst_shadow < 1e-13, "kernel slopes agree with the shadow kernels");
-  const std::size_t n = 70, d = 2;
-  std::mt19937 rng(8);
-  std::uniform_real_distribution<double> unif(0.0, 1.0);
-  std::vector<double> x(n * d), y(n), prior(n);
-  std::vector<int> codes(n);
-  for (auto& v : x) v = unif(rng);
-  for (std::size_t i = 0; i < n; ++i) {
-    y[i] = std::sin(3 * x[i]) + x[n + i] * x[n + i] + 0.1 * unif(rng);
-    prior[i] = 0.5 + unif(rng);
-    codes[i] = static_cast<int>(i % 3);
-  }
-  CategoricalVars cat;
-  cat.codes = codes.data();
-  cat.count = 1;
-  cat.levels = {3};
-  cat.kernels = {DiscreteKernel::aitchison_aitken};
-  cat.lambda = {0.3};
   for (std::size_t k = 0; k < kernels; ++k) {
     for (int degree : {0, 1}) {
-      MetricProblem p;
-      p.x = x.data();
-      p.n = n;
-      p.d = d;
-      p.y = y.data();
-      p.prior = prior.data();
-      p.categorical = &cat;
+      MetricProblem p = data;
       p.kernel = table[k].type;
       p.degree = degree;
       p.lambda_gradient = true;
-      const double diag[4] = {2.0, 0.0, 0.0, 1.7};
+      const double diag[4] = {0.45, 0.0, 0.0, 0.4};
       MetricLoss general, fused;
       metric_loo_loss(p, diag, general);
       p.diagonal = true;
@@ -1068,24 +1053,14 @@ static void metric_kernel_tests() {
       worst_fused = std::max(worst_fused, rel(fused.loss, general.loss));
       for (std::size_t e : {std::size_t(0), std::size_t(3)})
         worst_fused = std::max(worst_fused, rel(fused.gradient[e], general.gradient[e]));
-      worst_fused = std::max(worst_fused, rel(fused.lambda_gradient[0], general.lambda_gradient[0]));
-      const double A[4] = {1.9, 0.3, -0.4, 1.6};
+      worst_fused =
+          std::max(worst_fused, rel(fused.lambda_gradient[0], general.lambda_gradient[0]));
+      const double A[4] = {0.45, 0.05, -0.1, 0.4};
       MetricLoss at;
       metric_loo_loss(p, A, at);
       record(at.loss);
       record(at.gradient);
-      for (std::size_t e = 0; e < d * d; ++e) {
-        double up[4], down[4];
-        std::copy(A, A + 4, up);
-        std::copy(A, A + 4, down);
-        up[e] += 1e-6;
-        down[e] -= 1e-6;
-        MetricLoss lu, ld;
-        metric_loo_loss(p, up, lu);
-        metric_loo_loss(p, down, ld);
-        const double fd = (lu.loss - ld.loss) / 2e-6;
-        worst_fd = std::max(worst_fd, std::fabs(fd - at.gradient[e]) / (1e-3 + std::fabs(fd)));
-      }
+      worst_fd = std::max(worst_fd, metric_fd_error(p, A, at, 1e-6));
     }
   }
   expect(worst_fused < 1e-12, "every kernel: fused metric loss equals the general pass");

@@ -182,41 +182,46 @@ kernel_search_data <- function(n = 60) {
   g <- sample(c("a", "b", "c"), n, replace = TRUE)
   y <- sin(3 * x[, 1]) + x[, 2]^2 + match(g, c("a", "b", "c")) / 3 + rnorm(n, sd = 0.1)
   list(x = x, g = g, y = y, prior = runif(n, 0.5, 2),
-       categorical = list(codes = matrix(match(g, c("a", "b", "c"))), levels = list(c("a", "b", "c")),
-                          ordered = FALSE))
+       categorical = list(codes = matrix(match(g, c("a", "b", "c"))),
+                          levels = list(c("a", "b", "c")), ordered = FALSE))
 }
 
-test_that("for every kernel the cv score with its gradient equals a plain-R LOO loop and central differences", {
-  d <- kernel_search_data()
-  h <- c(0.45, 0.6)
-  lambda <- 0.3
-  for (kernel in kernel_names_ref) for (degree in 0:1) {
-    info <- paste(kernel, "degree", degree)
-    spec <- localmean:::engine_spec(d$x, kernel, h, values = matrix(d$y), prior = d$prior,
-                                    degree = degree, categorical = d$categorical, lambda = lambda)
-    expect_identical(localmean:::gradient_search_applies("cv", spec), kernel != "uniform",
-                     info = info)
-    layout <- localmean:::theta_layout(spec, localmean:::bandwidth_bounds(spec))
-    loss_of <- localmean:::loo_gradient_scorer(spec)
-    theta <- c(log(h), qlogis(lambda / layout$lambda_upper))
-    res <- loss_of(theta, layout)
-    expect_equal(res$value, loo_score_ref(d$x, d$y, d$g, h, lambda, kernel, degree, d$prior),
-                 tolerance = 1e-10, info = info)
-    engine <- localmean:::spec_score("cv", spec)
-    expect_equal(res$value, engine, tolerance = 1e-10, info = info)
-    fd <- vapply(seq_along(theta), function(k) {
-      e <- replace(numeric(length(theta)), k, 1e-6)
-      (loss_of(theta + e, layout)$value - loss_of(theta - e, layout)$value) / 2e-6
-    }, 1)
-    expect_equal(res$gradient, fd, tolerance = 1e-5, info = info)
-    if (kernel == "uniform") expect_identical(res$gradient[1:2], c(0, 0))
-  }
-})
+# One test per kernel, each with degrees 0 and 1.
+for (kernel in kernel_names_ref) {
+  test_that(paste("the", kernel, "cv score equals a plain-R LOO loop, its gradient central",
+                  "differences"), {
+    d <- kernel_search_data()
+    h <- c(0.45, 0.6)
+    lambda <- 0.3
+    for (degree in 0:1) {
+      info <- paste(kernel, "degree", degree)
+      spec <- localmean:::engine_spec(d$x, kernel, h, values = matrix(d$y), prior = d$prior,
+                                      degree = degree, categorical = d$categorical,
+                                      lambda = lambda)
+      expect_identical(localmean:::gradient_search_applies("cv", spec), kernel != "uniform",
+                       info = info)
+      layout <- localmean:::theta_layout(spec, localmean:::bandwidth_bounds(spec))
+      loss_of <- localmean:::loo_gradient_scorer(spec)
+      theta <- c(log(h), qlogis(lambda / layout$lambda_upper))
+      res <- loss_of(theta, layout)
+      expect_equal(res$value, loo_score_ref(d$x, d$y, d$g, h, lambda, kernel, degree, d$prior),
+                   tolerance = 1e-10, info = info)
+      expect_equal(res$value, localmean:::spec_score("cv", spec), tolerance = 1e-10, info = info)
+      fd <- vapply(seq_along(theta), function(k) {
+        e <- replace(numeric(length(theta)), k, 1e-6)
+        (loss_of(theta + e, layout)$value - loss_of(theta - e, layout)$value) / 2e-6
+      }, 1)
+      expect_equal(res$gradient, fd, tolerance = 1e-5, info = info)
+      # a step: no slope in the bandwidths (the lambda's gradient is still exact)
+      if (kernel == "uniform") expect_identical(res$gradient[1:2], c(0, 0))
+    }
+  })
+}
 
 test_that("the joint cv search descends for every kernel, with a categorical predictor", {
-  d <- kernel_search_data(80)
+  d <- kernel_search_data()
   data <- data.frame(d$x, g = factor(d$g), y = d$y)
-  for (kernel in c("epanechnikov", "tricube", "laplace", "cauchy")) {
+  for (kernel in c("epanechnikov", "laplace", "cauchy")) {
     fit <- local_poly(y ~ x1 + x2 + g, data, kernel = kernel, bandwidth = "cv", verbose = FALSE)
     expect_true(is.finite(fit$cv), info = kernel)
     # the search ends at least as low as the best of its starting grid

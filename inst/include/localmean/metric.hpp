@@ -73,12 +73,13 @@ struct MetricLoss {
 namespace detail {
 
 // Per-thread scratch of the leave-one-out loss: for one point i, the differences z_j - z_i
-// (d x n, column-major), the weights and their products, and the categorical level tables.
+// (d x n, column-major), the weights, slope weights and their products, and the level tables.
 struct LooScratch {
   std::vector<double> dz, d2, w, v, wd, g, tmp, table, dtable;
   std::vector<double> S, full, b, a, e1;  // the local design, (d + 1) x (d + 1)
   LooScratch(std::size_t n, std::size_t d, std::size_t table_size)
-      : dz(d * n), d2(n), w(n), v(n), wd(d * n), g(n), tmp(n), table(table_size), dtable(table_size),
+      : dz(d * n), d2(n), w(n), v(n), wd(d * n), g(n), tmp(n), table(table_size),
+        dtable(table_size),
         S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1) {}
 };
 
@@ -102,15 +103,30 @@ LOCALMEAN_INLINE double lane_total(const double* a, std::size_t n) {
 
 // The kernel weights of `len` squared distances r2 within the reach: w = shape(r2) and, when v is
 // not null, the slope weights v = 2 slope(r2) (see the top of the file).
+template <class K, class Len>
+LOCALMEAN_INLINE void profile_weights(const double* r2, double reach2, Len len, double* w,
+                                      double* v) {
+  for (std::size_t t = 0; t < len; ++t) w[t] = within(r2[t], reach2) * K::shape(r2[t]);
+  if (v)
+    for (std::size_t t = 0; t < len; ++t) v[t] = within(r2[t], reach2) * 2.0 * K::slope(r2[t]);
+}
+// One out-of-line copy for the kernels other than the Gaussian, shared by both builds (the
+// library stays small; their searches spend little time here).
+template <class Len>
+__attribute__((noinline)) void other_kernel_weights(KernelType kernel, const double* r2,
+                                                    double reach2, Len len, double* w,
+                                                    double* v) {
+  with_kernel(kernel, [&](auto k) LOCALMEAN_LAMBDA_INLINE {
+    profile_weights<decltype(k)>(r2, reach2, len, w, v);
+  });
+}
 template <class Len>
 LOCALMEAN_INLINE void kernel_weights(KernelType kernel, const double* r2, double reach2, Len len,
                                      double* w, double* v) {
-  with_kernel(kernel, [&](auto k) LOCALMEAN_LAMBDA_INLINE {
-    using K = decltype(k);
-    for (std::size_t t = 0; t < len; ++t) w[t] = within(r2[t], reach2) * K::shape(r2[t]);
-    if (v)
-      for (std::size_t t = 0; t < len; ++t) v[t] = within(r2[t], reach2) * 2.0 * K::slope(r2[t]);
-  });
+  if (kernel == KernelType::gaussian)
+    profile_weights<Gaussian>(r2, reach2, len, w, v);
+  else
+    other_kernel_weights(kernel, r2, reach2, len, w, v);
 }
 
 // Whether the slope weights are the weights themselves (the Gaussian: 2 slope = shape).
