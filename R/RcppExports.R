@@ -145,8 +145,8 @@ cpp_loss_eval <- function(name, what, x, y, param) {
     .Call(`_localmean_cpp_loss_eval`, name, what, x, y, param)
 }
 
-cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal = FALSE, lambda_gradient = FALSE) {
-    .Call(`_localmean_cpp_metric_loss`, x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient)
+cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal = FALSE, lambda_gradient = FALSE, kernel = "gaussian") {
+    .Call(`_localmean_cpp_metric_loss`, x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient, kernel)
 }
 
 cpp_temporal_local_mean <- function(qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose) {

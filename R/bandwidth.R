@@ -461,24 +461,36 @@ theta_score <- function(score_of, layout) {
 
 # Joint minimisation of the score over every bandwidth from the grid's best `start` (h), with
 # bounds. With the analytic gradient of the score (`gradient`, see loo_gradient_scorer()):
-# gradient_search(). Otherwise one coordinate sweep from it, which tries each predictor at a few multiples of its
-# bandwidth and at its upper bound (so an irrelevant predictor can jump to a wide bandwidth),
-# then Nelder-Mead from the sweep's result (never worse than the start), restarted once from
-# its own result, as restarts help Nelder-Mead past early collapse of its simplex; then each
-# lambda is tried at 0 (lower_bounds_polish(), followed by Nelder-Mead when that helps).
+# gradient_search(); for kernels other than the Gaussian followed by Nelder-Mead from its
+# result, kept when better (their scores have kinks, at the edges of compact supports, where
+# the descent stops early; see bench/README.md). Otherwise one coordinate sweep from it, which
+# tries each predictor at a few multiples of its bandwidth and at its upper bound (so an
+# irrelevant predictor can jump to a wide bandwidth), then Nelder-Mead from the sweep's result
+# (never worse than the start), restarted once from its own result, as restarts help
+# Nelder-Mead past early collapse of its simplex; then each lambda is tried at 0
+# (lower_bounds_polish(), followed by Nelder-Mead when that helps).
 # Returns the best bandwidths h and lambdas found (never worse than the start).
 joint_search <- function(score_of, start, lambda, bounds, spec, gradient = NULL) {
   layout <- theta_layout(spec, bounds)
   score <- theta_score(score_of, layout)
   clamp <- function(theta) pmin(pmax(theta, layout$bounds[1L, ]), layout$bounds[2L, ])
   theta0 <- clamp(c(log(start), stats::qlogis(lambda / layout$lambda_upper)))
-  if (!is.null(gradient)) return(theta_scales(gradient_search(gradient, theta0, layout), layout))
   nelder_mead <- function(theta) {
     # in units of 1/5 log: optim's first simplex steps 0.1, i.e. factors of exp(0.5)
     opt <- stats::optim(numeric(length(theta)), function(u) score(theta + 5 * u),
                         method = "Nelder-Mead",
                         control = list(reltol = 1e-4, maxit = 100L * length(theta)))
     list(theta = clamp(theta + 5 * opt$par), value = opt$value)
+  }
+  if (!is.null(gradient)) {
+    theta <- gradient_search(gradient, theta0, layout)
+    if (!identical(as.character(spec$kernel), "gaussian")) {
+      polished <- nelder_mead(theta)
+      if (polished$value < score(theta)) {
+        theta <- widen_flat(score, polished$theta, polished$value, layout$bounds[2L, ])
+      }
+    }
+    return(theta_scales(theta, layout))
   }
   sweep <- coordinate_sweep(score, theta0, layout$bounds)
   best <- list(theta = sweep, value = score(sweep))
@@ -515,20 +527,20 @@ lower_bounds_polish <- function(score, theta, value, layout) {
 
 # ---- The gradient search ---------------------------------------------------------------------
 #
-# The leave-one-out "cv" score of the Gaussian-kernel local mean or local linear fit is the loss
-# of the learned metric (metric.hpp) at the diagonal metric A = diag(1 / h), which comes with its
-# analytic gradient: with respect to A (hence to log h: dL/dlog h_k = -A_kk dL/dA_kk) and to each
-# categorical lambda. It is the engine's "cv" score (the same leave-one-out residuals, the same
-# cut-off and the same rule for leverages within 1e-10 of 1), computed in one pass over the
-# pairs of points together with its gradient.
+# The leave-one-out "cv" score of the local mean or local linear fit is the loss of the learned
+# metric (metric.hpp) at the diagonal metric A = diag(1 / h), which comes with its analytic
+# gradient for every registry kernel with a slope (kernel_has_slope()): with respect to A (hence
+# to log h: dL/dlog h_k = -A_kk dL/dA_kk) and to each categorical lambda. It is the engine's
+# "cv" score (the same leave-one-out residuals, the same cut-off and the same rule for leverages
+# within 1e-10 of 1), computed in one pass over the pairs of points together with its gradient.
 
 # Whether the joint search of a selector can use that gradient: the "cv" criterion of least
-# squares with one response, the Gaussian kernel, degree 0 or 1, fixed per-variable bandwidths,
+# squares with one response, a kernel with a slope, degree 0 or 1, fixed per-variable bandwidths,
 # on the exact or tree strategy (a search the strategy would bin keeps the derivative-free
 # search on its binned scores).
 gradient_search_applies <- function(criterion, spec) {
   identical(criterion, "cv") && identical(spec$family %||% "gaussian", "gaussian") &&
-    identical(spec$kernel, "gaussian") && spec$degree <= 1L && is.null(spec$nn) &&
+    kernel_has_slope(spec$kernel) && spec$degree <= 1L && is.null(spec$nn) &&
     is.null(spec$point_scale) && spec$numeric_vars >= 1L && NCOL(spec$values) == 1L &&
     spec$requested_method != "binned" &&
     (!spec$binnable || NROW(spec$x) < binned_min_n$search)
@@ -550,7 +562,7 @@ loo_gradient_scorer <- function(spec, tick = function() NULL) {
     if (!is.null(categorical)) categorical$lambda <- as.double(s$lambda)
     res <- metric_loss(x, y, prior, diag(1 / s$h, nrow = length(s$h)), spec$degree,
                        categorical %||% list(), spec$cutoff, 1e-10, spec$n_threads, FALSE,
-                       TRUE, !is.null(categorical))
+                       TRUE, !is.null(categorical), spec$kernel)
     # dL/dlog h = dL/dA_kk dA_kk/dlog h = -dL/dA_kk / h; dL/dtheta = dL/dlambda upper p (1 - p)
     num <- seq_len(layout$numeric)
     share <- stats::plogis(theta[-num])

@@ -536,11 +536,12 @@ hermite_pair_sums <- function(z, w, g, orders, n_threads = 1L) {
   cpp_hermite_pair_sums(z, w, g, orders, n_threads)
 }
 
-# The leave-one-out loss of a learned metric A and its gradient (metric.hpp).
+# The leave-one-out loss of a learned metric A and its gradient (metric.hpp), for a registry
+# kernel.
 metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads,
-                        verbose, diagonal = FALSE, lambda_gradient = FALSE) {
+                        verbose, diagonal = FALSE, lambda_gradient = FALSE, kernel = "gaussian") {
   cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose,
-                  diagonal, lambda_gradient)
+                  diagonal, lambda_gradient, as.character(kernel))
 }
 
 # Greedy grouping of points (rows, in visiting order): a point joins the first group whose

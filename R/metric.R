@@ -1,8 +1,8 @@
-# The learned metric of bandwidth = "metric": a linear map x -> A x of the numeric predictors
-# for the Gaussian kernel, chosen by minimising the leave-one-out squared error with the
-# analytic gradient of the C++ core (metric learning for kernel regression, Weinberger and
-# Tesauro 2007), started from the diagonal "cv" solution A = diag(1 / h). The fit then uses the
-# unit bandwidth on A x.
+# The learned metric of bandwidth = "metric": a linear map x -> A x of the numeric predictors,
+# chosen by minimising the leave-one-out squared error with the analytic gradient of the C++
+# core (metric learning for kernel regression, Weinberger and Tesauro 2007) for any registry
+# kernel with a slope (kernel_has_slope()), started from the diagonal "cv" solution
+# A = diag(1 / h). The fit then uses the unit bandwidth on A x.
 
 # The engine specification of a "metric" bandwidth: list(spec, how, curve, metric).
 # `resolve_cv()` resolves the diagonal "cv" bandwidths of the original predictors (the start,
@@ -16,7 +16,8 @@ resolve_metric <- function(x, values, prior, degree, kernel, method, control, n_
   lambda <- cv$spec$categorical$lambda
   learned <- learn_metric(x, values[, 1L], prior, degree, h,
                           categorical = cv$spec$categorical, cutoff = cv$spec$cutoff,
-                          n_threads = n_threads, verbose = verbose, call = call)
+                          n_threads = n_threads, verbose = verbose, call = call,
+                          kernel = kernel)
   z <- apply_metric(x, learned$A)
   spec <- engine_spec(z, kernel, rep(1, ncol(x)), values = values, prior = prior, degree = degree,
                       method = method, control = control, categorical = categorical,
@@ -25,15 +26,21 @@ resolve_metric <- function(x, values, prior, degree, kernel, method, control, n_
   list(spec = spec, how = "metric", curve = NULL, metric = learned)
 }
 
-# "metric" needs the Gaussian kernel, least squares on one response, degree 0 or 1 and at least
+# "metric" needs a kernel with a slope, least squares on one response, degree 0 or 1 and at least
 # one numeric predictor.
 check_metric_problem <- function(x, values, degree, kernel, family, likelihood, call) {
   why <- if (family != "regression") {
     "is for {.fn local_poly} and {.fn local_mean}, not classification"
   } else if (likelihood != "gaussian") {
     "is for the Gaussian family (least squares) only"
-  } else if (kernel != "gaussian") {
-    "needs {.code kernel = \"gaussian\"}"
+  } else if (!kernel_has_slope(kernel)) {
+    if (is_registry_kernel(kernel)) {
+      "needs a kernel whose weights change smoothly with distance: the uniform kernel's are a
+       step, so the leave-one-out loss has no gradient"
+    } else {
+      "needs a kernel of the registry: the gradient of the loss needs the slope of the profile,
+       which a kernel of the user's own does not have"
+    }
   } else if (degree > 1L) {
     "is for degree 0 or 1"
   } else if (ncol(x) == 0L) {
@@ -42,6 +49,22 @@ check_metric_problem <- function(x, values, degree, kernel, family, likelihood, 
     "needs one response"
   }
   if (!is.null(why)) abort(paste0("{.code bandwidth = \"metric\"} ", why, "."), call = call)
+}
+
+# Whether a kernel is one of the registry's rows (not a kernel of the user's own).
+is_registry_kernel <- function(kernel) {
+  is.character(kernel) && is.null(attr(kernel, "user_kernel")) && kernel %in% kernel_names()
+}
+
+# Whether the leave-one-out score has an informative analytic gradient under `kernel`
+# (metric.hpp): a registry kernel (the registry's slope of its profile; a tabulated profile has
+# none) whose weights are not a step. The uniform kernel's profile is constant inside its
+# support, so the score is a step function of the bandwidths with zero gradient wherever it has
+# one: its searches stay derivative-free.
+kernel_has_slope <- function(kernel) {
+  if (!is_registry_kernel(kernel)) return(FALSE)
+  peak_and_inside <- kernel_value(c(0, 0.5), kernel)
+  peak_and_inside[2L] < peak_and_inside[1L]
 }
 
 # Rows of x (n x d) mapped to A x: x A'.
@@ -58,7 +81,7 @@ metric_transform <- function(object, x) {
   apply_metric(x, object$metric$A)
 }
 
-# Minimises the leave-one-out squared error of the Gaussian-kernel fit of `degree` over the
+# Minimises the leave-one-out squared error of the `kernel` fit of `degree` over the
 # metric A, from the diagonal "cv" solution A = diag(1 / h). Degree 1 first learns the local
 # mean's metric (its loss is smoother: no nearly singular local designs) and starts the local
 # linear search from it, widened until every point has a leave-one-out fit; when that search
@@ -66,9 +89,10 @@ metric_transform <- function(object, x) {
 # widened (widen_metric()). Between evaluations R checks for interrupts and a spinner shows
 # progress. Returns list(A, loss, start_loss (the diagonal's), evaluations, convergence).
 learn_metric <- function(x, y, prior, degree, h, categorical = NULL, cutoff = 0,
-                         n_threads = 1L, verbose = FALSE, call = rlang::caller_env()) {
+                         n_threads = 1L, verbose = FALSE, call = rlang::caller_env(),
+                         kernel = "gaussian") {
   loss_of <- metric_loss_function(x, y, prior, categorical, cutoff, n_threads,
-                                  progress = if (verbose) environment())
+                                  progress = if (verbose) environment(), kernel = kernel)
   diagonal <- diag(1 / h, length(h))
   if (verbose) cli::cli_progress_bar("metric learning", total = NA)
   start_loss <- loss_of(diagonal, degree)$loss
@@ -117,12 +141,14 @@ feasible_metric_start <- function(loss_of, A, fallback) {
 
 # The C++ loss as a function of the metric A and the degree. R checks for interrupts between
 # calls; `progress` is the frame of a cli progress bar to advance, or NULL.
-metric_loss_function <- function(x, y, prior, categorical, cutoff, n_threads, progress = NULL) {
+metric_loss_function <- function(x, y, prior, categorical, cutoff, n_threads, progress = NULL,
+                                 kernel = "gaussian") {
   prior <- prior %||% numeric(0)
   categorical <- categorical %||% list()
   function(A, degree) {
     if (!is.null(progress)) cli::cli_progress_update(.envir = progress)
-    metric_loss(x, y, prior, A, degree, categorical, cutoff, 0, n_threads, FALSE)
+    metric_loss(x, y, prior, A, degree, categorical, cutoff, 0, n_threads, FALSE,
+                kernel = kernel)
   }
 }
 

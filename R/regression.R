@@ -34,9 +34,12 @@
 #'   a warning says when the minimum is there. One numeric predictor is
 #'   then refined by golden-section search; several predictors, or any
 #'   categorical one, by a joint search of every bandwidth h and every lambda
-#'   (Nelder-Mead from the grid's best and from a coordinate sweep, restarted
-#'   once, within the same bounds). A predictor whose h exceeds 3 times its
-#'   range, or whose lambda reaches its upper bound, is *smoothed out*: the
+#'   within the same bounds: for `"cv"` of least squares at degree 0 or 1 with
+#'   any kernel but the uniform (whose weights are a step), a descent along the
+#'   analytic gradient of the leave-one-out score; otherwise Nelder-Mead from
+#'   the grid's best and from a coordinate sweep, restarted once. A predictor
+#'   whose h exceeds 3 times its range, or whose lambda reaches its upper bound,
+#'   is *smoothed out*: the
 #'   fit is (nearly) global in it, so it does not matter locally, and
 #'   `summary()` says so (as np's bandwidths do, Hall, Li and Racine, 2007);
 #'   `"rot"` (normal-reference rule
@@ -46,9 +49,9 @@
 #'   and degree 1; its pilot fits assume a roughly symmetric predictor, so on skewed data prefer
 #'   `"cv"`). Both formulas are widened by factors of 1.5 where needed until the fit exists at every
 #'   data point (the sparse tail of a skewed predictor leaves narrow windows empty).
-#' * `"metric"`: a learned metric, for the Gaussian kernel, least squares and
-#'   degree 0 or 1 (Weinberger and Tesauro, 2007). The kernel becomes
-#'   \eqn{\exp(-\|A(x_i - x^*)\|^2 / 2)}{exp(-||A(x_i - x^*)||^2 / 2)} with a full
+#' * `"metric"`: a learned metric, for any kernel of the registry but the
+#'   uniform, least squares and degree 0 or 1 (Weinberger and Tesauro, 2007).
+#'   The kernel's weights become \eqn{K(\|A(x_i - x^*)\|)}{K(||A(x_i - x^*)||)} with a full
 #'   \eqn{d \times d}{d x d} matrix \eqn{A}{A} on the numeric predictors, the fit that of the unit
 #'   bandwidth on \eqn{A x}{A x}, so that the kernel can follow directions that combine the
 #'   predictors (a response that depends on \eqn{x_1 + x_2}{x_1 + x_2}, say). \eqn{A}{A} minimises
@@ -553,7 +556,7 @@ print.summary.local_model <- function(x, ..., digits = x$digits) {
     print_trimmed(tab, row.names = FALSE, right = FALSE)
   }
   if (!is.null(x$metric)) {
-    cat("\nLearned metric A (the kernel is Gaussian in A x, unit bandwidth):\n")
+    cat("\nLearned metric A (the kernel acts on A x, unit bandwidth):\n")
     print_trimmed(signif(x$metric, digits))
   }
   invisible(x)

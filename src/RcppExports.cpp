@@ -551,8 +551,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_metric_loss
-List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose, bool diagonal, bool lambda_gradient);
-RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP diagonalSEXP, SEXP lambda_gradientSEXP) {
+List cpp_metric_loss(NumericMatrix x, NumericVector y, NumericVector prior, NumericMatrix A, int degree, List categorical, double cutoff, double min_gap, int n_threads, bool verbose, bool diagonal, bool lambda_gradient, std::string kernel);
+RcppExport SEXP _localmean_cpp_metric_loss(SEXP xSEXP, SEXP ySEXP, SEXP priorSEXP, SEXP ASEXP, SEXP degreeSEXP, SEXP categoricalSEXP, SEXP cutoffSEXP, SEXP min_gapSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP diagonalSEXP, SEXP lambda_gradientSEXP, SEXP kernelSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -568,7 +568,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
     Rcpp::traits::input_parameter< bool >::type diagonal(diagonalSEXP);
     Rcpp::traits::input_parameter< bool >::type lambda_gradient(lambda_gradientSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient));
+    Rcpp::traits::input_parameter< std::string >::type kernel(kernelSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_metric_loss(x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient, kernel));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -701,7 +702,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_kernel_shape", (DL_FUNC) &_localmean_cpp_kernel_shape, 2},
     {"_localmean_cpp_loss_table", (DL_FUNC) &_localmean_cpp_loss_table, 0},
     {"_localmean_cpp_loss_eval", (DL_FUNC) &_localmean_cpp_loss_eval, 5},
-    {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 12},
+    {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 13},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_layout", (DL_FUNC) &_localmean_cpp_qkv_layout, 1},

@@ -469,6 +469,7 @@ static void tiled_sweep_tests() {
 void qkv_core_tests();
 static void metric_tests();
 static void metric_fused_tests();
+static void metric_kernel_tests(const MetricProblem& data);
 
 // The binned fits at 1-D data points (binned_data_fit(), whose blocks take line_block_sums()):
 // fits and leverages equal interpolate_nodes() at the points, the sums plain sums, with and
@@ -817,6 +818,26 @@ void qkv_core_tests() {
   record(a2);
 }
 
+// The largest relative error of the metric gradient `at` (2 x 2 metric A) against central
+// differences with `step`.
+static double metric_fd_error(const MetricProblem& p, const double* A, const MetricLoss& at,
+                              double step) {
+  double worst = 0.0;
+  for (std::size_t k = 0; k < 4; ++k) {
+    double up[4], down[4];
+    std::copy(A, A + 4, up);
+    std::copy(A, A + 4, down);
+    up[k] += step;
+    down[k] -= step;
+    MetricLoss lu, ld;
+    metric_loo_loss(p, up, lu);
+    metric_loo_loss(p, down, ld);
+    const double fd = (lu.loss - ld.loss) / (2 * step);
+    worst = std::max(worst, std::fabs(fd - at.gradient[k]) / (1e-3 + std::fabs(fd)));
+  }
+  return worst;
+}
+
 // The learned metric's leave-one-out loss: at a diagonal metric it equals a direct leave-one-out
 // local mean; its gradient matches central differences (degrees 0 and 1, with prior weights and
 // a categorical variable); serial and threaded evaluations are identical.
@@ -875,21 +896,10 @@ static void metric_tests() {
     record(serial.gradient);
     expect(serial.loss == threaded.loss && serial.gradient == threaded.gradient,
            "metric loss does not depend on the threads");
-    double worst = 0.0;
-    for (std::size_t k = 0; k < d * d; ++k) {
-      double up[4], down[4];
-      std::copy(A, A + 4, up);
-      std::copy(A, A + 4, down);
-      up[k] += 1e-5;
-      down[k] -= 1e-5;
-      MetricLoss lu, ld;
-      metric_loo_loss(p, up, lu);
-      metric_loo_loss(p, down, ld);
-      const double fd = (lu.loss - ld.loss) / 2e-5;
-      worst = std::max(worst, std::fabs(fd - serial.gradient[k]) / (1e-3 + std::fabs(fd)));
-    }
-    expect(worst < 1e-5, "metric gradient matches central differences");
+    expect(metric_fd_error(p, A, serial, 1e-5) < 1e-5,
+           "metric gradient matches central differences");
   }
+  metric_kernel_tests(p);
 }
 
 // At a diagonal metric the fused passes (up to kFusedMaxD variables) give the loss and gradient
@@ -999,4 +1009,60 @@ static void metric_fused_tests() {
   }
   expect(worst_fd < 1e-5, "fused metric lambda gradient matches central differences");
   expect(same_threads, "fused metric loss does not depend on the threads");
+}
+
+// Every registry kernel: its slope is -d shape / d r2 (central differences away from kinks, and
+// the shadow kernel's facts); its leave-one-out loss at a diagonal metric is the same from the
+// fused and the general passes, and the general pass's gradient in a full metric matches central
+// differences (degrees 0 and 1; the data, prior weights and categorical variable of metric_tests).
+static void metric_kernel_tests(const MetricProblem& data) {
+  std::size_t kernels = 0;
+  const KernelInfo* table = kernel_table(&kernels);
+  double worst_slope = 0.0, worst_shadow = 0.0, worst_fused = 0.0, worst_fd = 0.0;
+  for (std::size_t k = 0; k < kernels; ++k) {
+    const KernelType type = table[k].type;
+    for (double r2 : {0.09, 0.36, 0.64, 2.25}) {
+      if (table[k].compact && r2 > 1.0) continue;
+      const double e = 1e-6;
+      const double fd = (kernel_shape(type, r2 - e) - kernel_shape(type, r2 + e)) / (2 * e);
+      worst_slope = std::max(worst_slope, std::fabs(fd - kernel_slope(type, r2)));
+      if (table[k].shadow_factor > 0.0)
+        worst_shadow = std::max(worst_shadow, std::fabs(kernel_slope(type, r2) -
+            table[k].shadow_factor * kernel_shape(table[k].shadow, r2)));
+    }
+  }
+  expect(worst_slope < 1e-8, "kernel slopes are -d shape / d r2");
+  expect(worst_shadow < 1e-13, "kernel slopes agree with the shadow kernels");
+  for (std::size_t k = 0; k < kernels; ++k) {
+    for (int degree : {0, 1}) {
+      MetricProblem p = data;
+      p.kernel = table[k].type;
+      p.degree = degree;
+      p.lambda_gradient = true;
+      const double diag[4] = {0.45, 0.0, 0.0, 0.4};
+      MetricLoss general, fused;
+      metric_loo_loss(p, diag, general);
+      p.diagonal = true;
+      metric_loo_loss(p, diag, fused);
+      p.diagonal = false;
+      record(fused.loss);
+      record(fused.gradient);
+      record(fused.lambda_gradient);
+      expect(general.failed == 0 && fused.failed == 0, "every point has a LOO fit");
+      const auto rel = [](double a, double b) { return std::fabs(a - b) / (1e-12 + std::fabs(b)); };
+      worst_fused = std::max(worst_fused, rel(fused.loss, general.loss));
+      for (std::size_t e : {std::size_t(0), std::size_t(3)})
+        worst_fused = std::max(worst_fused, rel(fused.gradient[e], general.gradient[e]));
+      worst_fused =
+          std::max(worst_fused, rel(fused.lambda_gradient[0], general.lambda_gradient[0]));
+      const double A[4] = {0.45, 0.05, -0.1, 0.4};
+      MetricLoss at;
+      metric_loo_loss(p, A, at);
+      record(at.loss);
+      record(at.gradient);
+      worst_fd = std::max(worst_fd, metric_fd_error(p, A, at, 1e-6));
+    }
+  }
+  expect(worst_fused < 1e-12, "every kernel: fused metric loss equals the general pass");
+  expect(worst_fd < 1e-5, "every kernel: metric gradient matches central differences");
 }

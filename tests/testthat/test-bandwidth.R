@@ -444,8 +444,8 @@ test_that("the gradient of the cv score in theta equals central differences", {
     expect_equal(res$gradient, fd, tolerance = 1e-6, info = paste("degree", degree))
     expect_true(all(abs(res$gradient) > 1e-8))  # every parameter moves the score
   }
-  # the gradient search is not used where it does not apply
-  spec <- localmean:::engine_spec(x, "epanechnikov", c(0.2, 0.5), values = matrix(y), degree = 1)
+  # the gradient search is not used where it does not apply (the uniform kernel: a step)
+  spec <- localmean:::engine_spec(x, "uniform", c(0.2, 0.5), values = matrix(y), degree = 1)
   expect_false(localmean:::gradient_search_applies("cv", spec))
   expect_false(localmean:::gradient_search_applies("gcv", spec))
 })
@@ -546,8 +546,8 @@ test_that("the joint cv search drives a binary predictor's lambda to its bound 0
   x <- runif(n)
   g <- factor(sample(c("a", "b"), n, replace = TRUE))
   y <- sin(2 * pi * x) + 3 * (g == "b") + rnorm(n, sd = 0.1)
-  # the levels differ by 3: mixing them only adds bias. The Nelder-Mead search (a compact
-  # kernel) only approaches lambda = 0 on its logit; the polish at the bounds reaches it.
+  # the levels differ by 3: mixing them only adds bias. A search on the logit only approaches
+  # lambda = 0; the polish at the bounds reaches it.
   fit <- local_mean(y ~ x + g, data.frame(x, g, y), bandwidth = "cv", kernel = "epanechnikov",
                     verbose = FALSE)
   expect_identical(fit$bandwidth[[2L]], 0)

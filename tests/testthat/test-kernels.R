@@ -211,7 +211,7 @@ test_that("methods that need built-in kernels refuse user kernels and weight mat
   expect_error(kde(rnorm(20), kernel = diag(20)), "cannot be a weight matrix",
                class = "localmean_error")
   expect_error(local_poly(matrix(runif(40), 20), runif(20), kernel = triweight_profile,
-                          bandwidth = "metric"), "gaussian", class = "localmean_error")
+                          bandwidth = "metric"), "registry", class = "localmean_error")
 })
 
 test_that("a fit keeps its user kernel's table across saveRDS() and a new session", {

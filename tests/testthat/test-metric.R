@@ -139,7 +139,7 @@ test_that("metric input that does not apply is refused clearly", {
   set.seed(7)
   d <- rotated_data(60, d = 2)
   fit_with <- function(...) local_poly(d$x, d$y, bandwidth = "metric", verbose = FALSE, ...)
-  expect_error(fit_with(kernel = "epanechnikov"), "gaussian", class = "localmean_error")
+  expect_error(fit_with(kernel = "uniform"), "step", class = "localmean_error")
   expect_error(fit_with(degree = 2), "degree 0 or 1", class = "localmean_error")
   expect_error(local_poly(d$x, d$y > 0, bandwidth = "metric", family = "binomial",
                           verbose = FALSE), "Gaussian family", class = "localmean_error")
@@ -150,4 +150,98 @@ test_that("metric input that does not apply is refused clearly", {
                class = "localmean_error")
   expect_error(predict(fit, d$x[1:3, ], interval = "confidence", variance = "local"),
                "metric", class = "localmean_error")
+})
+
+# ---- Every registry kernel --------------------------------------------------------------------
+
+# Plain-R leave-one-out "cv" score at bandwidths h and the Aitchison-Aitken lambda of one factor
+# g: each point's fit without it (a weighted mean, or weighted least squares on (1, x - x_i)),
+# predicted at it; the weighted mean of the squared residuals.
+loo_score_ref <- function(x, y, g, h, lambda, kernel, degree, prior = rep(1, length(y))) {
+  n <- nrow(x)
+  levels_g <- length(unique(g))
+  r <- vapply(seq_len(n), function(i) {
+    u <- sweep(x, 2L, x[i, ]) / rep(h, each = n)
+    w <- prior * kernel_weight_ref(sqrt(rowSums(u^2)), kernel) *
+      ifelse(g == g[i], 1 - lambda, lambda / (levels_g - 1))
+    keep <- seq_len(n) != i & w > 0
+    fit <- if (degree == 0) {
+      sum(w[keep] * y[keep]) / sum(w[keep])
+    } else {
+      design <- cbind(1, sweep(x, 2L, x[i, ]))
+      stats::lm.wfit(design[keep, , drop = FALSE], y[keep], w[keep])$coefficients[[1L]]
+    }
+    y[i] - fit
+  }, 1)
+  sum(prior * r^2) / sum(prior)
+}
+
+kernel_search_data <- function(n = 60) {
+  set.seed(21)
+  x <- cbind(x1 = runif(n), x2 = runif(n))
+  g <- sample(c("a", "b", "c"), n, replace = TRUE)
+  y <- sin(3 * x[, 1]) + x[, 2]^2 + match(g, c("a", "b", "c")) / 3 + rnorm(n, sd = 0.1)
+  list(x = x, g = g, y = y, prior = runif(n, 0.5, 2),
+       categorical = list(codes = matrix(match(g, c("a", "b", "c"))),
+                          levels = list(c("a", "b", "c")), ordered = FALSE))
+}
+
+# One test per kernel, each with degrees 0 and 1.
+for (kernel in kernel_names_ref) {
+  test_that(paste("the", kernel, "cv score equals a plain-R LOO loop, its gradient central",
+                  "differences"), {
+    d <- kernel_search_data()
+    h <- c(0.45, 0.6)
+    lambda <- 0.3
+    for (degree in 0:1) {
+      info <- paste(kernel, "degree", degree)
+      spec <- localmean:::engine_spec(d$x, kernel, h, values = matrix(d$y), prior = d$prior,
+                                      degree = degree, categorical = d$categorical,
+                                      lambda = lambda)
+      expect_identical(localmean:::gradient_search_applies("cv", spec), kernel != "uniform",
+                       info = info)
+      layout <- localmean:::theta_layout(spec, localmean:::bandwidth_bounds(spec))
+      loss_of <- localmean:::loo_gradient_scorer(spec)
+      theta <- c(log(h), qlogis(lambda / layout$lambda_upper))
+      res <- loss_of(theta, layout)
+      expect_equal(res$value, loo_score_ref(d$x, d$y, d$g, h, lambda, kernel, degree, d$prior),
+                   tolerance = 1e-10, info = info)
+      expect_equal(res$value, localmean:::spec_score("cv", spec), tolerance = 1e-10, info = info)
+      fd <- vapply(seq_along(theta), function(k) {
+        e <- replace(numeric(length(theta)), k, 1e-6)
+        (loss_of(theta + e, layout)$value - loss_of(theta - e, layout)$value) / 2e-6
+      }, 1)
+      expect_equal(res$gradient, fd, tolerance = 1e-5, info = info)
+      # a step: no slope in the bandwidths (the lambda's gradient is still exact)
+      if (kernel == "uniform") expect_identical(res$gradient[1:2], c(0, 0))
+    }
+  })
+}
+
+test_that("the joint cv search descends for every kernel, with a categorical predictor", {
+  d <- kernel_search_data()
+  data <- data.frame(d$x, g = factor(d$g), y = d$y)
+  for (kernel in c("epanechnikov", "laplace", "cauchy")) {
+    fit <- local_poly(y ~ x1 + x2 + g, data, kernel = kernel, bandwidth = "cv", verbose = FALSE)
+    expect_true(is.finite(fit$cv), info = kernel)
+    # the search ends at least as low as the best of its starting grid
+    expect_lte(fit$cv, min(fit$cv_curve$score, na.rm = TRUE) * (1 + 1e-8))
+  }
+  # the uniform kernel's score is a step function: its search stays derivative-free
+  fit <- local_poly(y ~ x1 + x2, data, kernel = "uniform", bandwidth = "cv", verbose = FALSE)
+  expect_true(is.finite(fit$cv))
+})
+
+test_that("a metric is learned for a compact kernel, and refused for a kernel of the user's own", {
+  set.seed(22)
+  train <- rotated_data(150, d = 2)
+  fit <- local_poly(train$x, train$y, kernel = "epanechnikov", degree = 0, bandwidth = "metric",
+                    verbose = FALSE)
+  expect_lte(fit$metric$loss, fit$metric$start_loss)
+  z <- train$x %*% t(fit$metric$A)
+  expect_equal(fit$metric$loss, loo_score_ref(z, train$y, rep("a", 150), c(1, 1), 0,
+                                              "epanechnikov", 0), tolerance = 1e-10)
+  expect_error(local_poly(train$x, train$y, kernel = function(u) (1 - u^2)^3 * (abs(u) < 1),
+                          bandwidth = "metric", verbose = FALSE),
+               class = "localmean_error", regexp = "registry")
 })

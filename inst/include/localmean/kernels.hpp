@@ -161,50 +161,84 @@ LOCALMEAN_INLINE double exp_nonpositive(double x) {
 // Kernel shapes as functions of the squared scaled distance r2 = ||u||^2, without the constant:
 // the local mean does not need it, and density estimates multiply it back. Two versions:
 // shape(), vectorisable, for loops; exact(), with the standard library, for single values.
+// slope() is -d shape(r2) / d r2 (the gradients of leave-one-out scores in the bandwidths,
+// metric.hpp). Where the profile has a kink it is the slope from inside the support (at the
+// edge of a compact one) or 0 at r2 = 0 (triangular, Laplace: unbounded there, but a weight at
+// distance 0 does not depend on the bandwidth); the uniform kernel's is 0 (a step: no slope).
+// Always inlined, so that loops over several kernels (metric.hpp) vectorise in every build.
 struct Gaussian {
-  static double shape(double r2) { return exp_nonpositive(-0.5 * r2); }
+  LOCALMEAN_INLINE static double shape(double r2) { return exp_nonpositive(-0.5 * r2); }
   static double exact(double r2) { return std::exp(-0.5 * r2); }
+  LOCALMEAN_INLINE static double slope(double r2) { return 0.5 * exp_nonpositive(-0.5 * r2); }
 };
 // The polynomial kernels (1 - u^2)^P: Epanechnikov, biweight and triweight.
 template <int P> struct QuadraticPower {
-  static double shape(double r2) {
+  LOCALMEAN_INLINE static double shape(double r2) {
     const double t = std::max(0.0, 1.0 - r2);
     double p = t;
     for (int i = 1; i < P; ++i) p *= t;
     return p;
   }
   static double exact(double r2) { return shape(r2); }
+  LOCALMEAN_INLINE static double slope(double r2) {  // P (1 - r2)^(P - 1)
+    const double t = std::max(0.0, 1.0 - r2);
+    double p = P * within(r2, 1.0);
+    for (int i = 1; i < P; ++i) p *= t;
+    return p;
+  }
 };
 using Epanechnikov = QuadraticPower<1>;
 struct Uniform {
-  static double shape(double r2) { return within(r2, 1.0); }
+  LOCALMEAN_INLINE static double shape(double r2) { return within(r2, 1.0); }
   static double exact(double r2) { return shape(r2); }
+  static double slope(double) { return 0.0; }
 };
 struct Triangular {
-  static double shape(double r2) { return std::max(0.0, 1.0 - std::sqrt(r2)); }
+  LOCALMEAN_INLINE static double shape(double r2) { return std::max(0.0, 1.0 - std::sqrt(r2)); }
   static double exact(double r2) { return shape(r2); }
+  LOCALMEAN_INLINE static double slope(double r2) {  // 1 / (2 r)
+    const double r = std::sqrt(r2);
+    return r > 0.0 && r <= 1.0 ? 0.5 / r : 0.0;
+  }
 };
 using Biweight = QuadraticPower<2>;
 using Triweight = QuadraticPower<3>;
 struct Tricube {
-  static double shape(double r2) {
+  LOCALMEAN_INLINE static double shape(double r2) {
     const double r = std::sqrt(r2);
     const double t = std::max(0.0, 1.0 - r * r * r);
     return t * t * t;
   }
   static double exact(double r2) { return shape(r2); }
+  LOCALMEAN_INLINE static double slope(double r2) {  // 9/2 r (1 - r^3)^2
+    const double r = std::sqrt(r2);
+    const double t = std::max(0.0, 1.0 - r * r * r);
+    return 4.5 * r * t * t;
+  }
 };
 struct Cosine {
-  static double shape(double r2) { return r2 < 1.0 ? std::cos(0.5 * kPi * std::sqrt(r2)) : 0.0; }
+  LOCALMEAN_INLINE static double shape(double r2) {
+    return r2 < 1.0 ? std::cos(0.5 * kPi * std::sqrt(r2)) : 0.0;
+  }
   static double exact(double r2) { return shape(r2); }
+  LOCALMEAN_INLINE static double slope(double r2) {  // pi sin(pi r / 2) / (4 r), pi^2 / 8 at r = 0
+    const double r = std::sqrt(r2);
+    if (!(r2 < 1.0)) return 0.0;
+    return r > 0.0 ? 0.25 * kPi * std::sin(0.5 * kPi * r) / r : 0.125 * kPi * kPi;
+  }
 };
 struct Laplace {
-  static double shape(double r2) { return exp_nonpositive(-std::sqrt(r2)); }
+  LOCALMEAN_INLINE static double shape(double r2) { return exp_nonpositive(-std::sqrt(r2)); }
   static double exact(double r2) { return std::exp(-std::sqrt(r2)); }
+  LOCALMEAN_INLINE static double slope(double r2) {  // exp(-r) / (2 r)
+    const double r = std::sqrt(r2);
+    return r > 0.0 ? 0.5 * exp_nonpositive(-r) / r : 0.0;
+  }
 };
 struct Cauchy {
-  static double shape(double r2) { return 1.0 / (1.0 + r2); }
+  LOCALMEAN_INLINE static double shape(double r2) { return 1.0 / (1.0 + r2); }
   static double exact(double r2) { return shape(r2); }
+  LOCALMEAN_INLINE static double slope(double r2) { return 1.0 / ((1.0 + r2) * (1.0 + r2)); }
 };
 
 // The tag of the user's tabulated kernels. Their profile is data (KernelProfile), so the sweep
@@ -213,11 +247,13 @@ struct Cauchy {
 struct Tabulated {
   static double shape(double) { return std::numeric_limits<double>::quiet_NaN(); }
   static double exact(double r2) { return shape(r2); }
+  LOCALMEAN_INLINE static double slope(double r2) { return shape(r2); }
 };
 
 // Calls f(KernelStruct{}) for the kernel type, so that hot loops are compiled once per kernel.
+// Always inlined (the switch alone), so that an always-inline f stays in its caller's build.
 template <class F>
-auto with_kernel(KernelType type, F&& f) -> decltype(f(Gaussian{})) {
+LOCALMEAN_INLINE auto with_kernel(KernelType type, F&& f) -> decltype(f(Gaussian{})) {
   if (is_tabulated(type)) return f(Tabulated{});
   switch (type) {
   case KernelType::gaussian: return f(Gaussian{});
@@ -415,6 +451,12 @@ inline bool kernel_from_name(const std::string& name, KernelType* type) {
 inline double kernel_shape(KernelType type, double r2) {
   if (const KernelProfile* profile = kernel_profile(type)) return profile->shape(r2);
   return with_kernel(type, [r2](auto k) { return decltype(k)::exact(r2); });
+}
+
+// -d shape(r2) / d r2 of a registry kernel (see slope(); NaN for a user kernel: a tabulated
+// profile has no slope).
+inline double kernel_slope(KernelType type, double r2) {
+  return with_kernel(type, [r2](auto k) { return decltype(k)::slope(r2); });
 }
 
 // The kernel value c * shape(u^2) at scaled distance u (a density on the line).

@@ -1,14 +1,22 @@
 // Metric learning for kernel regression (Weinberger and Tesauro 2007): the leave-one-out squared
-// error of the Gaussian-kernel local mean (degree 0) or local linear fit (degree 1) under the
-// metric x -> A x, and its gradient with respect to A, for a gradient-based optimiser.
+// error of the local mean (degree 0) or local linear fit (degree 1) under the metric x -> A x,
+// for any kernel of the registry, and its gradient with respect to A, for a gradient-based
+// optimiser. At a diagonal A = diag(1 / h) it is the "cv" score of the bandwidths h.
 //
 // With z = A x the weight of data point j in the window of point i is
-//   w_ij = p_j exp(-|A (x_i - x_j)|^2 / 2) prod_c L_c(level_ic, level_jc)
-// (prior weights p, categorical kernels L with fixed lambdas; zero beyond the engine's cut-off),
-// and the leave-one-out fit at x_i uses every j != i. The loss is
+//   w_ij = p_j shape(|A (x_i - x_j)|^2) prod_c L_c(level_ic, level_jc)
+// (the kernel's profile, prior weights p, categorical kernels L with fixed lambdas; zero beyond
+// the engine's cut-off), and the leave-one-out fit at x_i uses every j != i. The loss is
 // L(A) = sum_i p_i r_i^2 / W, W = sum_i p_i, r_i = y_i - yhat_i.
-// Only the kernel depends on A: dw_ij/dA = -w_ij A d d' with d = x_i - x_j. Hence
-//   dL/dA = A M, M = sum_{i != j} (2 p_i r_i / W) (dyhat_i / dw_ij) w_ij d d'.
+// Only the kernel depends on A: dw_ij/dA = -v_ij A d d' with d = x_i - x_j and the slope weight
+// v_ij = 2 p_j slope(|A d|^2) prod_c L_c, slope = -d shape / d r2 from the registry (kernels.hpp;
+// the Gaussian's v is w itself). Hence
+//   dL/dA = A M, M = sum_{i != j} (2 p_i r_i / W) (dyhat_i / dw_ij) v_ij d d'.
+// A compact kernel's profile has a kink at the edge of its support (Epanechnikov: slope 1
+// inside, 0 outside), where the gradient is the one-sided one from inside; the loss is
+// differentiable wherever no pair lies exactly at the edge. The uniform kernel's weights are a
+// step: its slope is 0, the gradient 0, and the loss a step function of A (R does not descend
+// on it). Kernels of the user's own have no slope: the glue refuses them.
 // Degree 0: dyhat_i/dw_ij = (y_j - yhat_i) / sum_j w_ij.
 // Degree 1: the local linear fit beta = S^-1 b, S = sum_j w_ij phi_j phi_j', b = sum_j w_ij phi_j
 // y_j with phi_j = (1, z_j - z_i); dyhat_i/dw_ij = (a' phi_j)(y_j - phi_j' beta), a = S^-1 e_1.
@@ -37,9 +45,10 @@ struct MetricProblem {
   const double* y = nullptr;
   const double* prior = nullptr;
   const CategoricalVars* categorical = nullptr;
+  KernelType kernel = KernelType::gaussian;  // a registry kernel
   int degree = 0;  // 0: local mean, 1: local linear
   // Truncation radius of the kernel in metric units, as the engine's (0: the registry's, 8 for
-  // the Gaussian), so that the loss scores the fit the engine will compute.
+  // the Gaussian, the support of a compact kernel), so that the loss scores the engine's fit.
   double cutoff = 0.0;
   // A point's leave-one-out fit counts when the leverage L_ii of the full fit (the point in its
   // own window) is below 1 - min_gap: the "cv" score's rule for 1e-10.
@@ -64,12 +73,13 @@ struct MetricLoss {
 namespace detail {
 
 // Per-thread scratch of the leave-one-out loss: for one point i, the differences z_j - z_i
-// (d x n, column-major), the weights and their products, and the categorical level tables.
+// (d x n, column-major), the weights, slope weights and their products, and the level tables.
 struct LooScratch {
-  std::vector<double> dz, d2, w, wd, g, tmp, table, dtable;
+  std::vector<double> dz, d2, w, v, wd, g, tmp, table, dtable;
   std::vector<double> S, full, b, a, e1;  // the local design, (d + 1) x (d + 1)
   LooScratch(std::size_t n, std::size_t d, std::size_t table_size)
-      : dz(d * n), d2(n), w(n), wd(d * n), g(n), tmp(n), table(table_size), dtable(table_size),
+      : dz(d * n), d2(n), w(n), v(n), wd(d * n), g(n), tmp(n), table(table_size),
+        dtable(table_size),
         S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1) {}
 };
 
@@ -90,6 +100,37 @@ LOCALMEAN_INLINE double lane_total(const double* a, std::size_t n) {
   for (; j < n; ++j) s[j % 4] += a[j];
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
+
+// The kernel weights of `len` squared distances r2 within the reach: w = shape(r2) and, when v is
+// not null, the slope weights v = 2 slope(r2) (see the top of the file).
+template <class K, class Len>
+LOCALMEAN_INLINE void profile_weights(const double* r2, double reach2, Len len, double* w,
+                                      double* v) {
+  for (std::size_t t = 0; t < len; ++t) w[t] = within(r2[t], reach2) * K::shape(r2[t]);
+  if (v)
+    for (std::size_t t = 0; t < len; ++t) v[t] = within(r2[t], reach2) * 2.0 * K::slope(r2[t]);
+}
+// One out-of-line copy for the kernels other than the Gaussian, shared by both builds (the
+// library stays small; their searches spend little time here).
+template <class Len>
+__attribute__((noinline)) void other_kernel_weights(KernelType kernel, const double* r2,
+                                                    double reach2, Len len, double* w,
+                                                    double* v) {
+  with_kernel(kernel, [&](auto k) LOCALMEAN_LAMBDA_INLINE {
+    profile_weights<decltype(k)>(r2, reach2, len, w, v);
+  });
+}
+template <class Len>
+LOCALMEAN_INLINE void kernel_weights(KernelType kernel, const double* r2, double reach2, Len len,
+                                     double* w, double* v) {
+  if (kernel == KernelType::gaussian)
+    profile_weights<Gaussian>(r2, reach2, len, w, v);
+  else
+    other_kernel_weights(kernel, r2, reach2, len, w, v);
+}
+
+// Whether the slope weights are the weights themselves (the Gaussian: 2 slope = shape).
+inline bool slope_is_shape(KernelType kernel) { return kernel == KernelType::gaussian; }
 
 // The level tables of point i: table[c][l] = L_c(level_ic, l), dtable[c][l] = dL_c / dlambda_c.
 inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t i, double* table,
@@ -208,9 +249,12 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
       d2[j] += t * t;
     }
   }
-  for (std::size_t j = 0; j < n; ++j) w[j] = within(d2[j], reach2) * exp_nonpositive(-0.5 * d2[j]);
+  double* v = slope_is_shape(p.kernel) ? nullptr : s.v.data();
+  kernel_weights(p.kernel, d2, reach2, n, w, v);
   if (p.prior)
     for (std::size_t j = 0; j < n; ++j) w[j] *= p.prior[j];
+  if (p.prior && v)
+    for (std::size_t j = 0; j < n; ++j) v[j] *= p.prior[j];
   // The weights without the level weights, for the lambda derivatives: kept in d2, which
   // loo_point() leaves alone.
   if (cat && p.lambda_gradient) std::copy(w, w + n, d2);
@@ -221,19 +265,23 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
     for (std::size_t c = 0; c < cat->count; ++c) {
       const int* code = cat->codes + c * n;
       for (std::size_t j = 0; j < n; ++j) w[j] *= table[code[j]];
+      if (v)
+        for (std::size_t j = 0; j < n; ++j) v[j] *= table[code[j]];
       own *= table[code[i]];
       table += cat->levels[c];
     }
   }
   w[i] = 0.0;
+  if (v) v[i] = 0.0;
   double r = 0.0;
   if (!loo_point(p, i, own, s, &r, gap) || !(*gap > p.min_gap)) return false;
   const double pi = p.prior ? p.prior[i] : 1.0;
   *sq_res = pi * r * r;
-  // c_j = 2 p_i r_i g_j w_j
+  // c_j = 2 p_i r_i g_j v_j
   double* c = s.tmp.data();
   const double scale = 2.0 * pi * r;
-  for (std::size_t j = 0; j < n; ++j) c[j] = scale * s.g[j] * w[j];
+  const double* slope = v ? v : w;
+  for (std::size_t j = 0; j < n; ++j) c[j] = scale * s.g[j] * slope[j];
   if (p.diagonal) {
     // (x_ik - x_jk)^2 = dz_k^2 / A_kk^2: divided by A_kk^2 by the caller
     for (std::size_t k = 0; k < d; ++k) {
@@ -388,12 +436,13 @@ LOCALMEAN_INLINE double lanes_sum(const v4d& v) { return (v[0] + v[1]) + (v[2] +
 
 // Point i's share of the loss and gradient as loo_contribution() with p.diagonal, for D numeric
 // variables and degree Degree. The weights go to wrow, those without the level weights (for the
-// lambda gradient) to wnum (both of length f.stride); s.tmp holds the lambda gradient's lanes.
+// lambda gradient) to wnum, the slope weights to vrow (all of length f.stride; no vrow where
+// slope_is_shape()); s.tmp holds the lambda gradient's lanes.
 template <std::size_t D, int Degree>
 LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData& f,
                                          double reach2, std::size_t i, LooScratch& s,
-                                         double* wrow, double* wnum, double* sq_res, double* gap,
-                                         double* m, double* lam) {
+                                         double* wrow, double* wnum, double* vrow,
+                                         double* sq_res, double* gap, double* m, double* lam) {
   constexpr std::size_t q = D + 1;
   const std::size_t stride = f.stride;
   const CategoricalVars* cat = p.categorical;
@@ -426,7 +475,7 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   for (std::size_t e = 0; e < n_mom; ++e) accS[e] = zero;
   for (std::size_t e = 0; e < n_rhs; ++e) accB[e] = zero;
   for (std::size_t start = first; start < last; start += kBlock) {
-    double dz[D][kBlock], d2[kBlock], w[kBlock];
+    double dz[D][kBlock], d2[kBlock], w[kBlock], v[kBlock];
     for (std::size_t t = 0; t < kBlock; t += 4) {
       v4d r2 = zero;
       for (std::size_t k = 0; k < D; ++k) {
@@ -436,23 +485,29 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
       }
       LOCALMEAN_STORE4(d2 + t, r2);
     }
-    for (std::size_t t = 0; t < kBlock; ++t)
-      w[t] = within(d2[t], reach2) * exp_nonpositive(-0.5 * d2[t]);
+    const auto block = std::integral_constant<std::size_t, kBlock>();
+    kernel_weights(p.kernel, d2, reach2, block, w, vrow ? v : nullptr);
     for (std::size_t t = 0; t < kBlock; ++t) w[t] *= prior[start + t];
+    if (vrow)
+      for (std::size_t t = 0; t < kBlock; ++t) v[t] *= prior[start + t];
     if (want_lam) std::copy(w, w + kBlock, wnum + start);
     if (cat) {
       const double* table = s.table.data();
       for (std::size_t c = 0; c < n_cat; ++c) {
         const int* code = codes + c * stride + start;
         for (std::size_t t = 0; t < kBlock; ++t) w[t] *= table[code[t]];
+        if (vrow)
+          for (std::size_t t = 0; t < kBlock; ++t) v[t] *= table[code[t]];
         table += cat->levels[c];
       }
     }
     if (si - start < kBlock) {
       w[si - start] = 0.0;
+      v[si - start] = 0.0;
       if (want_lam) wnum[si] = 0.0;
     }
     std::copy(w, w + kBlock, wrow + start);
+    if (vrow) std::copy(v, v + kBlock, vrow + start);
     for (std::size_t t = 0; t < kBlock; t += 4) {
       const v4d W = LOCALMEAN_LOAD4(w + t), Y = LOCALMEAN_LOAD4(y + start + t);
       accS[0] += W;
@@ -503,7 +558,8 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   const double pi = p.prior ? p.prior[i] : 1.0;
   *sq_res = pi * r * r;
   const double scale = 2.0 * pi * r;
-  // Pass 2: m_k = sum_j c_j z_jk^2 with c_j = 2 p_i r_i g_j w_j, and sum_j g_j dw_j/dlambda_c.
+  // Pass 2: m_k = sum_j c_j z_jk^2 with c_j = 2 p_i r_i g_j v_j, and sum_j g_j dw_j/dlambda_c.
+  const double* slope = vrow ? vrow : wrow;
   double* lam_lanes = s.tmp.data();
   std::fill(lam_lanes, lam_lanes + 4 * n_cat, 0.0);
   v4d accM[D];
@@ -523,7 +579,7 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
       }
       G = lin * (Y - fit);
     }
-    const v4d C = scale * G * LOCALMEAN_LOAD4(wrow + j);
+    const v4d C = scale * G * LOCALMEAN_LOAD4(slope + j);
     for (std::size_t k = 0; k < D; ++k) accM[k] += C * dz[k] * dz[k];
     if (want_lam) {
       // dw_j / dlambda_c = (numeric weight) dL_c prod_{c' != c} L_c'
@@ -569,7 +625,7 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
       for (std::size_t c = 0; c < d; ++c) v += A[c * d + r] * p.x[c * n + i];
       zc[r * n + i] = v;
     }
-  const double reach = p.cutoff > 0.0 ? p.cutoff : kernel_info(KernelType::gaussian).cutoff;
+  const double reach = p.cutoff > 0.0 ? p.cutoff : kernel_info(p.kernel).cutoff;
   const double reach2 = reach * reach;
   const std::size_t per = p.diagonal ? d : dd;  // gradient entries per point
   std::vector<double> sq_res(n, 0.0), contrib(n * per, 0.0), lam(n * n_cat, 0.0), gaps(n, 1.0);
@@ -592,12 +648,13 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
                        [&](std::size_t begin, std::size_t end) {
       detail::LooScratch s(4 * n_cat, d, table_size);
       std::vector<double> store;
-      double* wrow = detail::aligned_rows(store, 2 * f.stride);
+      double* wrow = detail::aligned_rows(store, 3 * f.stride);
       double* wnum = wrow + f.stride;
+      double* vrow = detail::slope_is_shape(p.kernel) ? nullptr : wnum + f.stride;
       for (std::size_t i = begin; i < end; ++i) {
         ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-          return detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, &sq_res[i],
-                                                       &gaps[i], &contrib[i * per],
+          return detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, vrow,
+                                                       &sq_res[i], &gaps[i], &contrib[i * per],
                                                        n_cat ? &lam[i * n_cat] : nullptr);
         });
       }
