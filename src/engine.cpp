@@ -263,7 +263,9 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   const std::size_t nb = localmean::Basis(static_cast<int>(d), set.degree).size();
   FitArrays res(m, nb, nv, want_var);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
-  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]));
+  // (binned: the grid's work is not counted in points; small fits never bin)
+  const double visits = method == "binned" ? localmean_r::kSerialWork : static_cast<double>(m) * n;
+  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]), visits);
   const SEXP prior = or_nil(spec["prior"]);
   const double* w = Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior);
   bool done;
@@ -630,6 +632,6 @@ List cpp_fit_sums(SEXP values, SEXP fitted, SEXP leverage, NumericVector prior, 
   localmean::FitSums sums;
   localmean::given_fit_summary(n, read_only(values), nv, prior.size() ? prior.begin() : nullptr,
                                read_only(fitted), read_only(leverage), &sums,
-                               localmean_r::parallel_for(n_threads));
+                               localmean_r::parallel_for(n_threads, static_cast<double>(n) * nv));
   return fit_sums_list(sums);
 }
