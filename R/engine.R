@@ -362,12 +362,10 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
     m <- nrow(queries)
     unit <- if (length(radius)) radius else rep(1, m)
-    factor <- vapply(seq_len(nrow(powers)), function(b) {
-      f <- rep(1, m)
-      for (j in which(powers[b, ] > 0L)) f <- f * (scale[j] * unit)^powers[b, j]
-      f
-    }, numeric(m))
-    factor <- matrix(factor, nrow = m)
+    factor <- matrix(1, m, nrow(powers))
+    for (b in seq_len(nrow(powers))) {
+      for (j in which(powers[b, ] > 0L)) factor[, b] <- factor[, b] * (scale[j] * unit)^powers[b, j]
+    }
     res$coef <- res$coef / as.vector(factor)
     if (want_var) res$var <- res$var / factor^2
   }

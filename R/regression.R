@@ -744,6 +744,10 @@ warn_outside_range <- function(object, x) {
   if (length(numeric_vars) == 0L || nrow(x) == 0L) return(invisible())
   range <- column_ranges(object$x)
   slack <- 1e-10 * (range[2L, ] - range[1L, ])
+  extent <- column_ranges(x)
+  if (all(extent[1L, ] >= range[1L, ] - slack & extent[2L, ] <= range[2L, ] + slack)) {
+    return(invisible())
+  }
   beyond <- x < rep(range[1L, ] - slack, each = nrow(x)) |
     x > rep(range[2L, ] + slack, each = nrow(x))
   outside <- sum(rowSums(beyond) > 0)

@@ -126,7 +126,7 @@ checked_predictors <- function(x, arg, call) {
                    them as numbers (e.g. dummy columns from {.fn stats::model.matrix})."),
             call = call)
     }
-    x <- as.matrix(x)
+    x <- frame_matrix(x)
   }
   if (is.numeric(x) && is.null(dim(x))) x <- one_column(as.double(x))
   if (!is.matrix(x) || !is.numeric(x)) {
@@ -143,6 +143,15 @@ checked_predictors <- function(x, arg, call) {
           call = call)
   }
   list(x = x, range = ranges$range)
+}
+
+# as.matrix() of a data frame of numeric columns, without the data frame method's general
+# handling where every column is a plain vector (matrix columns and empty frames take it).
+frame_matrix <- function(x) {
+  plain <- length(x) && nrow(x) && all(vapply(x, function(col) is.null(dim(col)), TRUE))
+  if (!plain) return(as.matrix(x))
+  rows <- if (.row_names_info(x) > 0L) row.names(x)
+  matrix(unlist(x, use.names = FALSE), nrow(x), length(x), dimnames = list(rows, names(x)))
 }
 
 # A vector as a one-column matrix without copying it: dim<- wraps a vector that is referenced
@@ -220,7 +229,9 @@ n_threads <- function(n_threads = NULL, ...) {
 # The most threads worth asking for: the cores RcppParallel sees, and the limits users set.
 thread_limit <- function() {
   env_limit <- function(name) {
-    value <- suppressWarnings(as.numeric(Sys.getenv(name)))
+    value <- Sys.getenv(name)
+    if (!nzchar(value)) return(Inf)
+    value <- suppressWarnings(as.numeric(value))
     if (!is.na(value) && value >= 1) floor(value) else Inf
   }
   cores <- max(1L, RcppParallel::defaultNumThreads())
