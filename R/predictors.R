@@ -55,7 +55,7 @@ split_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
   }
   if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
   if (nrow(x) == 0L) abort("{.arg {arg}} has no rows.", call = call)
-  cat <- vapply(x, is_categorical, TRUE)
+  cat <- vapply(unclass(x), is_categorical, TRUE)
   if (!any(cat)) {
     checked <- checked_predictors(x, arg, call)
     return(list(x = checked$x, categorical = NULL, names = names(x),

@@ -323,7 +323,7 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
            variable{?s}: at least {terms} are needed.", call = call)
   }
   range <- predictors$range %||% column_ranges(x)
-  constant <- colnames(x)[diff(range)[1L, ] == 0]
+  constant <- colnames(x)[range[2L, ] == range[1L, ]]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
                           n_threads, verbose, call, family, range, predictors, likelihood,

@@ -118,7 +118,7 @@ check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
 # check_predictors() with the column ranges (2 x d) found on the way: list(x, range).
 checked_predictors <- function(x, arg, call) {
   if (is.data.frame(x)) {
-    bad <- names(x)[!vapply(x, function(col) is.numeric(col) && !is.object(col), TRUE)]
+    bad <- names(x)[!vapply(unclass(x), function(col) is.numeric(col) && !is.object(col), TRUE)]
     if (length(bad)) {
       abort(c("{.arg {arg}} must have numeric columns only.",
               x = "Not numeric: {.field {bad}}.",
@@ -148,7 +148,7 @@ checked_predictors <- function(x, arg, call) {
 # as.matrix() of a data frame of numeric columns, without the data frame method's general
 # handling where every column is a plain vector (matrix columns and empty frames take it).
 frame_matrix <- function(x) {
-  plain <- length(x) && nrow(x) && all(vapply(x, function(col) is.null(dim(col)), TRUE))
+  plain <- length(x) && nrow(x) && all(vapply(unclass(x), function(col) is.null(dim(col)), TRUE))
   if (!plain) return(as.matrix(x))
   rows <- if (.row_names_info(x) > 0L) row.names(x)
   matrix(unlist(x, use.names = FALSE), nrow(x), length(x), dimnames = list(rows, names(x)))
