@@ -77,10 +77,20 @@ loss_table <- function() {
 }
 loss_cache <- new.env(parent = emptyenv())
 
-# The registry's row of one loss, as a list.
+# The registry's row of one loss, as a list (kept: every fit and prediction asks several times).
 loss_row <- function(loss) {
-  tab <- loss_table()
-  as.list(tab[tab$loss == loss, ])
+  loss_cache$rows[[loss]] %||% {
+    tab <- loss_table()
+    loss_cache$rows[[loss]] <- as.list(tab[tab$loss == loss, ])
+  }
+}
+
+# The losses that local_poly() fits (every row but the multinomial logit's), read once.
+poly_losses <- function() {
+  loss_cache$poly %||% {
+    tab <- loss_table()
+    loss_cache$poly <- tab$loss[tab$kind != "multinomial"]
+  }
 }
 
 # Whether a loss (name) is fitted by M-estimation or the check loss (identity link, no
@@ -91,6 +101,15 @@ is_m_loss <- function(loss) loss_row(loss)$kind %in% c("M-estimation", "quantile
 # families (with the registry's link), else one whose functions evaluate the registry's, with the
 # tuning constant `loss_param`.
 family_of <- function(loss, loss_param = NA_real_) {
+  # without a tuning constant the object depends on the loss alone: made once per session
+  if (is.na(loss_param)) {
+    return(loss_cache$families[[loss]] %||%
+             (loss_cache$families[[loss]] <- make_family(loss, loss_param)))
+  }
+  make_family(loss, loss_param)
+}
+
+make_family <- function(loss, loss_param) {
   row <- loss_row(loss)
   if (!is.na(row$family)) {
     family <- get(row$family, envir = asNamespace("stats"), mode = "function")(link = row$link)
@@ -112,13 +131,12 @@ family_of <- function(loss, loss_param = NA_real_) {
 # function of one of its likelihood families, with the registry's link); `tuning` (NULL: the
 # registry's default) and `tau` set the tuning constant of M-estimation and quantile losses.
 check_family <- function(family, tuning = NULL, tau = 0.5, call = rlang::caller_env()) {
-  tab <- loss_table()
-  fitted_by_poly <- tab$loss[tab$kind != "multinomial"]
+  fitted_by_poly <- poly_losses()
   if (is.character(family) && length(family) == 1L && family %in% fitted_by_poly) {
     return(family_of(family, loss_param(family, tuning, tau, call)))
   }
   if (is.function(family)) family <- family()
-  if (!inherits(family, "family") || !family$family %in% tab$family) {
+  if (!inherits(family, "family") || !family$family %in% loss_table()$family) {
     abort("{.arg family} must be one of {.val {fitted_by_poly}} (a name, or a {.pkg stats}
            family object of a likelihood family).", call = call)
   }

@@ -14,10 +14,11 @@ formula_parts <- function(mf, call = rlang::caller_env()) {
   }
   labels <- attr(tt, "term.labels")
   if (length(labels) == 0L) abort("{.arg formula} has no predictors.", call = call)
-  list(x = plain_columns(mf[labels], call))
+  list(x = plain_columns(unclass(mf)[labels], nrow(mf), call))
 }
 
-plain_columns <- function(frame, call) {
+# The columns `frame` (a list of a model frame's columns, n rows) as a data frame.
+plain_columns <- function(frame, n, call) {
   cols <- lapply(names(frame), function(name) {
     col <- frame[[name]]
     if (inherits(col, "AsIs")) col <- unclass(col)
@@ -29,7 +30,7 @@ plain_columns <- function(frame, call) {
     stats::setNames(list(col), name)
   })
   out <- do.call(c, cols)
-  attr(out, "row.names") <- .set_row_names(nrow(frame))
+  attr(out, "row.names") <- .set_row_names(n)
   class(out) <- "data.frame"
   out
 }
@@ -48,14 +49,21 @@ split_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
     return(list(x = checked$x, categorical = NULL, names = colnames(checked$x),
                 kind = rep("numeric", ncol(checked$x)), range = checked$range))
   }
-  force(arg)
-  if (!is.data.frame(x)) x <- stats::setNames(data.frame(x, stringsAsFactors = FALSE), "x")
+  if (!is.data.frame(x)) {
+    force(arg)  # before `x` changes
+    x <- stats::setNames(data.frame(x, stringsAsFactors = FALSE), "x")
+  }
   if (ncol(x) == 0L) abort("{.arg {arg}} has no columns.", call = call)
   if (nrow(x) == 0L) abort("{.arg {arg}} has no rows.", call = call)
-  cat <- vapply(x, is_categorical, TRUE)
+  cat <- vapply(unclass(x), is_categorical, TRUE)
+  if (!any(cat)) {
+    checked <- checked_predictors(x, arg, call)
+    return(list(x = checked$x, categorical = NULL, names = names(x),
+                kind = rep("numeric", ncol(x)), range = checked$range))
+  }
   num <- if (any(!cat)) check_predictors(x[!cat], arg = arg, call = call) else
     matrix(numeric(0), nrow(x), 0L)
-  categorical <- if (any(cat)) categorical_columns(x[cat], arg, call)
+  categorical <- categorical_columns(x[cat], arg, call)
   kind <- ifelse(cat, "unordered", "numeric")
   kind[cat][categorical$ordered] <- "ordered"
   list(x = num, categorical = categorical, names = names(x), kind = unname(kind))
@@ -168,20 +176,22 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
       if (!is.null(colnames(nd)) && all(vars %in% colnames(nd))) nd <- nd[, vars, drop = FALSE]
     }
   } else {
-    tt <- stats::delete.response(object$terms)
     if (!is.data.frame(newdata)) newdata <- as.data.frame(newdata)
-    missing <- setdiff(all.vars(tt), names(newdata))
-    if (length(missing)) {
-      abort("{.arg {arg}} lacks the predictor{?s} {.field {missing}}.", call = call)
+    nd <- plain_variables(object$terms, newdata) %||% {
+      tt <- stats::delete.response(object$terms)
+      missing <- setdiff(all.vars(tt), names(newdata))
+      if (length(missing)) {
+        abort("{.arg {arg}} lacks the predictor{?s} {.field {missing}}.", call = call)
+      }
+      mf <- stats::model.frame(tt, newdata, na.action = stats::na.pass)
+      plain_columns(unclass(mf)[attr(tt, "term.labels")], nrow(mf), call)
     }
-    mf <- stats::model.frame(tt, newdata, na.action = stats::na.pass)
-    nd <- plain_columns(mf[attr(tt, "term.labels")], call)
   }
   if (is.null(object$categorical)) {
     ok <- rep(TRUE, NROW(nd))
     if (is.data.frame(nd) || is.matrix(nd) || is.numeric(nd)) {
       ok <- stats::complete.cases(nd)
-      nd <- if (is.null(dim(nd))) nd[ok] else nd[ok, , drop = FALSE]
+      if (!all(ok)) nd <- if (is.null(dim(nd))) nd[ok] else nd[ok, , drop = FALSE]
     }
     x <- check_predictors(nd, arg = arg, call = call)
     if (ncol(x) != ncol(object$x)) {
@@ -205,6 +215,23 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
     matrix(numeric(0), nrow(nd), 0L)
   }
   list(x = x, codes = categorical_codes(object$categorical, nd, arg = arg, call = call), ok = ok)
+}
+
+# The predictors of `terms` (a model's, the response aside) from `data` as plain_columns() gives
+# them from the model frame, when every term is a variable of `data` holding a plain numeric
+# vector: then these are all the variables the predictors need, and the model frame would hold
+# them unchanged (model.frame() costs more than the rest of a small prediction). NULL otherwise
+# (transformations, factors, matrix columns, offsets, variables missing from `data`).
+plain_variables <- function(terms, data) {
+  labels <- attr(terms, "term.labels")
+  # (a label that is a variable's name is that variable itself: any other term is a call)
+  variables <- labels %in% all.vars(terms) & labels %in% names(data)
+  if (!is.null(attr(terms, "offset")) || !all(variables)) return(NULL)
+  cols <- unclass(data)[labels]
+  plain <- vapply(cols, function(col) is.numeric(col) && !is.object(col) && is.null(dim(col)),
+                  TRUE)
+  if (!all(plain)) return(NULL)
+  structure(cols, row.names = .set_row_names(length(cols[[1L]])), class = "data.frame")
 }
 
 # Values computed for the complete rows `ok` spread to all rows, NA elsewhere (vectors and

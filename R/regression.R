@@ -330,7 +330,7 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
            variable{?s}: at least {terms} are needed.", call = call)
   }
   range <- predictors$range %||% column_ranges(x)
-  constant <- colnames(x)[diff(range)[1L, ] == 0]
+  constant <- colnames(x)[range[2L, ] == range[1L, ]]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
                           n_threads, verbose, call, family, range, predictors, likelihood,
@@ -751,6 +751,10 @@ warn_outside_range <- function(object, x) {
   if (length(numeric_vars) == 0L || nrow(x) == 0L) return(invisible())
   range <- column_ranges(object$x)
   slack <- 1e-10 * (range[2L, ] - range[1L, ])
+  extent <- column_ranges(x)
+  if (all(extent[1L, ] >= range[1L, ] - slack & extent[2L, ] <= range[2L, ] + slack)) {
+    return(invisible())
+  }
   beyond <- x < rep(range[1L, ] - slack, each = nrow(x)) |
     x > rep(range[2L, ] + slack, each = nrow(x))
   outside <- sum(rowSums(beyond) > 0)

@@ -119,7 +119,7 @@ check_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller
 # check_predictors() with the column ranges (2 x d) found on the way: list(x, range).
 checked_predictors <- function(x, arg, call) {
   if (is.data.frame(x)) {
-    bad <- names(x)[!vapply(x, function(col) is.numeric(col) && !is.object(col), TRUE)]
+    bad <- names(x)[!vapply(unclass(x), function(col) is.numeric(col) && !is.object(col), TRUE)]
     if (length(bad)) {
       abort(c("{.arg {arg}} must have numeric columns only.",
               x = "Not numeric: {.field {bad}}.",
@@ -127,7 +127,7 @@ checked_predictors <- function(x, arg, call) {
                    them as numbers (e.g. dummy columns from {.fn stats::model.matrix})."),
             call = call)
     }
-    x <- as.matrix(x)
+    x <- frame_matrix(x)
   }
   if (is.numeric(x) && is.null(dim(x))) x <- one_column(as.double(x))
   if (!is.matrix(x) || !is.numeric(x)) {
@@ -144,6 +144,15 @@ checked_predictors <- function(x, arg, call) {
           call = call)
   }
   list(x = x, range = ranges$range)
+}
+
+# as.matrix() of a data frame of numeric columns, without the data frame method's general
+# handling where every column is a plain vector (matrix columns and empty frames take it).
+frame_matrix <- function(x) {
+  plain <- length(x) && nrow(x) && all(vapply(unclass(x), function(col) is.null(dim(col)), TRUE))
+  if (!plain) return(as.matrix(x))
+  rows <- if (.row_names_info(x) > 0L) row.names(x)
+  matrix(unlist(x, use.names = FALSE), nrow(x), length(x), dimnames = list(rows, names(x)))
 }
 
 # A vector as a one-column matrix without copying it: dim<- wraps a vector that is referenced
@@ -221,7 +230,9 @@ n_threads <- function(n_threads = NULL, ...) {
 # The most threads worth asking for: the cores RcppParallel sees, and the limits users set.
 thread_limit <- function() {
   env_limit <- function(name) {
-    value <- suppressWarnings(as.numeric(Sys.getenv(name)))
+    value <- Sys.getenv(name)
+    if (!nzchar(value)) return(Inf)
+    value <- suppressWarnings(as.numeric(value))
     if (!is.na(value) && value >= 1) floor(value) else Inf
   }
   cores <- max(1L, RcppParallel::defaultNumThreads())

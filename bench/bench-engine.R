@@ -1,7 +1,8 @@
 # Issue 29, the engine object: three timings side by side, each the median of repeated calls,
 # the two contenders interleaved (the machine may be shared: the load average is printed).
 #   (a) local_poly(dist ~ speed, cars, bandwidth = 3) + predict() at 50 points, against loess()
-#       + predict(): <= 1 ms per call and <= 0.5x loess;
+#       + predict(): <= 1 ms per call and <= 0.5x loess; also its floor, the fit's model frame
+#       and the two engine calls alone;
 #   (b) a local logistic fit (degree 1, tricube, fixed bandwidth) on MASS::Pima.tr (type ~ glu)
 #       with fitted values at the data, against locfit() at the same kernel and radius: <= 2x;
 #   (c) 1-D bandwidth = "cv" at n = 800 against an install of main 63c023d (LOCALMEAN_MAINREF,
@@ -36,11 +37,27 @@ verdict <- function(ok) if (ok) "met" else "NOT met"
 at <- data.frame(speed = seq(4, 25, length.out = 50))
 ours_a <- function() predict(local_poly(dist ~ speed, cars, bandwidth = 3), at)
 loess_a <- function() predict(stats::loess(dist ~ speed, cars), at)
-invisible(ours_a()); invisible(loess_a())
-a <- interleaved(list(localmean = ours_a, loess = loess_a))
+# The floor of (a): the fit's model frame and the two engine calls (fits at the data, then at
+# the 50 points) on an engine object built anew, as every fit builds one; the rest is R's work.
+ns <- asNamespace("localmean")
+spec_a <- local_poly(dist ~ speed, cars, bandwidth = 3)$spec
+request <- function(queries) {
+  list(queries = queries, radius = numeric(0), want_var = FALSE, rtol = 0, query_codes = NULL,
+       leave_out = NULL, n_threads = 1L, verbose = FALSE)
+}
+floor_a <- function() {
+  stats::model.frame(dist ~ speed, cars)
+  spec_a$engine <- ns$engine_handle()
+  ns$cpp_engine_fit(ns$engine_pointer(spec_a), spec_a, request(spec_a$x))
+  ns$cpp_engine_fit(ns$engine_pointer(spec_a), spec_a, request(as.matrix(at)))
+}
+invisible(ours_a()); invisible(loess_a()); invisible(floor_a())
+a <- interleaved(list(localmean = ours_a, loess = loess_a, floor = floor_a))
 cat(sprintf("(a) cars fit + predict(50): localmean %.3f ms, loess %.3f ms, ratio %.2f: %s\n",
             1e3 * a[[1]], 1e3 * a[[2]], a[[1]] / a[[2]],
             verdict(a[[1]] <= 1e-3 && a[[1]] <= 0.5 * a[[2]])))
+cat(sprintf("    floor (model frame + two engine calls) %.3f ms, %.2f of loess\n", 1e3 * a[[3]],
+            a[[3]] / a[[2]]))
 
 # (b) Pima.tr local logistic, tricube of radius 60 (locfit's h is the tricube's radius)
 if (requireNamespace("locfit", quietly = TRUE) && requireNamespace("MASS", quietly = TRUE)) {

@@ -175,7 +175,6 @@ SEXP cpp_engine_new();
 RcppExport SEXP _localmean_cpp_engine_new() {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     rcpp_result_gen = Rcpp::wrap(cpp_engine_new());
     return rcpp_result_gen;
 END_RCPP
@@ -185,7 +184,6 @@ bool cpp_engine_alive(SEXP engine);
 RcppExport SEXP _localmean_cpp_engine_alive(SEXP engineSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
     rcpp_result_gen = Rcpp::wrap(cpp_engine_alive(engine));
     return rcpp_result_gen;
@@ -206,7 +204,6 @@ List cpp_engine_fit(SEXP engine, List spec, List request);
 RcppExport SEXP _localmean_cpp_engine_fit(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
     Rcpp::traits::input_parameter< List >::type spec(specSEXP);
     Rcpp::traits::input_parameter< List >::type request(requestSEXP);
@@ -314,7 +311,6 @@ IntegerMatrix cpp_basis_powers(int d, int degree);
 RcppExport SEXP _localmean_cpp_basis_powers(SEXP dSEXP, SEXP degreeSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< int >::type d(dSEXP);
     Rcpp::traits::input_parameter< int >::type degree(degreeSEXP);
     rcpp_result_gen = Rcpp::wrap(cpp_basis_powers(d, degree));
@@ -350,7 +346,6 @@ List cpp_column_ranges(SEXP points);
 RcppExport SEXP _localmean_cpp_column_ranges(SEXP pointsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type points(pointsSEXP);
     rcpp_result_gen = Rcpp::wrap(cpp_column_ranges(points));
     return rcpp_result_gen;
@@ -361,7 +356,6 @@ bool cpp_all_finite(SEXP x);
 RcppExport SEXP _localmean_cpp_all_finite(SEXP xSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     rcpp_result_gen = Rcpp::wrap(cpp_all_finite(x));
     return rcpp_result_gen;
@@ -372,7 +366,6 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
 RcppExport SEXP _localmean_cpp_binned_data_fit(SEXP xSEXP, SEXP scaleSEXP, SEXP valuesSEXP, SEXP priorSEXP, SEXP kernelSEXP, SEXP degreeSEXP, SEXP cutoffSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP, SEXP keep_fitsSEXP, SEXP keep_residualsSEXP, SEXP keep_nodesSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type x(xSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
     Rcpp::traits::input_parameter< SEXP >::type values(valuesSEXP);
@@ -397,7 +390,6 @@ List cpp_interpolate_nodes(List nodes, NumericMatrix queries, NumericVector scal
 RcppExport SEXP _localmean_cpp_interpolate_nodes(SEXP nodesSEXP, SEXP queriesSEXP, SEXP scaleSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type nodes(nodesSEXP);
     Rcpp::traits::input_parameter< NumericMatrix >::type queries(queriesSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type scale(scaleSEXP);
@@ -413,7 +405,6 @@ List cpp_fit_sums(SEXP values, SEXP fitted, SEXP leverage, NumericVector prior, 
 RcppExport SEXP _localmean_cpp_fit_sums(SEXP valuesSEXP, SEXP fittedSEXP, SEXP leverageSEXP, SEXP priorSEXP, SEXP n_threadsSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
-    Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< SEXP >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< SEXP >::type fitted(fittedSEXP);
     Rcpp::traits::input_parameter< SEXP >::type leverage(leverageSEXP);

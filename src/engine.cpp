@@ -9,6 +9,9 @@
 
 using namespace Rcpp;
 
+// Entry points that small fits call several times are exported with `rng = false`: they draw no
+// random numbers, and Rcpp's RNGScope would save and restore R's generator state on every call.
+
 namespace {
 
 using localmean_r::categorical_vars;
@@ -211,13 +214,13 @@ T field(const List& list, const char* name, T fallback) {
 }  // namespace
 
 // A new, empty engine object (an external pointer; its data are built by the first request).
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 SEXP cpp_engine_new() {
   return XPtr<EngineObject>(new EngineObject(), true);
 }
 
 // Whether `engine` is a live engine object (not NULL, not a pointer restored by readRDS()).
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 bool cpp_engine_alive(SEXP engine) {
   return TYPEOF(engine) == EXTPTRSXP && R_ExternalPtrAddr(engine) != nullptr;
 }
@@ -235,7 +238,7 @@ int cpp_engine_builds() { return engine_builds; }
 // want_var, rtol (> 0: weight sums within that relative error), query_codes (the queries'
 // 1-based levels, m x count), leave_out (likelihood families: per query a 1-based data row left
 // out of its window, 0 none; empty: none), n_threads, verbose.
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 List cpp_engine_fit(SEXP engine, List spec, List request) {
   EngineObject one_off;
   EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
@@ -263,7 +266,9 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   const std::size_t nb = localmean::Basis(static_cast<int>(d), set.degree).size();
   FitArrays res(m, nb, nv, want_var);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
-  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]));
+  // (binned: the grid's work is not counted in points; small fits never bin)
+  const double visits = method == "binned" ? localmean_r::kSerialWork : static_cast<double>(m) * n;
+  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]), visits);
   const SEXP prior = or_nil(spec["prior"]);
   const double* w = Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior);
   bool done;
@@ -468,7 +473,7 @@ DataFrame cpp_kernel_table() {
 }
 
 // Exponents of the local polynomial's basis monomials, one row per term, in the engine's order.
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 IntegerMatrix cpp_basis_powers(int d, int degree) {
   const localmean::Basis basis(d, degree);
   IntegerMatrix out(basis.size(), d);
@@ -493,7 +498,7 @@ double cpp_radial_constant(std::string kernel, int d) {
 }
 
 // Column ranges (2 x d) and whether every entry is finite, in one pass.
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 List cpp_column_ranges(SEXP points) {
   const Points pts(points);
   const std::size_t n = pts.n, d = pts.d;
@@ -510,7 +515,7 @@ List cpp_column_ranges(SEXP points) {
 }
 
 // TRUE when every entry is finite (no allocation, unlike all(is.finite(x))).
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 bool cpp_all_finite(SEXP x) {
   const double* v = read_only(x);
   const R_xlen_t n = Rf_xlength(x);
@@ -541,7 +546,7 @@ List fit_sums_list(const localmean::FitSums& s) {
 // With keep_nodes, also the grid's node fits (`nodes`, as cpp_engine_fit() returns its fits:
 // coef G x nb x nv, s00, wsum, status) for cpp_interpolate_nodes().
 // Grid arguments as for cpp_engine_fit().
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector prior,
                          std::string kernel, int degree, double cutoff, IntegerVector gridsize,
                          NumericVector grid_lo, NumericVector grid_hi, int n_threads,
@@ -597,7 +602,7 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
 // `queries` (m x d) as cpp_engine_fit() interpolates the fits of the same grid (without
 // variances): the same list, without binning the data again. Grid arguments as for
 // cpp_engine_fit().
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 List cpp_interpolate_nodes(List nodes, NumericMatrix queries, NumericVector scale,
                            IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi) {
   const std::size_t m = queries.nrow(), d = queries.ncol();
@@ -622,7 +627,7 @@ List cpp_interpolate_nodes(List nodes, NumericMatrix queries, NumericVector scal
 
 // The summaries of given fits (n x nv) and leverages (n) of `values` at the data points, as
 // cpp_binned_data_fit() returns them (see fit_summary() in data_fit.hpp).
-// [[Rcpp::export]]
+// [[Rcpp::export(rng = false)]]
 List cpp_fit_sums(SEXP values, SEXP fitted, SEXP leverage, NumericVector prior, int n_threads) {
   const std::size_t n = Rf_xlength(leverage), nv = n ? Rf_xlength(values) / n : 0;
   if (static_cast<std::size_t>(Rf_xlength(fitted)) != n * nv)
@@ -630,6 +635,6 @@ List cpp_fit_sums(SEXP values, SEXP fitted, SEXP leverage, NumericVector prior, 
   localmean::FitSums sums;
   localmean::given_fit_summary(n, read_only(values), nv, prior.size() ? prior.begin() : nullptr,
                                read_only(fitted), read_only(leverage), &sums,
-                               localmean_r::parallel_for(n_threads));
+                               localmean_r::parallel_for(n_threads, static_cast<double>(n) * nv));
   return fit_sums_list(sums);
 }

@@ -53,13 +53,19 @@ struct FunctionWorker : public RcppParallel::Worker {
   void operator()(std::size_t begin, std::size_t end) { fn(begin, end); }
 };
 
+// Below this many point visits (kernel evaluations) a task runs on the calling thread: waking
+// the pool's workers costs more than such work (a fit of 50 queries on 50 points).
+constexpr double kSerialWork = 1e5;
+
 // Work is split into at least 8 pieces per thread; each piece is reduced on its own, so the
-// split never changes a result.
+// split never changes a result, nor does running small work (`work` point visits below
+// kSerialWork) on one thread.
 // The R side caps n_threads (n_threads() in R/utils.R); the cap here keeps a raw count from
 // ever reaching TBB, whose arena allocates per requested slot.
-inline localmean::ParallelFor parallel_for(int requested) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const int n_threads = std::max(1, std::min(requested, std::max(cores, 1)));
+inline localmean::ParallelFor parallel_for(int requested, double work = kSerialWork) {
+  // (hardware_concurrency() reads a system file: once per session)
+  static const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int n_threads = work < kSerialWork ? 1 : std::max(1, std::min(requested, cores));
   return [n_threads](std::size_t begin, std::size_t end,
                      const std::function<void(std::size_t, std::size_t)>& fn) {
     if (n_threads <= 1 || end - begin < 2) {
@@ -118,13 +124,15 @@ inline PollResult poll_r() {
 }
 
 // Progress bar and interrupt / time-limit polling between chunks of work. R is polled at most
-// every kPollEvery (a poll evaluates R's tryCatch, some microseconds), so that a stop is seen
-// within a few milliseconds of the chunk that follows it.
+// every kPollEvery (a poll evaluates R's tryCatch, tens of microseconds), from kPollEvery after
+// the start, so that a stop is seen within a few milliseconds of the chunk that follows it and
+// short calls never pay for a poll (R itself notices a stop right after them).
 constexpr std::chrono::milliseconds kPollEvery{5};
 
 class Monitor {
 public:
-  Monitor(bool verbose, double total, const char* name) {
+  Monitor(bool verbose, double total, const char* name)
+      : last_poll_(std::chrono::steady_clock::now()) {
     if (verbose) {
       bar_ = cli_progress_bar(total, R_NilValue);
       cli_progress_set_name(bar_, name);
@@ -151,8 +159,7 @@ private:
   bool stopped() {
     if (poll_.interrupted || !poll_.error.empty()) return true;
     const auto now = std::chrono::steady_clock::now();
-    if (polled_ && now - last_poll_ < kPollEvery) return false;
-    polled_ = true;
+    if (now - last_poll_ < kPollEvery) return false;
     last_poll_ = now;
     poll_ = poll_r();
     return poll_.interrupted || !poll_.error.empty();
@@ -160,7 +167,6 @@ private:
 
   Rcpp::RObject bar_;
   bool active_ = false;
-  bool polled_ = false;
   std::chrono::steady_clock::time_point last_poll_;
   PollResult poll_;
 };

@@ -180,3 +180,20 @@ test_that("the mixed cv search is within 1% of a brute-force LOO minimised by op
   expect_equal(fit$cv, loo(c(log(fit$bandwidth[1]), stats::qlogis(lambda / (2 / 3)))),
                tolerance = 1e-8)
 })
+
+test_that("predict() reads plain numeric variables as the model frame gives them", {
+  fit <- local_poly(dist ~ speed, cars, bandwidth = 3, verbose = FALSE)
+  at <- data.frame(speed = c(5L, NA, 12L, 30L), other = "x")
+  expect_warning(plain <- predict(fit, at, se.fit = TRUE), "outside the range")
+  # I() makes the column an object, which takes the model frame's path
+  expect_warning(framed <- predict(fit, data.frame(speed = I(at$speed)), se.fit = TRUE),
+                 "outside the range")
+  expect_identical(plain, framed)
+  expect_identical(is.na(plain$fit), c(FALSE, TRUE, FALSE, FALSE))
+  expect_identical(predict(fit, cars[c(3, 9), ]), fitted(fit)[c(3, 9)] + 0 * 1:2)
+  expect_error(predict(fit, data.frame(speed = "a")), class = "localmean_error")
+  expect_error(predict(fit, data.frame(sp = 5)), "lacks the predictor")
+  transformed <- local_poly(dist ~ log(speed), cars, bandwidth = 0.3, verbose = FALSE)
+  expect_equal(predict(transformed, data.frame(speed = cars$speed)), fitted(transformed),
+               tolerance = 1e-12)
+})
