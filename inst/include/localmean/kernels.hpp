@@ -323,7 +323,7 @@ private:
       v4d x = LOCALMEAN_LOAD4(r2 + k);
       if (Root) root_lanes(x);
       v4d t = x * inv_step;
-      t = last_lanes < t ? last_lanes : t;  // std::min(t, last)
+      t = t < last_lanes ? t : last_lanes;  // min(t, last); a NaN would read the zero row
       const v4i i = __builtin_convertvector(t, v4i);
       const v4d f = t - __builtin_convertvector(i, v4d);
       // Each lane's row, transposed into coefficient vectors.
@@ -336,7 +336,8 @@ private:
       LOCALMEAN_STORE4(w + k, c0 + f * (c1 + f * (c2 + f * c3)));
     }
     for (std::size_t k = full; k < len; ++k) {
-      const double t = std::min((Root ? std::sqrt(r2[k]) : r2[k]) * inv_step, last);
+      double t = (Root ? std::sqrt(r2[k]) : r2[k]) * inv_step;
+      t = t < last ? t : last;
       const int i = static_cast<int>(t);
       const double f = t - static_cast<double>(i);
       const double* c = coef + 4 * static_cast<std::ptrdiff_t>(i);
@@ -352,11 +353,12 @@ private:
     for (std::size_t k = 0; k < full; k += 4) {
       v4d x = LOCALMEAN_LOAD4(r2 + k);
       if (Root) root_lanes(x);
-      x = top_lanes < x ? top_lanes : x;
+      x = x < top_lanes ? x : top_lanes;
       LOCALMEAN_STORE4(w + k, (top - x) * (q0 + x * (q1 + x * q2)));
     }
     for (std::size_t k = full; k < len; ++k) {
-      const double x = std::min(Root ? std::sqrt(r2[k]) : r2[k], top);
+      double x = Root ? std::sqrt(r2[k]) : r2[k];
+      x = x < top ? x : top;
       w[k] = (top - x) * (q0 + x * (q1 + x * q2));
     }
   }
