@@ -129,8 +129,8 @@ cpp_nl_means <- function(img_t, half_patch, half_search, h, sigma, kernel, n_thr
     .Call(`_localmean_cpp_nl_means`, img_t, half_patch, half_search, h, sigma, kernel, n_threads, verbose)
 }
 
-cpp_register_kernel <- function(name, values, upper, compact) {
-    .Call(`_localmean_cpp_register_kernel`, name, values, upper, compact)
+cpp_register_kernel <- function(name, values, upper, compact, squared) {
+    .Call(`_localmean_cpp_register_kernel`, name, values, upper, compact, squared)
 }
 
 cpp_kernel_shape <- function(name, r2) {

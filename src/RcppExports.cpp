@@ -491,8 +491,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_register_kernel
-List cpp_register_kernel(std::string name, NumericVector values, double upper, bool compact);
-RcppExport SEXP _localmean_cpp_register_kernel(SEXP nameSEXP, SEXP valuesSEXP, SEXP upperSEXP, SEXP compactSEXP) {
+List cpp_register_kernel(std::string name, NumericVector values, double upper, bool compact, bool squared);
+RcppExport SEXP _localmean_cpp_register_kernel(SEXP nameSEXP, SEXP valuesSEXP, SEXP upperSEXP, SEXP compactSEXP, SEXP squaredSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -500,7 +500,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericVector >::type values(valuesSEXP);
     Rcpp::traits::input_parameter< double >::type upper(upperSEXP);
     Rcpp::traits::input_parameter< bool >::type compact(compactSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_register_kernel(name, values, upper, compact));
+    Rcpp::traits::input_parameter< bool >::type squared(squaredSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_register_kernel(name, values, upper, compact, squared));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -689,7 +690,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
-    {"_localmean_cpp_register_kernel", (DL_FUNC) &_localmean_cpp_register_kernel, 4},
+    {"_localmean_cpp_register_kernel", (DL_FUNC) &_localmean_cpp_register_kernel, 5},
     {"_localmean_cpp_kernel_shape", (DL_FUNC) &_localmean_cpp_kernel_shape, 2},
     {"_localmean_cpp_loss_table", (DL_FUNC) &_localmean_cpp_loss_table, 0},
     {"_localmean_cpp_loss_eval", (DL_FUNC) &_localmean_cpp_loss_eval, 5},

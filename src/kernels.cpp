@@ -9,16 +9,19 @@
 
 using namespace Rcpp;
 
-// Registers (or replaces) the profile tabulated at equally spaced nodes on [0, upper] under
-// `name`, and returns its registry row.
+// Registers (or replaces) under `name` the profile tabulated at equally spaced nodes of the
+// distance on [0, upper], or of the squared distance on [0, upper^2], and returns its registry
+// row.
 // [[Rcpp::export]]
-List cpp_register_kernel(std::string name, NumericVector values, double upper, bool compact) {
+List cpp_register_kernel(std::string name, NumericVector values, double upper, bool compact,
+                         bool squared) {
   if (values.size() < 5) stop("a tabulated kernel needs at least 5 nodes");
   localmean::KernelType type;
   if (localmean::kernel_from_name(name, &type) && !localmean::is_tabulated(type))
     stop("'%s' names a registry kernel", name);
-  type = localmean::register_profile(std::unique_ptr<localmean::KernelProfile>(
-      new localmean::KernelProfile(name, values.begin(), values.size(), upper, compact)));
+  type = localmean::register_profile(
+      std::unique_ptr<localmean::KernelProfile>(new localmean::KernelProfile(
+          name, values.begin(), values.size(), upper, compact, squared)));
   const localmean::KernelInfo& info = localmean::kernel_info(type);
   return List::create(_["kernel"] = name, _["compact"] = info.compact, _["cutoff"] = info.cutoff,
                       _["constant"] = info.constant, _["mu2"] = info.mu2,

@@ -336,7 +336,7 @@ static void neighbour_tests() {
     nodes[j] = Triweight::exact(u * u);
   }
   const KernelType user = register_profile(std::unique_ptr<KernelProfile>(
-      new KernelProfile("core_triweight", nodes.data(), nodes.size(), 1.0, true)));
+      new KernelProfile("core_triweight", nodes.data(), nodes.size(), 1.0, true, false)));
   double shape_error = 0.0;
   for (double u = 0.0; u < 1.2; u += 0.000917)
     shape_error = std::max(shape_error,
@@ -351,6 +351,33 @@ static void neighbour_tests() {
              std::fabs(radial_constant(user, 3) / radial_constant(KernelType::triweight, 3) -
                        1.0) < 1e-12,
          "a tabulated profile equals the built-in kernel of its shape");
+
+  // Tables in the squared distance: the triweight is one cubic in it (4 intervals, no table
+  // lookups), the Gaussian needs a table. Their weights in four lanes (recorded from the best
+  // build) equal the one-at-a-time values, and the kernels they stand for.
+  std::vector<double> cubic(5), gauss(16385);
+  for (std::size_t j = 0; j < cubic.size(); ++j) cubic[j] = Triweight::exact(j / 4.0);
+  for (std::size_t j = 0; j < gauss.size(); ++j) gauss[j] = Gaussian::exact(64.0 * j / 16384.0);
+  const KernelProfile tw2("core_triweight2", cubic.data(), cubic.size(), 1.0, true, true);
+  const KernelProfile gauss2("core_gaussian2", gauss.data(), gauss.size(), 8.0, false, true);
+  std::vector<double> r2(203), lanes(r2.size());
+  for (std::size_t k = 0; k < r2.size(); ++k) r2[k] = 0.37 * k * k / r2.size();  // to 75
+  double lane_error = 0.0, kernel_error = 0.0;
+  for (const KernelProfile* p : {kernel_profile(user), &tw2, &gauss2}) {
+    const KernelProfile& profile = *p;
+    best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+      profile.shapes(r2.data(), r2.size(), lanes.data());
+    });
+    record(lanes);
+    for (std::size_t k = 0; k < r2.size(); ++k) {
+      lane_error = std::max(lane_error, std::fabs(lanes[k] - profile.shape(r2[k])));
+      const double want = &profile == &gauss2 ? (r2[k] <= 64.0 ? Gaussian::exact(r2[k]) : 0.0)
+                                              : Triweight::exact(r2[k]);
+      kernel_error = std::max(kernel_error, std::fabs(lanes[k] - want));
+    }
+  }
+  expect(lane_error == 0.0 && kernel_error < 1e-12,
+         "tabulated weights in lanes equal the single values and the kernels' own");
 }
 
 // The plug-in functionals' pair sums against a direct double loop over all ordered pairs.

@@ -19,6 +19,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "simd.hpp"
 
 namespace localmean {
@@ -272,22 +276,30 @@ LOCALMEAN_INLINE auto with_kernel(KernelType type, F&& f) -> decltype(f(Gaussian
 
 // ---- Kernels of the user's own ---------------------------------------------------------------
 //
-// A radial profile g(u) >= 0 of the scaled distance u, tabulated at N + 1 equally spaced nodes
-// u_j = j * upper / N (upper: the support of a compact profile, else the radius where g falls
-// below exp(-32) of its peak, the registry's cut-off rule). Between nodes it is the cubic through
-// the four nearest nodes (one-sided at both ends, so that a profile smooth on [0, upper] needs
-// no smoothness across 0 or beyond its support), stored as monomial coefficients per interval:
-// a weight costs one square root, one table row and a Horner step. Its error is about
-// h^4 max |g^(4)| / 40 with h = upper / N; user_kernel() in R chooses N by checking it. Beyond
-// `upper` the weight is 0. The row's constants are exact integrals of this interpolant (4-point
-// Gauss-Legendre per interval is exact for the cubic times u^2, and for its square).
+// A radial profile g(u) >= 0 of the scaled distance u, tabulated as a function of a variable x:
+// the squared distance x = u^2 for profiles smooth in it (a weight then needs no square root:
+// (1 - u^2)^3 is a cubic in it, and the Gaussian's exp(-u^2 / 2) is smooth), else x = u (for
+// profiles with a kink at 0, such as exp(-u)). The values at N + 1 equally spaced nodes
+// x_j = j * x_upper / N, where u_upper is the support of a compact profile, else the radius
+// where g falls below exp(-32) of its peak (the registry's cut-off rule). Between nodes g is the
+// cubic through the four nearest nodes (one-sided at both ends, so that a profile smooth on
+// [0, u_upper] needs no smoothness across 0 or beyond its support), stored as monomial
+// coefficients per interval: a weight costs one table row and a Horner step, four lanes at a
+// time. Its error is about h^4 max |g^(4)| / 40 with h = x_upper / N; user_kernel() in R chooses
+// the variable and N by checking it. Beyond u_upper the weight is 0 (the last row is zeros).
+// When every interval holds the same cubic and it vanishes at x_upper (the polynomial kernels,
+// such as (1 - u^2)^3), the weight is that cubic, (x_upper - x) q(x) at x clamped to x_upper,
+// with no table row to fetch. The row's constants are integrals of the interpolant (4-point
+// Gauss-Legendre on at least kIntegralPieces pieces of [0, u_upper]).
 class KernelProfile {
 public:
   KernelProfile(std::string name, const double* values, std::size_t nodes, double upper,
-                bool compact)
-      : name_(std::move(name)), intervals_(nodes - 1), upper_(upper),
-        inv_step_((nodes - 1) / upper), coef_(4 * nodes, 0.0) {
+                bool compact, bool squared)
+      : name_(std::move(name)), intervals_(nodes - 1), upper_(upper), squared_(squared),
+        x_upper_(squared ? upper * upper : upper), inv_step_((nodes - 1) / x_upper_),
+        coef_(4 * nodes, 0.0) {
     for (std::size_t i = 0; i < intervals_; ++i) fit_interval(values, i);
+    find_polynomial(values);
     fill_info(compact);
   }
   const std::string& name() const { return name_; }
@@ -296,47 +308,123 @@ public:
     info_.type = type;
     info_.shadow = type;
   }
-  // The profile at squared scaled distance r2 (0 beyond `upper`: the last row is zeros).
+  // The profile at squared scaled distance r2 (0 beyond `upper`).
   double shape(double r2) const {
-    const double t = std::min(std::sqrt(r2) * inv_step_, static_cast<double>(intervals_));
-    const std::size_t i = static_cast<std::size_t>(t);
-    return piece_value(i, t - static_cast<double>(i));
+    double w;
+    shapes(&r2, std::size_t{1}, &w);
+    return w;
   }
-  // w[k] = shape(r2[k]) for k < len, with the table in locals so that the loop can vectorise
-  // (gathers) and not reload it after every store.
+  // w[k] = shape(r2[k]) for k < len (w may be r2).
   template <class Len> LOCALMEAN_INLINE void shapes(const double* r2, Len len, double* w) const {
-    const double* __restrict coef = coef_.data();
-    const double inv_step = inv_step_, last = static_cast<double>(intervals_);
-    for (std::size_t k = 0; k < len; ++k) {
-      const double t = std::min(std::sqrt(r2[k]) * inv_step, last);
-      const long i = static_cast<long>(t);
-      const double f = t - static_cast<double>(i);
-      const double* c = coef + 4 * i;
-      w[k] = c[0] + f * (c[1] + f * (c[2] + f * c[3]));
+    if (polynomial_) {
+      if (squared_)
+        evaluate_polynomial<false>(r2, len, w);
+      else
+        evaluate_polynomial<true>(r2, len, w);
+    } else if (squared_) {
+      evaluate<false>(r2, len, w);
+    } else {
+      evaluate<true>(r2, len, w);
     }
   }
   // int_0^upper g(u)^power u^moment du
   double integral(int power, int moment) const {
-    static const double node[4] = {0.0694318442029737, 0.3300094782075719, 0.6699905217924281,
-                                   0.9305681557970263};
-    static const double weight[4] = {0.1739274225687269, 0.3260725774312731, 0.3260725774312731,
-                                     0.1739274225687269};
-    const double step = upper_ / intervals_;
     double sum = 0.0;
-    for (std::size_t i = 0; i < intervals_; ++i)
-      for (int k = 0; k < 4; ++k) {
-        const double u = (i + node[k]) * step;
-        sum += weight[k] * std::pow(piece_value(i, node[k]), power) * std::pow(u, moment);
-      }
-    return sum * step;
+    for (std::size_t i = 0; i < pieces(); ++i) sum += piece_integral(i, 1.0, power, moment);
+    return sum;
   }
 
 private:
+  typedef int v4i __attribute__((vector_size(16)));
+  // x[k] = sqrt(x[k]) for four lanes (x in place: passing vectors by value would change the ABI
+  // between the builds), correctly rounded as std::sqrt: SSE2 on x86-64, which both builds
+  // have; elsewhere one lane at a time.
+  static LOCALMEAN_INLINE void root_lanes(v4d& x) {
+#if defined(__SSE2__)
+    const v2d low = _mm_sqrt_pd(v2d{x[0], x[1]}), high = _mm_sqrt_pd(v2d{x[2], x[3]});
+    x = v4d{low[0], low[1], high[0], high[1]};
+#else
+    for (int k = 0; k < 4; ++k) x[k] = std::sqrt(x[k]);
+#endif
+  }
+  // The table at x = r2 or sqrt(r2) (Root), four lanes at a time, then lane by lane for the
+  // rest: the same operations on every path, so that a weight does not depend on its position.
+  template <bool Root, class Len>
+  LOCALMEAN_INLINE void evaluate(const double* r2, Len len, double* w) const {
+    const double* coef = coef_.data();
+    const double inv_step = inv_step_, last = static_cast<double>(intervals_);
+    const v4d last_lanes = {last, last, last, last};
+    const std::size_t full = len - len % 4;
+    for (std::size_t k = 0; k < full; k += 4) {
+      v4d x = LOCALMEAN_LOAD4(r2 + k);
+      if (Root) root_lanes(x);
+      v4d t = x * inv_step;
+      t = t < last_lanes ? t : last_lanes;  // min(t, last); a NaN would read the zero row
+      const v4i i = __builtin_convertvector(t, v4i);
+      const v4d f = t - __builtin_convertvector(i, v4d);
+      // Each lane's row, transposed into coefficient vectors.
+      const double* a = coef + 4 * static_cast<std::ptrdiff_t>(i[0]);
+      const double* b = coef + 4 * static_cast<std::ptrdiff_t>(i[1]);
+      const double* c = coef + 4 * static_cast<std::ptrdiff_t>(i[2]);
+      const double* d = coef + 4 * static_cast<std::ptrdiff_t>(i[3]);
+      const v4d c0 = {a[0], b[0], c[0], d[0]}, c1 = {a[1], b[1], c[1], d[1]};
+      const v4d c2 = {a[2], b[2], c[2], d[2]}, c3 = {a[3], b[3], c[3], d[3]};
+      LOCALMEAN_STORE4(w + k, c0 + f * (c1 + f * (c2 + f * c3)));
+    }
+    for (std::size_t k = full; k < len; ++k) {
+      double t = (Root ? std::sqrt(r2[k]) : r2[k]) * inv_step;
+      t = t < last ? t : last;
+      const int i = static_cast<int>(t);
+      const double f = t - static_cast<double>(i);
+      const double* c = coef + 4 * static_cast<std::ptrdiff_t>(i);
+      w[k] = c[0] + f * (c[1] + f * (c[2] + f * c[3]));
+    }
+  }
+  // The one cubic (x_upper - x) q(x) at x = min(r2 or sqrt(r2), x_upper), as evaluate().
+  template <bool Root, class Len>
+  LOCALMEAN_INLINE void evaluate_polynomial(const double* r2, Len len, double* w) const {
+    const double top = x_upper_, q0 = quotient_[0], q1 = quotient_[1], q2 = quotient_[2];
+    const v4d top_lanes = {top, top, top, top};
+    const std::size_t full = len - len % 4;
+    for (std::size_t k = 0; k < full; k += 4) {
+      v4d x = LOCALMEAN_LOAD4(r2 + k);
+      if (Root) root_lanes(x);
+      x = x < top_lanes ? x : top_lanes;
+      LOCALMEAN_STORE4(w + k, (top - x) * (q0 + x * (q1 + x * q2)));
+    }
+    for (std::size_t k = full; k < len; ++k) {
+      double x = Root ? std::sqrt(r2[k]) : r2[k];
+      x = x < top ? x : top;
+      w[k] = (top - x) * (q0 + x * (q1 + x * q2));
+    }
+  }
   double piece_value(std::size_t i, double f) const {
     const double* c = coef_.data() + 4 * i;
     return c[0] + f * (c[1] + f * (c[2] + f * c[3]));
   }
-  // The cubic through nodes first..first+3, in the coordinate t = u / step - i of interval i.
+  // Whether the table is one cubic p vanishing at x_upper: the cubic of the first interval, in
+  // x, matches every node and every interval's midpoint to rounding, and the last node is 0 to
+  // rounding. Then p(x) = (x_upper - x) q(x) + p(x_upper), and the remainder is dropped.
+  void find_polynomial(const double* values) {
+    double p[4], scale = 1.0, peak = 0.0;
+    for (int e = 0; e < 4; ++e, scale *= inv_step_) p[e] = coef_[e] * scale;
+    auto at = [&p](double x) { return p[0] + x * (p[1] + x * (p[2] + x * p[3])); };
+    for (std::size_t j = 0; j <= intervals_; ++j) peak = std::max(peak, std::fabs(values[j]));
+    const double tol = kPolynomialTolerance * peak, step = 1.0 / inv_step_;
+    bool one = std::fabs(values[intervals_]) <= tol;
+    for (std::size_t j = 0; one && j <= intervals_; ++j)
+      one = std::fabs(at(j * step) - values[j]) <= tol &&
+            (j == intervals_ || std::fabs(at((j + 0.5) * step) - piece_value(j, 0.5)) <= tol);
+    if (!one) return;
+    // Synthetic division by (x - x_upper): p = (x - x_upper) s + r, and q = -s.
+    const double s2 = p[3], s1 = p[2] + x_upper_ * s2, s0 = p[1] + x_upper_ * s1;
+    quotient_[0] = -s0;
+    quotient_[1] = -s1;
+    quotient_[2] = -s2;
+    polynomial_ = true;
+  }
+  static constexpr double kPolynomialTolerance = 1e-14;
+  // The cubic through nodes first..first+3, in the coordinate t = x / step - i of interval i.
   void fit_interval(const double* values, std::size_t i) {
     const std::size_t first = i == 0 ? 0 : std::min(i - 1, intervals_ - 3);
     double* c = coef_.data() + 4 * i;
@@ -354,26 +442,45 @@ private:
       for (int e = 0; e < 4; ++e) c[e] += values[first + k] * basis[e] / denom;
     }
   }
-  // int_0^r g, and the radius where it reaches `target`, by bisection.
-  double mass_below(double r) const {
-    const double step = upper_ / intervals_, t = r / step;
-    const std::size_t whole = std::min(static_cast<std::size_t>(t), intervals_);
-    auto piece = [this](std::size_t i, double f) {
-      const double* c = coef_.data() + 4 * i;
-      return f * (c[0] + f * (c[1] / 2 + f * (c[2] / 3 + f * c[3] / 4)));
-    };
-    double sum = 0.0;
-    for (std::size_t i = 0; i < whole; ++i) sum += piece(i, 1.0);
-    if (whole < intervals_) sum += piece(whole, t - static_cast<double>(whole));
-    return sum * step;
+  // The integrals run over equal pieces of [0, upper] in u: the table's intervals when it is
+  // tabulated in u and fine enough (then 4-point Gauss-Legendre is exact for the cubic times u^2,
+  // and for its square), else at least kIntegralPieces of them.
+  static constexpr std::size_t kIntegralPieces = 4096;
+  std::size_t pieces() const {
+    return squared_ ? std::max(intervals_, kIntegralPieces)
+                    : intervals_ * ((kIntegralPieces + intervals_ - 1) / intervals_);
   }
-  double radius_at_mass(double target) const {
-    double lo = 0.0, hi = upper_;
-    for (int it = 0; it < 100; ++it) {
-      const double mid = 0.5 * (lo + hi);
-      (mass_below(mid) < target ? lo : hi) = mid;
+  // int g(u)^power u^moment du over the first `share` of piece i.
+  double piece_integral(std::size_t i, double share, int power, int moment) const {
+    static const double node[4] = {0.0694318442029737, 0.3300094782075719, 0.6699905217924281,
+                                   0.9305681557970263};
+    static const double weight[4] = {0.1739274225687269, 0.3260725774312731, 0.3260725774312731,
+                                     0.1739274225687269};
+    const double step = upper_ / pieces();
+    double sum = 0.0;
+    for (int k = 0; k < 4; ++k) {
+      const double u = (i + share * node[k]) * step;
+      sum += weight[k] * std::pow(shape(u * u), power) * std::pow(u, moment);
     }
-    return 0.5 * (lo + hi);
+    return sum * share * step;
+  }
+  // The radius where int_0^r g reaches `target` (of int_0^upper g), by bisection within the
+  // piece where the running integral passes it.
+  double radius_at_mass(double target) const {
+    const double step = upper_ / pieces();
+    double below = 0.0;
+    std::size_t i = 0;
+    for (; i + 1 < pieces(); ++i) {
+      const double piece = piece_integral(i, 1.0, 1, 0);
+      if (below + piece >= target) break;
+      below += piece;
+    }
+    double lo = 0.0, hi = 1.0;
+    for (int it = 0; it < 60; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (below + piece_integral(i, mid, 1, 0) < target ? lo : hi) = mid;
+    }
+    return (i + 0.5 * (lo + hi)) * step;
   }
   void fill_info(bool compact) {
     const double half = integral(1, 0);  // int_0^upper g: half the mass on the line
@@ -393,8 +500,13 @@ private:
 
   std::string name_;
   std::size_t intervals_;
-  double upper_, inv_step_;
+  double upper_;
+  bool squared_;     // tabulated in x = u^2 (else in x = u)
+  double x_upper_;   // upper_ in the table's variable
+  double inv_step_;  // 1 / the node spacing in x
   std::vector<double> coef_;  // 4 per interval, then a row of zeros (beyond `upper`)
+  bool polynomial_ = false;   // one cubic (x_upper - x) q(x): the coefficients of q
+  double quotient_[3] = {0.0, 0.0, 0.0};
   KernelInfo info_{};
 };
 
