@@ -256,17 +256,44 @@ lambda_upper_of <- function(spec) {
 # The score of a selector as a function of the bandwidths (and categorical lambdas), remembering
 # every score it computed (the searches revisit points). The search scores on its own strategy
 # (see binned_min_n).
+# `h` may also be a matrix of candidate rows: their scores, computed together where
+# candidate_scores() can.
 bandwidth_scorer <- function(criterion, spec, tick = function() NULL) {
   memo <- new.env(parent = emptyenv())
   function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
-    key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
-    if (is.null(memo[[key]])) {
-      memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda, search = TRUE),
-                                threads)
-      tick()
+    rows <- if (is.matrix(h)) h else matrix(h, nrow = 1L)
+    keys <- vapply(seq_len(nrow(rows)), function(i) {
+      paste(format(c(rows[i, ], lambda), digits = 17), collapse = ",")
+    }, "")
+    todo <- which(vapply(keys, function(k) is.null(memo[[k]]), TRUE, USE.NAMES = FALSE))
+    if (length(todo)) {
+      new <- candidate_scores(criterion, spec, rows[todo, , drop = FALSE], lambda, threads)
+      for (i in seq_along(todo)) {
+        memo[[keys[todo[i]]]] <- new[i]
+        tick()
+      }
     }
-    memo[[key]]
+    vapply(keys, function(k) memo[[k]], 1, USE.NAMES = FALSE)
   }
+}
+
+# Scores of candidate rows of bandwidths (with categorical `lambda`): in one engine pass
+# (engine_candidate_sums()) for least squares in one numeric predictor, alone, on the exact or
+# tree strategy; else one fit at the data per row (spec_score()). Both score the same fits.
+candidate_scores <- function(criterion, spec, rows, lambda, threads) {
+  specs <- lapply(seq_len(nrow(rows)), function(i) {
+    with_scale(spec, rows[i, ], lambda = lambda, search = TRUE)
+  })
+  methods <- vapply(specs, `[[`, "", "method")
+  one_pass <- spec$numeric_vars == 1L && ncol(rows) == 1L && is.null(spec$categorical) &&
+    is.null(spec$nn) && is.null(spec$point_scale) && !is.null(spec$values) &&
+    identical(spec$family %||% "gaussian", "gaussian") && all(methods %in% c("exact", "tree"))
+  if (!one_pass) return(vapply(specs, function(s) spec_score(criterion, s, threads), 1))
+  # The exact strategy truncates only at a cut-off the user gave; the tree strategy at the
+  # kernel's reach from the nearest point, here the query itself.
+  reach <- ifelse(methods == "exact" & spec$cutoff <= 0, Inf, kernel_reach(spec))
+  sums <- engine_candidate_sums(spec, rows[, 1L], reach, threads)
+  vapply(sums, function(s) smoother_score(criterion, s), 1)
 }
 
 # The progress of a bandwidth search: a function that counts one more score. How many scores a
@@ -305,11 +332,11 @@ fit_score <- function(criterion, spec, f) {
 
 # Scores of the candidate rows, on the user's future plan when one is set.
 score_candidates <- function(score_of, candidates) {
-  rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
-  if (length(rows) > 1L && future_plan_active()) {
+  if (nrow(candidates) > 1L && future_plan_active()) {
+    rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
     return(unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL)))
   }
-  vapply(rows, score_of, 1)
+  score_of(candidates)
 }
 
 # Extends a grid of common multiples (rows of `candidates`, increasing) by factors of `step`:
@@ -413,13 +440,17 @@ select_lambdas <- function(criterion, spec, refine, verbose = FALSE, n_grid = 11
        smoothed_out = smoothed_out(spec, numeric(0), lambda))
 }
 
-# Default candidates: n_candidates multiples of the rule of thumb (one common multiplier),
-# log-spaced from 0.05 to 3; by default 40 for one numeric predictor, 15 for several, 7 where the
-# joint search that follows the grid descends along the analytic gradient (`gradient`, see
+# Default candidates: multiples of the rule of thumb (one common multiplier) up to 3. For one
+# numeric predictor, 24 of them in steps of 2^(1/4) from 3 * 2^(-23/4) = 0.056: every second
+# halves h^2, so that the one-pass scoring (candidate_scores()) gets most Gaussian weights by
+# squaring those of a larger candidate. Otherwise (or with `n_candidates`) n_candidates
+# log-spaced from 0.05: by default 15 for several predictors, 7 where the joint search that
+# follows the grid descends along the analytic gradient (`gradient`, see
 # gradient_search_applies()) and only needs the grid for its start.
 default_candidates <- function(x, kernel, n_candidates = NULL, gradient = FALSE) {
-  n_candidates <- n_candidates %||% if (ncol(x) == 1L) 40L else if (gradient) 7L else 15L
   rot <- bw_rot(x, kernel)
+  if (ncol(x) == 1L && is.null(n_candidates)) return(outer(3 * 2^(-(23:0) / 4), rot))
+  n_candidates <- n_candidates %||% if (gradient) 7L else 15L
   mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
   outer(mult, rot)
 }

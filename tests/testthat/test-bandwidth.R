@@ -520,7 +520,8 @@ test_that("categorical predictors alone get a lambda-only search for every selec
 test_that("data near the smallest doubles give the bandwidths of the data scaled up", {
   fit <- local_poly(mtcars$wt, mtcars$mpg, bandwidth = "cv", verbose = FALSE)
   tiny <- local_poly(mtcars$wt * 1e-300, mtcars$mpg, bandwidth = "cv", verbose = FALSE)
-  expect_equal(tiny$bandwidth * 1e300, fit$bandwidth, tolerance = 1e-6)
+  # (the same minimum, to the golden-section search's tolerance of 1e-3 in log h)
+  expect_equal(tiny$bandwidth * 1e300, fit$bandwidth, tolerance = 1e-3)
   expect_equal(tiny$cv, fit$cv, tolerance = 1e-6)
   x <- cbind(wt = mtcars$wt, hp = mtcars$hp)
   two <- local_poly(x, mtcars$mpg, bandwidth = "cv", verbose = FALSE)
@@ -613,4 +614,34 @@ test_that("R's time limits stop engine work within about a second", {
   }, "time limit")
   setTimeLimit()
   expect_lt(proc.time()[["elapsed"]] - start, 4)
+})
+
+test_that("the 1-D search's one-pass scores equal fits at each candidate bandwidth", {
+  set.seed(3)
+  x <- runif(150)
+  y <- sin(2 * pi * x) + rnorm(150, sd = 0.3)
+  # leave-one-out score of a plain fit at bandwidth h: mean of (r / (1 - L))^2, Inf where a
+  # fit is missing or a leverage is within 1e-10 of 1 (no leave-one-out identity)
+  loo <- function(h, kernel) {
+    f <- suppressWarnings(local_poly(x, y, kernel = kernel, bandwidth = h, verbose = FALSE))
+    score <- mean(((y - f$fitted) / (1 - f$leverage))^2)
+    if (is.na(score) || max(f$leverage) >= 1 - 1e-10) Inf else score
+  }
+  for (kernel in c("gaussian", "epanechnikov")) {
+    fit <- local_poly(x, y, kernel = kernel, bandwidth = "cv", verbose = FALSE)
+    h <- fit$cv_curve[[1L]]
+    plain <- vapply(h, loo, 1, kernel = kernel)
+    expect_equal(fit$cv_curve$score, plain, tolerance = 1e-10)
+    # the golden-section search between the best candidate's neighbours, on plain fits (the
+    # compact kernel's score jumps as points enter windows: its search can stop elsewhere)
+    if (kernel != "gaussian") next
+    best <- which.min(plain)
+    opt <- stats::optimize(function(lr) loo(h[best] * exp(lr), kernel),
+                           log(h[c(best - 1L, best + 1L)] / h[best]), tol = 1e-3)
+    expect_equal(fit$bandwidth, h[best] * exp(opt$minimum), tolerance = 1e-3)
+  }
+  # one thread or two: the same scores
+  two <- local_poly(x, y, bandwidth = "cv", n_threads = 2L, verbose = FALSE)
+  one <- local_poly(x, y, bandwidth = "cv", n_threads = 1L, verbose = FALSE)
+  expect_identical(two$cv_curve, one$cv_curve)
 })

@@ -140,19 +140,16 @@ LOCALMEAN_INLINE void product(double* out, const double* x, const double* y, std
   for (std::size_t k = 0; k < len; ++k) out[k] = x[k] * y[k];
 }
 
-// Accumulates `len` points from tree position s into the lanes of query q's moments (see
-// block_weights), leaving out the first `skip` of them (already swept: see sweep_body).
-template <class K, class Len>
-LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
-                                  const double* table, double inv_h, double cut2,
-                                  DistanceRange range, std::size_t s, Len len, std::size_t skip,
-                                  Moments& mo) {
+// Accumulates `len` points from tree position s with kernel weights w (prior weights not yet
+// applied) into the lanes of query q's moments, the basis in u = (x - q) * inv_h.
+template <class Len>
+LOCALMEAN_INLINE void accumulate_block(const LocalData& data, const Basis& basis, const double* q,
+                                       double inv_h, std::size_t s, Len len, const double* w,
+                                       Moments& mo) {
   const std::size_t n = data.n(), nv = data.nv(), nb = mo.nb;
   const double* pts = data.tree().points();
   const double* prior = data.prior();
-  double w[kBlock], W[kBlock];
-  block_weights<K>(data, q, table, inv_h, cut2, range, s, len, w);
-  for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+  double W[kBlock];
   if (prior) {
     product(W, w, prior + s, len);
   } else {
@@ -189,6 +186,19 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
   }
 }
 
+// Accumulates `len` points from tree position s into the lanes of query q's moments (see
+// block_weights), leaving out the first `skip` of them (already swept: see sweep_body).
+template <class K, class Len>
+LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
+                                  const double* table, double inv_h, double cut2,
+                                  DistanceRange range, std::size_t s, Len len, std::size_t skip,
+                                  Moments& mo) {
+  double w[kBlock];
+  block_weights<K>(data, q, table, inv_h, cut2, range, s, len, w);
+  for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+  accumulate_block(data, basis, q, inv_h, s, len, w, mo);
+}
+
 // Accumulates the points at tree positions [begin, end) into the lanes of query q's moments, in
 // full blocks: a last partial block is swept as the block that ends at `end`, without the
 // points it shares with the block before. Only ranges shorter than a block take the slower loop
@@ -218,6 +228,83 @@ void sweep(const LocalData& data, const Basis& basis, const double* q, const dou
            Moments& mo) {
   best_build([&]() LOCALMEAN_LAMBDA_INLINE {
     sweep_body<K>(data, basis, q, table, inv_h, cut2, range, begin, end, mo);
+  });
+}
+
+// ---- Many scales at once: the candidates of a bandwidth search ----
+
+// The scales of a candidate sweep, largest first: inverse scales inv_h[c], squared truncation
+// radii cut2[c] (in scales; infinite: none), and source[c], a larger candidate whose kernel
+// weights squared are candidate c's (the Gaussian at scale h / sqrt(2): exp(-r2) is
+// exp(-r2 / 2) squared, one multiplication instead of an exponential), or -1.
+struct CandidateScales {
+  std::vector<double> inv_h, cut2;
+  std::vector<int> source;
+  std::size_t size() const { return inv_h.size(); }
+};
+
+// Accumulates `len` points from tree position s into the moments mo[c] of the `active` largest
+// candidates of query q, leaving out the first `skip` points; w holds kBlock weights per
+// candidate. Each candidate's weights are block_weights()' at its scale (no level weights, no
+// point scales), truncated at its cut-off.
+template <class K, class Len>
+LOCALMEAN_INLINE void sweep_candidates_block(const LocalData& data, const Basis& basis,
+                                             const double* q, const CandidateScales& cs,
+                                             std::size_t active, std::size_t s, Len len,
+                                             std::size_t skip, double* w, Moments* mo) {
+  for (std::size_t c = 0; c < active; ++c) {
+    // (locals: stores into the weights cannot change them, so the loops vectorise)
+    const double inv_h = cs.inv_h[c], cut2 = cs.cut2[c];
+    const int source = cs.source[c];
+    double r2[kBlock];
+    double* wc = w + c * kBlock;
+    squared_distances(data, q, inv_h, s, len, r2);
+    if (source >= 0) {
+      product(wc, w + source * kBlock, w + source * kBlock, len);
+    } else {
+      shapes_at<K>(data, r2, len, wc);
+    }
+    if (cut2 < kInf)
+      for (std::size_t k = 0; k < len; ++k) wc[k] *= within(r2[k], cut2);
+    for (std::size_t k = 0; k < skip; ++k) wc[k] = 0.0;
+    accumulate_block(data, basis, q, inv_h, s, len, wc, mo[c]);
+  }
+}
+
+// The candidates' sweep of query q over its windows: candidate c holds the tree positions
+// [lo[c], hi[c]), nested (c = 0, the largest scale, holds them all). Blocks as in sweep_body();
+// a block is swept for every candidate whose window it meets.
+template <class K>
+LOCALMEAN_INLINE void sweep_candidates_body(const LocalData& data, const Basis& basis,
+                                            const double* q, const CandidateScales& cs,
+                                            const std::size_t* lo, const std::size_t* hi,
+                                            double* w, Moments* mo) {
+  const std::size_t begin = lo[0], end = hi[0];
+  auto active = [&](std::size_t b, std::size_t e) {
+    std::size_t c = 0;
+    while (c < cs.size() && lo[c] < e && hi[c] > b) ++c;
+    return c;
+  };
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  if (end - begin < kBlock) {
+    sweep_candidates_block<K>(data, basis, q, cs, active(begin, end), begin, end - begin, 0, w,
+                              mo);
+    return;
+  }
+  std::size_t s = begin;
+  for (; s + kBlock <= end; s += kBlock)
+    sweep_candidates_block<K>(data, basis, q, cs, active(s, s + kBlock), s, full, 0, w, mo);
+  if (s < end)
+    sweep_candidates_block<K>(data, basis, q, cs, active(s, end), end - kBlock, full,
+                              kBlock - (end - s), w, mo);
+}
+
+template <class K>
+void sweep_candidates(const LocalData& data, const Basis& basis, const double* q,
+                      const CandidateScales& cs, const std::size_t* lo, const std::size_t* hi,
+                      double* w, Moments* mo) {
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    sweep_candidates_body<K>(data, basis, q, cs, lo, hi, w, mo);
   });
 }
 
