@@ -441,15 +441,15 @@ select_lambdas <- function(criterion, spec, refine, verbose = FALSE, n_grid = 11
 }
 
 # Default candidates: multiples of the rule of thumb (one common multiplier) up to 3. For one
-# numeric predictor, 24 of them in steps of 2^(1/4) from 3 * 2^(-23/4) = 0.056: every second
-# halves h^2, so that the one-pass scoring (candidate_scores()) gets most Gaussian weights by
-# squaring those of a larger candidate. Otherwise (or with `n_candidates`) n_candidates
+# numeric predictor, 18 of them in steps of 2^(1/3) from 3 * 2^(-17/3) = 0.059: every third
+# quarters h^2, so that the one-pass scoring (candidate_scores()) gets most Gaussian weights by
+# squaring those of a larger candidate twice. Otherwise (or with `n_candidates`) n_candidates
 # log-spaced from 0.05: by default 15 for several predictors, 7 where the joint search that
 # follows the grid descends along the analytic gradient (`gradient`, see
 # gradient_search_applies()) and only needs the grid for its start.
 default_candidates <- function(x, kernel, n_candidates = NULL, gradient = FALSE) {
   rot <- bw_rot(x, kernel)
-  if (ncol(x) == 1L && is.null(n_candidates)) return(outer(3 * 2^(-(23:0) / 4), rot))
+  if (ncol(x) == 1L && is.null(n_candidates)) return(outer(3 * 2^(-(17:0) / 3), rot))
   n_candidates <- n_candidates %||% if (gradient) 7L else 15L
   mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
   outer(mult, rot)

@@ -130,11 +130,12 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
 
 // Weights chained by squaring (CandidateScales::source) stay within 2^kMaxSquarings times the
 // kernel's own rounding of their values: a chain longer than this starts again from the profile.
-constexpr int kMaxSquarings = 4;
+constexpr int kMaxSquarings = 8;
 
 // The CandidateScales of scales[idx[c]] (largest first) with truncation radii reach (in scales,
-// infinite: none). The Gaussian's weights at h / sqrt(2) are its weights at h squared, when that
-// larger candidate truncates no nearer (a relative 1e-12 in the scales' squares is equality).
+// infinite: none). The Gaussian's weights at h / sqrt(2) (h / 2) are its weights at h squared
+// (twice), when that larger candidate truncates no nearer (a relative 1e-12 in the scales'
+// squares is equality).
 inline detail::CandidateScales candidate_scales(const double* scales, const double* reach,
                                                 const std::vector<std::size_t>& idx,
                                                 KernelType kernel) {
@@ -143,19 +144,23 @@ inline detail::CandidateScales candidate_scales(const double* scales, const doub
   cs.inv_h.resize(K);
   cs.cut2.resize(K);
   cs.source.assign(K, -1);
+  cs.squarings.assign(K, 0);
   std::vector<int> depth(K, 0);
   for (std::size_t c = 0; c < K; ++c) {
     const double h = scales[idx[c]], r = reach[idx[c]];
     cs.inv_h[c] = 1.0 / h;
     cs.cut2[c] = std::isfinite(r) ? r * r : kInf;
     if (kernel != KernelType::gaussian) continue;
-    for (std::size_t b = 0; b < c; ++b) {
-      const double hb = scales[idx[b]];
-      if (std::fabs(hb * hb - 2.0 * h * h) <= 1e-12 * hb * hb && cs.cut2[b] >= cs.cut2[c] &&
-          depth[b] < kMaxSquarings) {
-        cs.source[c] = static_cast<int>(b);
-        depth[c] = depth[b] + 1;
-        break;
+    for (int m = 1; m <= 2 && cs.source[c] < 0; ++m) {
+      for (std::size_t b = 0; b < c; ++b) {
+        const double hb = scales[idx[b]], ratio = m == 1 ? 2.0 : 4.0;
+        if (std::fabs(hb * hb - ratio * h * h) <= 1e-12 * hb * hb && cs.cut2[b] >= cs.cut2[c] &&
+            depth[b] + m <= kMaxSquarings) {
+          cs.source[c] = static_cast<int>(b);
+          cs.squarings[c] = m;
+          depth[c] = depth[b] + m;
+          break;
+        }
       }
     }
   }
@@ -196,7 +201,7 @@ inline bool candidate_data_fits(const LocalData& data, const double* scales, con
     with_kernel(set.kernel, [&](auto kern) {
       using Kern = decltype(kern);
       std::vector<Moments> mo(K, Moments(nb, nv, false));
-      std::vector<std::size_t> lo(K), hi(K);
+      std::vector<std::size_t> lo(K), hi(K), inside_lo(K), inside_hi(K);
       std::vector<double> w(K * kBlock), coef(nb * nv);
       double s00_one;
       int status;
@@ -212,6 +217,11 @@ inline bool candidate_data_fits(const LocalData& data, const double* scales, con
               std::lower_bound(upto.begin(), upto.end(), q - half) - upto.begin()) : 0;
           hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
               std::upper_bound(from.begin(), from.end(), q + half) - from.begin()) : n;
+          // the positions all of whose points lie within the cut-off
+          inside_lo[c] = std::isfinite(half) ? static_cast<std::size_t>(
+              std::lower_bound(from.begin(), from.end(), q - half) - from.begin()) : 0;
+          inside_hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
+              std::upper_bound(upto.begin(), upto.end(), q + half) - upto.begin()) : n;
         }
         // Nested windows, the largest at least a full block (the extra points weigh nothing).
         for (std::size_t c = K - 1; c > 0; --c) {
@@ -223,11 +233,12 @@ inline bool candidate_data_fits(const LocalData& data, const double* scales, con
           hi[0] = lo[0] + kBlock;
         }
         for (Moments& m : mo) m.reset();
-        detail::sweep_candidates<Kern>(data, basis, &q, cs, lo.data(), hi.data(), w.data(),
-                                       mo.data());
+        detail::sweep_candidates<Kern>(data, basis, &q, cs, lo.data(), hi.data(),
+                                       inside_lo.data(), inside_hi.data(), w.data(), mo.data());
         const std::size_t i = order[p];
         for (std::size_t c = 0; c < K; ++c) {
           mo[c].flush();
+          detail::candidate_rescale(cs.inv_h[c], mo[c]);
           solve_moments(mo[c], 0, 1, one);
           const std::size_t at = idx[c];
           for (std::size_t j = 0; j < nv; ++j) fitted[(at * nv + j) * n + i] = coef[j * nb];
