@@ -285,10 +285,9 @@ candidate_scores <- function(criterion, spec, rows, lambda, threads) {
     with_scale(spec, rows[i, ], lambda = lambda, search = TRUE)
   })
   methods <- vapply(specs, `[[`, "", "method")
-  one_pass <- spec$numeric_vars == 1L && ncol(rows) == 1L && is.null(spec$categorical) &&
-    is.null(spec$nn) && is.null(spec$point_scale) && !is.null(spec$values) &&
-    identical(spec$family %||% "gaussian", "gaussian") && all(methods %in% c("exact", "tree"))
-  if (!one_pass) return(vapply(specs, function(s) spec_score(criterion, s, threads), 1))
+  if (!one_pass_scoring(spec, rows, methods)) {
+    return(vapply(specs, function(s) spec_score(criterion, s, threads), 1))
+  }
   # The exact strategy truncates only at a cut-off the user gave; the tree strategy at the
   # kernel's reach from the nearest point, here the query itself.
   reach <- ifelse(methods == "exact" & spec$cutoff <= 0, Inf, kernel_reach(spec))
@@ -330,9 +329,23 @@ fit_score <- function(criterion, spec, f) {
                    family_of(family))
 }
 
-# Scores of the candidate rows, on the user's future plan when one is set.
-score_candidates <- function(score_of, candidates) {
-  if (nrow(candidates) > 1L && future_plan_active()) {
+# Whether candidate_scores() scores the candidate rows in one engine pass: least squares in
+# one numeric predictor alone, on the exact or tree strategy (`methods`: the rows' strategies,
+# by default those with_scale() chooses).
+one_pass_scoring <- function(spec, rows, methods = NULL) {
+  applies <- spec$numeric_vars == 1L && ncol(rows) == 1L && is.null(spec$categorical) &&
+    is.null(spec$nn) && is.null(spec$point_scale) && !is.null(spec$values) &&
+    identical(spec$family %||% "gaussian", "gaussian")
+  if (!applies) return(FALSE)
+  methods <- methods %||% vapply(rows[, 1L], function(h) with_scale(spec, h, search = TRUE)$method,
+                                 "")
+  all(methods %in% c("exact", "tree"))
+}
+
+# Scores of the candidate rows, on the user's future plan when one is set (unless one engine
+# pass scores them all, see one_pass_scoring(): its scores do not depend on the plan).
+score_candidates <- function(score_of, candidates, spec) {
+  if (nrow(candidates) > 1L && future_plan_active() && !one_pass_scoring(spec, candidates)) {
     rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
     return(unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL)))
   }
@@ -368,7 +381,7 @@ extend_candidates <- function(score_of, candidates, scores, bounds, step = 1.5) 
 select_bandwidth <- function(criterion, spec, candidates, refine, verbose, extend = FALSE) {
   tick <- search_progress(verbose)
   score_of <- bandwidth_scorer(criterion, spec, tick)
-  scores <- score_candidates(score_of, candidates)
+  scores <- score_candidates(score_of, candidates, spec)
   bounds <- bandwidth_bounds(spec)
   if (extend) {
     grid <- extend_candidates(score_of, candidates, scores, bounds)
@@ -391,8 +404,8 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   } else if (refine && best > 1L && best < nrow(candidates)) {
     base <- candidates[best, ]
     ratio <- candidates[c(best - 1L, best + 1L), 1L] / base[1L]
-    opt <- stats::optimize(function(lr) finite_or_max(score_of(base * exp(lr))), log(ratio),
-                           tol = 1e-3)
+    opt <- golden_refine(function(lr) finite_or_max(score_of(base * exp(lr))), log(ratio),
+                         scores[best + c(-1L, 0L, 1L)])
     if (opt$objective < scores[best]) chosen <- base * exp(opt$minimum)
   }
   curve <- data.frame(candidates, score = scores)
@@ -400,6 +413,30 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   list(bandwidth = chosen, lambda = lambda, curve = curve,
        score = score_of(chosen, lambda = lambda),
        smoothed_out = smoothed_out(spec, chosen, lambda))
+}
+
+# The golden-section search (stats::optimize(), tolerance `tol`) of f on `interval` (about 0,
+# the best grid point, with the grid's scores at the ends and at 0 in `scores`): first on a third
+# of the interval about the vertex of the parabola through the three scores, which the smooth
+# score's minimum lies close to; where that search ends at its bracket's edge (within 3 tol),
+# on the whole interval. Either finds the minimum to the same tolerance.
+golden_refine <- function(f, interval, scores, tol = 1e-3) {
+  a <- interval[1L]
+  c <- interval[2L]
+  da <- scores[2L] - scores[1L]
+  dc <- scores[2L] - scores[3L]
+  denom <- a * dc - c * da
+  vertex <- if (all(is.finite(scores)) && denom != 0) 0.5 * (a^2 * dc - c^2 * da) / denom
+  if (is.null(vertex) || !is.finite(vertex) || vertex <= a || vertex >= c) {
+    return(stats::optimize(f, interval, tol = tol))
+  }
+  half <- (c - a) / 6
+  bracket <- c(max(a, vertex - half), min(c, vertex + half))
+  opt <- stats::optimize(f, bracket, tol = tol)
+  at_edge <- (opt$minimum - bracket[1L] < 3 * tol && bracket[1L] > a) ||
+    (bracket[2L] - opt$minimum < 3 * tol && bracket[2L] < c)
+  if (at_edge) opt <- stats::optimize(f, interval, tol = tol)
+  opt
 }
 
 # The search with categorical predictors only: no bandwidth, so no grid of bandwidths. One lambda

@@ -595,9 +595,10 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
 
 // The summaries (fit_sums_list()) of least-squares fits at the data points of `spec` (one
 // numeric variable, no categorical variables, point scales or nn radii) for many bandwidths at
-// once, held by the engine object `engine` as cpp_engine_fit() holds them (the spec's own
-// scale is not used). The request: scales (K bandwidths, original units), reach (K truncation
-// radii in bandwidths, Inf: none), n_threads, verbose. Returns one list per bandwidth.
+// once, held by the engine object `engine` as cpp_engine_fit() holds them (in units of the
+// largest bandwidth; the spec's own scale is not used). The request: scales (K bandwidths,
+// original units), reach (K truncation radii in bandwidths, Inf: none), n_threads, verbose.
+// Returns one list per bandwidth.
 // [[Rcpp::export]]
 List cpp_engine_candidate_sums(SEXP engine, List spec, List request) {
   EngineObject one_off;
@@ -613,15 +614,20 @@ List cpp_engine_candidate_sums(SEXP engine, List spec, List request) {
   localmean::EngineSettings set;
   set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
   set.degree = as<int>(spec["degree"]);
-  localmean::LocalData& data = engine_data(engine, obj, spec, pts, NumericVector::create(1.0),
+  // The data in units of the largest bandwidth: the candidates' shared basis x - q stays of
+  // the order of their windows, whatever the data's units (1e-300 or 1e300).
+  const double unit = K ? *std::max_element(scales.begin(), scales.end()) : 1.0;
+  localmean::LocalData& data = engine_data(engine, obj, spec, pts, NumericVector::create(unit),
                                            nv);
   if (data.categorical() || data.inv_scale2()) stop("internal error: plain 1-D data needed");
   data.use_kernel(set.kernel);
+  std::vector<double> relative(K);
+  for (std::size_t c = 0; c < K; ++c) relative[c] = scales[c] / unit;
   std::vector<double> fitted(n * nv * K), s00(n * K);
   const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]));
   localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(n),
                                "bandwidth candidates");
-  const bool done = localmean::candidate_data_fits(data, scales.begin(), reach.begin(), K, set,
+  const bool done = localmean::candidate_data_fits(data, relative.data(), reach.begin(), K, set,
                                                    fitted.data(), s00.data(), pfor,
                                                    monitor.callback());
   monitor.finish();
