@@ -217,11 +217,13 @@ inline bool candidate_data_fits(const LocalData& data, const double* scales, con
               std::lower_bound(upto.begin(), upto.end(), q - half) - upto.begin()) : 0;
           hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
               std::upper_bound(from.begin(), from.end(), q + half) - from.begin()) : n;
-          // the positions all of whose points lie within the cut-off
+          // the positions all of whose points lie within the cut-off (points within 1e-9 of
+          // its edge are left to the sweep's own test)
+          const double inner = half * (1.0 - 1e-9);
           inside_lo[c] = std::isfinite(half) ? static_cast<std::size_t>(
-              std::lower_bound(from.begin(), from.end(), q - half) - from.begin()) : 0;
+              std::lower_bound(from.begin(), from.end(), q - inner) - from.begin()) : 0;
           inside_hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
-              std::upper_bound(upto.begin(), upto.end(), q + half) - upto.begin()) : n;
+              std::upper_bound(upto.begin(), upto.end(), q + inner) - upto.begin()) : n;
         }
         // Nested windows, the largest at least a full block (the extra points weigh nothing).
         for (std::size_t c = K - 1; c > 0; --c) {
