@@ -260,11 +260,22 @@ lambda_upper_of <- function(spec) {
 # candidate_scores() can.
 bandwidth_scorer <- function(criterion, spec, tick = function() NULL) {
   memo <- new.env(parent = emptyenv())
+  key_of <- function(h, lambda) paste(format(c(h, lambda), digits = 17), collapse = ",")
   function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
-    rows <- if (is.matrix(h)) h else matrix(h, nrow = 1L)
-    keys <- vapply(seq_len(nrow(rows)), function(i) {
-      paste(format(c(rows[i, ], lambda), digits = 17), collapse = ",")
-    }, "")
+    if (!is.matrix(h)) {
+      key <- key_of(h, lambda)
+      if (is.null(memo[[key]])) {
+        memo[[key]] <- if (one_pass_applies(spec, length(h))) {
+          candidate_scores(criterion, spec, matrix(h, nrow = 1L), lambda, threads)
+        } else {
+          spec_score(criterion, with_scale(spec, h, lambda = lambda, search = TRUE), threads)
+        }
+        tick()
+      }
+      return(memo[[key]])
+    }
+    rows <- h
+    keys <- vapply(seq_len(nrow(rows)), function(i) key_of(rows[i, ], lambda), "")
     todo <- which(vapply(keys, function(k) is.null(memo[[k]]), TRUE, USE.NAMES = FALSE))
     if (length(todo)) {
       new <- candidate_scores(criterion, spec, rows[todo, , drop = FALSE], lambda, threads)
@@ -333,13 +344,17 @@ fit_score <- function(criterion, spec, f) {
 # one numeric predictor alone, on the exact or tree strategy (`methods`: the rows' strategies,
 # by default those with_scale() chooses).
 one_pass_scoring <- function(spec, rows, methods = NULL) {
-  applies <- spec$numeric_vars == 1L && ncol(rows) == 1L && is.null(spec$categorical) &&
-    is.null(spec$nn) && is.null(spec$point_scale) && !is.null(spec$values) &&
-    identical(spec$family %||% "gaussian", "gaussian")
-  if (!applies) return(FALSE)
+  if (!one_pass_applies(spec, ncol(rows))) return(FALSE)
   methods <- methods %||% vapply(rows[, 1L], function(h) with_scale(spec, h, search = TRUE)$method,
                                  "")
   all(methods %in% c("exact", "tree"))
+}
+
+# The conditions of one_pass_scoring() but the strategies, for rows of `d` bandwidths.
+one_pass_applies <- function(spec, d) {
+  spec$numeric_vars == 1L && d == 1L && is.null(spec$categorical) && is.null(spec$nn) &&
+    is.null(spec$point_scale) && !is.null(spec$values) &&
+    identical(spec$family %||% "gaussian", "gaussian")
 }
 
 # Scores of the candidate rows, on the user's future plan when one is set (unless one engine
