@@ -493,15 +493,20 @@ select_lambdas <- function(criterion, spec, refine, verbose = FALSE, n_grid = 11
 }
 
 # Default candidates: multiples of the rule of thumb (one common multiplier) up to 3. For one
-# numeric predictor, 18 of them in steps of 2^(1/3) from 3 * 2^(-17/3) = 0.059: every third
-# quarters h^2, so that the one-pass scoring (candidate_scores()) gets most Gaussian weights by
-# squaring those of a larger candidate twice. Otherwise (or with `n_candidates`) n_candidates
+# numeric predictor, in steps that halve or quarter h^2, so that the one-pass scoring
+# (candidate_scores()) gets the Gaussian's weights by squaring those of a larger candidate: 12
+# in steps of sqrt(2) from 3 * 2^(-11/2) = 0.066 for the Gaussian, 18 in steps of 2^(1/3) from
+# 3 * 2^(-17/3) = 0.059 for the other kernels (whose scores, with jumps where points enter a
+# window, the finer grid brackets better). Otherwise (or with `n_candidates`) n_candidates
 # log-spaced from 0.05: by default 15 for several predictors, 7 where the joint search that
 # follows the grid descends along the analytic gradient (`gradient`, see
 # gradient_search_applies()) and only needs the grid for its start.
 default_candidates <- function(x, kernel, n_candidates = NULL, gradient = FALSE) {
   rot <- bw_rot(x, kernel)
-  if (ncol(x) == 1L && is.null(n_candidates)) return(outer(3 * 2^(-(17:0) / 3), rot))
+  if (ncol(x) == 1L && is.null(n_candidates)) {
+    steps <- if (identical(kernel, "gaussian")) 2^(-(11:0) / 2) else 2^(-(17:0) / 3)
+    return(outer(3 * steps, rot))
+  }
   n_candidates <- n_candidates %||% if (gradient) 7L else 15L
   mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
   outer(mult, rot)

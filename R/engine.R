@@ -18,11 +18,12 @@
 #' @param candidates Candidate bandwidths for the "cv", "gcv" and "aicc"
 #'   selectors: a numeric vector (one predictor) or a matrix with one column
 #'   per predictor and one row per candidate. Default: multiples of the
-#'   rule-of-thumb bandwidths up to 3, for one numeric predictor 18 in steps
-#'   of \eqn{2^{1/3}}{2^(1/3)} from 0.059, otherwise `n_candidates`
-#'   log-spaced from 0.05.
-#' @param n_candidates Number of default candidates: by default 18 for one
-#'   numeric predictor and 15 for several, where the grid only starts the
+#'   rule-of-thumb bandwidths up to 3, for one numeric predictor 12 in steps
+#'   of \eqn{\sqrt{2}}{sqrt(2)} from 0.066 with the Gaussian kernel and 18 in
+#'   steps of \eqn{2^{1/3}}{2^(1/3)} from 0.059 with the others, otherwise
+#'   `n_candidates` log-spaced from 0.05.
+#' @param n_candidates Number of default candidates: by default 12 or 18 for
+#'   one numeric predictor (see `candidates`) and 15 for several, where the grid only starts the
 #'   joint search of every bandwidth (see `refine`), and 7 where that search
 #'   follows the analytic gradient.
 #' @param refine After the grid search, refine the best candidate: with one

@@ -617,8 +617,8 @@ test_that("R's time limits stop engine work within about a second", {
 
 test_that("the 1-D search's one-pass scores equal fits at each candidate bandwidth", {
   set.seed(3)
-  x <- runif(150)
-  y <- sin(2 * pi * x) + rnorm(150, sd = 0.3)
+  x <- runif(100)
+  y <- sin(2 * pi * x) + rnorm(100, sd = 0.3)
   # leave-one-out score of a plain fit at bandwidth h: mean of (r / (1 - L))^2, Inf where a
   # fit is missing or a leverage is within 1e-10 of 1 (no leave-one-out identity)
   loo <- function(h, kernel) {
