@@ -105,6 +105,10 @@ cpp_binned_data_fit <- function(x, scale, values, prior, kernel, degree, cutoff,
     .Call(`_localmean_cpp_binned_data_fit`, x, scale, values, prior, kernel, degree, cutoff, gridsize, grid_lo, grid_hi, n_threads, verbose, keep_fits, keep_residuals, keep_nodes)
 }
 
+cpp_engine_candidate_sums <- function(engine, spec, request) {
+    .Call(`_localmean_cpp_engine_candidate_sums`, engine, spec, request)
+}
+
 cpp_interpolate_nodes <- function(nodes, queries, scale, gridsize, grid_lo, grid_hi) {
     .Call(`_localmean_cpp_interpolate_nodes`, nodes, queries, scale, gridsize, grid_lo, grid_hi)
 }

@@ -257,17 +257,54 @@ lambda_upper_of <- function(spec) {
 # The score of a selector as a function of the bandwidths (and categorical lambdas), remembering
 # every score it computed (the searches revisit points). The search scores on its own strategy
 # (see binned_min_n).
+# `h` may also be a matrix of candidate rows: their scores, computed together where
+# candidate_scores() can.
 bandwidth_scorer <- function(criterion, spec, tick = function() NULL) {
   memo <- new.env(parent = emptyenv())
+  key_of <- function(h, lambda) paste(format(c(h, lambda), digits = 17), collapse = ",")
   function(h, threads = spec$n_threads, lambda = spec$categorical$lambda) {
-    key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
-    if (is.null(memo[[key]])) {
-      memo[[key]] <- spec_score(criterion, with_scale(spec, h, lambda = lambda, search = TRUE),
-                                threads)
-      tick()
+    if (!is.matrix(h)) {
+      key <- key_of(h, lambda)
+      if (is.null(memo[[key]])) {
+        memo[[key]] <- if (one_pass_applies(spec, length(h))) {
+          candidate_scores(criterion, spec, matrix(h, nrow = 1L), lambda, threads)
+        } else {
+          spec_score(criterion, with_scale(spec, h, lambda = lambda, search = TRUE), threads)
+        }
+        tick()
+      }
+      return(memo[[key]])
     }
-    memo[[key]]
+    rows <- h
+    keys <- vapply(seq_len(nrow(rows)), function(i) key_of(rows[i, ], lambda), "")
+    todo <- which(vapply(keys, function(k) is.null(memo[[k]]), TRUE, USE.NAMES = FALSE))
+    if (length(todo)) {
+      new <- candidate_scores(criterion, spec, rows[todo, , drop = FALSE], lambda, threads)
+      for (i in seq_along(todo)) {
+        memo[[keys[todo[i]]]] <- new[i]
+        tick()
+      }
+    }
+    vapply(keys, function(k) memo[[k]], 1, USE.NAMES = FALSE)
   }
+}
+
+# Scores of candidate rows of bandwidths (with categorical `lambda`): in one engine pass
+# (engine_candidate_sums()) for least squares in one numeric predictor, alone, on the exact or
+# tree strategy; else one fit at the data per row (spec_score()). Both score the same fits.
+candidate_scores <- function(criterion, spec, rows, lambda, threads) {
+  specs <- lapply(seq_len(nrow(rows)), function(i) {
+    with_scale(spec, rows[i, ], lambda = lambda, search = TRUE)
+  })
+  methods <- vapply(specs, `[[`, "", "method")
+  if (!one_pass_scoring(spec, rows, methods)) {
+    return(vapply(specs, function(s) spec_score(criterion, s, threads), 1))
+  }
+  # The exact strategy truncates only at a cut-off the user gave; the tree strategy at the
+  # kernel's reach from the nearest point, here the query itself.
+  reach <- ifelse(methods == "exact" & spec$cutoff <= 0, Inf, kernel_reach(spec))
+  sums <- engine_candidate_sums(spec, rows[, 1L], reach, threads)
+  vapply(sums, function(s) smoother_score(criterion, s), 1)
 }
 
 # The progress of a bandwidth search: a function that counts one more score. How many scores a
@@ -304,13 +341,31 @@ fit_score <- function(criterion, spec, f) {
                    family_of(family))
 }
 
-# Scores of the candidate rows, on the user's future plan when one is set.
-score_candidates <- function(score_of, candidates) {
-  rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
-  if (length(rows) > 1L && future_plan_active()) {
+# Whether candidate_scores() scores the candidate rows in one engine pass: least squares in
+# one numeric predictor alone, on the exact or tree strategy (`methods`: the rows' strategies,
+# by default those with_scale() chooses).
+one_pass_scoring <- function(spec, rows, methods = NULL) {
+  if (!one_pass_applies(spec, ncol(rows))) return(FALSE)
+  methods <- methods %||% vapply(rows[, 1L], function(h) with_scale(spec, h, search = TRUE)$method,
+                                 "")
+  all(methods %in% c("exact", "tree"))
+}
+
+# The conditions of one_pass_scoring() but the strategies, for rows of `d` bandwidths.
+one_pass_applies <- function(spec, d) {
+  spec$numeric_vars == 1L && d == 1L && is.null(spec$categorical) && is.null(spec$nn) &&
+    is.null(spec$point_scale) && !is.null(spec$values) &&
+    identical(spec$family %||% "gaussian", "gaussian")
+}
+
+# Scores of the candidate rows, on the user's future plan when one is set (unless one engine
+# pass scores them all, see one_pass_scoring(): its scores do not depend on the plan).
+score_candidates <- function(score_of, candidates, spec) {
+  if (nrow(candidates) > 1L && future_plan_active() && !one_pass_scoring(spec, candidates)) {
+    rows <- lapply(seq_len(nrow(candidates)), function(i) candidates[i, ])
     return(unlist(future.apply::future_lapply(rows, score_of, threads = 1L, future.seed = NULL)))
   }
-  vapply(rows, score_of, 1)
+  score_of(candidates)
 }
 
 # Extends a grid of common multiples (rows of `candidates`, increasing) by factors of `step`:
@@ -342,7 +397,7 @@ extend_candidates <- function(score_of, candidates, scores, bounds, step = 1.5) 
 select_bandwidth <- function(criterion, spec, candidates, refine, verbose, extend = FALSE) {
   tick <- search_progress(verbose)
   score_of <- bandwidth_scorer(criterion, spec, tick)
-  scores <- score_candidates(score_of, candidates)
+  scores <- score_candidates(score_of, candidates, spec)
   bounds <- bandwidth_bounds(spec)
   if (extend) {
     grid <- extend_candidates(score_of, candidates, scores, bounds)
@@ -365,8 +420,8 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   } else if (refine && best > 1L && best < nrow(candidates)) {
     base <- candidates[best, ]
     ratio <- candidates[c(best - 1L, best + 1L), 1L] / base[1L]
-    opt <- stats::optimize(function(lr) finite_or_max(score_of(base * exp(lr))), log(ratio),
-                           tol = 1e-3)
+    opt <- golden_refine(function(lr) finite_or_max(score_of(base * exp(lr))), log(ratio),
+                         scores[best + c(-1L, 0L, 1L)])
     if (opt$objective < scores[best]) chosen <- base * exp(opt$minimum)
   }
   curve <- data.frame(candidates, score = scores)
@@ -374,6 +429,30 @@ select_bandwidth <- function(criterion, spec, candidates, refine, verbose, exten
   list(bandwidth = chosen, lambda = lambda, curve = curve,
        score = score_of(chosen, lambda = lambda),
        smoothed_out = smoothed_out(spec, chosen, lambda))
+}
+
+# The golden-section search (stats::optimize(), tolerance `tol`) of f on `interval` (about 0,
+# the best grid point, with the grid's scores at the ends and at 0 in `scores`): first on a third
+# of the interval about the vertex of the parabola through the three scores, which the smooth
+# score's minimum lies close to; where that search ends at its bracket's edge (within 3 tol),
+# on the whole interval. Either finds the minimum to the same tolerance.
+golden_refine <- function(f, interval, scores, tol = 1e-3) {
+  a <- interval[1L]
+  c <- interval[2L]
+  da <- scores[2L] - scores[1L]
+  dc <- scores[2L] - scores[3L]
+  denom <- a * dc - c * da
+  vertex <- if (all(is.finite(scores)) && denom != 0) 0.5 * (a^2 * dc - c^2 * da) / denom
+  if (is.null(vertex) || !is.finite(vertex) || vertex <= a || vertex >= c) {
+    return(stats::optimize(f, interval, tol = tol))
+  }
+  half <- (c - a) / 6
+  bracket <- c(max(a, vertex - half), min(c, vertex + half))
+  opt <- stats::optimize(f, bracket, tol = tol)
+  at_edge <- (opt$minimum - bracket[1L] < 3 * tol && bracket[1L] > a) ||
+    (bracket[2L] - opt$minimum < 3 * tol && bracket[2L] < c)
+  if (at_edge) opt <- stats::optimize(f, interval, tol = tol)
+  opt
 }
 
 # The search with categorical predictors only: no bandwidth, so no grid of bandwidths. One lambda
@@ -414,15 +493,22 @@ select_lambdas <- function(criterion, spec, refine, verbose = FALSE, n_grid = 11
        smoothed_out = smoothed_out(spec, numeric(0), lambda))
 }
 
-# Default candidates: n_candidates multiples of the rule of thumb (one common multiplier),
-# log-spaced from 0.05 to 3; by default 40 for one numeric predictor, 15 for several, 7 where the
-# joint search that follows the grid descends along the analytic gradient (`gradient`, see
-# gradient_search_applies()) and only needs the grid for its start; none below tie_floor().
+# Default candidates: multiples of the rule of thumb (one common multiplier) up to 3, none below
+# tie_floor(). For one numeric predictor, in steps that halve or quarter h^2, so that the
+# one-pass scoring (candidate_scores()) gets the Gaussian's weights by squaring those of a larger
+# candidate: 12 in steps of sqrt(2) from 3 * 2^(-11/2) = 0.066 for the Gaussian, 18 in steps of
+# 2^(1/3) from 3 * 2^(-17/3) = 0.059 for the other kernels (whose scores, with jumps where points
+# enter a window, the finer grid brackets better). Otherwise (or with `n_candidates`)
+# n_candidates log-spaced from 0.05: by default 15 for several predictors, 7 where the joint
+# search that follows the grid descends along the analytic gradient (`gradient`, see
+# gradient_search_applies()) and only needs the grid for its start.
 default_candidates <- function(x, kernel, n_candidates = NULL, gradient = FALSE) {
-  n_candidates <- n_candidates %||% if (ncol(x) == 1L) 40L else if (gradient) 7L else 15L
-  rot <- bw_rot(x, kernel)
-  mult <- exp(seq(log(0.05), log(3), length.out = n_candidates))
-  unique(pmax(outer(mult, rot), rep(tie_floor(x, kernel), each = n_candidates)))
+  mult <- if (ncol(x) == 1L && is.null(n_candidates)) {
+    3 * if (identical(kernel, "gaussian")) 2^(-(11:0) / 2) else 2^(-(17:0) / 3)
+  } else {
+    exp(seq(log(0.05), log(3), length.out = n_candidates %||% if (gradient) 7L else 15L))
+  }
+  unique(pmax(outer(mult, bw_rot(x, kernel)), rep(tie_floor(x, kernel), each = length(mult))))
 }
 
 # ---- Joint search of every bandwidth ----------------------------------------------------------

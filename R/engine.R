@@ -17,10 +17,13 @@
 #'   `KernSmooth` truncates the Gaussian at 4.
 #' @param candidates Candidate bandwidths for the "cv", "gcv" and "aicc"
 #'   selectors: a numeric vector (one predictor) or a matrix with one column
-#'   per predictor and one row per candidate. Default: `n_candidates`
-#'   multiples, log-spaced from 0.05 to 3, of the rule-of-thumb bandwidths.
-#' @param n_candidates Number of default candidates: by default 40 for one
-#'   numeric predictor and 15 for several, where the grid only starts the
+#'   per predictor and one row per candidate. Default: multiples of the
+#'   rule-of-thumb bandwidths up to 3, for one numeric predictor 12 in steps
+#'   of \eqn{\sqrt{2}}{sqrt(2)} from 0.066 with the Gaussian kernel and 18 in
+#'   steps of \eqn{2^{1/3}}{2^(1/3)} from 0.059 with the others, otherwise
+#'   `n_candidates` log-spaced from 0.05.
+#' @param n_candidates Number of default candidates: by default 12 or 18 for
+#'   one numeric predictor (see `candidates`) and 15 for several, where the grid only starts the
 #'   joint search of every bandwidth (see `refine`), and 7 where that search
 #'   follows the analytic gradient.
 #' @param refine After the grid search, refine the best candidate: with one
@@ -429,6 +432,17 @@ engine_data_fit <- function(spec, keep_fits = TRUE, keep_residuals = FALSE,
                              keep_residuals, keep_nodes)
   if (keep_nodes) res$nodes <- list(fits = res$nodes, key = stored_nodes_key(spec, grid_range))
   res
+}
+
+# Selector summaries (as fit_sums() gives them) of least-squares fits at the data points of a
+# one-variable specification for many bandwidths `scales` at once, each truncated at `reach`
+# bandwidths (Inf: none): one engine pass instead of one per bandwidth. A list per bandwidth.
+engine_candidate_sums <- function(spec, scales, reach, n_threads = spec$n_threads,
+                                  verbose = FALSE) {
+  spec$kernel <- engine_kernel(spec$kernel)
+  cpp_engine_candidate_sums(engine_pointer(spec), spec,
+                            list(scales = as.double(scales), reach = as.double(reach),
+                                 n_threads = n_threads, verbose = verbose))
 }
 
 # What the node fits of a one-pass fit depend on besides the data (which the model keeps as it

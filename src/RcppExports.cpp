@@ -385,6 +385,19 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_engine_candidate_sums
+List cpp_engine_candidate_sums(SEXP engine, List spec, List request);
+RcppExport SEXP _localmean_cpp_engine_candidate_sums(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    Rcpp::traits::input_parameter< List >::type request(requestSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_candidate_sums(engine, spec, request));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_interpolate_nodes
 List cpp_interpolate_nodes(List nodes, NumericMatrix queries, NumericVector scale, IntegerVector gridsize, NumericVector grid_lo, NumericVector grid_hi);
 RcppExport SEXP _localmean_cpp_interpolate_nodes(SEXP nodesSEXP, SEXP queriesSEXP, SEXP scaleSEXP, SEXP gridsizeSEXP, SEXP grid_loSEXP, SEXP grid_hiSEXP) {
@@ -684,6 +697,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_column_ranges", (DL_FUNC) &_localmean_cpp_column_ranges, 1},
     {"_localmean_cpp_all_finite", (DL_FUNC) &_localmean_cpp_all_finite, 1},
     {"_localmean_cpp_binned_data_fit", (DL_FUNC) &_localmean_cpp_binned_data_fit, 15},
+    {"_localmean_cpp_engine_candidate_sums", (DL_FUNC) &_localmean_cpp_engine_candidate_sums, 3},
     {"_localmean_cpp_interpolate_nodes", (DL_FUNC) &_localmean_cpp_interpolate_nodes, 6},
     {"_localmean_cpp_fit_sums", (DL_FUNC) &_localmean_cpp_fit_sums, 5},
     {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},

@@ -598,6 +598,60 @@ List cpp_binned_data_fit(SEXP x, NumericVector scale, SEXP values, NumericVector
   return res;
 }
 
+// The summaries (fit_sums_list()) of least-squares fits at the data points of `spec` (one
+// numeric variable, no categorical variables, point scales or nn radii) for many bandwidths at
+// once, held by the engine object `engine` as cpp_engine_fit() holds them (in units of the
+// largest bandwidth; the spec's own scale is not used). The request: scales (K bandwidths,
+// original units), reach (K truncation radii in bandwidths, Inf: none), n_threads, verbose.
+// Returns one list per bandwidth.
+// [[Rcpp::export]]
+List cpp_engine_candidate_sums(SEXP engine, List spec, List request) {
+  EngineObject one_off;
+  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
+  const SEXP x = spec["x"];
+  const Points pts(x);
+  const SEXP values = or_nil(spec["values"]);
+  if (pts.d != 1 || Rf_isNull(values)) stop("internal error: one variable and values needed");
+  const std::size_t n = pts.n, nv = Rf_xlength(values) / n;
+  const NumericVector scales = request["scales"], reach = request["reach"];
+  const std::size_t K = scales.size();
+  if (static_cast<std::size_t>(reach.size()) != K) stop("internal error: one reach per scale");
+  localmean::EngineSettings set;
+  set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
+  set.degree = as<int>(spec["degree"]);
+  // The data in units of the largest bandwidth: the candidates' shared basis x - q stays of
+  // the order of their windows, whatever the data's units (1e-300 or 1e300).
+  const double unit = K ? *std::max_element(scales.begin(), scales.end()) : 1.0;
+  localmean::LocalData& data = engine_data(engine, obj, spec, pts, NumericVector::create(unit),
+                                           nv);
+  if (data.categorical() || data.inv_scale2()) stop("internal error: plain 1-D data needed");
+  data.use_kernel(set.kernel);
+  std::vector<double> relative(K);
+  for (std::size_t c = 0; c < K; ++c) relative[c] = scales[c] / unit;
+  std::vector<double> fitted(n * nv * K), s00(n * K);
+  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]));
+  localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(n),
+                               "bandwidth candidates");
+  const bool done = localmean::candidate_data_fits(data, relative.data(), reach.begin(), K, set,
+                                                   fitted.data(), s00.data(), pfor,
+                                                   monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  const SEXP prior = or_nil(spec["prior"]);
+  const double* w = Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior);
+  const double* vals = read_only(values);
+  List out(K);
+  std::vector<double> leverage(n);
+  for (std::size_t c = 0; c < K; ++c) {
+    for (std::size_t i = 0; i < n; ++i) leverage[i] = (w ? w[i] : 1.0) * s00[c * n + i];
+    localmean::FitSums sums;
+    localmean::given_fit_summary(n, vals, nv, w, fitted.data() + c * n * nv, leverage.data(),
+                                 &sums, pfor);
+    out[c] = fit_sums_list(sums);
+  }
+  return out;
+}
+
 // The node fits `nodes` of cpp_binned_data_fit() (keep_nodes) on its grid, interpolated to
 // `queries` (m x d) as cpp_engine_fit() interpolates the fits of the same grid (without
 // variances): the same list, without binning the data again. Grid arguments as for

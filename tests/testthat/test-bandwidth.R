@@ -614,3 +614,33 @@ test_that("R's time limits stop engine work within about a second", {
   setTimeLimit()
   expect_lt(proc.time()[["elapsed"]] - start, 4)
 })
+
+test_that("the 1-D search's one-pass scores equal fits at each candidate bandwidth", {
+  set.seed(3)
+  x <- runif(100)
+  y <- sin(2 * pi * x) + rnorm(100, sd = 0.3)
+  # leave-one-out score of a plain fit at bandwidth h: mean of (r / (1 - L))^2, Inf where a
+  # fit is missing or a leverage is within 1e-10 of 1 (no leave-one-out identity)
+  loo <- function(h, kernel) {
+    f <- suppressWarnings(local_poly(x, y, kernel = kernel, bandwidth = h, verbose = FALSE))
+    score <- mean(((y - f$fitted) / (1 - f$leverage))^2)
+    if (is.na(score) || max(f$leverage) >= 1 - 1e-10) Inf else score
+  }
+  for (kernel in c("gaussian", "epanechnikov")) {
+    fit <- local_poly(x, y, kernel = kernel, bandwidth = "cv", verbose = FALSE)
+    h <- fit$cv_curve[[1L]]
+    plain <- vapply(h, loo, 1, kernel = kernel)
+    expect_equal(fit$cv_curve$score, plain, tolerance = 1e-10)
+    # the golden-section search between the best candidate's neighbours, on plain fits (the
+    # compact kernel's score jumps as points enter windows: its search can stop elsewhere)
+    if (kernel != "gaussian") next
+    best <- which.min(plain)
+    opt <- stats::optimize(function(lr) loo(h[best] * exp(lr), kernel),
+                           log(h[c(best - 1L, best + 1L)] / h[best]), tol = 1e-3)
+    expect_equal(fit$bandwidth, h[best] * exp(opt$minimum), tolerance = 1e-3)
+  }
+  # one thread or two: the same scores
+  two <- local_poly(x, y, bandwidth = "cv", n_threads = 2L, verbose = FALSE)
+  one <- local_poly(x, y, bandwidth = "cv", n_threads = 1L, verbose = FALSE)
+  expect_identical(two$cv_curve, one$cv_curve)
+})

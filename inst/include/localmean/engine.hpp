@@ -128,4 +128,129 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   return run_chunked(m, chunk_size(data.n()), parallel_for, monitor, fn);
 }
 
+// Weights chained by squaring (CandidateScales::source) stay within 2^kMaxSquarings times the
+// kernel's own rounding of their values: a chain longer than this starts again from the profile.
+constexpr int kMaxSquarings = 8;
+
+// The CandidateScales of scales[idx[c]] (largest first) with truncation radii reach (in scales,
+// infinite: none). The Gaussian's weights at h / sqrt(2) (h / 2) are its weights at h squared
+// (twice), when that larger candidate truncates no nearer (a relative 1e-12 in the scales'
+// squares is equality).
+inline detail::CandidateScales candidate_scales(const double* scales, const double* reach,
+                                                const std::vector<std::size_t>& idx,
+                                                KernelType kernel) {
+  const std::size_t K = idx.size();
+  detail::CandidateScales cs;
+  cs.inv_h.resize(K);
+  cs.cut2.resize(K);
+  cs.source.assign(K, -1);
+  cs.squarings.assign(K, 0);
+  std::vector<int> depth(K, 0);
+  for (std::size_t c = 0; c < K; ++c) {
+    const double h = scales[idx[c]], r = reach[idx[c]];
+    cs.inv_h[c] = 1.0 / h;
+    cs.cut2[c] = std::isfinite(r) ? r * r : kInf;
+    if (kernel != KernelType::gaussian) continue;
+    for (int m = 1; m <= 2 && cs.source[c] < 0; ++m) {
+      for (std::size_t b = 0; b < c; ++b) {
+        const double hb = scales[idx[b]], ratio = m == 1 ? 2.0 : 4.0;
+        if (std::fabs(hb * hb - ratio * h * h) <= 1e-12 * hb * hb && cs.cut2[b] >= cs.cut2[c] &&
+            depth[b] + m <= kMaxSquarings) {
+          cs.source[c] = static_cast<int>(b);
+          cs.squarings[c] = m;
+          depth[c] = depth[b] + m;
+          break;
+        }
+      }
+    }
+  }
+  return cs;
+}
+
+// Least-squares fits at the data points themselves for K scales at once (the candidates of a
+// bandwidth search), one variable, without categorical variables or point scales: for every
+// point, one sweep of the window of the largest scale feeds the moments of every candidate, and
+// each is solved as local_fit() solves it. scales[c] are relative to the coordinates the data
+// hold, reach[c] the truncation radius in scales (infinite: none; the data point itself is the
+// query's nearest point, so this is also the tree strategy's reach). Outputs in the caller's
+// order: fitted[(c * nv + j) * n + i] and s00[c * n + i] (NaN where no fit exists). The fits
+// equal local_fit()'s up to rounding (the sums are grouped in other blocks); they do not
+// depend on the thread count.
+inline bool candidate_data_fits(const LocalData& data, const double* scales, const double* reach,
+                                std::size_t K, const EngineSettings& set, double* fitted,
+                                double* s00, const ParallelFor& parallel_for = serial_for,
+                                const Monitor& monitor = {}) {
+  const std::size_t n = data.n(), nv = data.nv();
+  if (K == 0 || n == 0) return true;
+  const Basis basis(1, set.degree);
+  const std::size_t nb = basis.size();
+  std::vector<std::size_t> idx(K);
+  for (std::size_t c = 0; c < K; ++c) idx[c] = c;
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](std::size_t a, std::size_t b) { return scales[a] > scales[b]; });
+  const detail::CandidateScales cs = candidate_scales(scales, reach, idx, set.kernel);
+  // Windows from the points' running maximum and minimum in tree order (the 1-D tree keeps its
+  // leaves in order, so a window spans little more than its points).
+  const double* x = data.tree().points();
+  std::vector<double> upto(n), from(n);
+  for (std::size_t i = 0; i < n; ++i) upto[i] = i ? std::max(upto[i - 1], x[i]) : x[i];
+  for (std::size_t i = n; i-- > 0;) from[i] = i + 1 < n ? std::min(from[i + 1], x[i]) : x[i];
+  const std::vector<std::size_t>& order = data.tree().order();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    with_kernel(set.kernel, [&](auto kern) {
+      using Kern = decltype(kern);
+      std::vector<Moments> mo(K, Moments(nb, nv, false));
+      std::vector<std::size_t> lo(K), hi(K), inside_lo(K), inside_hi(K);
+      std::vector<double> w(K * kBlock), coef(nb * nv);
+      double s00_one;
+      int status;
+      EngineOutput one;
+      one.coef = coef.data();
+      one.s00 = &s00_one;
+      one.status = &status;
+      for (std::size_t p = begin; p < end; ++p) {
+        const double q = x[p];
+        for (std::size_t c = 0; c < K; ++c) {
+          const double half = std::sqrt(cs.cut2[c]) / cs.inv_h[c];
+          lo[c] = std::isfinite(half) ? static_cast<std::size_t>(
+              std::lower_bound(upto.begin(), upto.end(), q - half) - upto.begin()) : 0;
+          hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
+              std::upper_bound(from.begin(), from.end(), q + half) - from.begin()) : n;
+          // the positions all of whose points lie within the cut-off (points within 1e-9 of
+          // its edge are left to the sweep's own test)
+          const double inner = half * (1.0 - 1e-9);
+          inside_lo[c] = std::isfinite(half) ? static_cast<std::size_t>(
+              std::lower_bound(from.begin(), from.end(), q - inner) - from.begin()) : 0;
+          inside_hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
+              std::upper_bound(upto.begin(), upto.end(), q + inner) - upto.begin()) : n;
+        }
+        // Nested windows, the largest at least a full block (the extra points weigh nothing).
+        for (std::size_t c = K - 1; c > 0; --c) {
+          lo[c - 1] = std::min(lo[c - 1], lo[c]);
+          hi[c - 1] = std::max(hi[c - 1], hi[c]);
+        }
+        if (n >= kBlock && hi[0] - lo[0] < kBlock) {
+          lo[0] = std::min(lo[0], n - kBlock);
+          hi[0] = lo[0] + kBlock;
+        }
+        for (Moments& m : mo) m.reset();
+        detail::sweep_candidates<Kern>(data, basis, &q, cs, lo.data(), hi.data(),
+                                       inside_lo.data(), inside_hi.data(), w.data(), mo.data());
+        const std::size_t i = order[p];
+        for (std::size_t c = 0; c < K; ++c) {
+          mo[c].flush();
+          detail::candidate_rescale(cs.inv_h[c], mo[c]);
+          solve_moments(mo[c], 0, 1, one);
+          const std::size_t at = idx[c];
+          for (std::size_t j = 0; j < nv; ++j) fitted[(at * nv + j) * n + i] = coef[j * nb];
+          s00[at * n + i] = status == kOk ? s00_one : nan;
+        }
+      }
+      return 0;
+    });
+  };
+  return run_chunked(n, chunk_size(n * K), parallel_for, monitor, fn);
+}
+
 }  // namespace localmean

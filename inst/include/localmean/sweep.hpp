@@ -140,23 +140,40 @@ LOCALMEAN_INLINE void product(double* out, const double* x, const double* y, std
   for (std::size_t k = 0; k < len; ++k) out[k] = x[k] * y[k];
 }
 
-// Accumulates `len` points from tree position s into the lanes of query q's moments (see
-// block_weights), leaving out the first `skip` of them (already swept: see sweep_body).
-template <class K, class Len>
-LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
-                                  const double* table, double inv_h, double cut2,
-                                  DistanceRange range, std::size_t s, Len len, std::size_t skip,
-                                  Moments& mo) {
-  const std::size_t n = data.n(), nv = data.nv(), nb = mo.nb;
+// The basis values phi (nb x kBlock; the first term, 1, is not stored) of `len` points from tree
+// position s about query q, in u = (x - q) * inv_h: each term its parent times one variable.
+template <class Len>
+LOCALMEAN_INLINE void block_basis(const LocalData& data, const Basis& basis, const double* q,
+                                  double inv_h, std::size_t s, Len len, double* phi) {
+  const std::size_t n = data.n();
   const double* pts = data.tree().points();
+  for (std::size_t b = 1; b < basis.size(); ++b) {
+    const double* up = phi + basis.parent(b) * kBlock;
+    const double* col = pts + basis.var(b) * n + s;
+    const double qj = q[basis.var(b)];
+    double* out = phi + b * kBlock;
+    if (basis.parent(b) == 0) {
+      for (std::size_t k = 0; k < len; ++k) out[k] = (col[k] - qj) * inv_h;
+    } else {
+      for (std::size_t k = 0; k < len; ++k) out[k] = up[k] * ((col[k] - qj) * inv_h);
+    }
+  }
+}
+
+// Accumulates `len` points from tree position s with kernel weights w (prior weights not yet
+// applied) and basis values phi (block_basis(); unused for the local mean) into the lanes of a
+// query's moments. The first basis term is 1: its products are skipped (multiplying by 1 is
+// exact).
+template <class Len>
+LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, Len len,
+                                          const double* w, const double* phi, Moments& mo) {
+  const std::size_t n = data.n(), nv = data.nv(), nb = mo.nb;
   const double* prior = data.prior();
-  double w[kBlock], W[kBlock];
-  block_weights<K>(data, q, table, inv_h, cut2, range, s, len, w);
-  for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+  double W_[kBlock];
+  const double* W = w;
   if (prior) {
-    product(W, w, prior + s, len);
-  } else {
-    std::copy(w, w + len, W);
+    product(W_, w, prior + s, len);
+    W = W_;
   }
   if (nb == 1 && !mo.want_var) {
     // The local mean.
@@ -165,21 +182,20 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
       add_product(mo.T_lanes() + j * kLanes, W, data.values() + j * n + s, len);
     return;
   }
-  // Local polynomial: basis values of the block, each term its parent times one variable.
-  double* phi = mo.block_phi.data();
-  std::fill(phi, phi + kBlock, 1.0);
-  for (std::size_t b = 1; b < nb; ++b) {
-    const double* up = phi + basis.parent(b) * kBlock;
-    const double* col = pts + basis.var(b) * n + s;
-    const double qj = q[basis.var(b)];
-    double* out = phi + b * kBlock;
-    for (std::size_t k = 0; k < len; ++k) out[k] = up[k] * ((col[k] - qj) * inv_h);
-  }
   for (std::size_t a = 0; a < nb; ++a) {
-    double Wa[kBlock], kWa[kBlock];
-    product(Wa, W, phi + a * kBlock, len);
+    double Wa_[kBlock], kWa[kBlock];
+    const double* Wa = W;
+    if (a > 0) {
+      product(Wa_, W, phi + a * kBlock, len);
+      Wa = Wa_;
+    }
     if (mo.want_var) product(kWa, w, Wa, len);
     for (std::size_t b = a; b < nb; ++b) {
+      if (b == 0) {
+        add_lanes(mo.S_lanes(), Wa, len);
+        if (mo.want_var) add_lanes(mo.S2_lanes(), kWa, len);
+        continue;
+      }
       add_product(mo.S_lanes() + (a * nb + b) * kLanes, Wa, phi + b * kBlock, len);
       if (mo.want_var)
         add_product(mo.S2_lanes() + (a * nb + b) * kLanes, kWa, phi + b * kBlock, len);
@@ -187,6 +203,30 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
     for (std::size_t j = 0; j < nv; ++j)
       add_product(mo.T_lanes() + (a * nv + j) * kLanes, Wa, data.values() + j * n + s, len);
   }
+}
+
+// Accumulates `len` points from tree position s with kernel weights w (prior weights not yet
+// applied) into the lanes of query q's moments, the basis in u = (x - q) * inv_h.
+template <class Len>
+LOCALMEAN_INLINE void accumulate_block(const LocalData& data, const Basis& basis, const double* q,
+                                       double inv_h, std::size_t s, Len len, const double* w,
+                                       Moments& mo) {
+  double* phi = mo.block_phi.data();
+  if (mo.nb > 1 || mo.want_var) block_basis(data, basis, q, inv_h, s, len, phi);
+  accumulate_weighted(data, s, len, w, phi, mo);
+}
+
+// Accumulates `len` points from tree position s into the lanes of query q's moments (see
+// block_weights), leaving out the first `skip` of them (already swept: see sweep_body).
+template <class K, class Len>
+LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
+                                  const double* table, double inv_h, double cut2,
+                                  DistanceRange range, std::size_t s, Len len, std::size_t skip,
+                                  Moments& mo) {
+  double w[kBlock];
+  block_weights<K>(data, q, table, inv_h, cut2, range, s, len, w);
+  for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+  accumulate_block(data, basis, q, inv_h, s, len, w, mo);
 }
 
 // Accumulates the points at tree positions [begin, end) into the lanes of query q's moments, in
@@ -218,6 +258,108 @@ void sweep(const LocalData& data, const Basis& basis, const double* q, const dou
            Moments& mo) {
   best_build([&]() LOCALMEAN_LAMBDA_INLINE {
     sweep_body<K>(data, basis, q, table, inv_h, cut2, range, begin, end, mo);
+  });
+}
+
+// ---- Many scales at once: the candidates of a bandwidth search ----
+
+// The scales of a candidate sweep, largest first: inverse scales inv_h[c], squared truncation
+// radii cut2[c] (in scales; infinite: none), and source[c], a larger candidate whose kernel
+// weights squared `squarings[c]` times are candidate c's (the Gaussian at scale h / sqrt(2):
+// exp(-r2) is exp(-r2 / 2) squared, a multiplication instead of an exponential), or -1.
+struct CandidateScales {
+  std::vector<double> inv_h, cut2;
+  std::vector<int> source, squarings;
+  std::size_t size() const { return inv_h.size(); }
+};
+
+// Accumulates `len` points from tree position s into the moments mo[c] of the `active` largest
+// candidates of query q, leaving out the first `skip` points; w holds kBlock weights per
+// candidate. Each candidate's weights are block_weights()' at its scale (no level weights, no
+// point scales), truncated at its cut-off.
+// A block within [inside_lo[c], inside_hi[c]) lies within candidate c's cut-off: not truncated.
+// The basis is shared, in u = x - q: candidate_rescale() gives each candidate's moments in its
+// own scale.
+template <class K, class Len>
+LOCALMEAN_INLINE void sweep_candidates_block(const LocalData& data, const Basis& basis,
+                                             const double* q, const CandidateScales& cs,
+                                             const std::size_t* inside_lo,
+                                             const std::size_t* inside_hi, std::size_t active,
+                                             std::size_t s, Len len, std::size_t skip, double* w,
+                                             Moments* mo) {
+  double* phi = mo[0].block_phi.data();
+  if (active > 0 && mo[0].nb > 1) block_basis(data, basis, q, 1.0, s, len, phi);
+  for (std::size_t c = 0; c < active; ++c) {
+    // (locals: stores into the weights cannot change them, so the loops vectorise)
+    const double inv_h = cs.inv_h[c], cut2 = cs.cut2[c];
+    const int source = cs.source[c];
+    const bool truncated = cut2 < kInf && (s < inside_lo[c] || s + len > inside_hi[c]);
+    double r2[kBlock];
+    double* wc = w + c * kBlock;
+    if (source < 0 || truncated) squared_distances(data, q, inv_h, s, len, r2);
+    if (source >= 0) {
+      product(wc, w + source * kBlock, w + source * kBlock, len);
+      for (int m = 1; m < cs.squarings[c]; ++m) product(wc, wc, wc, len);
+    } else {
+      shapes_at<K>(data, r2, len, wc);
+    }
+    if (truncated)
+      for (std::size_t k = 0; k < len; ++k) wc[k] *= within(r2[k], cut2);
+    for (std::size_t k = 0; k < skip; ++k) wc[k] = 0.0;
+    accumulate_weighted(data, s, len, wc, phi, mo[c]);
+  }
+}
+
+// The moments of a candidate swept in u = x - q (sweep_candidates_block()) in its own scale
+// u * inv_h, after flush(): a 1-D term b is u^b.
+inline void candidate_rescale(double inv_h, Moments& mo) {
+  const std::size_t nb = mo.nb, nv = mo.nv;
+  double pa = 1.0;  // inv_h^a
+  for (std::size_t a = 0; a < nb; ++a, pa *= inv_h) {
+    double pab = pa * pa;  // inv_h^(a + b)
+    for (std::size_t b = a; b < nb; ++b, pab *= inv_h) mo.S[a * nb + b] *= pab;
+    for (std::size_t j = 0; j < nv; ++j) mo.T[a * nv + j] *= pa;
+  }
+}
+
+// The candidates' sweep of query q over its windows: candidate c holds the tree positions
+// [lo[c], hi[c]), nested (c = 0, the largest scale, holds them all). Blocks as in sweep_body();
+// a block is swept for every candidate whose window it meets.
+template <class K>
+LOCALMEAN_INLINE void sweep_candidates_body(const LocalData& data, const Basis& basis,
+                                            const double* q, const CandidateScales& cs,
+                                            const std::size_t* lo, const std::size_t* hi,
+                                            const std::size_t* inside_lo,
+                                            const std::size_t* inside_hi, double* w,
+                                            Moments* mo) {
+  const std::size_t begin = lo[0], end = hi[0];
+  auto active = [&](std::size_t b, std::size_t e) {
+    std::size_t c = 0;
+    while (c < cs.size() && lo[c] < e && hi[c] > b) ++c;
+    return c;
+  };
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  if (end - begin < kBlock) {
+    sweep_candidates_block<K>(data, basis, q, cs, inside_lo, inside_hi, active(begin, end),
+                              begin, end - begin, 0, w, mo);
+    return;
+  }
+  std::size_t s = begin;
+  for (; s + kBlock <= end; s += kBlock)
+    sweep_candidates_block<K>(data, basis, q, cs, inside_lo, inside_hi, active(s, s + kBlock),
+                              s, full, 0, w, mo);
+  if (s < end)
+    sweep_candidates_block<K>(data, basis, q, cs, inside_lo, inside_hi, active(s, end),
+                              end - kBlock, full, kBlock - (end - s), w, mo);
+}
+
+template <class K>
+void sweep_candidates(const LocalData& data, const Basis& basis, const double* q,
+                      const CandidateScales& cs, const std::size_t* lo, const std::size_t* hi,
+                      const std::size_t* inside_lo, const std::size_t* inside_hi, double* w,
+                      Moments* mo) {
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    sweep_candidates_body<K>(data, basis, q, cs, lo, hi, inside_lo, inside_hi, w, mo);
   });
 }
 
