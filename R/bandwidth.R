@@ -195,9 +195,10 @@ status_counts <- function(status) tabulate(status + 1L, nbins = 4L)
 # every data point (or the search's upper limit): formulas assume well-spread data, and on a
 # skewed predictor they leave the sparse tail's windows without enough points.
 widen_to_fit <- function(spec, h, step = 1.5) {
-  upper <- bandwidth_bounds(spec)[2L, ]
+  bounds <- bandwidth_bounds(spec, tie_floor = FALSE)
+  upper <- bounds[2L, ]
   # a formula bandwidth of zero (no spread) is widened from the lower search limit
-  h <- pmax(h, bandwidth_bounds(spec)[1L, ])
+  h <- pmax(h, bounds[1L, ])
   for (i in seq_len(search_limits$steps)) {
     f <- fit_at_data(with_scale(spec, h, lambda = spec$categorical$lambda), keep_fits = FALSE)
     # (local likelihood fits that do not exist because the classes separate stay NA)
@@ -230,11 +231,13 @@ bandwidth_limits <- list(lower = 1e-3, upper = 10, smoothed_out = 3)
 search_limits <- list(steps = 40L, candidates = 1000L)
 
 # Per-predictor bandwidth bounds of the search (2 x d: lower, upper) from the numeric
-# predictors' ranges; on tied or rounded data none below the resolution (tie_floor()).
-bandwidth_bounds <- function(spec) {
+# predictors' ranges; with `tie_floor` (the data-driven searches), on tied or rounded data none
+# below the resolution (tie_floor()); formula bandwidths keep the plain lower limit.
+bandwidth_bounds <- function(spec, tie_floor = TRUE) {
   unit <- spec$span[seq_len(spec$numeric_vars)] * kernel_scale_factor(spec$kernel)
-  rbind(pmax(bandwidth_limits$lower * unit, tie_floor(spec$x, spec$kernel, spec$numeric_vars)),
-        bandwidth_limits$upper * unit)
+  lower <- bandwidth_limits$lower * unit
+  if (tie_floor) lower <- pmax(lower, tie_floor(spec$x, spec$kernel, spec$numeric_vars))
+  rbind(lower, bandwidth_limits$upper * unit, deparse.level = 0)
 }
 
 # Which numeric predictors a bandwidth smooths out (h beyond bandwidth_limits$smoothed_out
@@ -343,13 +346,19 @@ fit_score <- function(criterion, spec, f) {
 
 # Whether candidate_scores() scores the candidate rows in one engine pass: least squares in
 # one numeric predictor alone, on the exact or tree strategy (`methods`: the rows' strategies,
-# by default those with_scale() chooses).
+# by default those with_scale() chooses), while the pass's fits (points x values x candidates)
+# stay within one_pass_max_values (else one candidate at a time keeps the memory bounded).
 one_pass_scoring <- function(spec, rows, methods = NULL) {
   if (!one_pass_applies(spec, ncol(rows))) return(FALSE)
+  if (as.double(NROW(spec$x)) * NCOL(spec$values) * nrow(rows) > one_pass_max_values) {
+    return(FALSE)
+  }
   methods <- methods %||% vapply(rows[, 1L], function(h) with_scale(spec, h, search = TRUE)$method,
                                  "")
   all(methods %in% c("exact", "tree"))
 }
+
+one_pass_max_values <- 5e7  # 400 MB of fits
 
 # The conditions of one_pass_scoring() but the strategies, for rows of `d` bandwidths.
 one_pass_applies <- function(spec, d) {

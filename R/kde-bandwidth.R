@@ -670,10 +670,11 @@ tie_floor <- function(x, kernel, columns = NCOL(x)) {
 
 rounded_min_distinct <- 10L
 
-# Warns when a cv, gcv or aicc search chose the tie floor (tie_floor()) for some variable.
+# Warns when a cv, gcv or aicc search chose the tie floor (tie_floor()) for some variable (the
+# floor itself: candidates of the user's own may lie below it).
 warn_tie_floor <- function(criterion, x, h, kernel) {
   floor <- tie_floor(x, kernel)
-  low <- which(floor > 0 & h <= floor * (1 + 1e-6))
+  low <- which(floor > 0 & abs(h - floor) <= 1e-6 * floor)
   if (!length(low)) return(invisible())
   names <- (colnames(x) %||% paste0("x", seq_len(ncol(x))))[low]
   tied <- vapply(low, function(j) mean(duplicated(x[, j])), 1)

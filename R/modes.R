@@ -528,12 +528,6 @@ new_local_modes <- function(setup, groups, res, algorithm, call) {
 #' @inheritParams mean_shift
 #' @param max_iter Most rounds of MedoidShift (1: a single pass over the data;
 #'   by default the roots are shifted again until none moves).
-#' `min_size` joins small clusters as in [mean_shift()]: a cluster smaller
-#' than `min_size` joins the nearest large one only if no valley of the
-#' density separates their modes (both are data points here), and a warning
-#' says when most points end in tiny clusters. The default, 1% of the points,
-#' removes the single isolated points that a small bandwidth leaves as roots
-#' of their own.
 #'
 #' @return An object of class `local_modes` (see [mean_shift()]); `parent`
 #'   holds every point's move (its index in the data) in the first round.

@@ -405,6 +405,18 @@ test_that("a cv minimum at the rounding unit is a warning that names the variabl
   expect_equal(fit$bandwidth, 0.1)
 })
 
+test_that("the tie floor bounds the searches only, not the formula bandwidths", {
+  set.seed(2)
+  x <- round(rnorm(3000) * 3)  # rounded to 1, about 20 distinct values
+  d <- data.frame(x, y = sin(x / 2) + rnorm(3000, sd = 0.3))
+  fit <- local_poly(y ~ x, d, bandwidth = "rot", verbose = FALSE)
+  expect_lt(fit$bandwidth, 1)  # the rule of thumb, below the rounding unit
+  expect_no_warning(fit <- local_poly(y ~ x, d, bandwidth = "cv",
+                                      control = local_control(candidates = 0.5),
+                                      verbose = FALSE))
+  expect_equal(fit$bandwidth, 0.5)  # a candidate of the user's own below the floor: no warning
+})
+
 test_that("selectors and mode seeking work on data scaled by 1e-300", {
   x <- as.matrix(faithful)
   expect_equal(kde_bandwidth(x * 1e-300, verbose = FALSE) / 1e-300,

@@ -216,7 +216,8 @@ struct Tricube {
   static double exact(double r2) { return shape(r2); }
   LOCALMEAN_INLINE static double slope(double r2) {  // 9/2 r (1 - r^3)^2
     const double r = std::sqrt(r2);
-    const double t = std::max(0.0, 1.0 - r * r * r);
+    if (!(r2 < 1.0)) return 0.0;  // (also at an infinite distance, where r * 0 is NaN)
+    const double t = 1.0 - r * r * r;
     return 4.5 * r * t * t;
   }
 };
@@ -273,6 +274,11 @@ LOCALMEAN_INLINE auto with_kernel(KernelType type, F&& f) -> decltype(f(Gaussian
   }
   return f(Cauchy{});
 }
+
+// Pieces of the numeric integrals of a tabulated profile's constants (KernelProfile): at least
+// this many (a namespace constant: std::max() odr-uses its arguments, and a static constexpr
+// member has no definition in C++14).
+constexpr std::size_t kIntegralPieces = 4096;
 
 // ---- Kernels of the user's own ---------------------------------------------------------------
 //
@@ -445,7 +451,6 @@ private:
   // The integrals run over equal pieces of [0, upper] in u: the table's intervals when it is
   // tabulated in u and fine enough (then 4-point Gauss-Legendre is exact for the cubic times u^2,
   // and for its square), else at least kIntegralPieces of them.
-  static constexpr std::size_t kIntegralPieces = 4096;
   std::size_t pieces() const {
     return squared_ ? std::max(intervals_, kIntegralPieces)
                     : intervals_ * ((kIntegralPieces + intervals_ - 1) / intervals_);
