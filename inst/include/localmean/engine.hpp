@@ -197,6 +197,13 @@ inline bool candidate_data_fits(const LocalData& data, const double* scales, con
   for (std::size_t i = n; i-- > 0;) from[i] = i + 1 < n ? std::min(from[i + 1], x[i]) : x[i];
   const std::vector<std::size_t>& order = data.tree().order();
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Each candidate's half-width (the cut-off in data units) and the part of it whose points all
+  // lie within the cut-off (points within 1e-9 of its edge are left to the sweep's own test).
+  std::vector<double> half(K), inner(K);
+  for (std::size_t c = 0; c < K; ++c) {
+    half[c] = std::sqrt(cs.cut2[c]) / cs.inv_h[c];
+    inner[c] = half[c] * (1.0 - 1e-9);
+  }
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using Kern = decltype(kern);
@@ -212,18 +219,16 @@ inline bool candidate_data_fits(const LocalData& data, const double* scales, con
       for (std::size_t p = begin; p < end; ++p) {
         const double q = x[p];
         for (std::size_t c = 0; c < K; ++c) {
-          const double half = std::sqrt(cs.cut2[c]) / cs.inv_h[c];
-          lo[c] = std::isfinite(half) ? static_cast<std::size_t>(
-              std::lower_bound(upto.begin(), upto.end(), q - half) - upto.begin()) : 0;
-          hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
-              std::upper_bound(from.begin(), from.end(), q + half) - from.begin()) : n;
-          // the positions all of whose points lie within the cut-off (points within 1e-9 of
-          // its edge are left to the sweep's own test)
-          const double inner = half * (1.0 - 1e-9);
-          inside_lo[c] = std::isfinite(half) ? static_cast<std::size_t>(
-              std::lower_bound(from.begin(), from.end(), q - inner) - from.begin()) : 0;
-          inside_hi[c] = std::isfinite(half) ? static_cast<std::size_t>(
-              std::upper_bound(upto.begin(), upto.end(), q + inner) - upto.begin()) : n;
+          const bool finite = std::isfinite(half[c]);
+          lo[c] = finite ? static_cast<std::size_t>(
+              std::lower_bound(upto.begin(), upto.end(), q - half[c]) - upto.begin()) : 0;
+          hi[c] = finite ? static_cast<std::size_t>(
+              std::upper_bound(from.begin(), from.end(), q + half[c]) - from.begin()) : n;
+          // the positions all of whose points lie within the cut-off
+          inside_lo[c] = finite ? static_cast<std::size_t>(
+              std::lower_bound(from.begin(), from.end(), q - inner[c]) - from.begin()) : 0;
+          inside_hi[c] = finite ? static_cast<std::size_t>(
+              std::upper_bound(upto.begin(), upto.end(), q + inner[c]) - upto.begin()) : n;
         }
         // Nested windows, the largest at least a full block (the extra points weigh nothing).
         for (std::size_t c = K - 1; c > 0; --c) {
