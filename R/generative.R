@@ -141,7 +141,26 @@ score_points <- function(at, data, arg = "at", call = rlang::caller_env()) {
 # The Gaussian is its own shadow: one pass gives both. "auto" never bins: the score is a small
 # difference m - x, and binning's error in m, O(step^2 / h), is about 1% of it at four nodes per
 # bandwidth (bench/bench-generative.R), against 1e-12 for the kd-tree.
+# Tied rows make every query's window hold all their copies: the score is computed on the
+# distinct data rows, weighted by their copies' prior weights (the same kernel sums up to
+# rounding), at the distinct query points, and each copy takes its row's result.
 kernel_score <- function(fit, points, n_threads, verbose) {
+  rows <- distinct_rows(fit$x)
+  if (!is.null(rows)) {
+    prior <- fit$weights %||% rep(1 / nrow(fit$x), nrow(fit$x))
+    fit$x <- rows$x
+    fit$weights <- as.vector(rowsum(prior, rows$index, reorder = TRUE))
+  }
+  at <- distinct_rows(points)
+  if (is.null(at)) return(score_at(fit, points, n_threads, verbose))
+  res <- score_at(fit, at$x, n_threads, verbose)
+  res$score <- res$score[at$index, , drop = FALSE]
+  res$density <- res$density[at$index]
+  res
+}
+
+# kernel_score() at distinct points on distinct data.
+score_at <- function(fit, points, n_threads, verbose) {
   x <- fit$x
   h <- fit$bandwidth
   m <- nrow(points)

@@ -50,6 +50,20 @@ test_that("the Gaussian score equals the analytic gradient of a plain-R KDE", {
   expect_equal(predict(s, q), s$score)
 })
 
+test_that("tied rows are scored once, with their copies' weights", {
+  # rounded data: 400 rows holding 7 distinct values, queried at the data (ties too)
+  set.seed(3)
+  x <- matrix(round(stats::rnorm(800), 0), ncol = 2)
+  w <- stats::runif(400)
+  for (weights in list(NULL, w)) {
+    s <- local_score(x, bandwidth = c(0.5, 0.7), weights = weights, verbose = FALSE)
+    ref <- gaussian_kde_score_ref(x, x, c(0.5, 0.7), weights %||% rep(1 / 400, 400))
+    expect_equal(unname(s$score), ref[, 1:2], tolerance = 1e-10)
+    expect_equal(s$density, ref[, 3], tolerance = 1e-10)
+  }
+  expect_equal(predict(s, x[1:3, ]), s$score[1:3, ])
+})
+
 test_that("scores of other kernels match finite differences of the log density", {
   set.seed(2)
   x <- matrix(stats::rnorm(400), ncol = 2)
