@@ -77,9 +77,9 @@ namespace detail {
 struct LooScratch {
   std::vector<double> dz, d2, w, v, wd, g, tmp, table, dtable;
   std::vector<double> S, full, b, a, e1;  // the local design, (d + 1) x (d + 1)
-  LooScratch(std::size_t n, std::size_t d, std::size_t table_size)
+  LooScratch(std::size_t n, std::size_t d, std::size_t table_size, std::size_t n_cat)
       : dz(d * n), d2(n), w(n), v(n), wd(d * n), g(n), tmp(n), table(table_size),
-        dtable(table_size),
+        dtable(table_size * n_cat),
         S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1) {}
 };
 
@@ -101,12 +101,14 @@ LOCALMEAN_INLINE double lane_total(const double* a, std::size_t n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// The kernel weights of `len` squared distances r2 within the reach: w = shape(r2) and, when v is
-// not null, the slope weights v = 2 slope(r2) (see the top of the file).
+// The kernel weights of `len` squared distances r2 within the reach: w = shape(r2) (the sweep's
+// profile loop) and, when v is not null, the slope weights v = 2 slope(r2) (see the top of the
+// file; the engine's sweep never differentiates, so the slope loop is the metric's own).
 template <class K, class Len>
 LOCALMEAN_INLINE void profile_weights(const double* r2, double reach2, Len len, double* w,
                                       double* v) {
-  for (std::size_t t = 0; t < len; ++t) w[t] = within(r2[t], reach2) * K::shape(r2[t]);
+  shapes_of(K{}, r2, len, w);
+  for (std::size_t t = 0; t < len; ++t) w[t] *= within(r2[t], reach2);
   if (v)
     for (std::size_t t = 0; t < len; ++t) v[t] = within(r2[t], reach2) * 2.0 * K::slope(r2[t]);
 }
@@ -132,19 +134,23 @@ LOCALMEAN_INLINE void kernel_weights(KernelType kernel, const double* r2, double
 // Whether the slope weights are the weights themselves (the Gaussian: 2 slope = shape).
 inline bool slope_is_shape(KernelType kernel) { return kernel == KernelType::gaussian; }
 
-// The level tables of point i: table[c][l] = L_c(level_ic, l), dtable[c][l] = dL_c / dlambda_c.
-inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t i, double* table,
-                         double* dtable) {
+// The level tables of point i (each `size` entries): the engine's level table (without unit
+// mass), and per categorical variable c the table of dw / dlambda_c / (numeric weight): the level
+// table with c's weights L_c(level_ic, l) replaced by dL_c / dlambda_c (the engine never
+// differentiates: that loop is the metric's own). weigh_levels() applies either.
+inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t i,
+                         std::size_t size, double* table, double* dtables) {
   if (cat == nullptr) return;
+  level_table(*cat, cat->codes + i, n, false, table);
+  std::size_t off = 0;
   for (std::size_t c = 0; c < cat->count; ++c) {
+    double* dtable = dtables + c * size;
+    std::copy(table, table + size, dtable);
     const int levels = cat->levels[c], query = cat->codes[c * n + i];
-    const double lambda = cat->lambda[c];
-    for (int l = 0; l < levels; ++l) {
-      table[l] = discrete_weight(cat->kernels[c], query, l, levels, lambda, false);
-      dtable[l] = discrete_weight_derivative(cat->kernels[c], query, l, levels, lambda);
-    }
-    table += levels;
-    dtable += levels;
+    for (int l = 0; l < levels; ++l)
+      dtable[off + l] =
+          discrete_weight_derivative(cat->kernels[c], query, l, levels, cat->lambda[c]);
+    off += levels;
   }
 }
 
@@ -260,16 +266,10 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
   if (cat && p.lambda_gradient) std::copy(w, w + n, d2);
   double own = p.prior ? p.prior[i] : 1.0;
   if (cat) {
-    level_tables(cat, n, i, s.table.data(), s.dtable.data());
-    const double* table = s.table.data();
-    for (std::size_t c = 0; c < cat->count; ++c) {
-      const int* code = cat->codes + c * n;
-      for (std::size_t j = 0; j < n; ++j) w[j] *= table[code[j]];
-      if (v)
-        for (std::size_t j = 0; j < n; ++j) v[j] *= table[code[j]];
-      own *= table[code[i]];
-      table += cat->levels[c];
-    }
+    level_tables(cat, n, i, s.table.size(), s.table.data(), s.dtable.data());
+    weigh_levels(*cat, cat->codes, n, s.table.data(), 0, n, w);
+    if (v) weigh_levels(*cat, cat->codes, n, s.table.data(), 0, n, v);
+    weigh_levels(*cat, cat->codes, n, s.table.data(), i, std::size_t{1}, &own);
   }
   w[i] = 0.0;
   if (v) v[i] = 0.0;
@@ -308,13 +308,7 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
     for (std::size_t cv = 0; cv < cat->count; ++cv) {
       double* dw = s.wd.data();
       std::copy(d2, d2 + n, dw);
-      std::size_t off = 0;
-      for (std::size_t e = 0; e < cat->count; ++e) {
-        const int* code = cat->codes + e * n;
-        const double* t = (e == cv ? s.dtable.data() : s.table.data()) + off;
-        for (std::size_t j = 0; j < n; ++j) dw[j] *= t[code[j]];
-        off += cat->levels[e];
-      }
+      weigh_levels(*cat, cat->codes, n, s.dtable.data() + cv * s.table.size(), 0, n, dw);
       dw[i] = 0.0;
       // dL/dlambda = -sum_i 2 p_i r_i sum_j g_j dw_ij / W
       lam[cv] = -scale * lane_dot(s.g.data(), dw, n);
@@ -459,12 +453,8 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   for (std::size_t k = 0; k < D; ++k) zi[k] = z[k * stride + si];
   double own = p.prior ? p.prior[i] : 1.0;
   if (cat) {
-    level_tables(cat, p.n, i, s.table.data(), s.dtable.data());
-    const double* table = s.table.data();
-    for (std::size_t c = 0; c < n_cat; ++c) {
-      own *= table[cat->codes[c * p.n + i]];
-      table += cat->levels[c];
-    }
+    level_tables(cat, p.n, i, s.table.size(), s.table.data(), s.dtable.data());
+    weigh_levels(*cat, cat->codes, p.n, s.table.data(), i, std::size_t{1}, &own);
   }
   // Pass 1: the weights and the moments: sum w, sum w z_k, sum w z_k z_l (l >= k) in accS, and
   // sum w y, sum w z_k y in accB (degree 0: the first of each).
@@ -492,14 +482,8 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
       for (std::size_t t = 0; t < kBlock; ++t) v[t] *= prior[start + t];
     if (want_lam) std::copy(w, w + kBlock, wnum + start);
     if (cat) {
-      const double* table = s.table.data();
-      for (std::size_t c = 0; c < n_cat; ++c) {
-        const int* code = codes + c * stride + start;
-        for (std::size_t t = 0; t < kBlock; ++t) w[t] *= table[code[t]];
-        if (vrow)
-          for (std::size_t t = 0; t < kBlock; ++t) v[t] *= table[code[t]];
-        table += cat->levels[c];
-      }
+      weigh_levels(*cat, codes, stride, s.table.data(), start, block, w);
+      if (vrow) weigh_levels(*cat, codes, stride, s.table.data(), start, block, v);
     }
     if (si - start < kBlock) {
       w[si - start] = 0.0;
@@ -586,13 +570,8 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
       for (std::size_t cv = 0; cv < n_cat; ++cv) {
         double dw[4];
         for (std::size_t t = 0; t < 4; ++t) dw[t] = wnum[j + t];
-        std::size_t off = 0;
-        for (std::size_t e = 0; e < n_cat; ++e) {
-          const int* code = codes + e * stride + j;
-          const double* tab = (e == cv ? s.dtable.data() : s.table.data()) + off;
-          for (std::size_t t = 0; t < 4; ++t) dw[t] *= tab[code[t]];
-          off += cat->levels[e];
-        }
+        weigh_levels(*cat, codes, stride, s.dtable.data() + cv * s.table.size(), j,
+                     std::integral_constant<std::size_t, 4>(), dw);
         LOCALMEAN_STORE4(lam_lanes + 4 * cv,
                          LOCALMEAN_LOAD4(lam_lanes + 4 * cv) + G * LOCALMEAN_LOAD4(dw));
       }
@@ -631,7 +610,7 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
   std::vector<double> sq_res(n, 0.0), contrib(n * per, 0.0), lam(n * n_cat, 0.0), gaps(n, 1.0);
   std::vector<char> ok(n, 1);
   const auto work = [&](std::size_t begin, std::size_t end) {
-    detail::LooScratch s(n, d, table_size);
+    detail::LooScratch s(n, d, table_size, n_cat);
     for (std::size_t i = begin; i < end; ++i) {
       ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
         return detail::loo_contribution(p, zc.data(), reach2, i, s, &sq_res[i], &gaps[i],
@@ -646,7 +625,7 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
     const detail::FusedData f(p, zc.data(), reach);
     return run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor,
                        [&](std::size_t begin, std::size_t end) {
-      detail::LooScratch s(4 * n_cat, d, table_size);
+      detail::LooScratch s(4 * n_cat, d, table_size, n_cat);
       std::vector<double> store;
       double* wrow = detail::aligned_rows(store, 3 * f.stride);
       double* wnum = wrow + f.stride;
