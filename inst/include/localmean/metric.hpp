@@ -22,6 +22,21 @@
 // y_j with phi_j = (1, z_j - z_i); dyhat_i/dw_ij = (a' phi_j)(y_j - phi_j' beta), a = S^-1 e_1.
 // For invertible A the basis in z spans the same functions as one in x, so the fit depends on A
 // through the weights only and the formula above is the whole gradient.
+//
+// What comes from the engine: the kernel profile (the sweep's shapes_of()), the level tables and
+// level weights (local_data.hpp, shared with LocalData), the products of the sweep (product()),
+// the Cholesky factorisation and solve (moments.hpp), the chunked parallel run (run_chunked) and
+// the best build (simd.hpp).
+// What stays here, and why:
+// - z = A x: the engine scales each variable; a full metric needs the matrix product.
+// - the slope weights v and the lambda derivative tables: the engine never differentiates.
+// - the prior weights multiply the kernel weights before the level weights (the engine's sweep
+//   multiplies them last): the same factors in another order would change the results' last bits.
+// - the general pass (a full metric, or more than kFusedMaxD variables) keeps the differences
+//   z_j - z_i of every point (the sweep's squared_distances() keeps none and reads LocalData's
+//   tree), for the local design, g_j and the gradient's sums of d d'.
+// - the fused passes keep their own window (FusedData: one variable, sorted) and their sums in
+//   v4d registers; see the note above FusedData.
 #pragma once
 
 #include <localmean/engine.hpp>
@@ -83,7 +98,10 @@ struct LooScratch {
         S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1) {}
 };
 
-// sum_j a_j b_j in a fixed order (four running sums), so that the loop vectorises.
+// sum_j a_j b_j in a fixed order (four running sums), so that the loop vectorises. The engine's
+// lane sums (add_product(), kLanes = 8 lanes) add the same terms in another order: tried, they
+// moved a learned metric (metric.R, degree 1, 94 evaluations) by 6.6e-8 relative and gradients
+// by up to 9e-10, beyond the 1e-10 the search must keep; so these stay four lanes.
 LOCALMEAN_INLINE double lane_dot(const double* a, const double* b, std::size_t n) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t j = 0;
@@ -154,11 +172,22 @@ inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t 
   }
 }
 
-// The local linear solve of loo_point() from the moments of the leave-one-out design (s.S, its
-// lower triangle, and s.b, q = d + 1): beta in s.b, a = S^-1 e_1 in s.a and the gap 1 - L_ii of
-// the full fit, whose design adds the point itself with weight `own`. False when a design is
-// singular.
-inline bool solve_loo_linear(std::size_t q, double own, LooScratch& s, double* gap) {
+// The leave-one-out fit of a point from the moments of its window, s.S (the lower triangle of the
+// q x q design, q = d + 1) and s.b (degree 0: S = sum w, b = sum w y): the coefficients fb of the
+// fit (in s.b: beta) and ga (in s.a) of g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k dz_jk)
+// (y_j - fb_0 - sum_k fb_k dz_jk), degree 0: g_j = (y_j - fb_0) / ga_0; and the gap 1 - L_ii of
+// the full fit, whose design adds the point itself with weight `own`. False when the fit does not
+// exist (no weight, or a singular design). Both passes (loo_point, fused_contribution) solve here,
+// with the engine's Cholesky (moments.hpp).
+inline bool loo_fit(int degree, std::size_t q, double own, LooScratch& s, double* gap) {
+  if (degree == 0) {
+    const double den = s.S[0];
+    if (!(den > 0.0)) return false;
+    *gap = den / (den + own);
+    s.b[0] /= den;
+    s.a[0] = den;  // divides (see g_j)
+    return true;
+  }
   double* S = s.S.data();
   double* b = s.b.data();
   double* full = s.full.data();
@@ -190,32 +219,28 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
                                 double* r, double* gap) {
   const std::size_t n = p.n, d = p.d;
   const double* w = s.w.data();
-  if (p.degree == 0) {
-    const double den = lane_total(w, n), num = lane_dot(w, p.y, n);
-    if (!(den > 0.0)) return false;
-    *gap = den / (den + own);
-    const double fit = num / den;
-    for (std::size_t j = 0; j < n; ++j) s.g[j] = (p.y[j] - fit) / den;
-    *r = p.y[i] - fit;
-    return true;
-  }
   const std::size_t q = d + 1;
   double* S = s.S.data();
   double* b = s.b.data();
   const double* a = s.a.data();
   S[0] = lane_total(w, n);
   b[0] = lane_dot(w, p.y, n);
-  for (std::size_t k = 0; k < d; ++k) {
+  for (std::size_t k = 0; k < d && p.degree == 1; ++k) {
     double* wd = s.wd.data() + k * n;
     const double* dzk = s.dz.data() + k * n;
-    for (std::size_t j = 0; j < n; ++j) wd[j] = w[j] * dzk[j];
+    product(wd, w, dzk, n);
     S[k + 1] = lane_total(wd, n);  // column-major lower triangle: S[c * q + r], r >= c
     b[k + 1] = lane_dot(wd, p.y, n);
     for (std::size_t l = k; l < d; ++l)
       S[(k + 1) * q + l + 1] = lane_dot(wd, s.dz.data() + l * n, n);
   }
-  if (!solve_loo_linear(q, own, s, gap)) return false;
+  if (!loo_fit(p.degree, q, own, s, gap)) return false;
+  *r = p.y[i] - b[0];
   double* g = s.g.data();
+  if (p.degree == 0) {
+    for (std::size_t j = 0; j < n; ++j) g[j] = (p.y[j] - b[0]) / a[0];
+    return true;
+  }
   double* fit = s.tmp.data();
   for (std::size_t j = 0; j < n; ++j) {
     g[j] = a[0];
@@ -230,7 +255,6 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
     }
   }
   for (std::size_t j = 0; j < n; ++j) g[j] *= p.y[j] - fit[j];
-  *r = p.y[i] - b[0];
   return true;
 }
 
@@ -257,10 +281,8 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
   }
   double* v = slope_is_shape(p.kernel) ? nullptr : s.v.data();
   kernel_weights(p.kernel, d2, reach2, n, w, v);
-  if (p.prior)
-    for (std::size_t j = 0; j < n; ++j) w[j] *= p.prior[j];
-  if (p.prior && v)
-    for (std::size_t j = 0; j < n; ++j) v[j] *= p.prior[j];
+  if (p.prior) product(w, w, p.prior, n);
+  if (p.prior && v) product(v, v, p.prior, n);
   // The weights without the level weights, for the lambda derivatives: kept in d2, which
   // loo_point() leaves alone.
   if (cat && p.lambda_gradient) std::copy(w, w + n, d2);
@@ -287,7 +309,7 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
     for (std::size_t k = 0; k < d; ++k) {
       const double* dzk = s.dz.data() + k * n;
       double* cd = s.wd.data();
-      for (std::size_t j = 0; j < n; ++j) cd[j] = c[j] * dzk[j];
+      product(cd, c, dzk, n);
       m[k] = lane_dot(cd, dzk, n);
     }
   } else {
@@ -327,6 +349,11 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
 // variable (see FusedData). They add the terms of loo_contribution() in the sorted order (the
 // point at position j into lane j % 4), so the two give the same loss and gradient up to
 // rounding, and each point's sums do not depend on the threads.
+// Why not the engine's sweep here: its moments live in memory, kLanes (8) lanes each, loaded and
+// stored per block (Moments), where these passes keep 4 lanes per sum in registers (at D = 4,
+// degree 1: 15 + 5 sums, 20 v4d; the engine's layout would double them); and its window is the
+// kd-tree of a LocalData, whose points are x / h (not the metric's A x: other last bits) and
+// which a search over A would rebuild or rescale at every evaluation.
 constexpr std::size_t kFusedMaxD = 4;
 
 // `size` zeros in `store`, from a 64-byte boundary: the fused passes load whole v4d of
@@ -477,9 +504,8 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
     }
     const auto block = std::integral_constant<std::size_t, kBlock>();
     kernel_weights(p.kernel, d2, reach2, block, w, vrow ? v : nullptr);
-    for (std::size_t t = 0; t < kBlock; ++t) w[t] *= prior[start + t];
-    if (vrow)
-      for (std::size_t t = 0; t < kBlock; ++t) v[t] *= prior[start + t];
+    product(w, w, prior + start, block);
+    if (vrow) product(v, v, prior + start, block);
     if (want_lam) std::copy(w, w + kBlock, wnum + start);
     if (cat) {
       weigh_levels(*cat, codes, stride, s.table.data(), start, block, w);
@@ -511,33 +537,23 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   }
   // The leave-one-out fit: g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k z_jk) (y_j - fit_j) with
   // fit_j = fb_0 + sum_k fb_k z_jk (degree 0: g_j = (y_j - fit) / den, ga_0 = 1 / den).
-  double ga[q] = {}, fb[q] = {};
-  double r = 0.0;
-  if (Degree == 0) {
-    const double den = lanes_sum(accS[0]), num = lanes_sum(accB[0]);
-    if (!(den > 0.0)) return false;
-    *gap = den / (den + own);
-    fb[0] = num / den;
-    ga[0] = den;  // divides, as loo_point()
-    r = p.y[i] - fb[0];
-  } else {
-    double* S = s.S.data();
-    double* b = s.b.data();
-    S[0] = lanes_sum(accS[0]);
-    b[0] = lanes_sum(accB[0]);
-    std::size_t e = 1 + D;
-    for (std::size_t k = 0; k < D; ++k) {
-      S[k + 1] = lanes_sum(accS[(1 + k) % n_mom]);
-      b[k + 1] = lanes_sum(accB[(1 + k) % n_rhs]);
-      for (std::size_t l = k; l < D; ++l) S[(k + 1) * q + l + 1] = lanes_sum(accS[(e++) % n_mom]);
-    }
-    if (!solve_loo_linear(q, own, s, gap)) return false;
-    for (std::size_t k = 0; k < q; ++k) {
-      ga[k] = s.a[k];
-      fb[k] = b[k];
-    }
-    r = p.y[i] - b[0];
+  double* S = s.S.data();
+  double* b = s.b.data();
+  S[0] = lanes_sum(accS[0]);
+  b[0] = lanes_sum(accB[0]);
+  std::size_t e = 1 + D;
+  for (std::size_t k = 0; k < D && Degree == 1; ++k) {
+    S[k + 1] = lanes_sum(accS[(1 + k) % n_mom]);
+    b[k + 1] = lanes_sum(accB[(1 + k) % n_rhs]);
+    for (std::size_t l = k; l < D; ++l) S[(k + 1) * q + l + 1] = lanes_sum(accS[(e++) % n_mom]);
   }
+  if (!loo_fit(Degree, q, own, s, gap)) return false;
+  double ga[q] = {}, fb[q] = {};
+  for (std::size_t k = 0; k < (Degree == 1 ? q : 1); ++k) {
+    ga[k] = s.a[k];
+    fb[k] = b[k];
+  }
+  const double r = p.y[i] - b[0];
   if (!(*gap > p.min_gap)) return false;
   const double pi = p.prior ? p.prior[i] : 1.0;
   *sq_res = pi * r * r;
