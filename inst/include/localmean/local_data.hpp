@@ -30,6 +30,30 @@ struct CategoricalVars {
   bool unit_mass = false;  // weights as probabilities (densities), see discrete_weight
 };
 
+// The level table of a query whose code of variable j is query_codes[j * stride]: one weight
+// L_j(query's level, level) per level of every variable, variable after variable.
+inline void level_table(const CategoricalVars& cat, const int* query_codes, std::size_t stride,
+                        bool unit_mass, double* table) {
+  for (std::size_t j = 0; j < cat.count; ++j) {
+    const int c = cat.levels[j], query = query_codes[j * stride];
+    for (int level = 0; level < c; ++level)
+      *table++ = discrete_weight(cat.kernels[j], query, level, c, cat.lambda[j], unit_mass);
+  }
+}
+
+// Multiplies the weights w of the points [s, s + len) by their level weights in a query's level
+// table; variable j's codes of point k are at codes[j * stride + k].
+template <class Len>
+LOCALMEAN_INLINE void weigh_levels(const CategoricalVars& cat, const int* codes,
+                                   std::size_t stride, const double* table, std::size_t s,
+                                   Len len, double* w) {
+  for (std::size_t j = 0; j < cat.count; ++j) {
+    const int* code = codes + j * stride + s;
+    for (std::size_t k = 0; k < len; ++k) w[k] *= table[code[k]];
+    table += cat.levels[j];
+  }
+}
+
 // The data side of the engine: points in scaled coordinates, kept in kd-tree order together with
 // their values, prior weights and categorical levels, so that every strategy sweeps contiguous
 // memory. Optional per-point scales s_i (sample-point bandwidths, as in adaptive density
@@ -89,21 +113,12 @@ public:
   std::size_t table_size() const { return table_size_; }
   // The level table of a query whose code of variable j is query_codes[j * stride].
   void level_table(const int* query_codes, std::size_t stride, double* table) const {
-    for (std::size_t j = 0; j < cat_.count; ++j) {
-      const int c = cat_.levels[j], query = query_codes[j * stride];
-      for (int level = 0; level < c; ++level)
-        *table++ = discrete_weight(cat_.kernels[j], query, level, c, cat_.lambda[j], cat_.unit_mass);
-    }
+    localmean::level_table(cat_, query_codes, stride, cat_.unit_mass, table);
   }
   // Multiplies the weights w of the points at tree positions [s, s + len) by their level weights.
   template <class Len>
   void weigh_levels(const double* table, std::size_t s, Len len, double* w) const {
-    const std::size_t n = this->n();
-    for (std::size_t j = 0; j < cat_.count; ++j) {
-      const int* code = codes_.data() + j * n + s;
-      for (std::size_t k = 0; k < len; ++k) w[k] *= table[code[k]];
-      table += cat_.levels[j];
-    }
+    localmean::weigh_levels(cat_, codes_.data(), n(), table, s, len, w);
   }
 
 private:

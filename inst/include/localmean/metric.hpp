@@ -22,6 +22,21 @@
 // y_j with phi_j = (1, z_j - z_i); dyhat_i/dw_ij = (a' phi_j)(y_j - phi_j' beta), a = S^-1 e_1.
 // For invertible A the basis in z spans the same functions as one in x, so the fit depends on A
 // through the weights only and the formula above is the whole gradient.
+//
+// What comes from the engine: the kernel profile (the sweep's shapes_of()), the level tables and
+// level weights (local_data.hpp, shared with LocalData), the products of the sweep (product()),
+// the Cholesky factorisation and solve (moments.hpp), the chunked parallel run (run_chunked) and
+// the best build (simd.hpp).
+// What stays here, and why:
+// - z = A x: the engine scales each variable; a full metric needs the matrix product.
+// - the slope weights v and the lambda derivative tables: the engine never differentiates.
+// - the prior weights multiply the kernel weights before the level weights (the engine's sweep
+//   multiplies them last): the same factors in another order would change the results' last bits.
+// - the general pass (a full metric, or more than kFusedMaxD variables) keeps the differences
+//   z_j - z_i of every point (the sweep's squared_distances() keeps none and reads LocalData's
+//   tree), for the local design, g_j and the gradient's sums of d d'.
+// - the fused passes keep their own window (FusedData: one variable, sorted) and their sums in
+//   v4d registers; see the note above FusedData.
 #pragma once
 
 #include <localmean/engine.hpp>
@@ -77,13 +92,16 @@ namespace detail {
 struct LooScratch {
   std::vector<double> dz, d2, w, v, wd, g, tmp, table, dtable;
   std::vector<double> S, full, b, a, e1;  // the local design, (d + 1) x (d + 1)
-  LooScratch(std::size_t n, std::size_t d, std::size_t table_size)
+  LooScratch(std::size_t n, std::size_t d, std::size_t table_size, std::size_t n_cat)
       : dz(d * n), d2(n), w(n), v(n), wd(d * n), g(n), tmp(n), table(table_size),
-        dtable(table_size),
+        dtable(table_size * n_cat),
         S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1) {}
 };
 
-// sum_j a_j b_j in a fixed order (four running sums), so that the loop vectorises.
+// sum_j a_j b_j in a fixed order (four running sums), so that the loop vectorises. The engine's
+// lane sums (add_product(), kLanes = 8 lanes) add the same terms in another order: tried, they
+// moved a learned metric (metric.R, degree 1, 94 evaluations) by 6.6e-8 relative and gradients
+// by up to 9e-10, beyond the 1e-10 the search must keep; so these stay four lanes.
 LOCALMEAN_INLINE double lane_dot(const double* a, const double* b, std::size_t n) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t j = 0;
@@ -101,12 +119,14 @@ LOCALMEAN_INLINE double lane_total(const double* a, std::size_t n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// The kernel weights of `len` squared distances r2 within the reach: w = shape(r2) and, when v is
-// not null, the slope weights v = 2 slope(r2) (see the top of the file).
+// The kernel weights of `len` squared distances r2 within the reach: w = shape(r2) (the sweep's
+// profile loop) and, when v is not null, the slope weights v = 2 slope(r2) (see the top of the
+// file; the engine's sweep never differentiates, so the slope loop is the metric's own).
 template <class K, class Len>
 LOCALMEAN_INLINE void profile_weights(const double* r2, double reach2, Len len, double* w,
                                       double* v) {
-  for (std::size_t t = 0; t < len; ++t) w[t] = within(r2[t], reach2) * K::shape(r2[t]);
+  shapes_of(K{}, r2, len, w);
+  for (std::size_t t = 0; t < len; ++t) w[t] *= within(r2[t], reach2);
   if (v)
     for (std::size_t t = 0; t < len; ++t) v[t] = within(r2[t], reach2) * 2.0 * K::slope(r2[t]);
 }
@@ -132,27 +152,42 @@ LOCALMEAN_INLINE void kernel_weights(KernelType kernel, const double* r2, double
 // Whether the slope weights are the weights themselves (the Gaussian: 2 slope = shape).
 inline bool slope_is_shape(KernelType kernel) { return kernel == KernelType::gaussian; }
 
-// The level tables of point i: table[c][l] = L_c(level_ic, l), dtable[c][l] = dL_c / dlambda_c.
-inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t i, double* table,
-                         double* dtable) {
+// The level tables of point i (each `size` entries): the engine's level table (without unit
+// mass), and per categorical variable c the table of dw / dlambda_c / (numeric weight): the level
+// table with c's weights L_c(level_ic, l) replaced by dL_c / dlambda_c (the engine never
+// differentiates: that loop is the metric's own). weigh_levels() applies either.
+inline void level_tables(const CategoricalVars* cat, std::size_t n, std::size_t i,
+                         std::size_t size, double* table, double* dtables) {
   if (cat == nullptr) return;
+  level_table(*cat, cat->codes + i, n, false, table);
+  std::size_t off = 0;
   for (std::size_t c = 0; c < cat->count; ++c) {
+    double* dtable = dtables + c * size;
+    std::copy(table, table + size, dtable);
     const int levels = cat->levels[c], query = cat->codes[c * n + i];
-    const double lambda = cat->lambda[c];
-    for (int l = 0; l < levels; ++l) {
-      table[l] = discrete_weight(cat->kernels[c], query, l, levels, lambda, false);
-      dtable[l] = discrete_weight_derivative(cat->kernels[c], query, l, levels, lambda);
-    }
-    table += levels;
-    dtable += levels;
+    for (int l = 0; l < levels; ++l)
+      dtable[off + l] =
+          discrete_weight_derivative(cat->kernels[c], query, l, levels, cat->lambda[c]);
+    off += levels;
   }
 }
 
-// The local linear solve of loo_point() from the moments of the leave-one-out design (s.S, its
-// lower triangle, and s.b, q = d + 1): beta in s.b, a = S^-1 e_1 in s.a and the gap 1 - L_ii of
-// the full fit, whose design adds the point itself with weight `own`. False when a design is
-// singular.
-inline bool solve_loo_linear(std::size_t q, double own, LooScratch& s, double* gap) {
+// The leave-one-out fit of a point from the moments of its window, s.S (the lower triangle of the
+// q x q design, q = d + 1) and s.b (degree 0: S = sum w, b = sum w y): the coefficients fb of the
+// fit (in s.b: beta) and ga (in s.a) of g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k dz_jk)
+// (y_j - fb_0 - sum_k fb_k dz_jk), degree 0: g_j = (y_j - fb_0) / ga_0; and the gap 1 - L_ii of
+// the full fit, whose design adds the point itself with weight `own`. False when the fit does not
+// exist (no weight, or a singular design). Both passes (loo_point, fused_contribution) solve here,
+// with the engine's Cholesky (moments.hpp).
+inline bool loo_fit(int degree, std::size_t q, double own, LooScratch& s, double* gap) {
+  if (degree == 0) {
+    const double den = s.S[0];
+    if (!(den > 0.0)) return false;
+    *gap = den / (den + own);
+    s.b[0] /= den;
+    s.a[0] = den;  // divides (see g_j)
+    return true;
+  }
   double* S = s.S.data();
   double* b = s.b.data();
   double* full = s.full.data();
@@ -184,32 +219,28 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
                                 double* r, double* gap) {
   const std::size_t n = p.n, d = p.d;
   const double* w = s.w.data();
-  if (p.degree == 0) {
-    const double den = lane_total(w, n), num = lane_dot(w, p.y, n);
-    if (!(den > 0.0)) return false;
-    *gap = den / (den + own);
-    const double fit = num / den;
-    for (std::size_t j = 0; j < n; ++j) s.g[j] = (p.y[j] - fit) / den;
-    *r = p.y[i] - fit;
-    return true;
-  }
   const std::size_t q = d + 1;
   double* S = s.S.data();
   double* b = s.b.data();
   const double* a = s.a.data();
   S[0] = lane_total(w, n);
   b[0] = lane_dot(w, p.y, n);
-  for (std::size_t k = 0; k < d; ++k) {
+  for (std::size_t k = 0; k < d && p.degree == 1; ++k) {
     double* wd = s.wd.data() + k * n;
     const double* dzk = s.dz.data() + k * n;
-    for (std::size_t j = 0; j < n; ++j) wd[j] = w[j] * dzk[j];
+    product(wd, w, dzk, n);
     S[k + 1] = lane_total(wd, n);  // column-major lower triangle: S[c * q + r], r >= c
     b[k + 1] = lane_dot(wd, p.y, n);
     for (std::size_t l = k; l < d; ++l)
       S[(k + 1) * q + l + 1] = lane_dot(wd, s.dz.data() + l * n, n);
   }
-  if (!solve_loo_linear(q, own, s, gap)) return false;
+  if (!loo_fit(p.degree, q, own, s, gap)) return false;
+  *r = p.y[i] - b[0];
   double* g = s.g.data();
+  if (p.degree == 0) {
+    for (std::size_t j = 0; j < n; ++j) g[j] = (p.y[j] - b[0]) / a[0];
+    return true;
+  }
   double* fit = s.tmp.data();
   for (std::size_t j = 0; j < n; ++j) {
     g[j] = a[0];
@@ -224,7 +255,6 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
     }
   }
   for (std::size_t j = 0; j < n; ++j) g[j] *= p.y[j] - fit[j];
-  *r = p.y[i] - b[0];
   return true;
 }
 
@@ -251,25 +281,17 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
   }
   double* v = slope_is_shape(p.kernel) ? nullptr : s.v.data();
   kernel_weights(p.kernel, d2, reach2, n, w, v);
-  if (p.prior)
-    for (std::size_t j = 0; j < n; ++j) w[j] *= p.prior[j];
-  if (p.prior && v)
-    for (std::size_t j = 0; j < n; ++j) v[j] *= p.prior[j];
+  if (p.prior) product(w, w, p.prior, n);
+  if (p.prior && v) product(v, v, p.prior, n);
   // The weights without the level weights, for the lambda derivatives: kept in d2, which
   // loo_point() leaves alone.
   if (cat && p.lambda_gradient) std::copy(w, w + n, d2);
   double own = p.prior ? p.prior[i] : 1.0;
   if (cat) {
-    level_tables(cat, n, i, s.table.data(), s.dtable.data());
-    const double* table = s.table.data();
-    for (std::size_t c = 0; c < cat->count; ++c) {
-      const int* code = cat->codes + c * n;
-      for (std::size_t j = 0; j < n; ++j) w[j] *= table[code[j]];
-      if (v)
-        for (std::size_t j = 0; j < n; ++j) v[j] *= table[code[j]];
-      own *= table[code[i]];
-      table += cat->levels[c];
-    }
+    level_tables(cat, n, i, s.table.size(), s.table.data(), s.dtable.data());
+    weigh_levels(*cat, cat->codes, n, s.table.data(), 0, n, w);
+    if (v) weigh_levels(*cat, cat->codes, n, s.table.data(), 0, n, v);
+    weigh_levels(*cat, cat->codes, n, s.table.data(), i, std::size_t{1}, &own);
   }
   w[i] = 0.0;
   if (v) v[i] = 0.0;
@@ -287,7 +309,7 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
     for (std::size_t k = 0; k < d; ++k) {
       const double* dzk = s.dz.data() + k * n;
       double* cd = s.wd.data();
-      for (std::size_t j = 0; j < n; ++j) cd[j] = c[j] * dzk[j];
+      product(cd, c, dzk, n);
       m[k] = lane_dot(cd, dzk, n);
     }
   } else {
@@ -308,13 +330,7 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
     for (std::size_t cv = 0; cv < cat->count; ++cv) {
       double* dw = s.wd.data();
       std::copy(d2, d2 + n, dw);
-      std::size_t off = 0;
-      for (std::size_t e = 0; e < cat->count; ++e) {
-        const int* code = cat->codes + e * n;
-        const double* t = (e == cv ? s.dtable.data() : s.table.data()) + off;
-        for (std::size_t j = 0; j < n; ++j) dw[j] *= t[code[j]];
-        off += cat->levels[e];
-      }
+      weigh_levels(*cat, cat->codes, n, s.dtable.data() + cv * s.table.size(), 0, n, dw);
       dw[i] = 0.0;
       // dL/dlambda = -sum_i 2 p_i r_i sum_j g_j dw_ij / W
       lam[cv] = -scale * lane_dot(s.g.data(), dw, n);
@@ -333,6 +349,11 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
 // variable (see FusedData). They add the terms of loo_contribution() in the sorted order (the
 // point at position j into lane j % 4), so the two give the same loss and gradient up to
 // rounding, and each point's sums do not depend on the threads.
+// Why not the engine's sweep here: its moments live in memory, kLanes (8) lanes each, loaded and
+// stored per block (Moments), where these passes keep 4 lanes per sum in registers (at D = 4,
+// degree 1: 15 + 5 sums, 20 v4d; the engine's layout would double them); and its window is the
+// kd-tree of a LocalData, whose points are x / h (not the metric's A x: other last bits) and
+// which a search over A would rebuild or rescale at every evaluation.
 constexpr std::size_t kFusedMaxD = 4;
 
 // `size` zeros in `store`, from a 64-byte boundary: the fused passes load whole v4d of
@@ -459,12 +480,8 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   for (std::size_t k = 0; k < D; ++k) zi[k] = z[k * stride + si];
   double own = p.prior ? p.prior[i] : 1.0;
   if (cat) {
-    level_tables(cat, p.n, i, s.table.data(), s.dtable.data());
-    const double* table = s.table.data();
-    for (std::size_t c = 0; c < n_cat; ++c) {
-      own *= table[cat->codes[c * p.n + i]];
-      table += cat->levels[c];
-    }
+    level_tables(cat, p.n, i, s.table.size(), s.table.data(), s.dtable.data());
+    weigh_levels(*cat, cat->codes, p.n, s.table.data(), i, std::size_t{1}, &own);
   }
   // Pass 1: the weights and the moments: sum w, sum w z_k, sum w z_k z_l (l >= k) in accS, and
   // sum w y, sum w z_k y in accB (degree 0: the first of each).
@@ -487,19 +504,12 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
     }
     const auto block = std::integral_constant<std::size_t, kBlock>();
     kernel_weights(p.kernel, d2, reach2, block, w, vrow ? v : nullptr);
-    for (std::size_t t = 0; t < kBlock; ++t) w[t] *= prior[start + t];
-    if (vrow)
-      for (std::size_t t = 0; t < kBlock; ++t) v[t] *= prior[start + t];
+    product(w, w, prior + start, block);
+    if (vrow) product(v, v, prior + start, block);
     if (want_lam) std::copy(w, w + kBlock, wnum + start);
     if (cat) {
-      const double* table = s.table.data();
-      for (std::size_t c = 0; c < n_cat; ++c) {
-        const int* code = codes + c * stride + start;
-        for (std::size_t t = 0; t < kBlock; ++t) w[t] *= table[code[t]];
-        if (vrow)
-          for (std::size_t t = 0; t < kBlock; ++t) v[t] *= table[code[t]];
-        table += cat->levels[c];
-      }
+      weigh_levels(*cat, codes, stride, s.table.data(), start, block, w);
+      if (vrow) weigh_levels(*cat, codes, stride, s.table.data(), start, block, v);
     }
     if (si - start < kBlock) {
       w[si - start] = 0.0;
@@ -527,33 +537,23 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   }
   // The leave-one-out fit: g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k z_jk) (y_j - fit_j) with
   // fit_j = fb_0 + sum_k fb_k z_jk (degree 0: g_j = (y_j - fit) / den, ga_0 = 1 / den).
-  double ga[q] = {}, fb[q] = {};
-  double r = 0.0;
-  if (Degree == 0) {
-    const double den = lanes_sum(accS[0]), num = lanes_sum(accB[0]);
-    if (!(den > 0.0)) return false;
-    *gap = den / (den + own);
-    fb[0] = num / den;
-    ga[0] = den;  // divides, as loo_point()
-    r = p.y[i] - fb[0];
-  } else {
-    double* S = s.S.data();
-    double* b = s.b.data();
-    S[0] = lanes_sum(accS[0]);
-    b[0] = lanes_sum(accB[0]);
-    std::size_t e = 1 + D;
-    for (std::size_t k = 0; k < D; ++k) {
-      S[k + 1] = lanes_sum(accS[(1 + k) % n_mom]);
-      b[k + 1] = lanes_sum(accB[(1 + k) % n_rhs]);
-      for (std::size_t l = k; l < D; ++l) S[(k + 1) * q + l + 1] = lanes_sum(accS[(e++) % n_mom]);
-    }
-    if (!solve_loo_linear(q, own, s, gap)) return false;
-    for (std::size_t k = 0; k < q; ++k) {
-      ga[k] = s.a[k];
-      fb[k] = b[k];
-    }
-    r = p.y[i] - b[0];
+  double* S = s.S.data();
+  double* b = s.b.data();
+  S[0] = lanes_sum(accS[0]);
+  b[0] = lanes_sum(accB[0]);
+  std::size_t e = 1 + D;
+  for (std::size_t k = 0; k < D && Degree == 1; ++k) {
+    S[k + 1] = lanes_sum(accS[(1 + k) % n_mom]);
+    b[k + 1] = lanes_sum(accB[(1 + k) % n_rhs]);
+    for (std::size_t l = k; l < D; ++l) S[(k + 1) * q + l + 1] = lanes_sum(accS[(e++) % n_mom]);
   }
+  if (!loo_fit(Degree, q, own, s, gap)) return false;
+  double ga[q] = {}, fb[q] = {};
+  for (std::size_t k = 0; k < (Degree == 1 ? q : 1); ++k) {
+    ga[k] = s.a[k];
+    fb[k] = b[k];
+  }
+  const double r = p.y[i] - b[0];
   if (!(*gap > p.min_gap)) return false;
   const double pi = p.prior ? p.prior[i] : 1.0;
   *sq_res = pi * r * r;
@@ -586,13 +586,8 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
       for (std::size_t cv = 0; cv < n_cat; ++cv) {
         double dw[4];
         for (std::size_t t = 0; t < 4; ++t) dw[t] = wnum[j + t];
-        std::size_t off = 0;
-        for (std::size_t e = 0; e < n_cat; ++e) {
-          const int* code = codes + e * stride + j;
-          const double* tab = (e == cv ? s.dtable.data() : s.table.data()) + off;
-          for (std::size_t t = 0; t < 4; ++t) dw[t] *= tab[code[t]];
-          off += cat->levels[e];
-        }
+        weigh_levels(*cat, codes, stride, s.dtable.data() + cv * s.table.size(), j,
+                     std::integral_constant<std::size_t, 4>(), dw);
         LOCALMEAN_STORE4(lam_lanes + 4 * cv,
                          LOCALMEAN_LOAD4(lam_lanes + 4 * cv) + G * LOCALMEAN_LOAD4(dw));
       }
@@ -631,7 +626,7 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
   std::vector<double> sq_res(n, 0.0), contrib(n * per, 0.0), lam(n * n_cat, 0.0), gaps(n, 1.0);
   std::vector<char> ok(n, 1);
   const auto work = [&](std::size_t begin, std::size_t end) {
-    detail::LooScratch s(n, d, table_size);
+    detail::LooScratch s(n, d, table_size, n_cat);
     for (std::size_t i = begin; i < end; ++i) {
       ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
         return detail::loo_contribution(p, zc.data(), reach2, i, s, &sq_res[i], &gaps[i],
@@ -646,7 +641,7 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
     const detail::FusedData f(p, zc.data(), reach);
     return run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor,
                        [&](std::size_t begin, std::size_t end) {
-      detail::LooScratch s(4 * n_cat, d, table_size);
+      detail::LooScratch s(4 * n_cat, d, table_size, n_cat);
       std::vector<double> store;
       double* wrow = detail::aligned_rows(store, 3 * f.stride);
       double* wnum = wrow + f.stride;

@@ -70,8 +70,12 @@ template <> LOCALMEAN_INLINE double shape_at<Tabulated>(const LocalData& data, d
 // w[k] = the profile at r2[k], k < len (w may be r2): the registry's kernel K, or (overload)
 // a user kernel's table.
 template <class K, class Len>
-LOCALMEAN_INLINE void shapes_of(K, const LocalData&, const double* r2, Len len, double* w) {
+LOCALMEAN_INLINE void shapes_of(K, const double* r2, Len len, double* w) {
   for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
+}
+template <class K, class Len>
+LOCALMEAN_INLINE void shapes_of(K, const LocalData&, const double* r2, Len len, double* w) {
+  shapes_of(K{}, r2, len, w);
 }
 template <class Len>
 LOCALMEAN_INLINE void shapes_of(Tabulated, const LocalData& data, const double* r2, Len len,
