@@ -217,6 +217,43 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
   list(x = x, codes = categorical_codes(object$categorical, nd, arg = arg, call = call), ok = ok)
 }
 
+# The parts of a formula method's model frame, list(x = the predictors as formula_parts() gives
+# them, y = the response, weights = NULL, terms (with the model frame's predvars and dataClasses),
+# na.action = NULL), taken straight from `data` for the common plain case: no subset, weights or
+# na.action in the `call`, `data` a data frame, and a formula `y ~ x1 + x2` (or `y ~ .`) whose
+# response and terms are its columns, each a plain numeric vector (no attributes) without missing
+# values. model.frame() would return these columns unchanged and drop no row, and costs more
+# than the rest of a small fit. NULL otherwise: the caller builds the model frame.
+plain_model_parts <- function(call, formula, data) {
+  if (!is.data.frame(data) || !inherits(formula, "formula") || length(formula) != 3L ||
+      any(c("subset", "weights", "na.action") %in% names(call))) {
+    return(NULL)
+  }
+  tt <- stats::terms(formula, data = data)
+  variables <- attr(tt, "variables")
+  labels <- attr(tt, "term.labels")
+  response <- variables[[2L]]
+  if (attr(tt, "response") != 1L || !is.null(attr(tt, "offset")) || !length(labels) ||
+      !is.name(response) || length(variables) != length(labels) + 2L) {
+    return(NULL)
+  }
+  vars <- c(as.character(response), labels)
+  # (a label that is a variable's name is that variable itself: any other term is a call)
+  if (!all(labels %in% all.vars(variables)) || anyDuplicated(vars) ||
+      sum(names(data) %in% vars) != length(vars)) {
+    return(NULL)
+  }
+  cols <- unclass(data)[vars]
+  plain <- vapply(cols, function(col) is.numeric(col) && is.null(attributes(col)) && !anyNA(col),
+                  TRUE)
+  n <- length(cols[[1L]])
+  if (!all(plain) || n == 0L) return(NULL)
+  attr(tt, "predvars") <- variables
+  attr(tt, "dataClasses") <- stats::setNames(rep("numeric", length(vars)), vars)
+  list(x = structure(cols[-1L], row.names = .set_row_names(n), class = "data.frame"),
+       y = cols[[1L]], weights = NULL, terms = tt, na.action = NULL)
+}
+
 # The predictors of `terms` (a model's, the response aside) from `data` as plain_columns() gives
 # them from the model frame, when every term is a variable of `data` holding a plain numeric
 # vector: then these are all the variables the predictors need, and the model frame would hold

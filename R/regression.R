@@ -215,13 +215,21 @@ local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwi
                                method = "auto", n_threads = NULL, verbose = interactive(),
                                control = local_control(), ...) {
   check_dots(...)
-  mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
-  parts <- formula_parts(mf)
-  fit <- local_poly.default(parts$x, stats::model.response(mf), degree = degree, kernel = kernel,
+  call <- match.call(expand.dots = FALSE)
+  parts <- plain_model_parts(call, formula, data) %||% {
+    mf <- call_model_frame(call, parent.frame())
+    list(x = formula_parts(mf)$x, y = stats::model.response(mf),
+         weights = stats::model.weights(mf), terms = attr(mf, "terms"),
+         na.action = attr(mf, "na.action"))
+  }
+  fit <- local_poly.default(parts$x, parts$y, degree = degree, kernel = kernel,
                             bandwidth = bandwidth, family = family, tau = tau,
-                            tuning = tuning, weights = stats::model.weights(mf), method = method,
+                            tuning = tuning, weights = parts$weights, method = method,
                             n_threads = n_threads, verbose = verbose, control = control)
-  with_formula(fit, mf, generic_call(match.call(), "local_poly"))
+  fit$terms <- parts$terms
+  fit$na.action <- parts$na.action
+  fit$call <- generic_call(match.call(), "local_poly")
+  fit
 }
 
 #' @rdname local_poly
