@@ -367,13 +367,16 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   }
   powers <- basis_powers(NCOL(spec$x), spec$degree)
   if (spec$degree > 0L) {
-    # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
+    # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units:
+    # per basis term the product of (scale * radius)^power over the variables, the same for
+    # every query without nn() radii.
     m <- nrow(queries)
-    unit <- if (length(radius)) radius else rep(1, m)
-    factor <- matrix(1, m, nrow(powers))
+    unit <- if (length(radius)) radius else 1
+    factor <- matrix(1, if (length(radius)) m else 1L, nrow(powers))
     for (b in seq_len(nrow(powers))) {
       for (j in which(powers[b, ] > 0L)) factor[, b] <- factor[, b] * (scale[j] * unit)^powers[b, j]
     }
+    if (!length(radius)) factor <- factor[rep(1L, m), , drop = FALSE]
     res$coef <- res$coef / as.vector(factor)
     if (want_var) res$var <- res$var / factor^2
   }

@@ -177,7 +177,12 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
     }
   } else {
     if (!is.data.frame(newdata)) newdata <- as.data.frame(newdata)
-    nd <- plain_variables(object$terms, newdata) %||% {
+    plain <- plain_variables(object$terms, newdata)
+    if (is.null(object$categorical) && !is.null(plain)) {
+      queries <- plain_queries(plain, colnames(object$x))
+      if (!is.null(queries)) return(queries)
+    }
+    nd <- plain %||% {
       tt <- stats::delete.response(object$terms)
       missing <- setdiff(all.vars(tt), names(newdata))
       if (length(missing)) {
@@ -269,6 +274,20 @@ plain_variables <- function(terms, data) {
                   TRUE)
   if (!all(plain)) return(NULL)
   structure(cols, row.names = .set_row_names(length(cols[[1L]])), class = "data.frame")
+}
+
+# new_predictors() of the columns `plain` (from plain_variables(), named as the model's numeric
+# predictors `vars`) when every value is finite: then no row is incomplete and no check can fail,
+# and the queries' column ranges come with them (`range`, for warn_outside_range()). NULL
+# otherwise (no rows, missing or infinite values), for the general path and its errors.
+plain_queries <- function(plain, vars) {
+  n <- length(plain[[1L]])
+  if (n == 0L || length(plain) != length(vars)) return(NULL)
+  x <- matrix(as.double(unlist(plain, use.names = FALSE)), n, length(plain),
+              dimnames = list(NULL, vars))
+  ranges <- cpp_column_ranges(x)
+  if (!all(ranges$finite)) return(NULL)
+  list(x = x, codes = NULL, ok = rep(TRUE, n), range = ranges$range)
 }
 
 # Values computed for the complete rows `ok` spread to all rows, NA elsewhere (vectors and
