@@ -64,12 +64,14 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
                                any(candidates <= 0) || length(candidates) == 0L)) {
     abort("{.arg candidates} must hold positive finite bandwidths.")
   }
-  structure(list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
-                 n_candidates = if (!is.null(n_candidates)) check_count(n_candidates, min = 2),
-                 refine = check_flag(refine),
-                 chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
-                 tol = check_positive(tol)),
-            class = "local_control")
+  # (class<- rather than structure(): every fit evaluates this default)
+  control <- list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
+                  n_candidates = if (!is.null(n_candidates)) check_count(n_candidates, min = 2),
+                  refine = check_flag(refine),
+                  chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
+                  tol = check_positive(tol))
+  class(control) <- "local_control"
+  control
 }
 
 check_control <- function(control, call = rlang::caller_env()) {
@@ -371,12 +373,20 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     # per basis term the product of (scale * radius)^power over the variables, the same for
     # every query without nn() radii.
     m <- nrow(queries)
-    unit <- if (length(radius)) radius else 1
-    factor <- matrix(1, if (length(radius)) m else 1L, nrow(powers))
-    for (b in seq_len(nrow(powers))) {
-      for (j in which(powers[b, ] > 0L)) factor[, b] <- factor[, b] * (scale[j] * unit)^powers[b, j]
+    if (length(radius)) {
+      factor <- matrix(1, m, nrow(powers))
+      for (b in seq_len(nrow(powers))) {
+        for (j in which(powers[b, ] > 0L)) {
+          factor[, b] <- factor[, b] * (scale[j] * radius)^powers[b, j]
+        }
+      }
+    } else {
+      # (x^0 = 1 exactly, so the product over every variable equals that over the powers > 0)
+      term_power <- scale^t(powers)
+      per_term <- term_power[1L, ]
+      for (j in seq_len(nrow(term_power))[-1L]) per_term <- per_term * term_power[j, ]
+      factor <- matrix(rep(per_term, each = m), m, length(per_term))
     }
-    if (!length(radius)) factor <- factor[rep(1L, m), , drop = FALSE]
     res$coef <- res$coef / as.vector(factor)
     if (want_var) res$var <- res$var / factor^2
   }

@@ -135,7 +135,7 @@ split_bandwidth <- function(bandwidth, predictors, call = rlang::caller_env()) {
              (c - 1) / c for c unordered levels, 1 for ordered ones.",
             x = "Got {.val {lambda[bad]}}."), call = call)
   }
-  list(h = h, lambda = pmin(lambda, upper))
+  list(h = h, lambda = if (length(lambda)) pmin(lambda, upper) else lambda)
 }
 
 # The largest useful lambda of each categorical predictor: (c - 1) / c for c unordered levels

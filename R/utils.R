@@ -105,7 +105,7 @@ check_probs <- function(probs, call = rlang::caller_env()) {
 
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   # `x` is never reassigned, so `arg` stays lazy: naming it costs ~25 us, paid only on error
-  if (!is.character(x) || length(x) != 1L || !x %in% choices) {
+  if (!is.character(x) || length(x) != 1L || is.na(match(x, choices))) {
     abort("{.arg {arg}} must be one of {.val {choices}}.", call = call)
   }
   x
