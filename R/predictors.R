@@ -222,8 +222,9 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
   list(x = x, codes = categorical_codes(object$categorical, nd, arg = arg, call = call), ok = ok)
 }
 
-# The parts of a formula method's model frame, list(x = the predictors as formula_parts() gives
-# them, y = the response, weights = NULL, terms (with the model frame's predvars and dataClasses),
+# The parts of a formula method's model frame, list(x = the predictors (formula_parts() gives
+# them as a data frame, this as the numeric matrix split_predictors() makes of it), y = the
+# response, weights = NULL, terms (with the model frame's predvars and dataClasses),
 # na.action = NULL), taken straight from `data` for the common plain case: no subset, weights or
 # na.action in the `call`, `data` a data frame, and a formula `y ~ x1 + x2` (or `y ~ .`) whose
 # response and terms are its columns, each a plain numeric vector (no attributes) without missing
@@ -255,8 +256,10 @@ plain_model_parts <- function(call, formula, data) {
   if (!all(plain) || n == 0L) return(NULL)
   attr(tt, "predvars") <- variables
   attr(tt, "dataClasses") <- stats::setNames(rep("numeric", length(vars)), vars)
-  list(x = structure(cols[-1L], row.names = .set_row_names(n), class = "data.frame"),
-       y = cols[[1L]], weights = NULL, terms = tt, na.action = NULL)
+  # the predictors as the matrix that split_predictors() makes of their data frame
+  x <- matrix(as.double(unlist(cols[-1L], use.names = FALSE)), n, length(labels),
+              dimnames = list(NULL, labels))
+  list(x = x, y = cols[[1L]], weights = NULL, terms = tt, na.action = NULL)
 }
 
 # The predictors of `terms` (a model's, the response aside) from `data` as plain_columns() gives
