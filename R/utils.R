@@ -212,16 +212,18 @@ check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
 #' n_threads(1)
 n_threads <- function(n_threads = NULL, ...) {
   check_dots(...)
-  # the environment's settings in one read (each Sys.getenv() call costs a microsecond or two)
-  env <- Sys.getenv(thread_variables, names = FALSE)
   if (is.null(n_threads)) n_threads <- getOption("localmean.threads")
+  # the environment's settings in one read (each Sys.getenv() call costs a microsecond or two)
+  env <- if (is.null(n_threads)) Sys.getenv(thread_variables, names = FALSE)
   if (is.null(n_threads) && nzchar(env[1L])) n_threads <- suppressWarnings(as.numeric(env[1L]))
-  cores <- RcppParallel::defaultNumThreads()
+  cores <- if (is.null(n_threads)) RcppParallel::defaultNumThreads()
   if (is.null(n_threads)) n_threads <- max(1L, cores %/% 2L)
   if (!is.numeric(n_threads) || is.object(n_threads) || length(n_threads) != 1L ||
       !is.finite(n_threads) || n_threads != round(n_threads) || n_threads < 1) {
     abort("{.arg n_threads} must be a whole number of at least 1.")
   }
+  # (every limit is at least 1: one thread needs none of them)
+  if (n_threads == 1) return(1L)
   as.integer(min(n_threads, thread_limit(cores, env)))
 }
 
@@ -230,10 +232,10 @@ thread_variables <- c("LOCALMEAN_THREADS", "RCPP_PARALLEL_NUM_THREADS", "OMP_THR
                       "_R_CHECK_LIMIT_CORES_")
 
 # The most threads worth asking for: the cores RcppParallel sees, and the limits users set
-# (`env`: the values of thread_variables).
-thread_limit <- function(cores = RcppParallel::defaultNumThreads(),
-                         env = Sys.getenv(thread_variables, names = FALSE)) {
-  limit <- max(1L, cores)
+# (`env`: the values of thread_variables; NULL: read here, as `cores`).
+thread_limit <- function(cores = NULL, env = NULL) {
+  env <- env %||% Sys.getenv(thread_variables, names = FALSE)
+  limit <- max(1L, cores %||% RcppParallel::defaultNumThreads())
   for (value in env[2:3]) {
     if (!nzchar(value)) next
     value <- suppressWarnings(as.numeric(value))
