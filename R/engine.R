@@ -350,7 +350,7 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     radius <- nn_radius(spec, queries, n_threads, verbose)
   }
   grid_range <- if (!is.null(nodes)) spec$grid_range %||% matrix(numeric(0), 2L)
-  res <- if (!want_var && stored_nodes_apply(nodes, spec, grid_range)) {
+  res <- if (!want_var && !is.null(nodes) && stored_nodes_apply(nodes, spec, grid_range)) {
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
   } else {
@@ -382,9 +382,9 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
       }
     } else {
       # (x^0 = 1 exactly, so the product over every variable equals that over the powers > 0)
-      term_power <- scale^t(powers)
-      per_term <- term_power[1L, ]
-      for (j in seq_len(nrow(term_power))[-1L]) per_term <- per_term * term_power[j, ]
+      term_power <- rep(scale, each = nrow(powers))^powers
+      per_term <- term_power[, 1L]
+      for (j in seq_len(ncol(term_power))[-1L]) per_term <- per_term * term_power[, j]
       factor <- matrix(rep(per_term, each = m), m, length(per_term))
     }
     res$coef <- res$coef / as.vector(factor)
