@@ -64,12 +64,14 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
                                any(candidates <= 0) || length(candidates) == 0L)) {
     abort("{.arg candidates} must hold positive finite bandwidths.")
   }
-  structure(list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
-                 n_candidates = if (!is.null(n_candidates)) check_count(n_candidates, min = 2),
-                 refine = check_flag(refine),
-                 chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
-                 tol = check_positive(tol)),
-            class = "local_control")
+  # (class<- rather than structure(): every fit evaluates this default)
+  control <- list(gridsize = gridsize, cutoff = cutoff, candidates = candidates,
+                  n_candidates = if (!is.null(n_candidates)) check_count(n_candidates, min = 2),
+                  refine = check_flag(refine),
+                  chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
+                  tol = check_positive(tol))
+  class(control) <- "local_control"
+  control
 }
 
 check_control <- function(control, call = rlang::caller_env()) {
@@ -348,7 +350,7 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     radius <- nn_radius(spec, queries, n_threads, verbose)
   }
   grid_range <- if (!is.null(nodes)) spec$grid_range %||% matrix(numeric(0), 2L)
-  res <- if (!want_var && stored_nodes_apply(nodes, spec, grid_range)) {
+  res <- if (!want_var && !is.null(nodes) && stored_nodes_apply(nodes, spec, grid_range)) {
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
   } else {
@@ -367,12 +369,23 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   }
   powers <- basis_powers(NCOL(spec$x), spec$degree)
   if (spec$degree > 0L) {
-    # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units.
+    # Coefficients of the scaled basis u = (x - q) / (scale * radius) back to original units:
+    # per basis term the product of (scale * radius)^power over the variables, the same for
+    # every query without nn() radii.
     m <- nrow(queries)
-    unit <- if (length(radius)) radius else rep(1, m)
-    factor <- matrix(1, m, nrow(powers))
-    for (b in seq_len(nrow(powers))) {
-      for (j in which(powers[b, ] > 0L)) factor[, b] <- factor[, b] * (scale[j] * unit)^powers[b, j]
+    if (length(radius)) {
+      factor <- matrix(1, m, nrow(powers))
+      for (b in seq_len(nrow(powers))) {
+        for (j in which(powers[b, ] > 0L)) {
+          factor[, b] <- factor[, b] * (scale[j] * radius)^powers[b, j]
+        }
+      }
+    } else {
+      # (x^0 = 1 exactly, so the product over every variable equals that over the powers > 0)
+      term_power <- rep(scale, each = nrow(powers))^powers
+      per_term <- term_power[, 1L]
+      for (j in seq_len(ncol(term_power))[-1L]) per_term <- per_term * term_power[, j]
+      factor <- matrix(rep(per_term, each = m), m, length(per_term))
     }
     res$coef <- res$coef / as.vector(factor)
     if (want_var) res$var <- res$var / factor^2

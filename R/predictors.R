@@ -135,7 +135,7 @@ split_bandwidth <- function(bandwidth, predictors, call = rlang::caller_env()) {
              (c - 1) / c for c unordered levels, 1 for ordered ones.",
             x = "Got {.val {lambda[bad]}}."), call = call)
   }
-  list(h = h, lambda = pmin(lambda, upper))
+  list(h = h, lambda = if (length(lambda)) pmin(lambda, upper) else lambda)
 }
 
 # The largest useful lambda of each categorical predictor: (c - 1) / c for c unordered levels
@@ -177,7 +177,12 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
     }
   } else {
     if (!is.data.frame(newdata)) newdata <- as.data.frame(newdata)
-    nd <- plain_variables(object$terms, newdata) %||% {
+    plain <- plain_variables(object$terms, newdata)
+    if (is.null(object$categorical) && !is.null(plain)) {
+      queries <- plain_queries(plain, colnames(object$x))
+      if (!is.null(queries)) return(queries)
+    }
+    nd <- plain %||% {
       tt <- stats::delete.response(object$terms)
       missing <- setdiff(all.vars(tt), names(newdata))
       if (length(missing)) {
@@ -217,6 +222,46 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
   list(x = x, codes = categorical_codes(object$categorical, nd, arg = arg, call = call), ok = ok)
 }
 
+# The parts of a formula method's model frame, list(x = the predictors (formula_parts() gives
+# them as a data frame, this as the numeric matrix split_predictors() makes of it), y = the
+# response, weights = NULL, terms (with the model frame's predvars and dataClasses),
+# na.action = NULL), taken straight from `data` for the common plain case: no subset, weights or
+# na.action in the `call`, `data` a data frame, and a formula `y ~ x1 + x2` (or `y ~ .`) whose
+# response and terms are its columns, each a plain numeric vector (no attributes) without missing
+# values. model.frame() would return these columns unchanged and drop no row, and costs more
+# than the rest of a small fit. NULL otherwise: the caller builds the model frame.
+plain_model_parts <- function(call, formula, data) {
+  if (!is.data.frame(data) || !inherits(formula, "formula") || length(formula) != 3L ||
+      any(c("subset", "weights", "na.action") %in% names(call))) {
+    return(NULL)
+  }
+  tt <- stats::terms(formula, data = data)
+  variables <- attr(tt, "variables")
+  labels <- attr(tt, "term.labels")
+  response <- variables[[2L]]
+  if (attr(tt, "response") != 1L || !is.null(attr(tt, "offset")) || !length(labels) ||
+      !is.name(response) || length(variables) != length(labels) + 2L) {
+    return(NULL)
+  }
+  vars <- c(as.character(response), labels)
+  # (a label that is a variable's name is that variable itself: any other term is a call)
+  if (!all(labels %in% all.vars(variables)) || anyDuplicated(vars) ||
+      sum(names(data) %in% vars) != length(vars)) {
+    return(NULL)
+  }
+  cols <- unclass(data)[vars]
+  plain <- vapply(cols, function(col) is.numeric(col) && is.null(attributes(col)) && !anyNA(col),
+                  TRUE)
+  n <- length(cols[[1L]])
+  if (!all(plain) || n == 0L) return(NULL)
+  attr(tt, "predvars") <- variables
+  attr(tt, "dataClasses") <- stats::setNames(rep("numeric", length(vars)), vars)
+  # the predictors as the matrix that split_predictors() makes of their data frame
+  x <- matrix(as.double(unlist(cols[-1L], use.names = FALSE)), n, length(labels),
+              dimnames = list(NULL, labels))
+  list(x = x, y = cols[[1L]], weights = NULL, terms = tt, na.action = NULL)
+}
+
 # The predictors of `terms` (a model's, the response aside) from `data` as plain_columns() gives
 # them from the model frame, when every term is a variable of `data` holding a plain numeric
 # vector: then these are all the variables the predictors need, and the model frame would hold
@@ -232,6 +277,20 @@ plain_variables <- function(terms, data) {
                   TRUE)
   if (!all(plain)) return(NULL)
   structure(cols, row.names = .set_row_names(length(cols[[1L]])), class = "data.frame")
+}
+
+# new_predictors() of the columns `plain` (from plain_variables(), named as the model's numeric
+# predictors `vars`) when every value is finite: then no row is incomplete and no check can fail,
+# and the queries' column ranges come with them (`range`, for warn_outside_range()). NULL
+# otherwise (no rows, missing or infinite values), for the general path and its errors.
+plain_queries <- function(plain, vars) {
+  n <- length(plain[[1L]])
+  if (n == 0L || length(plain) != length(vars)) return(NULL)
+  x <- matrix(as.double(unlist(plain, use.names = FALSE)), n, length(plain),
+              dimnames = list(NULL, vars))
+  ranges <- cpp_column_ranges(x)
+  if (!all(ranges$finite)) return(NULL)
+  list(x = x, codes = NULL, ok = rep(TRUE, n), range = ranges$range)
 }
 
 # Values computed for the complete rows `ok` spread to all rows, NA elsewhere (vectors and

@@ -215,13 +215,21 @@ local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwi
                                method = "auto", n_threads = NULL, verbose = interactive(),
                                control = local_control(), ...) {
   check_dots(...)
-  mf <- call_model_frame(match.call(expand.dots = FALSE), parent.frame())
-  parts <- formula_parts(mf)
-  fit <- local_poly.default(parts$x, stats::model.response(mf), degree = degree, kernel = kernel,
+  call <- match.call(expand.dots = FALSE)
+  parts <- plain_model_parts(call, formula, data) %||% {
+    mf <- call_model_frame(call, parent.frame())
+    list(x = formula_parts(mf)$x, y = stats::model.response(mf),
+         weights = stats::model.weights(mf), terms = attr(mf, "terms"),
+         na.action = attr(mf, "na.action"))
+  }
+  fit <- local_poly.default(parts$x, parts$y, degree = degree, kernel = kernel,
                             bandwidth = bandwidth, family = family, tau = tau,
-                            tuning = tuning, weights = stats::model.weights(mf), method = method,
+                            tuning = tuning, weights = parts$weights, method = method,
                             n_threads = n_threads, verbose = verbose, control = control)
-  with_formula(fit, mf, generic_call(match.call(), "local_poly"))
+  fit$terms <- parts$terms
+  fit$na.action <- parts$na.action
+  fit$call <- generic_call(match.call(), "local_poly")
+  fit
 }
 
 #' @rdname local_poly
@@ -709,7 +717,9 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   }
   queries <- model_queries(object, newdata)
   x <- queries$x
-  if (!is.null(newdata) && !inherits(newdata, "local_queries")) warn_outside_range(object, x)
+  if (!is.null(newdata) && !inherits(newdata, "local_queries")) {
+    warn_outside_range(object, x, queries$range)
+  }
   res <- predict_engine(object, queries, want_var, n_threads, verbose, method)
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
@@ -746,12 +756,13 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
 
 # Warns once when predictions reach beyond the range of the numeric predictors' data: there the
 # local polynomial extrapolates (and its standard error grows fast); the values are kept.
-warn_outside_range <- function(object, x) {
+# `extent`: the column ranges of x, when the caller has them.
+warn_outside_range <- function(object, x, extent = NULL) {
   numeric_vars <- colnames(object$x)
   if (length(numeric_vars) == 0L || nrow(x) == 0L) return(invisible())
   range <- column_ranges(object$x)
   slack <- 1e-10 * (range[2L, ] - range[1L, ])
-  extent <- column_ranges(x)
+  extent <- extent %||% column_ranges(x)
   if (all(extent[1L, ] >= range[1L, ] - slack & extent[2L, ] <= range[2L, ] + slack)) {
     return(invisible())
   }

@@ -105,7 +105,7 @@ check_probs <- function(probs, call = rlang::caller_env()) {
 
 check_choice <- function(x, choices, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
   # `x` is never reassigned, so `arg` stays lazy: naming it costs ~25 us, paid only on error
-  if (!is.character(x) || length(x) != 1L || !x %in% choices) {
+  if (!is.character(x) || length(x) != 1L || is.na(match(x, choices))) {
     abort("{.arg {arg}} must be one of {.val {choices}}.", call = call)
   }
   x
@@ -213,31 +213,35 @@ check_weights <- function(weights, n, arg = rlang::caller_arg(weights),
 n_threads <- function(n_threads = NULL, ...) {
   check_dots(...)
   if (is.null(n_threads)) n_threads <- getOption("localmean.threads")
-  if (is.null(n_threads)) {
-    env <- Sys.getenv("LOCALMEAN_THREADS")
-    if (nzchar(env)) n_threads <- suppressWarnings(as.numeric(env))
-  }
-  if (is.null(n_threads)) {
-    n_threads <- max(1L, RcppParallel::defaultNumThreads() %/% 2L)
-  }
+  # the environment's settings in one read (each Sys.getenv() call costs a microsecond or two)
+  env <- if (is.null(n_threads)) Sys.getenv(thread_variables, names = FALSE)
+  if (is.null(n_threads) && nzchar(env[1L])) n_threads <- suppressWarnings(as.numeric(env[1L]))
+  cores <- if (is.null(n_threads)) RcppParallel::defaultNumThreads()
+  if (is.null(n_threads)) n_threads <- max(1L, cores %/% 2L)
   if (!is.numeric(n_threads) || is.object(n_threads) || length(n_threads) != 1L ||
       !is.finite(n_threads) || n_threads != round(n_threads) || n_threads < 1) {
     abort("{.arg n_threads} must be a whole number of at least 1.")
   }
-  as.integer(min(n_threads, thread_limit()))
+  # (every limit is at least 1: one thread needs none of them)
+  if (n_threads == 1) return(1L)
+  as.integer(min(n_threads, thread_limit(cores, env)))
 }
 
-# The most threads worth asking for: the cores RcppParallel sees, and the limits users set.
-thread_limit <- function() {
-  env_limit <- function(name) {
-    value <- Sys.getenv(name)
-    if (!nzchar(value)) return(Inf)
+# The environment variables n_threads() reads: its own default, then the limits users set.
+thread_variables <- c("LOCALMEAN_THREADS", "RCPP_PARALLEL_NUM_THREADS", "OMP_THREAD_LIMIT",
+                      "_R_CHECK_LIMIT_CORES_")
+
+# The most threads worth asking for: the cores RcppParallel sees, and the limits users set
+# (`env`: the values of thread_variables; NULL: read here, as `cores`).
+thread_limit <- function(cores = NULL, env = NULL) {
+  env <- env %||% Sys.getenv(thread_variables, names = FALSE)
+  limit <- max(1L, cores %||% RcppParallel::defaultNumThreads())
+  for (value in env[2:3]) {
+    if (!nzchar(value)) next
     value <- suppressWarnings(as.numeric(value))
-    if (!is.na(value) && value >= 1) floor(value) else Inf
+    if (!is.na(value) && value >= 1) limit <- min(limit, floor(value))
   }
-  cores <- max(1L, RcppParallel::defaultNumThreads())
-  limit <- min(cores, env_limit("RCPP_PARALLEL_NUM_THREADS"), env_limit("OMP_THREAD_LIMIT"))
-  if (nzchar(Sys.getenv("_R_CHECK_LIMIT_CORES_"))) limit <- min(limit, 2)
+  if (nzchar(env[4L])) limit <- min(limit, 2)
   limit
 }
 

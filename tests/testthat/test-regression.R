@@ -851,3 +851,21 @@ test_that("a weight matrix fit refuses what it cannot do, with errors naming the
                "least-squares", class = "localmean_error")
   expect_error(local_smooth(x, y, kernel = W), "needs `at`", class = "localmean_error")
 })
+
+test_that("a formula of plain numeric columns fits as through its model frame", {
+  # an na.action in the call sends the fit through model.frame()
+  strip <- function(fit) {
+    fit$call <- NULL
+    fit$spec$engine <- NULL
+    fit
+  }
+  at <- data.frame(speed = c(5, 15.5, 25))
+  plain <- local_poly(dist ~ speed, cars, bandwidth = 3)
+  framed <- local_poly(dist ~ speed, cars, bandwidth = 3, na.action = stats::na.omit)
+  expect_identical(strip(plain), strip(framed))
+  expect_identical(predict(plain, at), predict(framed, at))
+  counts <- data.frame(mpg = mtcars$mpg, wt = mtcars$wt, hp = as.integer(mtcars$hp))
+  expect_identical(strip(local_poly(mpg ~ ., counts, bandwidth = c(1, 50))),
+                   strip(local_poly(mpg ~ wt + hp, counts, bandwidth = c(1, 50),
+                                    na.action = stats::na.omit)))
+})
