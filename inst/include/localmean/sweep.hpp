@@ -286,7 +286,8 @@ struct CandidateScales {
 // point scales), truncated at its cut-off.
 // A block within [inside_lo[c], inside_hi[c]) lies within candidate c's cut-off: not truncated.
 // The basis is shared, in u = x - q: candidate_rescale() gives each candidate's moments in its
-// own scale. shapes(data, r2, len, w) gives the kernel's profile (CandidateShapes).
+// own scale. shapes(data, r2, len, w) gives the kernel's profile (GaussianCandidateShapes or
+// CandidateShapes).
 template <class Shapes, class Len>
 LOCALMEAN_INLINE void sweep_candidates_block(const Shapes& shapes, const LocalData& data,
                                              const Basis& basis, const double* q,
@@ -362,9 +363,9 @@ __attribute__((noinline)) void other_shapes(KernelType kernel, const LocalData& 
     shapes_at<decltype(k)>(data, r2, len, w);
   });
 }
-// The kernel profile of the candidates' sweep: the Gaussian's inline (the default kernel), the
-// other kernels' through other_shapes(). So the sweep is compiled twice per build, not once per
-// kernel.
+// The kernel profile of the candidates' sweep: GaussianCandidateShapes inline (the default
+// kernel), CandidateShapes every other kernel's through other_shapes(). So the sweep is compiled
+// twice per build, not once per kernel.
 struct CandidateShapes {
   KernelType kernel;
   template <class Len>
