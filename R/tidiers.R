@@ -628,6 +628,15 @@ numeric_frame <- function(x, ...) {
   data.matrix(as.data.frame(x))
 }
 
+# An as.matrix() method that returns the result's element `name`.
+matrix_element <- function(name) {
+  force(name)
+  function(x, ...) {
+    check_dots(...)
+    x[[name]]
+  }
+}
+
 #' @rdname localmean-as-matrix
 #' @export
 as.matrix.local_model <- numeric_frame
@@ -646,10 +655,7 @@ as.matrix.local_fuzzy <- numeric_frame
 
 #' @rdname localmean-as-matrix
 #' @export
-as.matrix.local_modes <- function(x, ...) {
-  check_dots(...)
-  x$point_modes
-}
+as.matrix.local_modes <- matrix_element("point_modes")
 
 #' @rdname localmean-as-matrix
 #' @export
@@ -660,28 +666,16 @@ as.matrix.local_ridges <- function(x, ...) {
 
 #' @rdname localmean-as-matrix
 #' @export
-as.matrix.local_embedding <- function(x, ...) {
-  check_dots(...)
-  x$layout
-}
+as.matrix.local_embedding <- matrix_element("layout")
 
 #' @rdname localmean-as-matrix
 #' @export
-as.matrix.local_score <- function(x, ...) {
-  check_dots(...)
-  x$score
-}
+as.matrix.local_score <- matrix_element("score")
 
 #' @rdname localmean-as-matrix
 #' @export
-as.matrix.local_diffusion <- function(x, ...) {
-  check_dots(...)
-  x$samples
-}
+as.matrix.local_diffusion <- matrix_element("samples")
 
 #' @rdname localmean-as-matrix
 #' @export
-as.matrix.local_denoiser <- function(x, ...) {
-  check_dots(...)
-  x$x
-}
+as.matrix.local_denoiser <- matrix_element("x")

@@ -205,55 +205,52 @@ inline bool candidate_data_fits(const LocalData& data, const double* scales, con
     inner[c] = half[c] * (1.0 - 1e-9);
   }
   auto fn = [&](std::size_t begin, std::size_t end) {
-    with_kernel(set.kernel, [&](auto kern) {
-      using Kern = decltype(kern);
-      std::vector<Moments> mo(K, Moments(nb, nv, false));
-      std::vector<std::size_t> lo(K), hi(K), inside_lo(K), inside_hi(K);
-      std::vector<double> w(K * kBlock), coef(nb * nv);
-      double s00_one;
-      int status;
-      EngineOutput one;
-      one.coef = coef.data();
-      one.s00 = &s00_one;
-      one.status = &status;
-      for (std::size_t p = begin; p < end; ++p) {
-        const double q = x[p];
-        for (std::size_t c = 0; c < K; ++c) {
-          const bool finite = std::isfinite(half[c]);
-          lo[c] = finite ? static_cast<std::size_t>(
-              std::lower_bound(upto.begin(), upto.end(), q - half[c]) - upto.begin()) : 0;
-          hi[c] = finite ? static_cast<std::size_t>(
-              std::upper_bound(from.begin(), from.end(), q + half[c]) - from.begin()) : n;
-          // the positions all of whose points lie within the cut-off
-          inside_lo[c] = finite ? static_cast<std::size_t>(
-              std::lower_bound(from.begin(), from.end(), q - inner[c]) - from.begin()) : 0;
-          inside_hi[c] = finite ? static_cast<std::size_t>(
-              std::upper_bound(upto.begin(), upto.end(), q + inner[c]) - upto.begin()) : n;
-        }
-        // Nested windows, the largest at least a full block (the extra points weigh nothing).
-        for (std::size_t c = K - 1; c > 0; --c) {
-          lo[c - 1] = std::min(lo[c - 1], lo[c]);
-          hi[c - 1] = std::max(hi[c - 1], hi[c]);
-        }
-        if (n >= kBlock && hi[0] - lo[0] < kBlock) {
-          lo[0] = std::min(lo[0], n - kBlock);
-          hi[0] = lo[0] + kBlock;
-        }
-        for (Moments& m : mo) m.reset();
-        detail::sweep_candidates<Kern>(data, basis, &q, cs, lo.data(), hi.data(),
-                                       inside_lo.data(), inside_hi.data(), w.data(), mo.data());
-        const std::size_t i = order[p];
-        for (std::size_t c = 0; c < K; ++c) {
-          mo[c].flush();
-          detail::candidate_rescale(cs.inv_h[c], mo[c]);
-          solve_moments(mo[c], 0, 1, one);
-          const std::size_t at = idx[c];
-          for (std::size_t j = 0; j < nv; ++j) fitted[(at * nv + j) * n + i] = coef[j * nb];
-          s00[at * n + i] = status == kOk ? s00_one : nan;
-        }
+    std::vector<Moments> mo(K, Moments(nb, nv, false));
+    std::vector<std::size_t> lo(K), hi(K), inside_lo(K), inside_hi(K);
+    std::vector<double> w(K * kBlock), coef(nb * nv);
+    double s00_one;
+    int status;
+    EngineOutput one;
+    one.coef = coef.data();
+    one.s00 = &s00_one;
+    one.status = &status;
+    for (std::size_t p = begin; p < end; ++p) {
+      const double q = x[p];
+      for (std::size_t c = 0; c < K; ++c) {
+        const bool finite = std::isfinite(half[c]);
+        lo[c] = finite ? static_cast<std::size_t>(
+            std::lower_bound(upto.begin(), upto.end(), q - half[c]) - upto.begin()) : 0;
+        hi[c] = finite ? static_cast<std::size_t>(
+            std::upper_bound(from.begin(), from.end(), q + half[c]) - from.begin()) : n;
+        // the positions all of whose points lie within the cut-off
+        inside_lo[c] = finite ? static_cast<std::size_t>(
+            std::lower_bound(from.begin(), from.end(), q - inner[c]) - from.begin()) : 0;
+        inside_hi[c] = finite ? static_cast<std::size_t>(
+            std::upper_bound(upto.begin(), upto.end(), q + inner[c]) - upto.begin()) : n;
       }
-      return 0;
-    });
+      // Nested windows, the largest at least a full block (the extra points weigh nothing).
+      for (std::size_t c = K - 1; c > 0; --c) {
+        lo[c - 1] = std::min(lo[c - 1], lo[c]);
+        hi[c - 1] = std::max(hi[c - 1], hi[c]);
+      }
+      if (n >= kBlock && hi[0] - lo[0] < kBlock) {
+        lo[0] = std::min(lo[0], n - kBlock);
+        hi[0] = lo[0] + kBlock;
+      }
+      for (Moments& m : mo) m.reset();
+      detail::sweep_candidates(set.kernel, data, basis, &q, cs, lo.data(), hi.data(),
+                               inside_lo.data(), inside_hi.data(), w.data(), mo.data());
+      const std::size_t i = order[p];
+      for (std::size_t c = 0; c < K; ++c) {
+        mo[c].flush();
+        detail::candidate_rescale(cs.inv_h[c], mo[c]);
+        solve_moments(mo[c], 0, 1, one);
+        const std::size_t at = idx[c];
+        for (std::size_t j = 0; j < nv; ++j) fitted[(at * nv + j) * n + i] = coef[j * nb];
+        s00[at * n + i] = status == kOk ? s00_one : nan;
+      }
+    }
+    return 0;
   };
   return run_chunked(n, chunk_size(n * K), parallel_for, monitor, fn);
 }

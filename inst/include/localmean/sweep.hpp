@@ -221,7 +221,7 @@ LOCALMEAN_INLINE void accumulate_block(const LocalData& data, const Basis& basis
 }
 
 // Accumulates `len` points from tree position s into the lanes of query q's moments (see
-// block_weights), leaving out the first `skip` of them (already swept: see sweep_body).
+// block_weights), leaving out the first `skip` of them (already swept: see walk_blocks).
 template <class K, class Len>
 LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, const double* q,
                                   const double* table, double inv_h, double cut2,
@@ -233,26 +233,33 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
   accumulate_block(data, basis, q, inv_h, s, len, w, mo);
 }
 
-// Accumulates the points at tree positions [begin, end) into the lanes of query q's moments, in
-// full blocks: a last partial block is swept as the block that ends at `end`, without the
-// points it shares with the block before. Only ranges shorter than a block take the slower loop
-// of run-time length.
+// Walks the tree positions [begin, end) in full blocks: block(s, len, skip) sweeps the `len`
+// points from tree position s, leaving out the first `skip` of them. A last partial block is
+// swept as the block that ends at `end`, without the points it shares with the block before
+// (len is then the compile-time kBlock, so that the loops vectorise). Only ranges shorter than a
+// block take the slower loop of run-time length (len a std::size_t).
+template <class Block>
+LOCALMEAN_INLINE void walk_blocks(std::size_t begin, std::size_t end, Block&& block) {
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  if (end - begin < kBlock) {
+    block(begin, end - begin, std::size_t{0});
+    return;
+  }
+  std::size_t s = begin;
+  for (; s + kBlock <= end; s += kBlock) block(s, full, std::size_t{0});
+  if (s < end) block(end - kBlock, full, kBlock - (end - s));
+}
+
+// Accumulates the points at tree positions [begin, end) into the lanes of query q's moments,
+// block by block (walk_blocks()).
 template <class K>
 LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, const double* q,
                                  const double* table, double inv_h, double cut2,
                                  DistanceRange range, std::size_t begin, std::size_t end,
                                  Moments& mo) {
-  const auto full = std::integral_constant<std::size_t, kBlock>();
-  if (end - begin < kBlock) {
-    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, begin, end - begin, 0, mo);
-    return;
-  }
-  std::size_t s = begin;
-  for (; s + kBlock <= end; s += kBlock)
-    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, full, 0, mo);
-  if (s < end)
-    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, end - kBlock, full,
-                   kBlock - (end - s), mo);
+  walk_blocks(begin, end, [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
+    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, len, skip, mo);
+  });
 }
 
 // The sweep in its best build for the processor (see simd.hpp).
@@ -283,10 +290,12 @@ struct CandidateScales {
 // point scales), truncated at its cut-off.
 // A block within [inside_lo[c], inside_hi[c]) lies within candidate c's cut-off: not truncated.
 // The basis is shared, in u = x - q: candidate_rescale() gives each candidate's moments in its
-// own scale.
-template <class K, class Len>
-LOCALMEAN_INLINE void sweep_candidates_block(const LocalData& data, const Basis& basis,
-                                             const double* q, const CandidateScales& cs,
+// own scale. shapes(data, r2, len, w) gives the kernel's profile (GaussianCandidateShapes or
+// CandidateShapes).
+template <class Shapes, class Len>
+LOCALMEAN_INLINE void sweep_candidates_block(const Shapes& shapes, const LocalData& data,
+                                             const Basis& basis, const double* q,
+                                             const CandidateScales& cs,
                                              const std::size_t* inside_lo,
                                              const std::size_t* inside_hi, std::size_t active,
                                              std::size_t s, Len len, std::size_t skip, double* w,
@@ -305,7 +314,7 @@ LOCALMEAN_INLINE void sweep_candidates_block(const LocalData& data, const Basis&
       product(wc, w + source * kBlock, w + source * kBlock, len);
       for (int m = 1; m < cs.squarings[c]; ++m) product(wc, wc, wc, len);
     } else {
-      shapes_at<K>(data, r2, len, wc);
+      shapes(data, r2, len, wc);
     }
     if (truncated)
       for (std::size_t k = 0; k < len; ++k) wc[k] *= within(r2[k], cut2);
@@ -327,44 +336,71 @@ inline void candidate_rescale(double inv_h, Moments& mo) {
 }
 
 // The candidates' sweep of query q over its windows: candidate c holds the tree positions
-// [lo[c], hi[c]), nested (c = 0, the largest scale, holds them all). Blocks as in sweep_body();
-// a block is swept for every candidate whose window it meets.
-template <class K>
-LOCALMEAN_INLINE void sweep_candidates_body(const LocalData& data, const Basis& basis,
-                                            const double* q, const CandidateScales& cs,
-                                            const std::size_t* lo, const std::size_t* hi,
-                                            const std::size_t* inside_lo,
+// [lo[c], hi[c]), nested (c = 0, the largest scale, holds them all). Blocks as in sweep_body()
+// (walk_blocks()); a block is swept for every candidate whose window it meets.
+template <class Shapes>
+LOCALMEAN_INLINE void sweep_candidates_body(const Shapes& shapes, const LocalData& data,
+                                            const Basis& basis, const double* q,
+                                            const CandidateScales& cs, const std::size_t* lo,
+                                            const std::size_t* hi, const std::size_t* inside_lo,
                                             const std::size_t* inside_hi, double* w,
                                             Moments* mo) {
-  const std::size_t begin = lo[0], end = hi[0];
   auto active = [&](std::size_t b, std::size_t e) {
     std::size_t c = 0;
     while (c < cs.size() && lo[c] < e && hi[c] > b) ++c;
     return c;
   };
-  const auto full = std::integral_constant<std::size_t, kBlock>();
-  if (end - begin < kBlock) {
-    sweep_candidates_block<K>(data, basis, q, cs, inside_lo, inside_hi, active(begin, end),
-                              begin, end - begin, 0, w, mo);
-    return;
-  }
-  std::size_t s = begin;
-  for (; s + kBlock <= end; s += kBlock)
-    sweep_candidates_block<K>(data, basis, q, cs, inside_lo, inside_hi, active(s, s + kBlock),
-                              s, full, 0, w, mo);
-  if (s < end)
-    sweep_candidates_block<K>(data, basis, q, cs, inside_lo, inside_hi, active(s, end),
-                              end - kBlock, full, kBlock - (end - s), w, mo);
+  walk_blocks(lo[0], hi[0], [&](std::size_t s, auto len, std::size_t skip)
+                                LOCALMEAN_LAMBDA_INLINE {
+    sweep_candidates_block(shapes, data, basis, q, cs, inside_lo, inside_hi,
+                           active(s + skip, s + len), s, len, skip, w, mo);
+  });
 }
 
-template <class K>
-void sweep_candidates(const LocalData& data, const Basis& basis, const double* q,
-                      const CandidateScales& cs, const std::size_t* lo, const std::size_t* hi,
-                      const std::size_t* inside_lo, const std::size_t* inside_hi, double* w,
-                      Moments* mo) {
-  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-    sweep_candidates_body<K>(data, basis, q, cs, lo, hi, inside_lo, inside_hi, w, mo);
+// The profile of a kernel other than the Gaussian at r2[k], k < len, into w: one out-of-line
+// copy per kernel, shared by both builds (a kernel's instances of the candidates' sweep would
+// make the library much larger; the sweep spends little of its time here).
+template <class Len>
+__attribute__((noinline)) void other_shapes(KernelType kernel, const LocalData& data,
+                                            const double* r2, Len len, double* w) {
+  with_kernel(kernel, [&](auto k) LOCALMEAN_LAMBDA_INLINE {
+    shapes_at<decltype(k)>(data, r2, len, w);
   });
+}
+// The kernel profile of the candidates' sweep: GaussianCandidateShapes inline (the default
+// kernel), CandidateShapes every other kernel's through other_shapes(). So the sweep is compiled
+// twice per build, not once per kernel.
+struct CandidateShapes {
+  KernelType kernel;
+  template <class Len>
+  LOCALMEAN_INLINE void operator()(const LocalData& data, const double* r2, Len len,
+                                   double* w) const {
+    other_shapes(kernel, data, r2, len, w);
+  }
+};
+struct GaussianCandidateShapes {
+  template <class Len>
+  LOCALMEAN_INLINE void operator()(const LocalData& data, const double* r2, Len len,
+                                   double* w) const {
+    shapes_at<Gaussian>(data, r2, len, w);
+  }
+};
+
+// The candidates' sweep (sweep_candidates_body()) of kernel `kernel` in its best build for the
+// processor (see simd.hpp).
+inline void sweep_candidates(KernelType kernel, const LocalData& data, const Basis& basis,
+                             const double* q, const CandidateScales& cs, const std::size_t* lo,
+                             const std::size_t* hi, const std::size_t* inside_lo,
+                             const std::size_t* inside_hi, double* w, Moments* mo) {
+  auto sweep_with = [&](const auto& shapes) {
+    best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+      sweep_candidates_body(shapes, data, basis, q, cs, lo, hi, inside_lo, inside_hi, w, mo);
+    });
+  };
+  if (kernel == KernelType::gaussian)
+    sweep_with(GaussianCandidateShapes{});
+  else
+    sweep_with(CandidateShapes{kernel});
 }
 
 // The tiled sweep of local means over every data point (tiled_local_means): kSweepTile queries
@@ -378,7 +414,7 @@ constexpr std::size_t kTileLanes = 4;
 // of kSweepTile queries: query t at q[t * d + j], with inverse scale inv_h[t]. Adds to
 // `lanes`, per query, the lanes of the weight sum and then of each value's weighted sum, point
 // k of a block into lane k % kTileLanes. A last partial block is swept as the block that ends at
-// `end`, without the points it shares with the block before (see sweep_body).
+// `end`, without the points it shares with the block before (see walk_blocks).
 template <class K>
 LOCALMEAN_INLINE void tile_sums(const LocalData& data, const double* q, const double* inv_h,
                                 std::size_t begin, std::size_t end, double* lanes) {
