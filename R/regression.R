@@ -265,9 +265,6 @@ local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degr
   fit
 }
 
-# What local_mean() passes on to local_poly(): everything but the degree.
-local_mean_arguments <- function(method) setdiff(names(formals(method)), c("degree", "..."))
-
 # A method's matched call under its generic's name, so that update() calls the generic.
 generic_call <- function(call, generic) {
   call[[1L]] <- as.name(generic)
@@ -277,21 +274,25 @@ generic_call <- function(call, generic) {
 #' @rdname local_poly
 #' @export
 local_mean.formula <- function(formula, data = NULL, ...) {
-  if ("degree" %in% ...names()) abort("{.fn local_mean} has degree 0; use {.fn local_poly}.")
-  check_dots(..., .known = local_mean_arguments(local_poly.formula))
-  fit <- local_poly.formula(formula, data, degree = 0, ...)
-  fit$call <- generic_call(match.call(), "local_mean")
-  class(fit) <- c("local_mean", class(fit))
-  fit
+  degree_zero(local_poly.formula, match.call(), formula = formula, data = data, ...)
 }
 
 #' @rdname local_poly
 #' @export
 local_mean.default <- function(x, y, ...) {
-  if ("degree" %in% ...names()) abort("{.fn local_mean} has degree 0; use {.fn local_poly}.")
-  check_dots(..., .known = local_mean_arguments(local_poly.default))
-  fit <- local_poly.default(x, y, degree = 0, ...)
-  fit$call <- generic_call(match.call(), "local_mean")
+  degree_zero(local_poly.default, match.call(), x = x, y = y, ...)
+}
+
+# A local_poly() method at degree 0, called and classed as local_mean(): every argument of the
+# method but the degree passes on.
+degree_zero <- function(method, call, ..., error_call = rlang::caller_env()) {
+  if ("degree" %in% ...names()) {
+    abort("{.fn local_mean} has degree 0; use {.fn local_poly}.", call = error_call)
+  }
+  check_dots(..., .known = setdiff(names(formals(method)), c("degree", "...")),
+             .call = error_call, .own = character())
+  fit <- method(..., degree = 0)
+  fit$call <- generic_call(call, "local_mean")
   class(fit) <- c("local_mean", class(fit))
   fit
 }

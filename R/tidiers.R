@@ -212,18 +212,20 @@ augment.local_classify <- function(x, data = NULL, newdata = NULL, ...) {
 #' @export
 as.data.frame.local_model <- function(x, row.names = NULL, optional = FALSE, ...) {
   check_dots(..., .known = "stringsAsFactors")
-  out <- as.data.frame(augment(x))
-  out
+  as.data.frame(augment(x))
 }
 
 ## densities -------------------------------------------------------------------------------------
 
-#' @rdname localmean-tidiers
-#' @export
-tidy.local_kde <- function(x, ...) {
+# tidy() of the classes whose as.data.frame() is their tidy table.
+tidy_table <- function(x, ...) {
   check_dots(...)
   as_tidy_frame(as.data.frame(x))
 }
+
+#' @rdname localmean-tidiers
+#' @export
+tidy.local_kde <- tidy_table
 
 #' @rdname localmean-tidiers
 #' @export
@@ -305,10 +307,7 @@ augment.local_modes <- function(x, data = NULL, newdata = NULL, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-as.data.frame.local_modes <- function(x, row.names = NULL, optional = FALSE, ...) {
-  check_dots(..., .known = "stringsAsFactors")
-  as.data.frame(augment(x))
-}
+as.data.frame.local_modes <- as.data.frame.local_model
 
 #' @export
 fitted.local_modes <- function(object, ...) {
@@ -364,10 +363,7 @@ augment.local_ridges <- function(x, data = NULL, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-as.data.frame.local_ridges <- function(x, row.names = NULL, optional = FALSE, ...) {
-  check_dots(..., .known = "stringsAsFactors")
-  as.data.frame(augment(x))
-}
+as.data.frame.local_ridges <- as.data.frame.local_model
 
 #' @export
 fitted.local_ridges <- function(object, ...) {
@@ -385,10 +381,7 @@ nobs.local_ridges <- function(object, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.local_embedding <- function(x, ...) {
-  check_dots(...)
-  as_tidy_frame(as.data.frame(x))
-}
+tidy.local_embedding <- tidy_table
 
 #' @rdname localmean-tidiers
 #' @export
@@ -468,10 +461,7 @@ nobs.local_imputation <- function(object, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.local_qkv <- function(x, ...) {
-  check_dots(...)
-  as_tidy_frame(as.data.frame(x))
-}
+tidy.local_qkv <- tidy_table
 
 #' @rdname localmean-tidiers
 #' @export
@@ -533,19 +523,13 @@ augment.local_fuzzy <- function(x, data = NULL, newdata = NULL, se_fit = FALSE, 
 
 #' @rdname localmean-tidiers
 #' @export
-as.data.frame.local_fuzzy <- function(x, row.names = NULL, optional = FALSE, ...) {
-  check_dots(..., .known = "stringsAsFactors")
-  as.data.frame(augment(x))
-}
+as.data.frame.local_fuzzy <- as.data.frame.local_model
 
 ## generative ------------------------------------------------------------------------------------
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.local_score <- function(x, ...) {
-  check_dots(...)
-  as_tidy_frame(as.data.frame(x))
-}
+tidy.local_score <- tidy_table
 
 #' @rdname localmean-tidiers
 #' @export
@@ -578,10 +562,7 @@ augment.local_denoiser <- function(x, newdata = NULL, noise = NULL, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-tidy.local_diffusion <- function(x, ...) {
-  check_dots(...)
-  as_tidy_frame(as.data.frame(x))
-}
+tidy.local_diffusion <- tidy_table
 
 #' @rdname localmean-tidiers
 #' @export

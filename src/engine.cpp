@@ -328,13 +328,7 @@ List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior,
   data.use_kernel(set.kernel);
   set.use_tree = method == "tree";
   set.cutoff = cutoff;
-  localmean::ShiftSettings shift;
-  shift.max_iter = max_iter;
-  shift.tol = tol;
-  shift.ndim = ndim;
-  shift.keep_path = keep_path;
-  shift.accelerate = accelerate;
-  shift.meet = meet;
+  const localmean::ShiftSettings shift{max_iter, tol, ndim, keep_path, accelerate, meet};
   NumericVector wsum(m);
   IntegerVector iterations(m), status(m);
   std::vector<std::vector<double>> paths(keep_path ? m : 0);
