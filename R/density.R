@@ -91,7 +91,8 @@
 #'
 #' @param x A numeric vector, matrix or data frame (one column per variable;
 #'   a data frame may have categorical columns, see "Mixed data"), or for the
-#'   formula method a one-sided formula such as `~ a + b`.
+#'   formula method a one-sided formula such as `~ a + b` (a two-sided one,
+#'   `y ~ x`, estimates the conditional density of `y`: see [kde-conditional]).
 #' @param data A data frame for the formula method.
 #' @param kernel A kernel name (see [kernels()]), a function of the scaled
 #'   distance or a [user_kernel()]. The Cauchy kernel has no
@@ -100,7 +101,8 @@
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
 #'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
 #'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}{h}
-#'   or \eqn{\lambda}{lambda}), "rot" or "lscv".
+#'   or \eqn{\lambda}{lambda}), "rot" or "lscv"; for a conditional density (a two-sided
+#'   formula) see [kde-conditional].
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
 #'   none beyond); 0 skips the grid. At most 1,048,576 grid points in all
 #'   (1024 x 1024).
@@ -155,8 +157,13 @@ kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit)
   check_dots(..., .known = setdiff(names(formals(kde.default)), c("x", "...")))
   call <- match.call(expand.dots = FALSE)
   names(call)[names(call) == "x"] <- "formula"
-  if (length(x) != 2L) abort("{.arg x} must be a one-sided formula such as {.code ~ a + b}.")
   mf <- call_model_frame(call, parent.frame())
+  if (length(x) == 3L) {  # a response: the conditional density (R/conditional.R)
+    fit <- kde_conditional(mf, weights = stats::model.weights(mf), ...)
+    fit$call <- generic_call(match.call(), "kde")
+    fit$terms <- attr(mf, "terms")
+    return(fit)
+  }
   fit <- kde.default(formula_parts(mf)$x, weights = stats::model.weights(mf), ...)
   fit$call <- generic_call(match.call(), "kde")
   fit$terms <- attr(mf, "terms")
