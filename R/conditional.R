@@ -213,12 +213,31 @@ cdens_mlcv <- function(fit, n_threads, verbose, call = rlang::caller_env()) {
   h0 <- c(start$h, start$y)
   mult <- exp(seq(log(0.25), log(2), length.out = 10L))
   values <- vapply(mult, function(a) score_of(a * h0), 1)
+  # as lscv: none below 1/20 of the rule of thumb nor the resolution of rounded data, where the
+  # leave-one-out likelihood of a point's twins grows without bound as the bandwidths shrink
   bounds <- bandwidth_bounds(specs$joint)
-  best <- joint_search(score_of, mult[which.min(values)] * h0, start$lambda, bounds, specs$joint)
+  bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, h0))
+  best <- joint_search(score_of, pmax(mult[which.min(values)] * h0, bounds[1L, ]), start$lambda,
+                       bounds, specs$joint)
   q <- length(best$h)
+  warn_mlcv_floor(specs$joint$x, best$h, bounds[1L, ])
   lambda <- if (length(start$lambda)) best$lambda else NULL
   list(bandwidth = list(h = best$h[-q], lambda = lambda, y = best$h[q]), curve = NULL,
        cv_loglik = -score_of(best$h, lambda = lambda %||% start$lambda))
+}
+
+# Warns when the likelihood cross-validation chose the lower limit of some bandwidth.
+warn_mlcv_floor <- function(z, h, floor) {
+  low <- h <= floor * (1 + 1e-6)
+  if (!any(low)) return(invisible())
+  tied <- vapply(which(low), function(j) mean(duplicated(z[, j])), 1)
+  warn(c("The {.val mlcv} score has its maximum at the smallest bandwidth searched for
+          {.field {colnames(z)[low]}}: {signif(floor[low], 3)} (the larger of 1/20 of the
+          rule of thumb and the resolution of the data).",
+         i = if (any(tied > 0)) "{round(100 * tied)}% of the values are duplicated: likelihood
+             cross-validation undersmooths tied or rounded data.",
+         i = "Consider {.val rot}, or give {.arg bandwidth} as numbers."),
+       class = "localmean_rounded")
 }
 
 # Engine specifications of a bandwidth search, built once so that every score reuses their
@@ -236,14 +255,25 @@ cdens_search_specs <- function(fit, n_threads) {
   list(joint = joint, x = x)
 }
 
-# f(y_i | x_i) at the data (leaving each point out of its own estimate with `leave_out`).
+# f(y_i | x_i) at the data; with `leave_out`, f_-i(y_i | x_i), each point left out of its own
+# estimate by removing its own weight from the engine's sums (cdens_self_weight()).
 cdens_at_data <- function(fit, bw, specs, leave_out = FALSE) {
-  out <- if (leave_out) seq_len(fit$n)
+  self <- if (leave_out) cdens_self_weight(fit, bw)
   if (fit$kernel == "gaussian") {
-    return(cdens_pairs_gaussian(fit, fit$x, fit$categorical$codes, fit$y, bw, specs, out))
+    return(cdens_pairs_gaussian(fit, fit$x, fit$categorical$codes, fit$y, bw, specs, self))
   }
-  cdens_pairs(fit, fit$x, fit$categorical$codes, fit$y, "density", bw, out,
+  cdens_pairs(fit, fit$x, fit$categorical$codes, fit$y, "density", bw, self,
               n_threads = specs$x$n_threads)[, 1L]
+}
+
+# The weight of each data point in its own window: its prior weight (as the engine has it) times
+# the kernel at distance 0 (1 for every registry kernel) and its own level's discrete weights
+# (1 - lambda unordered, 1 ordered).
+cdens_self_weight <- function(fit, bw) {
+  w <- rep_len(fit$weights %||% 1, fit$n)
+  cat <- fit$categorical
+  if (!is.null(cat)) w <- w * prod(ifelse(cat$ordered, 1, 1 - bw$lambda))
+  w
 }
 
 # ---- Evaluation -------------------------------------------------------------------------------
@@ -257,14 +287,14 @@ cdens_values <- function(fit, at, type, hy = fit$bandwidth$y) {
 }
 
 # Local means of the columns of `values` under the x-weights at the rows of `points` (numeric
-# predictors) with level codes `codes`: an m x ncol(values) matrix, NA where no data weigh.
-cdens_local_means <- function(fit, values, points, codes, bw = fit$bandwidth, leave_out = NULL,
-                              n_threads = 1L) {
+# predictors) with level codes `codes`: list(mean = m x ncol(values), NA where no data weigh;
+# wsum = the weight sums).
+cdens_local_means <- function(fit, values, points, codes, bw = fit$bandwidth, n_threads = 1L) {
   spec <- engine_spec(fit$x, fit$kernel, bw$h, values = values, prior = fit$weights,
                       method = fit$method, control = fit$control, m = nrow(points),
                       categorical = fit$categorical, lambda = bw$lambda, n_threads = n_threads)
-  res <- engine_run(spec, points, query_codes = codes, leave_out = leave_out)
-  matrix(res$coef[, 1L, ], nrow(points))
+  res <- engine_run(spec, points, query_codes = codes)
+  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum)
 }
 
 # Estimates of `type` at every row of `points` for every y of `at`: m x length(at), in blocks
@@ -273,36 +303,48 @@ cdens_grid <- function(fit, points, codes, at, type, n_threads = 1L, block = 256
   out <- matrix(NA_real_, nrow(points), length(at))
   for (cols in split(seq_along(at), (seq_along(at) - 1L) %/% block)) {
     out[, cols] <- cdens_local_means(fit, cdens_values(fit, at[cols], type), points, codes,
-                                     n_threads = n_threads)
+                                     n_threads = n_threads)$mean
   }
   out
 }
 
 # Estimates of each of `types` at the pairs (row j of points and codes, at[j]): m x
 # length(types). A block of pairs at a time: the values hold the block's own y (one column per
-# pair and type), and each pair reads its own columns.
-cdens_pairs <- function(fit, points, codes, at, types, bw = fit$bandwidth, leave_out = NULL,
+# pair and type), and each pair reads its own columns. With `self` (the pairs are the data, in
+# order), each pair's own weight self[j] and value are removed from its sums: leave-one-out.
+cdens_pairs <- function(fit, points, codes, at, types, bw = fit$bandwidth, self = NULL,
                         n_threads = 1L, block = 32L) {
   m <- nrow(points)
   out <- matrix(NA_real_, m, length(types))
   for (rows in split(seq_len(m), (seq_len(m) - 1L) %/% block)) {
     k <- length(rows)
     values <- do.call(cbind, lapply(types, function(t) cdens_values(fit, at[rows], t, bw$y)))
-    means <- cdens_local_means(fit, values, points[rows, , drop = FALSE],
-                               codes[rows, , drop = FALSE], bw, leave_out[rows], n_threads)
-    for (t in seq_along(types)) out[rows, t] <- means[cbind(seq_len(k), (t - 1L) * k + seq_len(k))]
+    res <- cdens_local_means(fit, values, points[rows, , drop = FALSE],
+                             codes[rows, , drop = FALSE], bw, n_threads)
+    for (t in seq_along(types)) {
+      own <- cbind(seq_len(k), (t - 1L) * k + seq_len(k))
+      out[rows, t] <- if (is.null(self)) res$mean[own] else {
+        left <- res$wsum - self[rows]
+        (res$mean[own] * res$wsum - self[rows] * values[cbind(rows, own[, 2L])]) / left
+      }
+    }
   }
+  out[!is.finite(out)] <- NA_real_
   out
 }
 
 # f(y_j | x_j) for the Gaussian kernel, whose product kernel on (x, y) is the radial one: the
 # engine's weight sums on (x, y) over those on x, times the kernel's constant over h_y. Two
-# passes for any number of pairs.
-cdens_pairs_gaussian <- function(fit, points, codes, at, bw, specs, leave_out = NULL) {
+# passes for any number of pairs. `self`: leave-one-out at the data, as cdens_pairs().
+cdens_pairs_gaussian <- function(fit, points, codes, at, bw, specs, self = NULL) {
   joint <- engine_run(with_scale(specs$joint, c(bw$h, bw$y), lambda = bw$lambda),
-                      cbind(points, at), query_codes = codes, leave_out = leave_out)$wsum
+                      cbind(points, at), query_codes = codes)$wsum
   marginal <- engine_run(with_scale(specs$x, bw$h, lambda = bw$lambda), points,
-                         query_codes = codes, leave_out = leave_out)$wsum
+                         query_codes = codes)$wsum
+  if (!is.null(self)) {
+    joint <- joint - self
+    marginal <- marginal - self
+  }
   dens <- joint / marginal * kernel_row("gaussian")$constant / bw$y
   dens[!is.finite(dens)] <- NA_real_
   dens
