@@ -676,7 +676,7 @@ plot.local_cdens <- function(x, tau = c(0.1, 0.5, 0.9), n_grid = 101L, points = 
                        ylab = x$response,
                        main = sprintf("Conditional density of %s", x$response), ...)
     graphics::image(xs, ys, dens, col = grDevices::hcl.colors(64L, "YlOrRd", rev = TRUE),
-                    add = TRUE)
+                    add = TRUE, useRaster = TRUE)
     if (points) {
       keep <- sample_rows(x$n, 5000L)
       graphics::points(x$x[keep, 1L], x$y[keep], pch = 20, cex = 0.5, col = "grey20")

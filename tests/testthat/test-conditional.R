@@ -250,3 +250,14 @@ test_that("print, summary, plot and logLik work", {
   expect_output(print(summary(fit2)), "factor\\(cyl\\)")
   expect_error(plot(kde(mpg ~ wt + hp, mtcars)), "one predictor", class = "localmean_error")
 })
+
+test_that("tidy() and glance() summarise the bandwidths and the fit", {
+  fit <- kde(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(0.6, 0.2, 2))
+  td <- as.data.frame(tidy(fit))
+  expect_identical(td$variable, c("wt", "factor(cyl)", "mpg"))
+  expect_identical(td$parameter, c("h", "lambda", "h"))
+  expect_equal(td$bandwidth, c(0.6, 0.2, 2))
+  gl <- as.data.frame(glance(fit))
+  expect_identical(gl$nobs, 32L)
+  expect_equal(gl$logLik, as.numeric(logLik(fit)))
+})
