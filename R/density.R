@@ -99,7 +99,7 @@
 #'   density in more than one dimension; a full matrix `H` needs a kernel
 #'   other than the Cauchy too.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
-#'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
+#'   [nn()], or a selector: "rot", "plugin", "lscv", "scv", "mlcv" or "isj" (see
 #'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}{h}
 #'   or \eqn{\lambda}{lambda}), "rot" or "lscv"; for a conditional density (a two-sided
 #'   formula) see [kde-conditional].

@@ -86,6 +86,7 @@ bandwidth_selectors <- list(
       bw_lscv_diag(p$x, p$weights, p$n_threads)
   }),
   density_selector("scv", function(p) bw_scv_1d(p$x[, 1L], p$weights), max_d = 1),
+  density_selector("mlcv", function(p) bw_mlcv(p$x, p$weights, p$n_threads)),
   density_selector("isj", function(p) bw_isj(p$x[, 1L], p$weights), max_d = 1),
   # conditional densities (R/conditional.R): list(h, lambda, y) as `bandwidth`
   selector("rot", "conditional", function(p) cdens_rot(p$fit, p$call)),

@@ -11,7 +11,7 @@ test_that("every selector has the documented shape and the families list theirs"
   names_of <- localmean:::selector_names
   expect_setequal(names_of("regression"), c("cv", "gcv", "aicc", "rot", "plugin"))
   expect_setequal(names_of("classification"), c("cv", "rot"))
-  expect_setequal(names_of("density"), c("rot", "plugin", "lscv", "scv", "isj"))
+  expect_setequal(names_of("density"), c("rot", "plugin", "lscv", "scv", "mlcv", "isj"))
   expect_identical(names_of("modes"), c("auto", "plugin"))
   expect_identical(names_of("conditional"), c("rot", "mlcv"))
 })
