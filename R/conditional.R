@@ -497,9 +497,13 @@ predict.local_cdens <- function(object, newdata = NULL, y = NULL,
     value <- rep(NA_real_, length(at))
     has <- !is.na(at)
     if (any(has)) {
-      value[has] <- cdens_pairs(object, points$x[has, , drop = FALSE],
-                                points$codes[has, , drop = FALSE], at[has], type,
-                                n_threads = n_threads)[, 1L]
+      rows <- list(points$x[has, , drop = FALSE], points$codes[has, , drop = FALSE], at[has])
+      value[has] <- if (type == "density" && object$kernel == "gaussian") {
+        cdens_pairs_gaussian(object, rows[[1L]], rows[[2L]], rows[[3L]], object$bandwidth,
+                             cdens_search_specs(object, n_threads))
+      } else {
+        cdens_pairs(object, rows[[1L]], rows[[2L]], rows[[3L]], type, n_threads = n_threads)[, 1L]
+      }
     }
     return(expand_rows(value, ok))
   }

@@ -87,6 +87,7 @@ test_that("mixed predictors and prior weights equal the product-kernel reference
   nd <- cars[c(1, 5, 20), ]
   dens <- unname(predict(fit, nd, y = c(15, 22)))
   q <- predict(fit, nd, type = "quantile", tau = c(0.25, 0.75))
+  at_pairs <- predict(fit, nd)  # each row's own mpg
   for (i in 1:3) {
     codes0 <- c(match(as.character(nd$cyl[i]), levels(cars$cyl)),
                 match(as.character(nd$gear[i]), levels(cars$gear)),
@@ -94,6 +95,7 @@ test_that("mixed predictors and prior weights equal the product-kernel reference
     for (k in 1:2) {
       expect_equal(dens[i, k], cdens_ref(d, nd$wt[i], codes0, c(15, 22)[k]), tolerance = 1e-10)
     }
+    expect_equal(at_pairs[i], cdens_ref(d, nd$wt[i], codes0, nd$mpg[i]), tolerance = 1e-10)
     expect_equal(unname(q[i, ]), c(quantile_ref(d, nd$wt[i], codes0, 0.25),
                                    quantile_ref(d, nd$wt[i], codes0, 0.75)), tolerance = 1e-10)
   }
