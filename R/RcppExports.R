@@ -141,6 +141,10 @@ cpp_kernel_shape <- function(name, r2) {
     .Call(`_localmean_cpp_kernel_shape`, name, r2)
 }
 
+cpp_kernel_cdf <- function(name, u) {
+    .Call(`_localmean_cpp_kernel_cdf`, name, u)
+}
+
 cpp_loss_table <- function() {
     .Call(`_localmean_cpp_loss_table`)
 }

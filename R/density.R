@@ -91,16 +91,18 @@
 #'
 #' @param x A numeric vector, matrix or data frame (one column per variable;
 #'   a data frame may have categorical columns, see "Mixed data"), or for the
-#'   formula method a one-sided formula such as `~ a + b`.
+#'   formula method a one-sided formula such as `~ a + b` (a two-sided one,
+#'   `y ~ x`, estimates the conditional density of `y`: see [kde-conditional]).
 #' @param data A data frame for the formula method.
 #' @param kernel A kernel name (see [kernels()]), a function of the scaled
 #'   distance or a [user_kernel()]. The Cauchy kernel has no
 #'   density in more than one dimension; a full matrix `H` needs a kernel
 #'   other than the Cauchy too.
 #' @param bandwidth A number, a vector (one per variable), a bandwidth matrix,
-#'   [nn()], or a selector: "rot", "plugin", "lscv", "scv" or "isj" (see
+#'   [nn()], or a selector: "rot", "plugin", "lscv", "scv", "mlcv" or "isj" (see
 #'   [kde_bandwidth()]). With categorical columns one value per column (\eqn{h}{h}
-#'   or \eqn{\lambda}{lambda}), "rot" or "lscv".
+#'   or \eqn{\lambda}{lambda}), "rot" or "lscv"; for a conditional density (a two-sided
+#'   formula) see [kde-conditional].
 #' @param gridsize Grid points per variable (default 512 in 1-D, 51 in 2-D,
 #'   none beyond); 0 skips the grid. At most 1,048,576 grid points in all
 #'   (1024 x 1024).
@@ -151,12 +153,18 @@ kde <- function(x, ...) UseMethod("kde")
 
 #' @rdname kde
 #' @export
-kde.formula <- function(x, data = NULL, ..., subset, na.action = stats::na.omit) {
-  check_dots(..., .known = setdiff(names(formals(kde.default)), c("x", "...")))
+kde.formula <- function(x, data = NULL, ..., weights = NULL, subset, na.action = stats::na.omit) {
+  # `weights` is a formal so that the model frame evaluates it in `data`, as lm() does
+  check_dots(..., .known = setdiff(names(formals(kde.default)), c("x", "weights", "...")))
   call <- match.call(expand.dots = FALSE)
   names(call)[names(call) == "x"] <- "formula"
-  if (length(x) != 2L) abort("{.arg x} must be a one-sided formula such as {.code ~ a + b}.")
   mf <- call_model_frame(call, parent.frame())
+  if (length(x) == 3L) {  # a response: the conditional density (R/conditional.R)
+    fit <- kde_conditional(mf, weights = stats::model.weights(mf), ...)
+    fit$call <- generic_call(match.call(), "kde")
+    fit$terms <- attr(mf, "terms")
+    return(fit)
+  }
   fit <- kde.default(formula_parts(mf)$x, weights = stats::model.weights(mf), ...)
   fit$call <- generic_call(match.call(), "kde")
   fit$terms <- attr(mf, "terms")

@@ -58,6 +58,10 @@ format.local_kde <- function(x, digits = NULL, ...) printed_lines(x, digits, ...
 
 #' @rdname localmean-format
 #' @export
+format.local_cdens <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
+
+#' @rdname localmean-format
+#' @export
 format.local_modes <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
 
 #' @rdname localmean-format

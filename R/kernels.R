@@ -60,6 +60,11 @@ kernel_value <- function(u, kernel = "gaussian", ...) {
   cpp_kernel_value(kernel, as.double(u))
 }
 
+# The kernel's distribution function on the line, int_{-Inf}^u k(t) dt, from the registry
+# (kernel_cdf() in kernels.hpp; built-in kernels only): the integrated kernel of conditional
+# distribution functions.
+kernel_cdf <- function(u, kernel) cpp_kernel_cdf(as.character(kernel), as.double(u))
+
 # Every fact of the C++ registry table (kernels.hpp), read once per session: the single source of
 # kernel facts in R. Besides the columns of kernels(): `multivariate` (a density exists in d >= 2),
 # `reach` (how far a density grid extends beyond the data, in scales), `quartile`, `truncated`

@@ -1,7 +1,7 @@
 # Bandwidth selectors: one shape and one list for every family.
 #
 # A selector is the name users type as `bandwidth`, the families it serves ("regression",
-# "classification", "density", "modes"), the most variables it handles (`max_d`), and
+# "classification", "density", "modes", "conditional"), the most variables it handles (`max_d`), and
 # `select(problem)`, which returns list(bandwidth, curve): bandwidths for the problem's kernel
 # (one per variable) and the curve it searched (a data frame of candidates and scores, or NULL);
 # the cv, gcv and aicc selectors add the score and `smoothed_out`, a logical per variable (TRUE
@@ -86,7 +86,11 @@ bandwidth_selectors <- list(
       bw_lscv_diag(p$x, p$weights, p$n_threads)
   }),
   density_selector("scv", function(p) bw_scv_1d(p$x[, 1L], p$weights), max_d = 1),
+  density_selector("mlcv", function(p) bw_mlcv(p$x, p$weights, p$n_threads)),
   density_selector("isj", function(p) bw_isj(p$x[, 1L], p$weights), max_d = 1),
+  # conditional densities (R/conditional.R): list(h, lambda, y) as `bandwidth`
+  selector("rot", "conditional", function(p) cdens_rot(p$fit, p$call)),
+  selector("mlcv", "conditional", function(p) cdens_mlcv(p$fit, p$n_threads, p$verbose, p$call)),
   mode_selector("auto", function(p) bw_gradient_ns(p$x, p$weights)),
   mode_selector("plugin", function(p) bw_gradient(p$x, p$weights, p$n_threads))
 )

@@ -240,6 +240,26 @@ glance.local_kde <- function(x, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
+tidy.local_cdens <- function(x, ...) {
+  check_dots(...)
+  kind <- c(x$predictors$kind, "response")
+  bandwidth <- c(join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors), x$bandwidth$y)
+  as_tidy_frame(data.frame(variable = c(x$predictors$names, x$response), kind = kind,
+                           parameter = ifelse(kind %in% c("numeric", "response"), "h", "lambda"),
+                           bandwidth = bandwidth, stringsAsFactors = FALSE))
+}
+
+#' @rdname localmean-tidiers
+#' @export
+glance.local_cdens <- function(x, ...) {
+  check_dots(...)
+  glance_row(nobs = x$n, kernel = x$kernel, bandwidth.method = x$bandwidth_method,
+             logLik = as.numeric(stats::logLik(x)),
+             cv.logLik = if (!is.null(x$cv_loglik)) x$n * x$cv_loglik)
+}
+
+#' @rdname localmean-tidiers
+#' @export
 augment.local_kde <- function(x, data = NULL, newdata = NULL, ...) {
   check_dots(...)
   if (is.null(newdata)) {
@@ -584,6 +604,8 @@ glance.local_diffusion <- function(x, ...) {
 #' * regression and classification fits: the data with the fitted values,
 #'   residuals, leverages, class probabilities (the columns of [augment()]);
 #' * [kde()]: the grid points and the density there;
+#' * `kde(y ~ x)`: the data (level codes for categorical predictors) with the
+#'   conditional density at each point, `.density`;
 #' * [mean_shift()], [medoid_shift()]: the mode each point reached;
 #'   [pc_shift()]: the points on the ridges;
 #' * embeddings ([lle()], [trimap()], [ordinal_embed()], [asym_mds()]): the
@@ -625,6 +647,16 @@ as.matrix.local_model <- numeric_frame
 #' @rdname localmean-as-matrix
 #' @export
 as.matrix.local_kde <- numeric_frame
+
+#' @rdname localmean-as-matrix
+#' @export
+as.matrix.local_cdens <- function(x, ...) {
+  check_dots(...)
+  columns <- cbind(x$x, x$categorical$codes)[, x$predictors$names, drop = FALSE]
+  out <- cbind(columns, x$y, predict(x, verbose = FALSE))
+  colnames(out) <- c(x$predictors$names, x$response, ".density")
+  out
+}
 
 #' @rdname localmean-as-matrix
 #' @export

@@ -18,7 +18,7 @@ MALLOC_MMAP_THRESHOLD_=2147483647 MALLOC_TRIM_THRESHOLD_=4294967295 Rscript "$di
 echo
 for f in bench-exact.R bench-cv.R bench-kde-exact.R bench-meanshift.R bench-lle.R bench-trimap.R \
     bench-attention.R bench-qkv.R bench-impute.R bench-denoise.R bench-likelihood.R bench-bands.R \
-    bench-selectors-mixed.R bench-np-mixed.R bench-kde-mixed.R bench-metric.R; do
+    bench-selectors-mixed.R bench-np-mixed.R bench-kde-mixed.R bench-metric.R bench-conditional.R; do
   echo "################ $f"
   Rscript "$dir/$f"
   echo

@@ -530,6 +530,18 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_kernel_cdf
+NumericVector cpp_kernel_cdf(std::string name, NumericVector u);
+RcppExport SEXP _localmean_cpp_kernel_cdf(SEXP nameSEXP, SEXP uSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< std::string >::type name(nameSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type u(uSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_kernel_cdf(name, u));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_loss_table
 DataFrame cpp_loss_table();
 RcppExport SEXP _localmean_cpp_loss_table() {
@@ -706,6 +718,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_nl_means", (DL_FUNC) &_localmean_cpp_nl_means, 8},
     {"_localmean_cpp_register_kernel", (DL_FUNC) &_localmean_cpp_register_kernel, 5},
     {"_localmean_cpp_kernel_shape", (DL_FUNC) &_localmean_cpp_kernel_shape, 2},
+    {"_localmean_cpp_kernel_cdf", (DL_FUNC) &_localmean_cpp_kernel_cdf, 2},
     {"_localmean_cpp_loss_table", (DL_FUNC) &_localmean_cpp_loss_table, 0},
     {"_localmean_cpp_loss_eval", (DL_FUNC) &_localmean_cpp_loss_eval, 5},
     {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 13},

@@ -38,3 +38,13 @@ NumericVector cpp_kernel_shape(std::string name, NumericVector r2) {
   for (R_xlen_t i = 0; i < r2.size(); ++i) out[i] = localmean::kernel_shape(type, r2[i]);
   return out;
 }
+
+// The kernel's distribution function on the line at scaled distances u (kernel_cdf()).
+// [[Rcpp::export]]
+NumericVector cpp_kernel_cdf(std::string name, NumericVector u) {
+  localmean::KernelType type;
+  if (!localmean::kernel_from_name(name, &type)) stop("unknown kernel '%s'", name);
+  NumericVector out(u.size());
+  for (R_xlen_t i = 0; i < u.size(); ++i) out[i] = localmean::kernel_cdf(type, u[i]);
+  return out;
+}

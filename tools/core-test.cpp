@@ -328,6 +328,26 @@ static void neighbour_tests() {
              std::fabs(radial_constant(KernelType::laplace, 3) * 8.0 * kPi - 1.0) < 1e-11,
          "radial constants equal their closed forms");
 
+  // The kernels' distribution functions: 1/2 at 0, symmetric, 0 and 1 beyond the support of
+  // compact kernels, and their derivative (a central difference) is the kernel.
+  {
+    double worst = 0.0;
+    for (std::size_t t = 0; t < kKernelCount; ++t) {
+      const KernelType type = static_cast<KernelType>(t);
+      const KernelInfo& info = kernel_info(type);
+      worst = std::max(worst, std::fabs(kernel_cdf(type, 0.0) - 0.5));
+      for (double u : {-2.5, -0.9, -0.3, 0.2, 0.7, 1.7}) {
+        worst = std::max(worst, std::fabs(kernel_cdf(type, u) + kernel_cdf(type, -u) - 1.0));
+        const double step = 1e-5;
+        const double slope = (kernel_cdf(type, u + step) - kernel_cdf(type, u - step)) / (2 * step);
+        worst = std::max(worst, std::fabs(slope - kernel_value(type, u)) * 1e-2);
+      }
+      if (info.compact)
+        worst = std::max(worst, kernel_cdf(type, -1.5) + std::fabs(kernel_cdf(type, 1.5) - 1.0));
+    }
+    expect(worst < 1e-9, "kernel_cdf() integrates each kernel");
+  }
+
   // A tabulated profile (a kernel of the user's own) of the triweight's shape: its values
   // between the nodes, its registry row and its radial constant equal the built-in kernel's.
   std::vector<double> nodes(4097);

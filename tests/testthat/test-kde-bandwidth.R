@@ -427,3 +427,33 @@ test_that("selectors and mode seeking work on data scaled by 1e-300", {
   expect_equal(unname(pc_shift(faithful$eruptions * 1e-300, ndim = 0, verbose = FALSE)$bandwidth /
                  1e-300), unname(pc_shift(faithful$eruptions, ndim = 0, verbose = FALSE)$bandwidth))
 })
+
+test_that("mlcv maximises the leave-one-out likelihood (plain-R reference)", {
+  loo_ref <- function(x, h) {
+    n <- nrow(x)
+    dens <- vapply(seq_len(n), function(i) {
+      u <- sweep(sweep(x[-i, , drop = FALSE], 2L, x[i, ]), 2L, h, `/`)
+      sum(exp(-rowSums(u^2) / 2)) / (n - 1) / prod(h) / (2 * pi)^(ncol(x) / 2)
+    }, 1)
+    mean(log(dens))
+  }
+  set.seed(4)
+  x1 <- matrix(c(rnorm(100), rnorm(60, 4)), ncol = 1)
+  h1 <- kde_bandwidth(x1, bandwidth = "mlcv", verbose = FALSE)
+  x2 <- cbind(rnorm(120), rnorm(120, sd = 3))
+  h2 <- kde_bandwidth(x2, bandwidth = "mlcv", verbose = FALSE)
+  expect_length(h2, 2L)
+  for (case in list(list(x1, h1), list(x2, h2))) {
+    x <- case[[1]]
+    h <- case[[2]]
+    best <- loo_ref(x, h)
+    for (j in seq_along(h)) {
+      for (a in c(0.9, 1.1)) expect_lt(loo_ref(x, replace(h, j, a * h[j])), best)
+    }
+  }
+  # the fit uses it, converted to the kernel's scale
+  fit <- kde(x1[, 1], bandwidth = "mlcv", kernel = "epanechnikov", gridsize = 0, verbose = FALSE)
+  expect_equal(unname(fit$bandwidth$h),
+               unname(h1) * asNamespace("localmean")$kernel_scale_factor("epanechnikov"))
+  expect_identical(fit$bandwidth_method, "mlcv")
+})

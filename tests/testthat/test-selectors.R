@@ -4,14 +4,16 @@ test_that("every selector has the documented shape and the families list theirs"
   sels <- localmean:::bandwidth_selectors
   for (s in sels) {
     expect_named(s, c("name", "families", "select", "max_d", "applies"))
-    expect_true(all(s$families %in% c("regression", "classification", "density", "modes")))
+    expect_true(all(s$families %in% c("regression", "classification", "density", "modes",
+                                      "conditional")))
     expect_true(is.function(s$select) && is.function(s$applies))
   }
   names_of <- localmean:::selector_names
   expect_setequal(names_of("regression"), c("cv", "gcv", "aicc", "rot", "plugin"))
   expect_setequal(names_of("classification"), c("cv", "rot"))
-  expect_setequal(names_of("density"), c("rot", "plugin", "lscv", "scv", "isj"))
+  expect_setequal(names_of("density"), c("rot", "plugin", "lscv", "scv", "mlcv", "isj"))
   expect_identical(names_of("modes"), c("auto", "plugin"))
+  expect_identical(names_of("conditional"), c("rot", "mlcv"))
 })
 
 test_that("a selector's result is what the family's fit uses", {

@@ -581,6 +581,34 @@ inline double kernel_value(KernelType type, double u) {
   return kernel_info(type).constant * kernel_shape(type, u * u);
 }
 
+// The kernel's distribution function on the line, int_{-inf}^u k(t) dt: the integrated kernel
+// of conditional distribution functions (F(y | x) is a local mean of it). Closed forms of the
+// registry's kernels; NaN for a user kernel (a tabulated profile has none).
+inline double kernel_cdf(KernelType type, double u) {
+  if (std::isnan(u)) return u;
+  const double a = std::fabs(u), s = u < 0.0 ? -1.0 : 1.0;
+  // half the mass of a symmetric compact kernel plus its signed integral from 0 to min(|u|, 1)
+  auto compact = [s](double half_integral) { return 0.5 + s * half_integral; };
+  const double b = std::min(a, 1.0), b2 = b * b;
+  switch (type) {
+  case KernelType::gaussian: return 0.5 * std::erfc(-u / std::sqrt(2.0));
+  case KernelType::epanechnikov: return compact(0.75 * b * (1.0 - b2 / 3.0));
+  case KernelType::uniform: return compact(0.5 * b);
+  case KernelType::triangular: return compact(b - 0.5 * b2);
+  case KernelType::biweight: return compact(15.0 / 16.0 * b * (1.0 - b2 * (2.0 / 3.0 - b2 / 5.0)));
+  case KernelType::triweight:
+    return compact(35.0 / 32.0 * b * (1.0 - b2 * (1.0 - b2 * (3.0 / 5.0 - b2 / 7.0))));
+  case KernelType::tricube: {
+    const double b3 = b2 * b;
+    return compact(70.0 / 81.0 * b * (1.0 - b3 * (0.75 - b3 * (3.0 / 7.0 - b3 / 10.0))));
+  }
+  case KernelType::cosine: return compact(0.5 * std::sin(0.5 * kPi * b));
+  case KernelType::laplace: return compact(0.5 * -std::expm1(-a));
+  case KernelType::cauchy: return 0.5 + std::atan(u) / kPi;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
 // Normalising constant of the radial kernel in d dimensions: 1 / int_{R^d} shape(||u||^2) du,
 // by composite Simpson integration of the radial profile (d = 1 returns the tabulated constant).
 inline double radial_constant(KernelType type, int d) {

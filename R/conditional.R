@@ -1,0 +1,709 @@
+# Conditional densities, distributions and quantiles: the heterogeneous product kernel on X x Y.
+#
+# With prior weights w_i, the kernel K_x of the predictors (the engine's: radial in the numeric
+# predictors scaled by h, times the discrete kernels of the categorical ones) and a kernel k in y
+# of bandwidth h_y (G its distribution function),
+#   f(y | x) = sum_i w_i K_x(x, x_i) k_hy(y - y_i) / sum_i w_i K_x(x, x_i),
+#   F(y | x) = sum_i w_i K_x(x, x_i) G((y - y_i) / h_y) / sum_i w_i K_x(x, x_i),
+# the ratio of the product-kernel density on (x, y) to the density on x (np's local constant
+# npcdens / npcdist). Both are local means: of the values k_hy(y - y_i), or G((y - y_i) / h_y),
+# under the x-weights. So the engine computes them exactly for every kernel and every mix of
+# predictors, and one pass gives every y of a grid at once (one value column per y, see
+# cdens_grid()). The categorical kernels carry regression weights (no unit mass, as
+# local_mean()): the normalisation of a density in x cancels in the ratio anyway.
+#
+# At pairs (x_j, y_j) with a y of their own (predict(), the quantiles' Newton steps, likelihood
+# cross-validation at the data) the columns are the pairs' own y, a block of pairs at a time,
+# each pair reading its own column (cdens_pairs()). For the Gaussian kernel the product kernel
+# on (x, y) is the radial one, so f(y_j | x_j) is also the ratio of the engine's weight sums on
+# (x, y) and on x: two passes whatever the number of pairs (cdens_pairs_gaussian(), used by
+# the likelihood cross-validation).
+
+#' Conditional density, distribution and quantiles
+#'
+#' `kde()` with a two-sided formula, `kde(y ~ x1 + x2, data)`, estimates the
+#' conditional density \eqn{f(y \mid x)}{f(y | x)} of a numeric response given
+#' predictors of any kind (numeric, factors, ordered factors, logical, in any
+#' mix) with the product kernel on \eqn{(x, y)}{(x, y)}: the paper's heterogeneous kernel
+#' on \eqn{X \times Y}{X x Y}. The estimate is a local mean, at \eqn{x}{x}, of the
+#' kernel in \eqn{y}{y} around every response:
+#' \deqn{\hat f(y \mid x) = \frac{\sum_i w_i K_x(x, x_i) k_{h_y}(y - y_i)}{\sum_i w_i K_x(x, x_i)},}{
+#'  fhat(y | x) = sum_i w_i K_x(x, x_i) k_hy(y - y_i) / sum_i w_i K_x(x, x_i),}
+#' the ratio of the product-kernel density on \eqn{(x, y)}{(x, y)} to the density on
+#' \eqn{x}{x} (local constant, as `np::npcdens()`). Replacing \eqn{k}{k} by its
+#' distribution function gives the conditional distribution function
+#' \eqn{\hat F(y \mid x)}{Fhat(y | x)}, and inverting it the conditional quantiles
+#' (as `np::npqreg()`). `predict()` gives all three.
+#'
+#' **Kernels.** \eqn{K_x}{K_x} is the kernel of [kde()] and [local_mean()] on the
+#' predictors: radial in the numeric ones scaled by their bandwidths (a product
+#' for the Gaussian, np's default), times the Aitchison-Aitken kernel of each
+#' unordered column and \eqn{\lambda^{|r - r_i|}}{lambda^|r - r_i|} of each ordered one (the weights
+#' of [local_mean()], so that a factor predictor with \eqn{\lambda = 0}{lambda = 0} gives the
+#' density of each group apart). The kernel in \eqn{y}{y} is the same registry kernel
+#' in one dimension. Kernels of the user's own are not accepted (the
+#' distribution function needs the kernel's integral).
+#'
+#' **Bandwidths.** `bandwidth` is one value per predictor followed by the
+#' response's (or named by the variables): \eqn{h}{h} for numeric columns and the
+#' response, \eqn{\lambda}{lambda} for categorical ones; or a selector:
+#' - "rot" (the default), the normal-reference rule: \eqn{h = 1.06\, s\, n^{-1/(4 + q)}}{h =
+#'   1.06 s n^(-1/(4 + q))} for every numeric variable and the response, \eqn{s}{s} the smaller of the
+#'   standard deviation and the IQR / 1.349 and \eqn{q}{q} the number of numeric variables
+#'   with the response (np's `bwmethod = "normal-reference"`), converted to the kernel
+#'   (see [kernels()]); \eqn{\lambda = n^{-2/(4 + q)}}{lambda = n^(-2/(4 + q))} capped at its upper bound;
+#' - "mlcv", likelihood cross-validation (np's `bwmethod = "cv.ml"`): every bandwidth
+#'   jointly maximises the leave-one-out log-likelihood
+#'   \eqn{\sum_i w_i \log \hat f_{-i}(y_i \mid x_i)}{sum_i w_i log fhat_-i(y_i | x_i)}, from the rule of
+#'   thumb, by the joint search of the regression selectors.
+#'
+#' The other arguments of [kde()] apply: `kernel`, `weights`, `method`, `n_threads`,
+#' `verbose`, `control`, `subset` and `na.action` (not `gridsize` nor `bounds`).
+#'
+#' @return An object of class `local_cdens`: `x` (the numeric predictors, a
+#'   matrix), `y` (the response), `n`, `d` (the number of numeric
+#'   predictors), `response` (its name), `predictors` (every predictor's name
+#'   and kind), `categorical` (level codes, levels and orderedness of the
+#'   categorical predictors, or `NULL`), `weights` (normalised, or `NULL`),
+#'   `kernel`, `bandwidth` (a list: `h` of the numeric predictors, `lambda` of
+#'   the categorical ones, `y` of the response), `bandwidth_method`, `cv_loglik`
+#'   (the mean leave-one-out log-likelihood when "mlcv" chose the bandwidths),
+#'   `method`, `terms` and `call`.
+#' @seealso [predict.local_cdens()], [plot.local_cdens()]
+#' @family density
+#' @name kde-conditional
+#' @examples
+#' fit <- kde(waiting ~ eruptions, data = faithful)
+#' fit
+#' predict(fit, data.frame(eruptions = c(2, 4.5)), y = c(55, 80))
+#' predict(fit, data.frame(eruptions = c(2, 4.5)), type = "quantile", tau = c(0.1, 0.5, 0.9))
+#' plot(fit)
+#' # a factor predictor: the density of mpg within each number of cylinders, smoothed across
+#' fit2 <- kde(mpg ~ factor(cyl), data = mtcars, bandwidth = "mlcv")
+#' fit2
+NULL
+
+kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth = "rot",
+                            gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
+                            verbose = interactive(), control = local_control(),
+                            call = rlang::caller_env()) {
+  if (!is.null(gridsize) || !is.null(bounds)) {
+    abort("{.arg {if (is.null(gridsize)) 'bounds' else 'gridsize'}} is for densities without a
+           response; a conditional density is evaluated by {.fn predict}.", call = call)
+  }
+  response <- names(mf)[1L]
+  y <- check_cdens_response(stats::model.response(mf), response, call)
+  columns <- formula_parts(mf, call)$x
+  if (response %in% names(columns)) {
+    abort("{.arg x}: the response {.field {response}} is also a predictor.", call = call)
+  }
+  predictors <- split_predictors(columns, arg = "data", call = call)
+  n <- length(y)
+  kernel <- check_kernel(kernel, user = FALSE, call = call,
+                         need = "The conditional distribution needs the kernel's integral.")
+  weights <- check_weights(weights, n, call = call)
+  fit <- structure(list(
+    x = predictors$x, y = y, n = n, d = ncol(predictors$x), response = response,
+    predictors = predictors[c("names", "kind")], categorical = predictors$categorical,
+    level_type = if (!is.null(predictors$categorical)) {
+      level_types(columns[predictors$kind != "numeric"])
+    },
+    weights = if (!is.null(weights)) weights / sum(weights), kernel = kernel,
+    method = check_choice(method, c("auto", "exact", "tree"), call = call),
+    control = check_control(control, call = call)), class = "local_cdens")
+  n_threads <- n_threads(n_threads)
+  chosen <- resolve_cdens_bandwidth(bandwidth, fit, n_threads, check_flag(verbose), call)
+  fit$bandwidth <- chosen[c("h", "lambda", "y")]
+  fit$bandwidth_method <- chosen$method
+  fit$cv_loglik <- chosen$cv_loglik
+  fit
+}
+
+check_cdens_response <- function(y, name, call) {
+  if (!is.numeric(y) || is.object(y) || !is.null(dim(y))) {
+    abort(c("The response {.field {name}} must be numeric.",
+            i = "For a categorical response, conditional probabilities come from
+                 {.fn local_classify}."), call = call)
+  }
+  y <- as.double(y)
+  if (any(!is.finite(y))) abort("The response {.field {name}} has non-finite values.", call = call)
+  if (length(unique(y)) < 2L) abort("The response {.field {name}} is constant.", call = call)
+  y
+}
+
+# ---- Bandwidths -------------------------------------------------------------------------------
+
+# list(h, lambda, y, method, cv_loglik) from a numeric `bandwidth` (one per predictor, then the
+# response's; or named) or a selector of the "conditional" family.
+resolve_cdens_bandwidth <- function(bandwidth, fit, n_threads, verbose, call) {
+  if (is.character(bandwidth)) {
+    method <- check_choice(bandwidth, selector_names("conditional"), arg = "bandwidth",
+                           call = call)
+    problem <- list(x = cbind(fit$x, fit$y), fit = fit, kernel = fit$kernel,
+                    weights = fit$weights, n_threads = n_threads, verbose = verbose)
+    chosen <- run_selector(method, "conditional", problem, call = call)
+    bw <- lapply(chosen$bandwidth, function(v) if (!is.null(v)) unname(v))
+    return(c(bw, list(method = method, cv_loglik = chosen$cv_loglik)))
+  }
+  vars <- c(fit$predictors$names, fit$response)
+  if (!is.numeric(bandwidth) || is.matrix(bandwidth) || length(bandwidth) != length(vars)) {
+    abort(c("{.arg bandwidth} must be {.val {selector_names('conditional')}} or one value per
+             variable ({length(vars)}), in the order {.field {vars}}: h for numeric ones and
+             the response, lambda for categorical ones.",
+            x = "Got {if (is.numeric(bandwidth)) length(bandwidth) else class(bandwidth)[1L]}
+                 {if (is.numeric(bandwidth)) 'values' else ''}."), call = call)
+  }
+  if (!is.null(names(bandwidth)) && all(nzchar(names(bandwidth)))) {
+    if (!setequal(names(bandwidth), vars) || anyDuplicated(names(bandwidth))) {
+      abort("{.arg bandwidth} names must be the variables {.field {vars}}.", call = call)
+    }
+    bandwidth <- bandwidth[vars]
+  }
+  bandwidth <- unname(as.double(bandwidth))
+  hy <- bandwidth[length(vars)]
+  if (!is.finite(hy) || hy <= 0) {
+    abort(c("{.arg bandwidth} of the response {.field {fit$response}} must be positive and
+             finite.", x = "Got {.val {hy}}."), call = call)
+  }
+  bw <- split_bandwidth(bandwidth[-length(vars)], cdens_predictors(fit), call = call)
+  list(h = bw$h, lambda = bw$lambda, y = hy, method = "user", cv_loglik = NULL)
+}
+
+cdens_predictors <- function(fit) c(fit$predictors, list(categorical = fit$categorical))
+
+# The normal-reference rule (np's): 1.06 s n^(-1/(4 + q)) for the q numeric variables with the
+# response, s = min(sd, IQR / 1.349), on the Gaussian scale converted to the kernel;
+# lambda = n^(-2/(4 + q)) capped at its upper bound (lambda_rot()).
+cdens_rot <- function(fit, call = rlang::caller_env()) {
+  z <- cbind(fit$x, fit$y)
+  n <- weight_summary(fit$weights, fit$n)$n
+  q <- ncol(z)
+  spread <- apply(z, 2L, robust_scale, iqr_divisor = 1.349, weights = fit$weights)
+  if (!isTRUE(all(spread > 0))) {
+    abort(c("A numeric predictor has no spread: the rule of thumb gives a zero bandwidth.",
+            i = "Give {.arg bandwidth} as numbers."), call = call)
+  }
+  h <- 1.06 * spread * n^(-1 / (4 + q)) * kernel_scale_factor(fit$kernel)
+  list(bandwidth = list(h = h[-q], lambda = lambda_rot(fit$categorical, n, q), y = h[q]),
+       curve = NULL)
+}
+
+# Likelihood cross-validation: minimises the mean negative leave-one-out log-likelihood
+# -sum_i w_i log f_-i(y_i | x_i) over the log-bandwidths and the lambdas' logits with the joint
+# search of the regression selectors (joint_search()), from the best common multiple of the rule
+# of thumb's bandwidths on a grid. A zero (or undefined) leave-one-out density scores as the
+# smallest positive double, as np's cv.ml does, so that the score stays finite.
+cdens_mlcv <- function(fit, n_threads, verbose, call = rlang::caller_env()) {
+  check_spread(cbind(fit$x, fit$y), fit$weights, "mlcv", call = call)
+  start <- cdens_rot(fit, call)$bandwidth
+  specs <- cdens_search_specs(fit, n_threads)
+  w <- fit$weights %||% rep(1 / fit$n, fit$n)
+  memo <- new.env(parent = emptyenv())
+  score_of <- function(h, threads = NULL, lambda = start$lambda) {
+    key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
+    if (is.null(memo[[key]])) {
+      q <- length(h)
+      bw <- list(h = h[-q], lambda = lambda, y = h[q])
+      dens <- cdens_at_data(fit, bw, specs, leave_out = TRUE)
+      memo[[key]] <- -sum(w * log(pmax(dens, .Machine$double.xmin)), na.rm = TRUE) -
+        sum(w[is.na(dens)]) * log(.Machine$double.xmin)
+    }
+    memo[[key]]
+  }
+  h0 <- c(start$h, start$y)
+  mult <- exp(seq(log(0.25), log(2), length.out = 10L))
+  values <- vapply(mult, function(a) score_of(a * h0), 1)
+  # as lscv: none below 1/20 of the rule of thumb nor the resolution of rounded data, where the
+  # leave-one-out likelihood of a point's twins grows without bound as the bandwidths shrink
+  bounds <- bandwidth_bounds(specs$joint)
+  bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, h0))
+  best <- joint_search(score_of, pmax(mult[which.min(values)] * h0, bounds[1L, ]), start$lambda,
+                       bounds, specs$joint)
+  q <- length(best$h)
+  warn_mlcv_floor(specs$joint$x, best$h, bounds[1L, ])
+  lambda <- if (length(start$lambda)) best$lambda else NULL
+  list(bandwidth = list(h = best$h[-q], lambda = lambda, y = best$h[q]), curve = NULL,
+       cv_loglik = -score_of(best$h, lambda = lambda %||% start$lambda))
+}
+
+# Warns when the likelihood cross-validation chose the lower limit of some bandwidth.
+warn_mlcv_floor <- function(z, h, floor) {
+  low <- h <= floor * (1 + 1e-6)
+  if (!any(low)) return(invisible())
+  tied <- vapply(which(low), function(j) mean(duplicated(z[, j])), 1)
+  warn(c("The {.val mlcv} score has its maximum at the smallest bandwidth searched for
+          {.field {colnames(z)[low]}}: {signif(floor[low], 3)} (the larger of 1/20 of the
+          rule of thumb and the resolution of the data).",
+         i = if (any(tied > 0)) "{round(100 * tied)}% of the values are duplicated: likelihood
+             cross-validation undersmooths tied or rounded data.",
+         i = "Consider {.val rot}, or give {.arg bandwidth} as numbers."),
+       class = "localmean_rounded")
+}
+
+# Engine specifications of a bandwidth search, built once so that every score reuses their
+# engine objects: `joint` on (x, y) and `x` on the predictors alone (weight sums), for
+# cdens_pairs_gaussian().
+cdens_search_specs <- function(fit, n_threads) {
+  lambda <- lambda_upper(fit$categorical)
+  joint <- engine_spec(cbind(fit$x, fit$y), fit$kernel, rep(1, fit$d + 1L), prior = fit$weights,
+                       method = fit$method, control = fit$control,
+                       categorical = fit$categorical, lambda = lambda, n_threads = n_threads)
+  colnames(joint$x) <- c(colnames(fit$x), fit$response)
+  x <- engine_spec(fit$x, fit$kernel, rep(1, fit$d), prior = fit$weights, method = fit$method,
+                   control = fit$control, categorical = fit$categorical, lambda = lambda,
+                   n_threads = n_threads)
+  list(joint = joint, x = x)
+}
+
+# f(y_i | x_i) at the data; with `leave_out`, f_-i(y_i | x_i), each point left out of its own
+# estimate by removing its own weight from the engine's sums (cdens_self_weight()).
+cdens_at_data <- function(fit, bw, specs, leave_out = FALSE) {
+  self <- if (leave_out) cdens_self_weight(fit, bw)
+  if (fit$kernel == "gaussian") {
+    return(cdens_pairs_gaussian(fit, fit$x, fit$categorical$codes, fit$y, bw, specs, self))
+  }
+  cdens_pairs(fit, fit$x, fit$categorical$codes, fit$y, "density", bw, self,
+              n_threads = specs$x$n_threads)[, 1L]
+}
+
+# The weight of each data point in its own window: its prior weight (as the engine has it) times
+# the kernel at distance 0 (1 for every registry kernel) and its own level's discrete weights
+# (1 - lambda unordered, 1 ordered).
+cdens_self_weight <- function(fit, bw) {
+  w <- rep_len(fit$weights %||% 1, fit$n)
+  cat <- fit$categorical
+  if (!is.null(cat)) w <- w * prod(ifelse(cat$ordered, 1, 1 - bw$lambda))
+  w
+}
+
+# ---- Evaluation -------------------------------------------------------------------------------
+
+# The values whose local means are the estimates: k_hy(at_k - y_i) ("density") or
+# G((at_k - y_i) / h_y) ("distribution"), n x length(at).
+cdens_values <- function(fit, at, type, hy = fit$bandwidth$y) {
+  u <- outer(fit$y, at, function(yi, a) (a - yi) / hy)
+  v <- if (type == "density") kernel_value(u, fit$kernel) / hy else kernel_cdf(u, fit$kernel)
+  matrix(v, fit$n)
+}
+
+# Local means of the columns of `values` under the x-weights at the rows of `points` (numeric
+# predictors) with level codes `codes`: list(mean = m x ncol(values), NA where no data weigh;
+# wsum = the weight sums).
+cdens_local_means <- function(fit, values, points, codes, bw = fit$bandwidth, n_threads = 1L) {
+  spec <- engine_spec(fit$x, fit$kernel, bw$h, values = values, prior = fit$weights,
+                      method = fit$method, control = fit$control, m = nrow(points),
+                      categorical = fit$categorical, lambda = bw$lambda, n_threads = n_threads)
+  res <- engine_run(spec, points, query_codes = codes)
+  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum)
+}
+
+# Estimates of `type` at every row of `points` for every y of `at`: m x length(at), in blocks
+# of columns.
+cdens_grid <- function(fit, points, codes, at, type, n_threads = 1L, block = 256L) {
+  out <- matrix(NA_real_, nrow(points), length(at))
+  for (cols in split(seq_along(at), (seq_along(at) - 1L) %/% block)) {
+    out[, cols] <- cdens_local_means(fit, cdens_values(fit, at[cols], type), points, codes,
+                                     n_threads = n_threads)$mean
+  }
+  out
+}
+
+# Estimates of each of `types` at the pairs (row j of points and codes, at[j]): m x
+# length(types). A block of pairs at a time: the values hold the block's own y (one column per
+# pair and type), and each pair reads its own columns. With `self` (the pairs are the data, in
+# order), each pair's own weight self[j] and value are removed from its sums: leave-one-out.
+cdens_pairs <- function(fit, points, codes, at, types, bw = fit$bandwidth, self = NULL,
+                        n_threads = 1L, block = 32L) {
+  m <- nrow(points)
+  out <- matrix(NA_real_, m, length(types))
+  for (rows in split(seq_len(m), (seq_len(m) - 1L) %/% block)) {
+    k <- length(rows)
+    values <- do.call(cbind, lapply(types, function(t) cdens_values(fit, at[rows], t, bw$y)))
+    res <- cdens_local_means(fit, values, points[rows, , drop = FALSE],
+                             codes[rows, , drop = FALSE], bw, n_threads)
+    for (t in seq_along(types)) {
+      own <- cbind(seq_len(k), (t - 1L) * k + seq_len(k))
+      out[rows, t] <- if (is.null(self)) res$mean[own] else {
+        left <- res$wsum - self[rows]
+        (res$mean[own] * res$wsum - self[rows] * values[cbind(rows, own[, 2L])]) / left
+      }
+    }
+  }
+  out[!is.finite(out)] <- NA_real_
+  out
+}
+
+# f(y_j | x_j) for the Gaussian kernel, whose product kernel on (x, y) is the radial one: the
+# engine's weight sums on (x, y) over those on x, times the kernel's constant over h_y. Two
+# passes for any number of pairs. `self`: leave-one-out at the data, as cdens_pairs().
+cdens_pairs_gaussian <- function(fit, points, codes, at, bw, specs, self = NULL) {
+  joint <- engine_run(with_scale(specs$joint, c(bw$h, bw$y), lambda = bw$lambda),
+                      cbind(points, at), query_codes = codes)$wsum
+  marginal <- engine_run(with_scale(specs$x, bw$h, lambda = bw$lambda), points,
+                         query_codes = codes)$wsum
+  if (!is.null(self)) {
+    joint <- joint - self
+    marginal <- marginal - self
+  }
+  dens <- joint / marginal * kernel_row("gaussian")$constant / bw$y
+  dens[!is.finite(dens)] <- NA_real_
+  dens
+}
+
+# Conditional quantiles at the rows of `points` for every tau: m x length(tau). F(. | x) is
+# tabulated on a grid of y spanning the data and the kernel's reach, which brackets every
+# quantile (the bracket widens where tau lies beyond the grid's F, for kernels with unbounded
+# support); a safeguarded Newton iteration on the exact F and f then converges within the
+# bracket (bisection whenever a step leaves it or f vanishes). The quantile is the smallest y
+# with F(y | x) >= tau up to the tolerance.
+cdens_quantiles <- function(fit, points, codes, tau, n_threads = 1L, n_grid = 101L,
+                            max_iter = 100L) {
+  m <- nrow(points)
+  hy <- fit$bandwidth$y
+  row <- kernel_row(fit$kernel)
+  reach <- if (is.finite(row$cutoff)) row$cutoff else 10
+  grid <- seq(min(fit$y) - reach * hy, max(fit$y) + reach * hy, length.out = n_grid)
+  cdf <- cdens_grid(fit, points, codes, grid, "distribution", n_threads)
+  out <- matrix(NA_real_, m, length(tau))
+  for (t in seq_along(tau)) {
+    ok <- !is.na(cdf[, 1L])
+    above <- cdf >= tau[t]
+    first <- max.col(above, ties.method = "first")
+    first[!above[cbind(seq_len(m), first)]] <- n_grid + 1L  # every grid F below tau
+    lo <- ifelse(first <= 1L, -Inf, grid[pmax(first - 1L, 1L)])
+    hi <- ifelse(first > n_grid, Inf, grid[pmin(first, n_grid)])
+    lo[!ok] <- hi[!ok] <- NA_real_
+    out[, t] <- cdens_invert(fit, points, codes, tau[t], lo, hi, grid, n_threads, max_iter)
+  }
+  out
+}
+
+# The root of F(y | x_j) = tau within (lo_j, hi_j] (an infinite end is widened first).
+cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_iter) {
+  step <- diff(range(grid))
+  active <- which(!is.na(lo))
+  # widen infinite ends by doubling steps until F brackets tau
+  for (side in c("lo", "hi")) {
+    for (k in seq_len(60L)) {
+      ends <- if (side == "lo") lo else hi
+      open <- active[is.infinite(ends[active])]
+      if (!length(open)) break
+      probe <- if (side == "lo") grid[1L] - step * 2^(k - 1L) else grid[length(grid)] + step * 2^(k - 1L)
+      f <- cdens_pairs(fit, points[open, , drop = FALSE], codes[open, , drop = FALSE],
+                       rep(probe, length(open)), "distribution", n_threads = n_threads)[, 1L]
+      done <- if (side == "lo") f < tau else f >= tau
+      if (side == "lo") lo[open[done]] <- probe else hi[open[done]] <- probe
+    }
+  }
+  y <- (lo + hi) / 2
+  for (iter in seq_len(max_iter)) {
+    if (!length(active)) break
+    at <- cdens_pairs(fit, points[active, , drop = FALSE], codes[active, , drop = FALSE],
+                      y[active], c("distribution", "density"), n_threads = n_threads)
+    gap <- at[, 1L] - tau
+    below <- gap < 0
+    lo[active[below]] <- y[active[below]]
+    hi[active[!below]] <- y[active[!below]]
+    newton <- y[active] - gap / at[, 2L]
+    inside <- is.finite(newton) & newton > lo[active] & newton < hi[active]
+    nxt <- ifelse(inside, newton, (lo[active] + hi[active]) / 2)
+    scale <- pmax(abs(lo[active]), abs(hi[active]), 1)
+    exact <- abs(gap) <= 1e-14
+    converged <- exact | hi[active] - lo[active] <= 1e-13 * scale |
+      abs(nxt - y[active]) <= 1e-13 * scale
+    y[active] <- ifelse(exact, y[active], nxt)
+    active <- active[!converged]
+  }
+  y[is.na(lo)] <- NA_real_
+  y
+}
+
+# ---- Methods ----------------------------------------------------------------------------------
+
+#' Methods for conditional densities
+#'
+#' `predict()` evaluates a conditional density fit made by `kde(y ~ x)` (see
+#' [kde-conditional]) exactly at new predictors: the conditional density
+#' \eqn{\hat f(y \mid x)}{fhat(y | x)} (`type = "density"`), the conditional distribution
+#' function \eqn{\hat F(y \mid x)}{Fhat(y | x)} (`"distribution"`) or the conditional
+#' quantiles \eqn{\hat q_\tau(x) = \min\{y : \hat F(y \mid x) \ge \tau\}}{qhat_tau(x) = min{y :
+#' Fhat(y | x) >= tau}} (`"quantile"`), found by inverting \eqn{\hat F}{Fhat}: bracketed on a
+#' grid of \eqn{y}{y}, then Newton steps on the exact estimate, to about 1e-13 relative.
+#' A row with a missing predictor (or response) gets `NA`.
+#'
+#' `plot()` draws, for one numeric predictor, the conditional density as an
+#' image over the data with the conditional quantile curves of `tau`; for
+#' one categorical predictor, the conditional density of each level. `summary()`
+#' adds the leave-one-out log-likelihood and conditional quartiles at a few
+#' values of the first predictor (the others at their median or most frequent
+#' level). `logLik()` is \eqn{n \sum_i w_i \log \hat f(y_i \mid x_i)}{n sum_i w_i log fhat(y_i | x_i)} at the
+#' data (not cross-validated).
+#'
+#' @param object,x A `local_cdens` object made by `kde(y ~ x)`.
+#' @param newdata A data frame with the predictors (and the response, when `y`
+#'   is not given); by default the data of the fit.
+#' @param y Values of the response at which to evaluate: every row of `newdata`
+#'   with every value of `y` (a matrix with one column per value). `NULL` (the
+#'   default) takes each row's own response from `newdata` (a vector).
+#' @param type "density", "distribution" or "quantile".
+#' @param tau Probabilities of the quantiles, strictly between 0 and 1.
+#' @param n_grid For `plot()`: grid points per axis of the image.
+#' @param points For `plot()`: draw the data.
+#' @inheritParams kde
+#' @param ... Unused, or for `plot()` passed to the plotting functions.
+#' @return `predict()`: with `y`, a matrix with a row per row of `newdata` and a
+#'   column per value of `y`; without, a vector with a value per row; for
+#'   quantiles a matrix with a column per `tau`. `summary()`: an object of class
+#'   `summary.local_cdens`; `logLik()`: a `logLik` object.
+#' @name cdens-methods
+#' @family density
+#' @examples
+#' fit <- kde(waiting ~ eruptions, data = faithful, bandwidth = c(0.3, 4))
+#' predict(fit, data.frame(eruptions = 3), y = seq(50, 90, by = 10))
+#' predict(fit, data.frame(eruptions = 3, waiting = 70), type = "distribution")
+#' predict(fit, data.frame(eruptions = c(2, 3, 4.5)), type = "quantile", tau = c(0.1, 0.9))
+#' summary(fit)
+#' plot(fit)
+NULL
+
+#' @rdname cdens-methods
+#' @export
+predict.local_cdens <- function(object, newdata = NULL, y = NULL,
+                                type = c("density", "distribution", "quantile"), tau = 0.5,
+                                n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
+  type <- match_choice(type, c("density", "distribution", "quantile"))
+  n_threads <- n_threads(n_threads)
+  check_flag(verbose)
+  if (type == "quantile") {
+    if (!is.null(y)) abort("{.arg y} is for densities and distributions; quantiles take {.arg tau}.")
+    tau <- check_tau(tau)
+  } else if (!missing(tau)) {
+    abort("{.arg tau} is for {.code type = \"quantile\"}.")
+  }
+  if (!is.null(y) && (!is.numeric(y) || is.object(y) || length(y) == 0L ||
+                      any(is.infinite(y) | is.nan(y)))) {
+    abort("{.arg y} must be a numeric vector of finite values (or {.code NA}).")
+  }
+  points <- cdens_new_points(object, newdata, need_response = type != "quantile" && is.null(y))
+  ok <- points$ok
+  if (type == "quantile") {
+    q <- cdens_quantiles(object, points$x, points$codes, tau, n_threads)
+    colnames(q) <- quantile_names(tau)
+    return(expand_rows(q, ok))
+  }
+  if (is.null(y)) {
+    at <- points$y
+    value <- rep(NA_real_, length(at))
+    has <- !is.na(at)
+    if (any(has)) {
+      rows <- list(points$x[has, , drop = FALSE], points$codes[has, , drop = FALSE], at[has])
+      value[has] <- if (type == "density" && object$kernel == "gaussian") {
+        cdens_pairs_gaussian(object, rows[[1L]], rows[[2L]], rows[[3L]], object$bandwidth,
+                             cdens_search_specs(object, n_threads))
+      } else {
+        cdens_pairs(object, rows[[1L]], rows[[2L]], rows[[3L]], type, n_threads = n_threads)[, 1L]
+      }
+    }
+    return(expand_rows(value, ok))
+  }
+  value <- matrix(NA_real_, nrow(points$x), length(y))
+  has <- !is.na(y)
+  if (any(has) && nrow(points$x)) {
+    value[, has] <- cdens_grid(object, points$x, points$codes, as.double(y[has]), type, n_threads)
+  }
+  colnames(value) <- format(y)
+  expand_rows(value, ok)
+}
+
+check_tau <- function(tau, call = rlang::caller_env()) {
+  if (!is.numeric(tau) || length(tau) == 0L || anyNA(tau) || any(tau <= 0 | tau >= 1)) {
+    abort(c("{.arg tau} must hold probabilities strictly between 0 and 1.",
+            x = if (is.numeric(tau)) "Got {.val {tau}}."), call = call)
+  }
+  as.double(tau)
+}
+
+quantile_names <- function(tau) paste0(formatC(100 * tau, format = "fg", width = 1, digits = 7), "%")
+
+# New predictors (list(x, codes, ok), as new_predictors()) and, with `need_response`, the
+# response of every complete row (`y`, NA where missing).
+cdens_new_points <- function(object, newdata, need_response, call = rlang::caller_env()) {
+  if (is.null(newdata)) {
+    return(list(x = object$x, codes = object$categorical$codes, ok = rep(TRUE, object$n),
+                y = object$y))
+  }
+  if (!is.data.frame(newdata)) abort("{.arg newdata} must be a data frame.", call = call)
+  points <- new_predictors(object, newdata, call = call)
+  if (need_response) {
+    expr <- attr(object$terms, "variables")[[2L]]
+    y <- tryCatch(eval(expr, newdata, environment(object$terms)), error = function(e) NULL)
+    if (is.null(y)) {
+      abort(c("{.arg newdata} lacks the response {.field {object$response}}.",
+              i = "Give the values at which to evaluate as {.arg y}."), call = call)
+    }
+    if (!is.numeric(y) || length(y) != nrow(newdata)) {
+      abort("The response {.field {object$response}} of {.arg newdata} must be numeric.",
+            call = call)
+    }
+    points$y <- as.double(y)[points$ok]
+  }
+  points
+}
+
+#' @rdname cdens-methods
+#' @param digits Significant digits of the numbers that `print()` and `summary()` show.
+#' @export
+print.local_cdens <- function(x, ..., digits = NULL) {
+  check_dots(...)
+  digits <- check_digits(digits)
+  print_fields(
+    sprintf("<local_cdens> f(%s | %s), n = %d, %s kernel", x$response,
+            paste(x$predictors$names, collapse = ", "), x$n, x$kernel),
+    list(Bandwidth = sprintf("%s (%s)", format_cdens_bandwidth(x, digits), x$bandwidth_method),
+         `CV log-likelihood` = if (!is.null(x$cv_loglik)) {
+           sprintf("%s per observation", format(x$cv_loglik, digits = digits))
+         }))
+  invisible(x)
+}
+
+format_cdens_bandwidth <- function(x, digits = 4L) {
+  kind <- x$predictors$kind
+  value <- join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors)
+  label <- ifelse(kind == "numeric", "h", paste0("lambda (", kind, ")"))
+  paste(paste0(c(x$predictors$names, x$response), " ", c(label, "h"), " = ",
+               show_num(c(value, x$bandwidth$y), digits)), collapse = ", ")
+}
+
+#' @rdname cdens-methods
+#' @export
+summary.local_cdens <- function(object, ..., digits = NULL) {
+  check_dots(...)
+  specs <- cdens_search_specs(object, 1L)
+  loo <- cdens_at_data(object, object$bandwidth, specs, leave_out = TRUE)
+  w <- object$weights %||% rep(1 / object$n, object$n)
+  at <- cdens_summary_points(object)
+  tau <- c(0.25, 0.5, 0.75)
+  quartiles <- cdens_quantiles(object, at$x, at$codes, tau)
+  colnames(quartiles) <- quantile_names(tau)
+  structure(list(fit = object, cv_loglik = sum(w * log(pmax(loo, .Machine$double.xmin)),
+                                               na.rm = TRUE),
+                 quartiles = cbind(at$frame, as.data.frame(quartiles, check.names = FALSE)),
+                 digits = check_digits(digits)),
+            class = "summary.local_cdens")
+}
+
+# A few rows of predictors: the first at five quantiles (numeric) or at its levels (at most
+# ten), the others at their median or most frequent level. list(frame (to show), x, codes).
+cdens_summary_points <- function(object) {
+  kind <- object$predictors$kind
+  first <- if (kind[1L] == "numeric") {
+    unname(stats::quantile(object$x[, 1L], c(0.1, 0.3, 0.5, 0.7, 0.9)))
+  } else {
+    utils::head(seq_along(object$categorical$levels[[1L]]), 10L)
+  }
+  rows <- length(first)
+  x <- matrix(apply(object$x, 2L, stats::median), rows, object$d, byrow = TRUE,
+              dimnames = list(NULL, colnames(object$x)))
+  codes <- NULL
+  if (!is.null(object$categorical)) {
+    cat <- object$categorical
+    common <- vapply(seq_along(cat$levels), function(j) {
+      which.max(tabulate(cat$codes[, j], length(cat$levels[[j]])))
+    }, 1L)
+    codes <- matrix(common, rows, length(common), byrow = TRUE,
+                    dimnames = list(NULL, colnames(cat$codes)))
+  }
+  if (kind[1L] == "numeric") x[, 1L] <- first else codes[, 1L] <- first
+  frame <- lapply(seq_along(kind), function(j) {
+    if (kind[j] == "numeric") return(x[, sum(kind[seq_len(j)] == "numeric")])
+    k <- sum(kind[seq_len(j)] != "numeric")
+    level_values(object, k, codes[, k])
+  })
+  frame <- as.data.frame(stats::setNames(frame, object$predictors$names),
+                         stringsAsFactors = FALSE, optional = TRUE)
+  list(frame = frame, x = x, codes = codes)
+}
+
+#' @export
+print.summary.local_cdens <- function(x, ..., digits = x$digits) {
+  check_dots(...)
+  digits <- check_digits(digits)
+  print(x$fit, digits = digits)
+  print_fields(NULL, list(`Leave-one-out log-likelihood` = sprintf(
+    "%s per observation", format(x$cv_loglik, digits = digits))))
+  cat("Conditional quartiles:\n")
+  q <- x$quartiles
+  num <- vapply(q, is.numeric, TRUE)
+  q[num] <- lapply(q[num], signif, digits = digits)
+  print(q, row.names = FALSE)
+  invisible(x)
+}
+
+#' @rdname cdens-methods
+#' @export
+logLik.local_cdens <- function(object, ...) {
+  check_dots(...)
+  dens <- cdens_at_data(object, object$bandwidth, cdens_search_specs(object, 1L))
+  w <- object$weights %||% rep(1 / object$n, object$n)
+  structure(sum(object$n * w * log(dens)), df = NA_real_, nobs = object$n, class = "logLik")
+}
+
+#' @rdname cdens-methods
+#' @export
+nobs.local_cdens <- function(object, ...) {
+  check_dots(...)
+  object$n
+}
+
+#' @export
+formula.local_cdens <- function(x, ...) {
+  check_dots(...)
+  stats::formula(x$terms)
+}
+
+#' @rdname cdens-methods
+#' @export
+plot.local_cdens <- function(x, tau = c(0.1, 0.5, 0.9), n_grid = 101L, points = TRUE, ...) {
+  check_graphics_dots(...)
+  tau <- check_tau(tau)
+  n_grid <- check_count(n_grid, min = 3)
+  check_flag(points)
+  kind <- x$predictors$kind
+  hy <- x$bandwidth$y
+  ys <- seq(min(x$y) - 2 * hy, max(x$y) + 2 * hy, length.out = n_grid)
+  if (length(kind) == 1L && kind == "numeric") {
+    xs <- seq(min(x$x), max(x$x), length.out = n_grid)
+    grid <- matrix(xs, dimnames = list(NULL, colnames(x$x)))
+    dens <- cdens_grid(x, grid, NULL, ys, "density")
+    plot_with_defaults(range(xs), range(ys), type = "n", xlab = x$predictors$names,
+                       ylab = x$response,
+                       main = sprintf("Conditional density of %s", x$response), ...)
+    graphics::image(xs, ys, dens, col = grDevices::hcl.colors(64L, "YlOrRd", rev = TRUE),
+                    add = TRUE, useRaster = TRUE)
+    if (points) {
+      keep <- sample_rows(x$n, 5000L)
+      graphics::points(x$x[keep, 1L], x$y[keep], pch = 20, cex = 0.5, col = "grey20")
+    }
+    q <- cdens_quantiles(x, grid, NULL, tau)
+    graphics::matlines(xs, q, lty = 1, lwd = 2, col = "navy")
+    graphics::legend("topleft", legend = paste("quantiles", paste(quantile_names(tau),
+                                                                  collapse = ", ")),
+                     lwd = 2, col = "navy", bty = "n", cex = 0.85)
+    return(invisible(x))
+  }
+  if (length(kind) == 1L) {
+    levels <- x$categorical$levels[[1L]]
+    codes <- matrix(seq_along(levels), dimnames = list(NULL, x$predictors$names))
+    dens <- cdens_grid(x, matrix(numeric(0), length(levels), 0L), codes, ys, "density")
+    cols <- grDevices::hcl.colors(max(2L, length(levels)), "Dark 3")[seq_along(levels)]
+    plot_with_defaults(range(ys), range(dens), type = "n", xlab = x$response, ylab = "density",
+                       main = sprintf("Conditional density of %s by %s", x$response,
+                                      x$predictors$names), ...)
+    for (k in seq_along(levels)) graphics::lines(ys, dens[k, ], col = cols[k], lwd = 2)
+    graphics::legend("topright", legend = levels, col = cols, lwd = 2, bty = "n",
+                     title = x$predictors$names)
+    return(invisible(x))
+  }
+  abort("{.fn plot} of a conditional density needs exactly one predictor; use {.fn predict}.")
+}

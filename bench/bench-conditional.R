@@ -1,0 +1,78 @@
+# Conditional densities (issue 31): likelihood cross-validation of the bandwidths of f(y | x)
+# (kde(y ~ x, bandwidth = "mlcv")) and conditional quantiles at 100 points, against
+# np::npcdensbw(bwmethod = "cv.ml") and np::npqreg() with the same Gaussian kernels when np is
+# installed (np runs once per size). CPU time (user + sys) of this process, so that other load on
+# the machine counts less; the load average is printed.
+#
+#   Rscript bench/bench-conditional.R
+# Environment: BENCH_SIZES ("500,1000,2000"), BENCH_REPS (3).
+
+suppressPackageStartupMessages(library(localmean))
+script <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])
+source(file.path(dirname(script), "common.R"))
+sizes <- as.integer(strsplit(Sys.getenv("BENCH_SIZES", "500,1000,2000"), ",")[[1]])
+reps <- env_num("BENCH_REPS", 3)
+has_np <- requireNamespace("np", quietly = TRUE)
+if (has_np) options(np.messages = FALSE)
+
+cpu_of <- function(f) {
+  p0 <- own_cpu()
+  value <- f()
+  list(cpu = own_cpu() - p0, value = value)
+}
+
+cond_data <- function(n) {
+  set.seed(1)
+  x <- runif(n)
+  data.frame(x = x, y = sin(2 * pi * x) + rnorm(n, sd = 0.2 + 0.4 * x))
+}
+
+cat(sprintf("load average: %s\n", paste(readLines("/proc/loadavg"), collapse = " ")))
+for (n in sizes) {
+  d <- cond_data(n)
+  at <- data.frame(x = seq(0.01, 0.99, length.out = 100))
+  cat(sprintf("\nn = %d: y ~ x, Gaussian kernels, 1 thread\n", n))
+  bw <- qs <- numeric(reps)
+  for (r in seq_len(reps)) {  # interleaved: selection, then quantiles
+    sel <- cpu_of(function() {
+      kde(y ~ x, d, bandwidth = "mlcv", n_threads = 1, verbose = FALSE)
+    })
+    bw[r] <- sel$cpu
+    fit <- sel$value
+    qs[r] <- cpu_of(function() {
+      predict(fit, at, type = "quantile", tau = c(0.1, 0.5, 0.9), n_threads = 1)
+    })$cpu
+  }
+  cat(sprintf("  localmean mlcv: %.3f s CPU (runs %s); h = %s, cv log-lik %.5f per obs\n",
+              median(bw), paste(sprintf("%.3f", bw), collapse = ", "),
+              paste(signif(c(fit$bandwidth$h, fit$bandwidth$y), 4), collapse = ", "),
+              fit$cv_loglik))
+  cat(sprintf("  localmean quantiles (100 points, 3 tau): %.3f s CPU (runs %s)\n", median(qs),
+              paste(sprintf("%.3f", qs), collapse = ", ")))
+  if (!has_np) {
+    cat("  np is not installed: no comparison (install.packages(\"np\"))\n")
+    next
+  }
+  npbw <- cpu_of(function() {
+    np::npcdensbw(y ~ x, data = d, bwmethod = "cv.ml", cxkertype = "gaussian",
+                  cykertype = "gaussian")
+  })
+  ours_at_np <- kde(y ~ x, d, bandwidth = c(npbw$value$xbw, npbw$value$ybw))
+  np_score <- asNamespace("localmean")$cdens_at_data(
+    ours_at_np, ours_at_np$bandwidth, asNamespace("localmean")$cdens_search_specs(ours_at_np, 1L),
+    leave_out = TRUE)
+  np_score <- mean(log(pmax(np_score, .Machine$double.xmin)))
+  npq <- cpu_of(function() {
+    np::npqreg(bws = np::npcdistbw(y ~ x, data = d, bws = c(npbw$value$xbw, npbw$value$ybw),
+                                   bandwidth.compute = FALSE), tau = 0.5, exdat = at)
+  })
+  cat(sprintf("  np::npcdensbw: %.1f s CPU; h = %s; cv log-lik at np's h (ours) %.5f\n",
+              npbw$cpu, paste(signif(c(npbw$value$xbw, npbw$value$ybw), 4), collapse = ", "),
+              np_score))
+  cat(sprintf("  selection %.0fx faster (target >= 100x: %s); score ours - np's %.2e (target >= 0: %s)\n",
+              npbw$cpu / median(bw), if (npbw$cpu / median(bw) >= 100) "met" else "MISSED",
+              fit$cv_loglik - np_score, if (fit$cv_loglik >= np_score - 1e-8) "met" else "MISSED"))
+  cat(sprintf("  np::npqreg (one tau): %.2f s CPU; quantiles %.0fx faster per tau (target >= 50x: %s)\n",
+              npq$cpu, 3 * npq$cpu / median(qs),
+              if (3 * npq$cpu / median(qs) >= 50) "met" else "MISSED"))
+}

@@ -1,0 +1,265 @@
+# Conditional densities, distributions and quantiles: kde(y ~ x) (R/conditional.R).
+
+# Plain-R product-kernel reference: x-weights (radial in the numeric predictors, Aitchison-Aitken
+# for unordered and lambda^|r - r_i| for ordered categorical ones) times the kernel in y, or its
+# distribution function written out for the Gaussian and the Epanechnikov.
+cdf_ref <- function(u, kernel) {
+  switch(kernel,
+    gaussian = pnorm(u),
+    epanechnikov = ifelse(u <= -1, 0, ifelse(u >= 1, 1, 0.5 + 0.75 * u - 0.25 * u^3)),
+    stop("no reference for ", kernel)
+  )
+}
+
+cdens_weights_ref <- function(x, codes, ordered, nlev, x0, codes0, h, lambda, kernel, w) {
+  r <- if (ncol(x)) sqrt(rowSums(sweep(sweep(x, 2L, x0), 2L, h, `/`)^2)) else rep(0, nrow(x))
+  k <- kernel_weight_ref(r, kernel)
+  for (j in seq_len(ncol(codes))) {
+    k <- k * if (ordered[j]) lambda[j]^abs(codes[, j] - codes0[j]) else
+      ifelse(codes[, j] == codes0[j], 1 - lambda[j], lambda[j] / (nlev[j] - 1))
+  }
+  k * w
+}
+
+cdens_ref <- function(d, x0, codes0, y0, type = "density", leave_out = 0L) {
+  k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, x0, codes0, d$h, d$lambda, d$kernel,
+                         d$w)
+  if (leave_out) k[leave_out] <- 0
+  u <- (y0 - d$y) / d$hy
+  v <- if (type == "density") kernel_density_ref(u, d$kernel) / d$hy else cdf_ref(u, d$kernel)
+  sum(k * v) / sum(k)
+}
+
+quantile_ref <- function(d, x0, codes0, tau) {
+  uniroot(function(y) cdens_ref(d, x0, codes0, y, "distribution") - tau,
+          range(d$y) + c(-10, 10) * d$hy, tol = 1e-13)$root
+}
+
+ref_data <- function(fit) {
+  cat <- fit$categorical
+  list(x = fit$x, y = fit$y, codes = if (is.null(cat)) matrix(0L, fit$n, 0L) else cat$codes,
+       ordered = cat$ordered, nlev = lengths(cat$levels), h = fit$bandwidth$h,
+       lambda = fit$bandwidth$lambda, hy = fit$bandwidth$y, kernel = fit$kernel,
+       w = fit$weights %||% rep(1, fit$n))
+}
+
+faithful_small <- faithful[seq(1, 272, by = 4), ]
+
+for (kernel in c("gaussian", "epanechnikov")) {
+  test_that(paste("f, F and quantiles equal the product-kernel reference:", kernel), {
+    fit <- kde(waiting ~ eruptions, data = faithful_small, kernel = kernel,
+               bandwidth = c(0.5, 6))
+    expect_s3_class(fit, "local_cdens")
+    d <- ref_data(fit)
+    nd <- data.frame(eruptions = c(1.9, 3.1, 4.4), waiting = c(52, 70, 83))
+    ys <- c(45, 60.5, 80)
+    dens <- unname(predict(fit, nd, y = ys))
+    dist <- unname(predict(fit, nd, y = ys, type = "distribution"))
+    q <- predict(fit, nd, type = "quantile", tau = c(0.1, 0.5, 0.95))
+    for (i in 1:3) {
+      for (k in seq_along(ys)) {
+        expect_equal(dens[i, k], cdens_ref(d, nd$eruptions[i], integer(0), ys[k]),
+                     tolerance = 1e-10)
+        expect_equal(dist[i, k], cdens_ref(d, nd$eruptions[i], integer(0), ys[k],
+                                           "distribution"), tolerance = 1e-10)
+      }
+      expect_equal(unname(q[i, ]), vapply(c(0.1, 0.5, 0.95), function(t) {
+        quantile_ref(d, nd$eruptions[i], integer(0), t)
+      }, 1), tolerance = 1e-10)
+    }
+    # at pairs: each row's own response
+    expect_equal(predict(fit, nd), vapply(1:3, function(i) {
+      cdens_ref(d, nd$eruptions[i], integer(0), nd$waiting[i])
+    }, 1), tolerance = 1e-10)
+    expect_equal(predict(fit, nd, type = "distribution"), vapply(1:3, function(i) {
+      cdens_ref(d, nd$eruptions[i], integer(0), nd$waiting[i], "distribution")
+    }, 1), tolerance = 1e-10)
+  })
+}
+
+test_that("mixed predictors and prior weights equal the product-kernel reference", {
+  cars <- transform(mtcars, cyl = factor(cyl), gear = ordered(gear), manual = am == 1)
+  w <- seq(0.5, 2, length.out = 32)
+  fit <- kde(mpg ~ wt + cyl + gear + manual, data = cars, weights = w,
+             bandwidth = c(0.6, 0.2, 0.4, 0.3, 2.5))
+  d <- ref_data(fit)
+  expect_equal(d$ordered, c(FALSE, TRUE, FALSE))
+  nd <- cars[c(1, 5, 20), ]
+  dens <- unname(predict(fit, nd, y = c(15, 22)))
+  q <- predict(fit, nd, type = "quantile", tau = c(0.25, 0.75))
+  at_pairs <- predict(fit, nd)  # each row's own mpg
+  for (i in 1:3) {
+    codes0 <- c(match(as.character(nd$cyl[i]), levels(cars$cyl)),
+                match(as.character(nd$gear[i]), levels(cars$gear)),
+                match(as.character(nd$manual[i]), c("FALSE", "TRUE")))
+    for (k in 1:2) {
+      expect_equal(dens[i, k], cdens_ref(d, nd$wt[i], codes0, c(15, 22)[k]), tolerance = 1e-10)
+    }
+    expect_equal(at_pairs[i], cdens_ref(d, nd$wt[i], codes0, nd$mpg[i]), tolerance = 1e-10)
+    expect_equal(unname(q[i, ]), c(quantile_ref(d, nd$wt[i], codes0, 0.25),
+                                   quantile_ref(d, nd$wt[i], codes0, 0.75)), tolerance = 1e-10)
+  }
+  # a factor predictor alone
+  fit2 <- kde(mpg ~ cyl, data = cars, bandwidth = c(0.3, 2))
+  d2 <- ref_data(fit2)
+  p <- predict(fit2, data.frame(cyl = factor(c("4", "8"))), y = 20,
+               type = "distribution")
+  expect_equal(p[, 1], c(cdens_ref(d2, numeric(0), 1L, 20, "distribution"),
+                         cdens_ref(d2, numeric(0), 3L, 20, "distribution")), tolerance = 1e-10)
+})
+
+test_that("f integrates to one over y and F is monotone", {
+  fit <- kde(accel ~ times, data = MASS::mcycle, bandwidth = c(2, 8))
+  nd <- data.frame(times = c(5, 20, 35))
+  ys <- seq(-250, 200, length.out = 3001)
+  dens <- predict(fit, nd, y = ys)
+  step <- ys[2] - ys[1]
+  expect_equal(rowSums(dens[, -1] + dens[, -3001]) * step / 2, rep(1, 3), tolerance = 1e-6)
+  dist <- predict(fit, nd, y = ys, type = "distribution")
+  expect_true(all(apply(dist, 1, diff) >= 0))
+  expect_equal(dist[, 1], rep(0, 3), tolerance = 1e-12)
+  expect_equal(dist[, 3001], rep(1, 3), tolerance = 1e-12)
+  # quantiles invert F and increase with tau
+  tau <- c(0.05, 0.25, 0.5, 0.75, 0.95)
+  q <- predict(fit, nd, type = "quantile", tau = tau)
+  expect_true(all(apply(q, 1, diff) > 0))
+  back <- vapply(1:3, function(i) predict(fit, nd[i, , drop = FALSE], y = q[i, ],
+                                          type = "distribution")[cbind(1, 1:5)], tau)
+  expect_equal(back, matrix(tau, 5, 3), tolerance = 1e-10)
+})
+
+test_that("a factor predictor with lambda = 0 gives each group's own kde", {
+  fit <- kde(mpg ~ factor(cyl), data = mtcars, bandwidth = c(0, 1.5))
+  ys <- c(14, 20, 27)
+  p <- predict(fit, data.frame(cyl = c(4, 6, 8)), y = ys)
+  for (k in 1:3) {
+    group <- kde(mtcars$mpg[mtcars$cyl == c(4, 6, 8)[k]], bandwidth = 1.5, gridsize = 0)
+    expect_equal(p[k, ], predict(group, ys), tolerance = 1e-12, ignore_attr = TRUE)
+  }
+})
+
+test_that("the leave-one-out likelihood equals the reference and mlcv maximises it", {
+  ns <- asNamespace("localmean")
+  for (kernel in c("gaussian", "epanechnikov")) {
+    fit <- kde(mpg ~ wt + factor(cyl), data = mtcars, kernel = kernel,
+               bandwidth = c(0.8, 0.2, 4))
+    d <- ref_data(fit)
+    loo <- ns$cdens_at_data(fit, fit$bandwidth, ns$cdens_search_specs(fit, 1L), TRUE)
+    ref <- vapply(seq_len(fit$n), function(i) {
+      cdens_ref(d, d$x[i, ], d$codes[i, ], d$y[i], leave_out = i)
+    }, 1)
+    expect_equal(loo, ref, tolerance = 1e-10)
+  }
+  fit <- kde(accel ~ times, data = MASS::mcycle, bandwidth = "mlcv")
+  expect_identical(fit$bandwidth_method, "mlcv")
+  score <- function(h, hy) {
+    f <- kde(accel ~ times, data = MASS::mcycle, bandwidth = c(h, hy))
+    mean(log(ns$cdens_at_data(f, f$bandwidth, ns$cdens_search_specs(f, 1L), TRUE)))
+  }
+  h <- fit$bandwidth$h
+  hy <- fit$bandwidth$y
+  expect_equal(score(h, hy), fit$cv_loglik, tolerance = 1e-10)
+  for (a in c(0.8, 1.25)) {
+    expect_lte(score(a * h, hy), fit$cv_loglik + 1e-8)
+    expect_lte(score(h, a * hy), fit$cv_loglik + 1e-8)
+  }
+  rot <- kde(accel ~ times, data = MASS::mcycle)
+  expect_lte(score(rot$bandwidth$h, rot$bandwidth$y), fit$cv_loglik)
+})
+
+test_that("the normal-reference rule is np's", {
+  fit <- kde(waiting ~ eruptions, data = faithful)
+  n <- nrow(faithful)
+  s <- function(v) min(sd(v), IQR(v) / 1.349)
+  expect_equal(fit$bandwidth$h, 1.06 * s(faithful$eruptions) * n^(-1 / 6))
+  expect_equal(fit$bandwidth$y, 1.06 * s(faithful$waiting) * n^(-1 / 6))
+  expect_identical(fit$bandwidth_method, "rot")
+})
+
+test_that("kernel_cdf() integrates every registry kernel", {
+  ns <- asNamespace("localmean")
+  for (kernel in kernel_names_ref) {
+    u <- c(-3, -1, -0.7, -0.2, 0, 0.3, 0.9, 1, 2.5)
+    ref <- vapply(u, function(b) {
+      integrate(kernel_density_ref, -Inf, b, kernel = kernel, rel.tol = 1e-12)$value
+    }, 1)
+    expect_equal(ns$kernel_cdf(u, kernel), ref, tolerance = 1e-9, info = kernel)
+  }
+})
+
+test_that("rows with missing values predict NA", {
+  fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
+  nd <- data.frame(eruptions = c(2, NA, 4), waiting = c(50, 60, NA))
+  p <- predict(fit, nd)
+  expect_true(is.na(p[2]) && is.na(p[3]) && !is.na(p[1]))
+  expect_equal(dim(predict(fit, nd, y = c(50, NA))), c(3L, 2L))
+  expect_true(all(is.na(predict(fit, nd, y = c(50, NA))[, 2])))
+  q <- predict(fit, nd, type = "quantile", tau = c(0.2, 0.8))
+  expect_true(all(is.na(q[2, ])) && !anyNA(q[-2, ]))
+  expect_length(predict(fit), nrow(faithful_small))
+})
+
+test_that("bad input to predict() gets classed errors naming the argument", {
+  fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
+  nd <- data.frame(eruptions = 3)
+  expect_error(predict(fit, nd, y = "a"), "y", class = "localmean_error")
+  expect_error(predict(fit, nd, y = Inf), "y", class = "localmean_error")
+  expect_error(predict(fit, nd), "waiting", class = "localmean_error")
+  for (tau in list(0, 1, 1.5, NA, "a", numeric(0))) {
+    expect_error(predict(fit, nd, type = "quantile", tau = tau), "tau",
+                 class = "localmean_error")
+  }
+  expect_error(predict(fit, nd, y = 50, tau = 0.5), "tau", class = "localmean_error")
+  expect_error(predict(fit, nd, type = "quantile", y = 50), "y", class = "localmean_error")
+  expect_error(predict(fit, nd, tua = 0.5), "tua", class = "localmean_error")
+  expect_error(predict(fit, nd, type = "mode"), "type", class = "localmean_error")
+})
+
+test_that("bad arguments of kde(y ~ x) get classed errors naming them", {
+  expect_error(kde(waiting ~ eruptions, faithful, bandwith = 1), "bandwith",
+               class = "localmean_error")
+  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = -1), "bandwidth",
+               class = "localmean_error")
+  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = c(0.5, 0)), "waiting",
+               class = "localmean_error")
+  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = c(a = 1, b = 2)), "names",
+               class = "localmean_error")
+  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = "lscv"), "bandwidth",
+               class = "localmean_error")
+  expect_error(kde(mpg ~ factor(cyl), mtcars, bandwidth = c(0.9, 1)), "factor\\(cyl\\)",
+               class = "localmean_error")
+  expect_error(kde(Species ~ Sepal.Length, iris), "numeric", class = "localmean_error")
+  expect_error(kde(waiting ~ eruptions, faithful, gridsize = 10), "gridsize",
+               class = "localmean_error")
+  expect_error(kde(waiting ~ eruptions, faithful, kernel = function(u) exp(-u^2)), "kernel",
+               class = "localmean_error")
+})
+
+test_that("print, summary, plot and logLik work", {
+  fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
+  expect_output(print(fit), "f\\(waiting \\| eruptions\\)")
+  s <- summary(fit)
+  expect_s3_class(s, "summary.local_cdens")
+  expect_output(print(s), "Conditional quartiles")
+  expect_equal(nrow(s$quartiles), 5L)
+  ll <- logLik(fit)
+  expect_equal(as.numeric(ll), sum(log(predict(fit))), tolerance = 1e-10)
+  expect_identical(nobs(fit), nrow(faithful_small))
+  expect_identical(formula(fit), waiting ~ eruptions)
+  expect_silent(plot(fit, n_grid = 21))
+  fit2 <- kde(mpg ~ factor(cyl), data = mtcars, bandwidth = c(0.1, 2))
+  expect_silent(plot(fit2, n_grid = 21))
+  expect_output(print(summary(fit2)), "factor\\(cyl\\)")
+  expect_error(plot(kde(mpg ~ wt + hp, mtcars)), "one predictor", class = "localmean_error")
+})
+
+test_that("tidy() and glance() summarise the bandwidths and the fit", {
+  fit <- kde(mpg ~ wt + factor(cyl), data = mtcars, bandwidth = c(0.6, 0.2, 2))
+  td <- as.data.frame(tidy(fit))
+  expect_identical(td$variable, c("wt", "factor(cyl)", "mpg"))
+  expect_identical(td$parameter, c("h", "lambda", "h"))
+  expect_equal(td$bandwidth, c(0.6, 0.2, 2))
+  gl <- as.data.frame(glance(fit))
+  expect_identical(gl$nobs, 32L)
+  expect_equal(gl$logLik, as.numeric(logLik(fit)))
+})
