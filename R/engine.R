@@ -383,6 +383,25 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   res
 }
 
+# The kernel windows of `queries` (m x d, original units; `query_codes` their categorical
+# levels), as engine_run() would sweep them with this specification's kernel, scales, nn()
+# radii, categorical lambdas, cut-off and strategy: list(rows, weights), per query the data
+# rows (ascending) of positive weight and their kernel weights, 1 at the query (level weights
+# included, prior weights not). localize() fits the user's model on them.
+engine_windows <- function(spec, queries, query_codes = NULL, n_threads = spec$n_threads,
+                           verbose = spec$verbose) {
+  if (spec$numeric_vars == 0L) queries <- matrix(0, nrow(queries), 1L)
+  radius <- if (!is.null(spec$nn)) nn_radius(spec, queries, n_threads, verbose) else numeric(0)
+  spec$kernel <- engine_kernel(spec$kernel)
+  res <- cpp_engine_windows(engine_pointer(spec), spec,
+                            list(queries = queries, radius = radius, query_codes = query_codes,
+                                 n_threads = n_threads, verbose = verbose))
+  at <- lapply(seq_len(nrow(queries)), function(i) {
+    seq.int(res$start[i] + 1L, length.out = res$start[i + 1L] - res$start[i])
+  })
+  list(rows = lapply(at, function(j) res$row[j]), weights = lapply(at, function(j) res$weight[j]))
+}
+
 # ---- The engine object ---------------------------------------------------------------------
 
 # The handle of a specification's engine object: an environment (shared by every copy of the
