@@ -36,6 +36,17 @@
 #' points fits failed or warned, with the first message. The warnings that kernel weights cause
 #' by design (non-integer binomial or Poisson counts) are not counted.
 #'
+#' **Bandwidth selection** (`bandwidth = "cv"`, numeric localization variables): each
+#' candidate is scored by leave-one-out cross-validation: every data row is predicted by the
+#' model localized at its own localization values without it, and its loss is the model's own:
+#' the check loss at `tau` for `quantreg::rq()`, the unit deviance of the family for models with
+#' a [stats::family()] other than the Gaussian ([stats::glm()]), the squared error otherwise.
+#' The score is the mean loss; a candidate at which any fit fails scores `Inf`. Candidates are
+#' `local_control(candidates =)` (one column per variable), by default the rule-of-thumb
+#' bandwidth times \eqn{2^{-1.5}, 2^{-1}, \ldots, 2^{1.5}}{2^-1.5, 2^-1, ..., 2^1.5}. The cost is
+#' one refit of the model per data row and candidate (7 n fits by default), run on the `future`
+#' plan when one is set; the curve is kept as `cv_curve`.
+#'
 #' **Scale-out.** When a `future` plan other than sequential is set (e.g.
 #' `future::plan("multisession")`), the local fits run on its workers (the future.apply
 #' package), with results identical to a sequential run. With `verbose = TRUE` a progress bar
@@ -50,14 +61,19 @@
 #' @param bandwidth A positive number (the same for every numeric localization variable, when
 #'   all are numeric), one value per variable of `over` in its order (h for a numeric variable,
 #'   lambda for a categorical one, as in [local_poly()]), or [nn()]`(k)` for adaptive
-#'   nearest-neighbour bandwidths. Bandwidth selection is not available yet.
+#'   nearest-neighbour bandwidths, or `"cv"`: leave-one-out cross-validation of the model's own
+#'   loss (see Details).
 #' @param at The points at which to localize: a data frame holding the variables of `over`
 #'   (or, for one variable, a vector). By default the distinct rows of the localization
 #'   variables in the data.
 #' @param data The data to refit the model on; by default the `data` of the model's call.
 #' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
 #'   [local_poly()]).
-#' @param n_threads Number of threads of the window search, see [n_threads()].
+#' @param fast Fit [stats::lm()] models (formula, data, weights, subset and na.action alone)
+#'   from the engine's local moment sums instead of refitting them in R: the same estimates to
+#'   about 1e-10, far faster. Points whose local design is (nearly) singular are refitted by
+#'   `lm()` itself.
+#' @param n_threads Number of threads of the engine, see [n_threads()].
 #' @param verbose Show a progress bar of the local fits.
 #' @param control Engine settings from [local_control()] (its `cutoff` truncates unbounded
 #'   kernels).
@@ -88,26 +104,46 @@
 #' localize(glm(am ~ wt, family = binomial, data = mtcars), over = "hp", bandwidth = 80,
 #'          at = c(100, 150, 200))
 localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, data = NULL,
-                     method = "auto", n_threads = NULL, verbose = interactive(),
+                     method = "auto", fast = TRUE, n_threads = NULL, verbose = interactive(),
                      control = local_control(), ...) {
   check_dots(...)
   recipe <- model_recipe(model, data, parent.frame())
   vars <- localization_vars(over, recipe$data)
-  if (missing(bandwidth)) abort("{.arg bandwidth} is missing: give a number or {.fn nn}.")
+  if (missing(bandwidth)) {
+    abort("{.arg bandwidth} is missing: give a number, {.fn nn} or {.val cv}.")
+  }
   check_flag(verbose)
-  local <- localization_spec(recipe$data, vars, kernel, bandwidth, method, control,
-                             n_threads(n_threads), verbose)
+  n_threads <- n_threads(n_threads)
+  selection <- NULL
+  if (identical(bandwidth, "cv")) {
+    selection <- cv_localize_bandwidth(recipe, vars, kernel, method, control, n_threads,
+                                       verbose)
+    bandwidth <- selection$bandwidth
+  }
+  local <- localization_spec(recipe$data, vars, kernel, bandwidth, method, control, n_threads,
+                             verbose)
   at <- localization_points(at, local, recipe$data)
-  windows <- point_windows(local, at)
-  fits <- fit_windows(recipe, windows, local_estimates, verbose)
+  queries <- point_queries(local, at)
+  sizes <- engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
+  fits <- if (check_flag(fast) && moment_fit_applies(recipe)) {
+    lm_moment_fits(recipe, local, queries)
+  } else {
+    vector("list", nrow(at))
+  }
+  todo <- which(vapply(fits, is.null, TRUE))
+  if (length(todo)) {
+    windows <- point_windows(local, some_queries(queries, todo))
+    fits[todo] <- fit_windows(recipe, windows, local_estimates, verbose)
+  }
   est <- estimate_matrices(fits)
   warn_local_failures(fits, "point")
   structure(list(coefficients = est$coef, std.error = est$se, at = at,
-                 n_window = lengths(windows$rows),
-                 weight_sum = vapply(windows$weights, sum, 0),
+                 n_window = sizes$size, weight_sum = sizes$wsum,
                  failed = !vapply(fits, function(f) is.null(f$error), TRUE),
                  global = stats::coef(model), over = vars, kernel = local$kernel,
                  bandwidth = local$bandwidth, bandwidth_label = local$label,
+                 bandwidth_method = if (is.null(selection)) "user" else "cv",
+                 cv_curve = selection$curve,
                  model_call = stats::getCall(model), nobs = nrow(recipe$data),
                  recipe = recipe, local = local, call = match.call()),
             class = "localized")
@@ -242,8 +278,8 @@ localization_spec <- function(data, vars, kernel, bandwidth, method, control, n_
     bw <- join_bandwidth(split$h, split$lambda, predictors)
     label <- named_values(bw, predictors$names)
   } else {
-    abort("{.arg bandwidth} must be a positive number, one per variable of {.arg over}, or
-           {.fn nn}; bandwidth selection is not available in {.fn localize}.", call = call)
+    abort("{.arg bandwidth} must be a positive number, one per variable of {.arg over},
+           {.fn nn} or {.val cv}.", call = call)
   }
   list(spec = spec, predictors = predictors, vars = vars, rows = which(ok), kernel = kernel,
        bandwidth = bw, label = label)
@@ -272,11 +308,12 @@ localization_points <- function(at, local, data, arg = "at", call = rlang::calle
   at
 }
 
-# The kernel windows at the points `at` (a data frame): rows of the model's data and weights.
-point_windows <- function(local, at, arg = "at", call = rlang::caller_env()) {
+# The points `at` (a data frame) as engine queries: numeric coordinates `x` and categorical
+# level codes `codes` (NULL without categorical variables).
+point_queries <- function(local, at, arg = "at", call = rlang::caller_env()) {
   predictors <- local$predictors
   numeric_vars <- predictors$names[predictors$kind == "numeric"]
-  queries <- if (length(numeric_vars)) {
+  x <- if (length(numeric_vars)) {
     check_predictors(at[numeric_vars], arg = arg, call = call)
   } else {
     matrix(numeric(0), nrow(at), 0L)
@@ -284,9 +321,161 @@ point_windows <- function(local, at, arg = "at", call = rlang::caller_env()) {
   codes <- if (!is.null(predictors$categorical)) {
     categorical_codes(predictors$categorical, at, arg = arg, call = call)
   }
-  win <- engine_windows(local$spec, queries, codes)
+  list(x = x, codes = codes)
+}
+
+# The queries `idx` alone.
+some_queries <- function(queries, idx) {
+  list(x = queries$x[idx, , drop = FALSE],
+       codes = if (!is.null(queries$codes)) queries$codes[idx, , drop = FALSE])
+}
+
+# The kernel windows of the queries (point_queries()): rows of the model's data and weights.
+point_windows <- function(local, queries) {
+  win <- engine_windows(local$spec, queries$x, queries$codes)
   win$rows <- lapply(win$rows, function(r) local$rows[r])
   win
+}
+
+# ---- Bandwidth selection --------------------------------------------------------------------
+
+# Leave-one-out choice of the bandwidth among candidates (see localize()): list(bandwidth,
+# curve).
+cv_localize_bandwidth <- function(recipe, vars, kernel, method, control, n_threads, verbose,
+                                  call = rlang::caller_env()) {
+  control <- check_control(control, call = call)
+  base <- localization_spec(recipe$data, vars, kernel, 1, method, control, n_threads, FALSE,
+                            call)
+  if (!is.null(base$predictors$categorical)) {
+    abort("{.code bandwidth = \"cv\"} needs numeric localization variables; give the
+           bandwidths of categorical ones.", call = call)
+  }
+  x <- base$predictors$x
+  candidates <- control$candidates
+  candidates <- if (is.null(candidates)) {
+    outer(2^seq(-1.5, 1.5, by = 0.5), bw_rot(x, base$kernel))
+  } else {
+    matrix(candidates, ncol = ncol(x))
+  }
+  queries <- list(x = x, codes = NULL)
+  rows <- base$rows
+  if (verbose) cli::cli_progress_step("Bandwidth search: {nrow(candidates)} candidates")
+  scores <- vapply(seq_len(nrow(candidates)), function(k) {
+    local <- localization_spec(recipe$data, vars, kernel, candidates[k, ], method, control,
+                               n_threads, FALSE, call)
+    windows <- point_windows(local, queries)
+    for (i in seq_along(rows)) {
+      keep <- windows$rows[[i]] != rows[i]
+      windows$rows[[i]] <- windows$rows[[i]][keep]
+      windows$weights[[i]] <- windows$weights[[i]][keep]
+    }
+    fits <- fit_windows(recipe, windows, function(fit, i) {
+      heldout_loss(fit, recipe$data[rows[i], , drop = FALSE])
+    }, verbose = FALSE)
+    if (any(!vapply(fits, function(f) is.null(f$error), TRUE))) return(Inf)
+    loss <- vapply(fits, function(f) f$value, 0)
+    if (all(is.na(loss))) Inf else mean(loss, na.rm = TRUE)
+  }, 0)
+  if (!any(is.finite(scores))) {
+    abort("No candidate bandwidth gives a local fit at every data row; give larger
+           {.arg candidates} in {.fn local_control}.", call = call)
+  }
+  best <- which.min(scores)
+  list(bandwidth = candidates[best, ],
+       curve = data.frame(stats::setNames(as.data.frame(candidates), vars), score = scores))
+}
+
+# The loss of a held-out data row under a local fit: the check loss for quantreg::rq(), the
+# family's unit deviance for non-Gaussian families, the squared error otherwise (NA where the
+# row lacks a variable of the model).
+heldout_loss <- function(fit, row) {
+  mf <- stats::model.frame(stats::terms(fit), row, na.action = stats::na.pass)
+  y <- stats::model.response(mf)
+  if (is.factor(y)) y <- as.numeric(y != levels(y)[1L])
+  if (inherits(fit, "rq")) {
+    r <- y - stats::predict(fit, newdata = row)
+    return(unname(r * (fit$tau - (r < 0))))
+  }
+  family <- tryCatch(stats::family(fit), error = function(e) NULL)
+  if (!is.null(family) && family$family != "gaussian") {
+    mu <- stats::predict(fit, newdata = row, type = "response")
+    return(unname(family$dev.resids(y, mu, 1)))
+  }
+  unname((y - stats::predict(fit, newdata = row))^2)
+}
+
+# ---- The fast path: least squares from the engine's moment sums ----------------------------
+
+# Whether lm_moment_fits() can fit the model: lm() with a formula, data, weights, subset and
+# na.action alone (no offset, contrasts or other options).
+moment_fit_applies <- function(recipe) {
+  identical(recipe$fun, stats::lm) && is.null(recipe$offset) &&
+    all(names(recipe$args) %in% c("formula", "na.action")) &&
+    inherits(recipe$args$formula, "formula") &&
+    (is.null(recipe$args$na.action) || identical(recipe$args$na.action, stats::na.omit) ||
+       identical(recipe$args$na.action, stats::na.exclude))
+}
+
+# Weighted least squares at every point from one engine pass: the local means of the products
+# of the design's columns and the response (the design centred at its global means, which keeps
+# the normal equations well conditioned), times the weight sums, give X'WX, X'Wy and y'Wy; the
+# standard errors follow as vcov.lm() computes them, with the window's rows of positive weight
+# as the observations. A list per point as fit_windows() gives it; NULL at points whose local
+# design is nearly singular, or has no residual degrees of freedom (refitted by lm() itself),
+# and NULL for the whole model when its frame is not a plain design (a matrix response, say).
+lm_moment_fits <- function(recipe, local, queries) {
+  m <- nrow(queries$x)
+  mf <- stats::model.frame(recipe$args$formula, data = recipe$data, na.action = stats::na.pass)
+  y <- stats::model.response(mf)
+  X <- stats::model.matrix(attr(mf, "terms"), mf)
+  if (!is.numeric(y) || !is.null(dim(y)) || nrow(X) != nrow(recipe$data)) {
+    return(vector("list", m))
+  }
+  p <- ncol(X)
+  prior <- (recipe$prior %||% rep(1, length(y))) * stats::complete.cases(X, y)
+  prior[is.na(prior)] <- 0
+  X[prior == 0, ] <- 0
+  y[prior == 0] <- 0
+  intercept <- attr(attr(mf, "terms"), "intercept") == 1L && colnames(X)[1L] == "(Intercept)"
+  centre <- rep(0, p)
+  if (intercept && p > 1L) centre[-1L] <- colSums(X[, -1L, drop = FALSE] * prior) / sum(prior)
+  ymean <- if (intercept) sum(y * prior) / sum(prior) else 0
+  Xc <- sweep(X, 2L, centre)
+  yc <- y - ymean
+  pairs <- which(upper.tri(diag(p), diag = TRUE), arr.ind = TRUE)
+  values <- cbind(Xc[, pairs[, 1L], drop = FALSE] * Xc[, pairs[, 2L], drop = FALSE], Xc * yc,
+                  yc * yc)[local$rows, , drop = FALSE]
+  spec <- local$spec
+  spec$values <- values
+  spec$prior <- prior[local$rows]
+  method <- if (identical(spec$method, "binned")) "tree" else spec$method
+  res <- engine_run(spec, queries$x, method = method, query_codes = queries$codes)
+  sums <- matrix(res$coef[, 1L, ], m) * res$wsum
+  # the rows of positive weight (kernel times prior weight) of each window
+  counts <- engine_windows(spec, queries$x, queries$codes, sizes_only = TRUE)$size
+  # back from the centred design: beta_0 = beta_0c + ymean - sum_j beta_j centre_j
+  back <- diag(p)
+  back[1L, ] <- back[1L, ] - centre
+  npairs <- nrow(pairs)
+  lower <- lower.tri(diag(p))
+  out <- vector("list", m)
+  for (i in seq_len(m)) {
+    if (anyNA(sums[i, ]) || counts[i] <= p) next
+    S <- matrix(0, p, p)
+    S[pairs] <- sums[i, seq_len(npairs)]
+    S[lower] <- t(S)[lower]
+    Xy <- sums[i, npairs + seq_len(p)]
+    if (rcond(S) < 1e-10) next
+    inv <- solve(S)
+    beta <- drop(inv %*% Xy)
+    rss <- max(sums[i, ncol(sums)] - sum(beta * Xy), 0)
+    coef <- drop(back %*% beta)
+    if (intercept) coef[1L] <- coef[1L] + ymean
+    V <- rss / (counts[i] - p) * (back %*% inv %*% t(back))
+    out[[i]] <- list(value = list(coef = stats::setNames(coef, colnames(X)),
+                                  se = sqrt(pmax(diag(V), 0))))
+  }
+  out
 }
 
 # ---- Local fits ------------------------------------------------------------------------------
@@ -421,7 +610,7 @@ print.localized <- function(x, ..., digits = NULL) {
   m <- nrow(x$coefficients)
   print_fields(sprintf("<localized> %s, over %s", deparse_short(x$model_call),
                        paste(x$over, collapse = ", ")),
-               list(Kernel = as.character(x$kernel), Bandwidth = x$bandwidth_label,
+               list(Kernel = as.character(x$kernel), Bandwidth = localized_bandwidth(x),
                     Points = m, Observations = x$nobs,
                     `Failed fits` = if (any(x$failed)) sum(x$failed)))
   cat("\nLocal coefficients", if (m > 6L) " (first 6 points)", ":\n", sep = "")
@@ -429,6 +618,8 @@ print.localized <- function(x, ..., digits = NULL) {
   print_trimmed(shown, row.names = FALSE)
   invisible(x)
 }
+
+localized_bandwidth <- function(x) sprintf("%s (%s)", x$bandwidth_label, x$bandwidth_method)
 
 #' @rdname localize
 #' @export
@@ -454,7 +645,7 @@ print.summary.localized <- function(x, ..., digits = x$digits) {
   fit <- x$fit
   print_fields(sprintf("<localized> %s, over %s", deparse_short(fit$model_call),
                        paste(fit$over, collapse = ", ")),
-               list(Kernel = as.character(fit$kernel), Bandwidth = fit$bandwidth_label,
+               list(Kernel = as.character(fit$kernel), Bandwidth = localized_bandwidth(fit),
                     Points = nrow(fit$coefficients), Observations = fit$nobs,
                     `Rows per window` = sprintf("%s to %s (median %s)", min(fit$n_window),
                                                 max(fit$n_window), stats::median(fit$n_window)),
@@ -496,7 +687,7 @@ predict.localized <- function(object, newdata = NULL, type = NULL, ...) {
   newdata <- if (is.null(newdata)) recipe$data else as.data.frame(newdata)
   at <- localization_points(newdata[intersect(object$over, names(newdata))], object$local,
                             recipe$data, arg = "newdata")
-  windows <- point_windows(object$local, at, arg = "newdata")
+  windows <- point_windows(object$local, point_queries(object$local, at, arg = "newdata"))
   predict_row <- function(fit, i) {
     row <- newdata[i, , drop = FALSE]
     value <- if (is.null(type)) stats::predict(fit, newdata = row) else
@@ -512,7 +703,8 @@ predict.localized <- function(object, newdata = NULL, type = NULL, ...) {
 #' @param which The coefficients to plot (names or indices); default all.
 #' @param bands Draw pointwise bands of two standard errors where they exist.
 #' @details `plot()` draws each coefficient against the first localization variable, one panel
-#'   per coefficient, with the global model's coefficient as a dashed line.
+#'   per coefficient, with the global model's coefficient as a dashed line; with several
+#'   localization variables, one curve per combination of the others' values at the points.
 #' @export
 plot.localized <- function(x, which = NULL, bands = TRUE, ...) {
   check_graphics_dots(...)
@@ -525,32 +717,45 @@ plot.localized <- function(x, which = NULL, bands = TRUE, ...) {
   }
   var <- x$over[1L]
   z <- x$at[[var]]
-  ord <- order(z)
   numeric_z <- is.numeric(z)
   zx <- if (numeric_z) z else as.integer(factor(z))
-  old <- graphics::par(mfrow = grDevices::n2mfrow(length(which)))
+  others <- setdiff(x$over, var)
+  group <- if (length(others)) interaction(x$at[others], drop = TRUE, lex.order = TRUE) else
+    factor(rep("all", length(z)))
+  cols <- if (nlevels(group) > 1L) group_colours(nlevels(group)) else "black"
+  k <- length(which)
+  old <- graphics::par(mfrow = if (k <= 3L) c(1L, k) else grDevices::n2mfrow(k))
   on.exit(graphics::par(old))
   for (j in which) {
+    term <- colnames(coef)[j]
     est <- coef[, j]
-    se <- x$std.error[, j]
-    lo <- est - 2 * se
-    hi <- est + 2 * se
-    has_band <- bands && any(is.finite(se))
-    ylim <- range(c(est, if (has_band) c(lo, hi), x$global[colnames(coef)[j]]), finite = TRUE,
-                  na.rm = TRUE)
+    lo <- est - 2 * x$std.error[, j]
+    hi <- est + 2 * x$std.error[, j]
+    has_band <- bands && any(is.finite(lo))
+    ylim <- range(c(est, if (has_band) c(lo, hi), x$global[term]), finite = TRUE)
     if (!all(is.finite(ylim))) ylim <- c(0, 1)
-    graphics::plot(zx[ord], est[ord], type = if (numeric_z) "n" else "p", ylim = ylim,
-                   xlab = var, ylab = colnames(coef)[j], xaxt = if (numeric_z) "s" else "n", ...)
+    xlim <- range(zx) + if (numeric_z) 0 else c(-0.5, 0.5)
+    graphics::plot(xlim, ylim, type = "n", xlab = var, ylab = term,
+                   xaxt = if (numeric_z) "s" else "n", ...)
     if (!numeric_z) graphics::axis(1, at = unique(zx), labels = as.character(unique(z)))
-    ok <- ord[is.finite(lo[ord]) & is.finite(hi[ord])]
-    if (has_band && numeric_z && length(ok) > 1L) {
-      graphics::polygon(c(zx[ok], rev(zx[ok])), c(lo[ok], rev(hi[ok])), col = "grey85",
-                        border = NA)
-    } else if (has_band) {
-      graphics::segments(zx, lo, zx, hi, col = "grey50")
+    for (g in seq_len(nlevels(group))) {
+      idx <- which(group == levels(group)[g])
+      idx <- idx[order(zx[idx])]
+      band <- idx[is.finite(lo[idx]) & is.finite(hi[idx])]
+      if (has_band && numeric_z && length(band) > 1L) {
+        graphics::polygon(c(zx[band], rev(zx[band])), c(lo[band], rev(hi[band])), border = NA,
+                          col = grDevices::adjustcolor(cols[g], alpha.f = 0.2))
+      } else if (has_band) {
+        graphics::segments(zx[band], lo[band], zx[band], hi[band], col = cols[g])
+      }
+      if (numeric_z) graphics::lines(zx[idx], est[idx], lwd = 2, col = cols[g]) else
+        graphics::points(zx[idx], est[idx], pch = 19, col = cols[g])
     }
-    if (numeric_z) graphics::lines(zx[ord], est[ord], lwd = 2)
-    graphics::abline(h = x$global[colnames(coef)[j]], lty = 2, col = "grey40")
+    graphics::abline(h = x$global[term], lty = 2, col = "grey40")
+    if (nlevels(group) > 1L) {
+      graphics::legend(emptiest_corner(zx, est), legend = levels(group), col = cols, lwd = 2,
+                       title = paste(others, collapse = "."), bty = "n", cex = 0.8)
+    }
   }
   invisible(x)
 }

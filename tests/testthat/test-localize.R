@@ -42,6 +42,10 @@ test_that("localize(lm) equals a plain-R loop of weighted lm() fits", {
                 verbose = FALSE)
   expect_same_fits(g, local_loop_ref(function(d) lm(dist ~ speed, data = d, weights = w), cars,
                                      cars$speed, at, 3, gauss_ref))
+  # the generic path (lm() refitted in R) gives the same fits
+  slow <- localize(lm(dist ~ speed, data = cars), over = ~speed, kernel = "epanechnikov",
+                   bandwidth = 5, at = at, fast = FALSE, verbose = FALSE)
+  expect_same_fits(slow, ref)
   # the default points: the distinct values of the localization variable
   expect_identical(loc_default <- nrow(localize(lm(dist ~ speed, data = cars), over = ~speed,
                                                 bandwidth = 5, verbose = FALSE)$at),
@@ -103,6 +107,68 @@ test_that("localizing over another variable gives the varying-coefficient model"
                tolerance = 1e-10)
 })
 
+test_that("the fast path of lm() equals the generic path", {
+  d <- transform(airquality, Month = factor(Month))
+  args <- list(over = ~ Wind + Month, bandwidth = c(4, 0.3), at = data.frame(
+    Wind = c(5, 10, 15, 10), Month = factor(c(5, 7, 9, 6))), verbose = FALSE)
+  model <- lm(Ozone ~ Temp + Solar.R, data = d, weights = Day, subset = Day > 3)
+  fast <- do.call(localize, c(list(model), args))
+  slow <- do.call(localize, c(list(model, fast = FALSE), args))
+  expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
+  expect_equal(fast$std.error, slow$std.error, tolerance = 1e-8)
+  # a factor covariate whose levels some windows lack: those points are refitted by lm()
+  mt <- transform(mtcars, cyl = factor(cyl))
+  # (and at hp = 250, with cylinder 8 alone, lm() fails: NA either way)
+  expect_warning(f2 <- localize(lm(mpg ~ wt + cyl, data = mt), over = ~hp,
+                                kernel = "epanechnikov", bandwidth = 60, at = c(70, 150, 250),
+                                verbose = FALSE), class = "localmean_localize_warning")
+  expect_warning(s2 <- localize(lm(mpg ~ wt + cyl, data = mt), over = ~hp,
+                                kernel = "epanechnikov", bandwidth = 60, at = c(70, 150, 250),
+                                fast = FALSE, verbose = FALSE),
+                 class = "localmean_localize_warning")
+  expect_true(all(is.na(f2$coefficients[3, ])))
+  expect_equal(f2$coefficients, s2$coefficients, tolerance = 1e-8)
+  expect_equal(f2$std.error, s2$std.error, tolerance = 1e-8)
+  expect_error(localize(model, over = ~Wind, bandwidth = 4, fast = NA),
+               class = "localmean_error", regexp = "fast")
+})
+
+test_that("bandwidth = 'cv' scores leave-one-out losses as a plain-R loop does", {
+  d0 <- cars[seq(1, 50, by = 2), ]
+  ctrl <- local_control(candidates = c(4, 7))
+  loc <- localize(lm(dist ~ speed, data = d0), over = ~speed, kernel = "epanechnikov",
+                  bandwidth = "cv", at = 15, control = ctrl, verbose = FALSE)
+  loo <- vapply(c(4, 7), function(h) {
+    mean(vapply(seq_len(nrow(d0)), function(i) {
+      w <- epan_ref((d0$speed - d0$speed[i]) / h)
+      w[i] <- 0
+      d <- d0[w > 0, ]
+      d$w <- w[w > 0]
+      # (a window of one distinct speed: rank-deficient, as in localize())
+      fit <- lm(dist ~ speed, data = d, weights = w)
+      (d0$dist[i] - suppressWarnings(predict(fit, d0[i, ])))^2
+    }, 0))
+  }, 0)
+  expect_equal(loc$cv_curve$score, loo, tolerance = 1e-10)
+  expect_identical(loc$bandwidth, c(4, 7)[which.min(loo)])
+  expect_identical(loc$bandwidth_method, "cv")
+  expect_output(print(loc), "(cv)", fixed = TRUE)
+  # logistic: the binomial deviance of the held-out rows
+  lg <- localize(glm(vs ~ mpg, family = binomial, data = mtcars), over = ~hp,
+                 bandwidth = "cv", at = 150, control = local_control(candidates = 80),
+                 verbose = FALSE)
+  dev <- mean(vapply(seq_len(nrow(mtcars)), function(i) {
+    w <- gauss_ref((mtcars$hp - mtcars$hp[i]) / 80)
+    w[i] <- 0
+    d <- mtcars[w > 0, ]
+    d$w <- w[w > 0]
+    f <- suppressWarnings(glm(vs ~ mpg, family = binomial, data = d, weights = w))
+    p <- predict(f, mtcars[i, ], type = "response")
+    -2 * (mtcars$vs[i] * log(p) + (1 - mtcars$vs[i]) * log(1 - p))
+  }, 0))
+  expect_equal(lg$cv_curve$score, dev, tolerance = 1e-10)
+})
+
 test_that("a failing local fit is NA with one classed warning", {
   at <- c(4.5, 15)
   expect_warning(
@@ -145,7 +211,7 @@ test_that("bad input gets classed errors naming the argument", {
   fit <- lm(dist ~ speed, data = cars)
   expect_error(localize(fit, over = ~speed, bandwidth = -1), class = "localmean_error",
                regexp = "bandwidth")
-  expect_error(localize(fit, over = ~speed, bandwidth = "cv"), class = "localmean_error",
+  expect_error(localize(fit, over = ~speed, bandwidth = "aicc"), class = "localmean_error",
                regexp = "bandwidth")
   expect_error(localize(fit, over = ~speed), class = "localmean_error", regexp = "bandwidth")
   expect_error(localize(fit, over = ~speed, bandwith = 5), class = "localmean_error",
