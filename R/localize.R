@@ -126,7 +126,7 @@ localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, dat
   queries <- point_queries(local, at)
   sizes <- engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
   fits <- if (check_flag(fast) && moment_fit_applies(recipe)) {
-    lm_moment_fits(recipe, local, queries)
+    lm_moment_fits(recipe, local, queries, sizes$size)
   } else {
     vector("list", nrow(at))
   }
@@ -420,10 +420,11 @@ moment_fit_applies <- function(recipe) {
 # of the design's columns and the response (the design centred at its global means, which keeps
 # the normal equations well conditioned), times the weight sums, give X'WX, X'Wy and y'Wy; the
 # standard errors follow as vcov.lm() computes them, with the window's rows of positive weight
-# as the observations. A list per point as fit_windows() gives it; NULL at points whose local
-# design is nearly singular, or has no residual degrees of freedom (refitted by lm() itself),
-# and NULL for the whole model when its frame is not a plain design (a matrix response, say).
-lm_moment_fits <- function(recipe, local, queries) {
+# as the observations (`sizes`: the windows' numbers of rows of positive kernel weight). A list
+# per point as fit_windows() gives it; NULL at points whose local design is nearly singular, or
+# has no residual degrees of freedom (refitted by lm() itself), and NULL for the whole model
+# when its frame is not a plain design (a matrix response, say).
+lm_moment_fits <- function(recipe, local, queries, sizes) {
   m <- nrow(queries$x)
   mf <- stats::model.frame(recipe$args$formula, data = recipe$data, na.action = stats::na.pass)
   y <- stats::model.response(mf)
@@ -451,8 +452,11 @@ lm_moment_fits <- function(recipe, local, queries) {
   method <- if (identical(spec$method, "binned")) "tree" else spec$method
   res <- engine_run(spec, queries$x, method = method, query_codes = queries$codes)
   sums <- matrix(res$coef[, 1L, ], m) * res$wsum
-  # the rows of positive weight (kernel times prior weight) of each window
-  counts <- engine_windows(spec, queries$x, queries$codes, sizes_only = TRUE)$size
+  # the rows of positive weight (kernel times prior weight) of each window: `sizes`, the
+  # windows' rows of positive kernel weight, when every prior weight is positive
+  counts <- if (all(spec$prior > 0)) sizes else {
+    engine_windows(spec, queries$x, queries$codes, sizes_only = TRUE)$size
+  }
   # back from the centred design: beta_0 = beta_0c + ymean - sum_j beta_j centre_j
   back <- diag(p)
   back[1L, ] <- back[1L, ] - centre
