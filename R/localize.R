@@ -67,12 +67,12 @@
 #'   (or, for one variable, a vector). By default the distinct rows of the localization
 #'   variables in the data.
 #' @param data The data to refit the model on; by default the `data` of the model's call.
-#' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
-#'   [local_poly()]).
 #' @param fast Fit [stats::lm()] models (formula, data, weights, subset and na.action alone)
 #'   from the engine's local moment sums instead of refitting them in R: the same estimates to
 #'   about 1e-10, far faster. Points whose local design is (nearly) singular are refitted by
 #'   `lm()` itself.
+#' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
+#'   [local_poly()]).
 #' @param n_threads Number of threads of the engine, see [n_threads()].
 #' @param verbose Show a progress bar of the local fits.
 #' @param control Engine settings from [local_control()] (its `cutoff` truncates unbounded
@@ -104,7 +104,7 @@
 #' localize(glm(am ~ wt, family = binomial, data = mtcars), over = "hp", bandwidth = 80,
 #'          at = c(100, 150, 200))
 localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, data = NULL,
-                     method = "auto", fast = TRUE, n_threads = NULL, verbose = interactive(),
+                     fast = TRUE, method = "auto", n_threads = NULL, verbose = interactive(),
                      control = local_control(), ...) {
   check_dots(...)
   recipe <- model_recipe(model, data, parent.frame())

@@ -213,6 +213,8 @@
 #' # local logistic regression, with a 95% confidence interval
 #' logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5)
 #' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "confidence")
+#' # robustness iterations, as loess(dist ~ speed, cars, span = 0.5, family = "symmetric")
+#' robust <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn(25), n_robust = 3)
 local_poly <- function(x, ...) UseMethod("local_poly")
 
 #' @rdname local_poly
