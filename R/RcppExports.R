@@ -57,6 +57,10 @@ cpp_engine_fit <- function(engine, spec, request) {
     .Call(`_localmean_cpp_engine_fit`, engine, spec, request)
 }
 
+cpp_engine_windows <- function(engine, spec, request) {
+    .Call(`_localmean_cpp_engine_windows`, engine, spec, request)
+}
+
 cpp_shift_points <- function(x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, accelerate, meet, n_threads, verbose) {
     .Call(`_localmean_cpp_shift_points`, x, scale, prior, points, kernel, method, cutoff, max_iter, tol, ndim, keep_path, accelerate, meet, n_threads, verbose)
 }

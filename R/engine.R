@@ -396,6 +396,28 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
   res
 }
 
+# The kernel windows of `queries` (m x d, original units; `query_codes` their categorical
+# levels), as engine_run() would sweep them with this specification's kernel, scales, nn()
+# radii, categorical lambdas, cut-off, prior weights and strategy: list(rows, weights, size,
+# wsum), per query the data rows (ascending) of positive weight (kernel times prior) and their
+# kernel weights, 1 at the query (level weights included, prior weights not), the number of
+# those rows and the sum of their kernel weights (`sizes_only`: these two alone). localize()
+# fits the user's model on them.
+engine_windows <- function(spec, queries, query_codes = NULL, sizes_only = FALSE,
+                           n_threads = spec$n_threads, verbose = spec$verbose) {
+  if (spec$numeric_vars == 0L) queries <- matrix(0, nrow(queries), 1L)
+  radius <- if (!is.null(spec$nn)) nn_radius(spec, queries, n_threads, verbose) else numeric(0)
+  spec$kernel <- engine_kernel(spec$kernel)
+  res <- cpp_engine_windows(engine_pointer(spec), spec,
+                            list(queries = queries, radius = radius, query_codes = query_codes,
+                                 sizes_only = sizes_only, n_threads = n_threads,
+                                 verbose = verbose))
+  out <- list(size = res$size, wsum = res$wsum)
+  if (sizes_only) return(out)
+  query <- factor(rep.int(seq_len(nrow(queries)), res$size), levels = seq_len(nrow(queries)))
+  c(list(rows = unname(split(res$row, query)), weights = unname(split(res$weight, query))), out)
+}
+
 # ---- The engine object ---------------------------------------------------------------------
 
 # The handle of a specification's engine object: an environment (shared by every copy of the

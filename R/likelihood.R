@@ -325,3 +325,47 @@ loss_label <- function(family) {
   if (is.null(name)) return(family$family)
   sprintf("%s (%s = %s)", family$family, name, format(family$loss_param))
 }
+
+# Least-squares local polynomial fits with n_robust robustness iterations (Cleveland, 1979; loess's
+# family = "symmetric"): each refits with the prior weights times the bisquare robustness
+# weights of the last fit's residuals, at the first fit's bandwidth.
+robust_iterations <- function(x, y, kernel, bandwidth, degree, family, n_robust, weights, method,
+                              n_threads, verbose, control, call = rlang::caller_env()) {
+  if (!identical(check_family(family, call = call)$family, "gaussian")) {
+    abort("{.arg n_robust} applies to least squares ({.code family = \"gaussian\"}); use the
+           {.val huber} or {.val bisquare} family for local M-estimation.", call = call)
+  }
+  refit <- function(bandwidth, weights) {
+    local_poly.default(x, y, kernel = kernel, bandwidth = bandwidth, degree = degree,
+                       weights = weights, method = method, n_threads = n_threads,
+                       verbose = verbose, control = control)
+  }
+  first <- refit(bandwidth, weights)
+  fixed <- if (!is.null(first$nn)) nn(first$nn$k, first$nn$standardise) else first$bandwidth
+  fit <- first
+  for (iter in seq_len(n_robust)) {
+    robust <- robustness_weights(fit$residuals)
+    fit <- refit(fixed, (weights %||% 1) * robust)
+  }
+  fit$weights <- weights
+  fit$robustness_weights <- robust
+  fit$n_robust <- as.integer(n_robust)
+  fit$bandwidth_method <- first$bandwidth_method
+  fit$cv_curve <- first$cv_curve
+  fit
+}
+
+# The bisquare robustness weights of residuals r: B(|r| / (6 m)) with m the median of |r|, 1
+# within 0.001 of that scale and 0 beyond 0.999 of it (as lowess and loess compute them); 1 where
+# a residual is missing, and for all when m vanishes.
+robustness_weights <- function(r) {
+  a <- abs(r)
+  ok <- is.finite(a)
+  cmad <- 6 * stats::median(a[ok])
+  if (!is.finite(cmad) || cmad < .Machine$double.xmin) return(rep(1, length(r)))
+  w <- (1 - (a / cmad)^2)^2
+  w[a <= 0.001 * cmad] <- 1
+  w[a > 0.999 * cmad] <- 0
+  w[!ok] <- 1
+  w
+}

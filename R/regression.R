@@ -141,6 +141,15 @@
 #'   leave-one-out: the mean absolute, or check-loss, left-out residual) or
 #'   `"rot"`.
 #' @param tau The quantile of `family = "quantile"`, strictly between 0 and 1.
+#' @param n_robust Number of robustness iterations of a least-squares fit (Cleveland, 1979):
+#'   each refits with the prior weights times the bisquare robustness weights
+#'   \eqn{B(r_i / (6 m))}{B(r_i / (6 m))} of the residuals, \eqn{m}{m} their median absolute
+#'   value, at the bandwidth of the first fit. `n_robust = 3` with `kernel = "tricube"`,
+#'   `bandwidth = nn(floor(span * n))` and the same degree reproduces
+#'   `loess(family = "symmetric", surface = "direct")` (whose 4 `iterations` are 4 fits) and
+#'   `lowess(iter = 3)`'s weights. The fit keeps the last weights as `robustness_weights`;
+#'   `predict()` uses them. Unlike `family = "huber"` or `"bisquare"`, the weights are global: one
+#'   per observation, from its residual of the whole fit.
 #' @param tuning The tuning constant of `family = "huber"` (k, default 1.345)
 #'   or `"bisquare"` (c, default 4.685), in units of the local scale; `NULL`:
 #'   the registry's default.
@@ -169,6 +178,9 @@
 #' Hall, P., Li, Q. and Racine, J. S. (2007). Nonparametric estimation of
 #' regression functions in the presence of irrelevant regressors. *Review of
 #' Economics and Statistics* 89, 784-789. \doi{10.1162/rest.89.4.784}
+#'
+#' Cleveland, W. S. (1979). Robust locally weighted regression and smoothing scatterplots.
+#' *JASA* 74, 829-836. \doi{10.1080/01621459.1979.10481038}
 #'
 #' Hurvich, C. M., Simonoff, J. S. and Tsai, C.-L. (1998). Smoothing parameter
 #' selection in nonparametric regression using an improved Akaike information
@@ -201,6 +213,8 @@
 #' # local logistic regression, with a 95% confidence interval
 #' logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5)
 #' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "confidence")
+#' # robustness iterations, as loess(dist ~ speed, cars, span = 0.5, family = "symmetric")
+#' robust <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn(25), n_robust = 3)
 local_poly <- function(x, ...) UseMethod("local_poly")
 
 #' @rdname local_poly
@@ -211,7 +225,7 @@ local_mean <- function(x, ...) UseMethod("local_mean")
 #' @export
 local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwidth = "cv",
                                degree = 1, family = "gaussian", tau = 0.5, tuning = NULL,
-                               weights = NULL, subset, na.action = stats::na.omit,
+                               n_robust = 0, weights = NULL, subset, na.action = stats::na.omit,
                                method = "auto", n_threads = NULL, verbose = interactive(),
                                control = local_control(), ...) {
   check_dots(...)
@@ -224,7 +238,8 @@ local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwi
   }
   fit <- local_poly.default(parts$x, parts$y, degree = degree, kernel = kernel,
                             bandwidth = bandwidth, family = family, tau = tau,
-                            tuning = tuning, weights = parts$weights, method = method,
+                            tuning = tuning, n_robust = n_robust, weights = parts$weights,
+                            method = method,
                             n_threads = n_threads, verbose = verbose, control = control)
   fit$terms <- parts$terms
   fit$na.action <- parts$na.action
@@ -235,10 +250,16 @@ local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwi
 #' @rdname local_poly
 #' @export
 local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degree = 1,
-                               family = "gaussian", tau = 0.5, tuning = NULL, weights = NULL,
-                               method = "auto", n_threads = NULL, verbose = interactive(),
-                               control = local_control(), ...) {
+                               family = "gaussian", tau = 0.5, tuning = NULL, n_robust = 0,
+                               weights = NULL, method = "auto", n_threads = NULL,
+                               verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
+  if (check_count(n_robust, min = 0) > 0L) {
+    fit <- robust_iterations(x, y, kernel, bandwidth, degree, family, n_robust, weights, method,
+                             n_threads, verbose, control)
+    fit$call <- generic_call(match.call(), "local_poly")
+    return(fit)
+  }
   predictors <- split_predictors(x)
   family <- check_family(family, tuning, tau)
   response <- family_response(y, weights, family, nrow(predictors$x))

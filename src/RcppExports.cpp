@@ -211,6 +211,18 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_engine_windows
+List cpp_engine_windows(SEXP engine, List spec, List request);
+RcppExport SEXP _localmean_cpp_engine_windows(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    Rcpp::traits::input_parameter< List >::type request(requestSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_windows(engine, spec, request));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_shift_points
 List cpp_shift_points(NumericMatrix x, NumericVector scale, NumericVector prior, NumericMatrix points, std::string kernel, std::string method, double cutoff, int max_iter, double tol, int ndim, bool keep_path, bool accelerate, double meet, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_shift_points(SEXP xSEXP, SEXP scaleSEXP, SEXP priorSEXP, SEXP pointsSEXP, SEXP kernelSEXP, SEXP methodSEXP, SEXP cutoffSEXP, SEXP max_iterSEXP, SEXP tolSEXP, SEXP ndimSEXP, SEXP keep_pathSEXP, SEXP accelerateSEXP, SEXP meetSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
@@ -697,6 +709,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_engine_alive", (DL_FUNC) &_localmean_cpp_engine_alive, 1},
     {"_localmean_cpp_engine_builds", (DL_FUNC) &_localmean_cpp_engine_builds, 0},
     {"_localmean_cpp_engine_fit", (DL_FUNC) &_localmean_cpp_engine_fit, 3},
+    {"_localmean_cpp_engine_windows", (DL_FUNC) &_localmean_cpp_engine_windows, 3},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 15},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},
     {"_localmean_cpp_nearest_index", (DL_FUNC) &_localmean_cpp_nearest_index, 4},

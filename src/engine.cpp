@@ -307,6 +307,65 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   return res.as_list();
 }
 
+// The kernel windows of the request's queries (see cpp_engine_fit() for `spec` and the request:
+// queries, radius, query_codes, n_threads, verbose), as the engine's fits would sweep them:
+// list(start, row, weight, size, wsum), query i's data rows (1-based, ascending) and kernel
+// weights (prior weights not applied) at positions start[i] + 1 to start[i + 1] of row and
+// weight, and per query its number of rows of positive weight (kernel times prior) and the sum of
+// their kernel weights; with request$sizes_only, row and weight are empty. The binned strategy
+// has no windows: the tree's are given.
+// [[Rcpp::export(rng = false)]]
+List cpp_engine_windows(SEXP engine, List spec, List request) {
+  EngineObject one_off;
+  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
+  const SEXP x = spec["x"];
+  const Points pts(x);
+  const NumericVector scale = spec["scale"];
+  const NumericMatrix queries = request["queries"];
+  const std::size_t n = pts.n, m = queries.nrow();
+  const std::vector<double> qs = scaled(queries, scale);
+  localmean::EngineSettings set;
+  set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
+  set.cutoff = as<double>(spec["cutoff"]);
+  set.use_tree = as<std::string>(spec["method"]) != "exact";
+  // (the data's values too, so that a later fit of the same specification reuses the object)
+  const SEXP values = or_nil(spec["values"]);
+  const std::size_t nv = Rf_isNull(values) ? 0 : Rf_xlength(values) / n;
+  localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, nv);
+  data.use_kernel(set.kernel);
+  std::vector<int> qcodes = int_vector(request["query_codes"]);
+  for (int& c : qcodes) --c;
+  const NumericVector radius = request["radius"];
+  localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(m),
+                               "kernel windows");
+  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]),
+                                              static_cast<double>(m) * n);
+  std::vector<std::vector<std::size_t>> rows;
+  std::vector<std::vector<double>> weights;
+  const bool done = localmean::kernel_windows(
+      data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
+      qcodes.empty() ? nullptr : qcodes.data(), set, rows, weights, pfor, monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  const bool sizes_only = field<bool>(request, "sizes_only", false);
+  IntegerVector start(m + 1), size(m);
+  NumericVector wsum(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    size[i] = static_cast<int>(rows[i].size());
+    for (double w : weights[i]) wsum[i] += w;
+    start[i + 1] = start[i] + (sizes_only ? 0 : size[i]);
+  }
+  IntegerVector row(start[m]);
+  NumericVector weight(start[m]);
+  for (std::size_t i = 0; i < m && !sizes_only; ++i)
+    for (std::size_t b = 0; b < rows[i].size(); ++b) {
+      row[start[i] + b] = static_cast<int>(rows[i][b]) + 1;
+      weight[start[i] + b] = weights[i][b];
+    }
+  return List::create(_["start"] = start, _["row"] = row, _["weight"] = weight,
+                      _["size"] = size, _["wsum"] = wsum);
+}
+
 // Moves `points` (m x d) by iterated local means of the data `x` (n x d) in coordinates divided
 // by `scale`: mean shift (ndim < 0) or the principal-component shift onto ndim-dimensional
 // ridges. Mean shift may accelerate and let climbs meet earlier modes within `meet` scaled

@@ -19,7 +19,8 @@ api_functions <- function() {
 }
 
 test_that("arguments come in one order: data, kernel, bandwidth, ..., method, n_threads", {
-  data_args <- c("x", "y", "u", "at", "formula", "data", "img", "object", "newdata")
+  data_args <- c("x", "y", "u", "at", "formula", "data", "img", "object", "newdata", "model",
+                 "over")
   tail_order <- c("weights", "subset", "na.action", "method", "n_threads", "verbose", "control",
                   "...")
   for (name in names(fns <- api_functions())) {

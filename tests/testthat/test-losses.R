@@ -233,3 +233,30 @@ test_that("quantile fits on tied, rounded data (cars) converge and reach the exa
     expect_equal(ours, best, tolerance = 1e-10)
   }
 })
+
+test_that("n_robust reproduces loess(family = 'symmetric') and its robustness weights", {
+  set.seed(12)
+  x <- sort(runif(120, 0, 10))
+  y <- sin(x) + rnorm(120, sd = 0.3)
+  y[c(10, 50, 90)] <- y[c(10, 50, 90)] + c(6, -5, 8)
+  for (degree in 1:2) {
+    lo <- stats::loess(y ~ x, span = 0.4, degree = degree, family = "symmetric",
+                       surface = "direct")
+    fit <- local_poly(x, y, kernel = "tricube", bandwidth = nn(floor(0.4 * 120)),
+                      degree = degree, n_robust = 3, verbose = FALSE)
+    expect_equal(fitted(fit), unname(fitted(lo)), tolerance = 1e-6)
+    expect_equal(predict(fit, c(2.5, 7.5)), unname(predict(lo, c(2.5, 7.5))), tolerance = 1e-6)
+  }
+  expect_identical(fit$n_robust, 3L)
+  expect_true(all(fit$robustness_weights[c(10, 50, 90)] < 0.2))
+  # the weights in plain R: bisquare of r / (6 median |r|)
+  r <- c(-3, 0.5, 1, 2, 0.001)
+  cmad <- 6 * median(abs(r))
+  expect_equal(localmean:::robustness_weights(r),
+               ifelse(abs(r) > 0.999 * cmad, 0, ifelse(abs(r) <= 0.001 * cmad, 1,
+                                                          (1 - (r / cmad)^2)^2)))
+  expect_error(local_poly(x, y, bandwidth = 1, family = "huber", n_robust = 2),
+               class = "localmean_error", regexp = "n_robust")
+  expect_error(local_poly(x, y, bandwidth = 1, n_robust = -1), class = "localmean_error",
+               regexp = "n_robust")
+})

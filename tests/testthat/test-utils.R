@@ -246,7 +246,10 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     local_denoiser = local_denoiser(faithful),
     local_diffusion = diffusion_sample(faithful, n = 20, n_iter = 3, verbose = FALSE),
     summary.local_diffusion = summary(diffusion_sample(faithful, n = 20, n_iter = 3,
-                                                       verbose = FALSE))
+                                                       verbose = FALSE)),
+    localized = localized <- localize(lm(dist ~ speed, data = cars), over = ~speed,
+                                      bandwidth = 5, at = c(10, 20), verbose = FALSE),
+    summary.localized = summary(localized)
   ))
   methods <- getNamespaceInfo("localmean", "S3methods")
   # autoplot() is tested with the tidiers; formula and default methods are the fitting

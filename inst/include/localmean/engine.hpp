@@ -128,6 +128,56 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   return run_chunked(m, chunk_size(data.n()), parallel_for, monitor, fn);
 }
 
+// The kernel windows of m queries, as local_fit() would sweep them (same reach, cut-off, level
+// weights and per-query scales): for query i, rows[i] holds the data rows (0-based, the
+// caller's order, ascending) of positive weight and weights[i] their kernel weights (level
+// weights included, prior weights not). Clients that fit their own model in each window (R's
+// localize()) take their weights here. Returns false if the monitor stopped it.
+inline bool kernel_windows(const LocalData& data, const double* queries, std::size_t m,
+                           const double* radius, const int* query_codes,
+                           const EngineSettings& set, std::vector<std::vector<std::size_t>>& rows,
+                           std::vector<std::vector<double>>& weights,
+                           const ParallelFor& parallel_for = serial_for,
+                           const Monitor& monitor = {}) {
+  const std::size_t d = data.d();
+  const Reach how(set);
+  const std::vector<std::size_t>& order = data.tree().order();
+  rows.assign(m, {});
+  weights.assign(m, {});
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    with_kernel(set.kernel, [&](auto kern) {
+      using K = decltype(kern);
+      std::vector<double> q(d), table(data.table_size());
+      std::vector<std::size_t> idx;
+      Window win;
+      for (std::size_t i = begin; i < end; ++i) {
+        for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
+        const double* levels = nullptr;
+        if (data.categorical()) {
+          data.level_table(query_codes + i, m, table.data());
+          levels = table.data();
+        }
+        win.clear();
+        collect_window<K>(data, q.data(), levels, radius ? radius[i] : 1.0, how, win);
+        // the caller's row order, so that a window's rows do not depend on the tree
+        idx.resize(win.pos.size());
+        for (std::size_t b = 0; b < idx.size(); ++b) idx[b] = b;
+        std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+          return order[win.pos[a]] < order[win.pos[b]];
+        });
+        rows[i].resize(idx.size());
+        weights[i].resize(idx.size());
+        for (std::size_t b = 0; b < idx.size(); ++b) {
+          rows[i][b] = order[win.pos[idx[b]]];
+          weights[i][b] = win.kernel[idx[b]];
+        }
+      }
+      return 0;
+    });
+  };
+  return run_chunked(m, chunk_size(data.n()), parallel_for, monitor, fn);
+}
+
 // Weights chained by squaring (CandidateScales::source) stay within 2^kMaxSquarings times the
 // kernel's own rounding of their values: a chain longer than this starts again from the profile.
 constexpr int kMaxSquarings = 8;

@@ -1,0 +1,786 @@
+# The localization trick for any model: localize() refits a model that takes `weights` at every
+# point with the engine's kernel weights, and the methods of its result.
+
+#' Localize any model
+#'
+#' `localize()` turns a fitted model into a local one: at every point \eqn{z^*}{z*} of `at` it
+#' refits the model with the kernel weights \eqn{K((z_i - z^*) / h)}{K((z_i - z*) / h)} of the
+#' data rows, minimising \eqn{\sum_i K(z^*, z_i)\, \ell(y_i, x_i; \theta)}{sum_i K(z*, z_i)
+#' l(y_i, x_i; theta)} with the model's own loss. Any model function that takes `weights` and
+#' follows R's modelling conventions (a formula, `data`, `weights`), such as [stats::lm()],
+#' [stats::glm()], `MASS::rlm()` or `quantreg::rq()`, can be localized.
+#'
+#' **Localization variables.** The kernel acts on the variables named by `over`, which need not
+#' be the model's covariates. Localizing `y ~ x` over `x` gives a local linear fit in `x`;
+#' localizing `y ~ x` over another variable `z` gives the *varying-coefficient model*
+#' \eqn{y = \beta_0(z) + \beta_1(z) x}{y = beta0(z) + beta1(z) x}, whose coefficients are the
+#' local fits at each `z`. Numeric variables are localized by `kernel`; factors, character and
+#' logical variables enter through the generalized product kernel with a smoothing parameter
+#' lambda, as in [local_poly()].
+#'
+#' **Windows.** The weights and windows come from the engine: only the rows of positive weight
+#' enter each local fit (for compact kernels the rows within the bandwidth, for the Gaussian
+#' those within the engine's cut-off, see [kernels()] and [local_control()]). The weights are
+#' the kernel's profile, 1 at the point itself, times the model's own `weights` where its call
+#' has them (its `subset` and `offset` are kept as well). Rows with missing localization
+#' variables are left out.
+#'
+#' **Standard errors** come from [stats::vcov()] of each local fit (`NA` for models without
+#' one, such as `quantreg::rq()`). They treat the kernel weights as given weights and so are
+#' conditional on the bandwidth: they do not account for the smoothing bias, and for models
+#' whose weights count observations (binomial and Poisson [stats::glm()]) they depend on the
+#' scale of the kernel weights. Read them as pointwise guides, not as exact intervals.
+#'
+#' **Failures.** A local fit that fails (an error, e.g. too few rows in the window) gives `NA`
+#' coefficients at its point; one warning of class `localmean_localize_warning` says at how many
+#' points fits failed or warned, with the first message. The warnings that kernel weights cause
+#' by design (non-integer binomial or Poisson counts) are not counted.
+#'
+#' **Bandwidth selection** (`bandwidth = "cv"`, numeric localization variables): each
+#' candidate is scored by leave-one-out cross-validation: every data row is predicted by the
+#' model localized at its own localization values without it, and its loss is the model's own:
+#' the check loss at `tau` for `quantreg::rq()`, the unit deviance of the family for models with
+#' a [stats::family()] other than the Gaussian ([stats::glm()]), the squared error otherwise.
+#' The score is the mean loss; a candidate at which any fit fails scores `Inf`. Candidates are
+#' `local_control(candidates =)` (one column per variable), by default the rule-of-thumb
+#' bandwidth times \eqn{2^{-1.5}, 2^{-1}, \ldots, 2^{1.5}}{2^-1.5, 2^-1, ..., 2^1.5}. The cost is
+#' one refit of the model per data row and candidate (7 n fits by default), run on the `future`
+#' plan when one is set; the curve is kept as `cv_curve`.
+#'
+#' **Scale-out.** When a `future` plan other than sequential is set (e.g.
+#' `future::plan("multisession")`), the local fits run on its workers (the future.apply
+#' package), with results identical to a sequential run. With `verbose = TRUE` a progress bar
+#' counts the fits.
+#'
+#' @param model A fitted model whose call has `data` and whose model function takes `weights`,
+#'   e.g. `lm(dist ~ speed, data = cars)`. It is refitted from its call ([stats::getCall()]).
+#' @param over The localization variables: a one-sided formula (`~ z` or `~ z1 + z2`) or a
+#'   character vector of variable names of the model's data.
+#' @param kernel A kernel: a name (see [kernels()]), a function of the scaled distance or a
+#'   [user_kernel()].
+#' @param bandwidth A positive number (the same for every numeric localization variable, when
+#'   all are numeric), one value per variable of `over` in its order (h for a numeric variable,
+#'   lambda for a categorical one, as in [local_poly()]), or [nn()]`(k)` for adaptive
+#'   nearest-neighbour bandwidths, or `"cv"`: leave-one-out cross-validation of the model's own
+#'   loss (see Details).
+#' @param at The points at which to localize: a data frame holding the variables of `over`
+#'   (or, for one variable, a vector). By default the distinct rows of the localization
+#'   variables in the data.
+#' @param data The data to refit the model on; by default the `data` of the model's call.
+#' @param fast Fit [stats::lm()] models (formula, data, weights, subset and na.action alone)
+#'   from the engine's local moment sums instead of refitting them in R: the same estimates to
+#'   about 1e-10, far faster. Points whose local design is (nearly) singular are refitted by
+#'   `lm()` itself.
+#' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
+#'   [local_poly()]).
+#' @param n_threads Number of threads of the engine, see [n_threads()].
+#' @param verbose Show a progress bar of the local fits.
+#' @param control Engine settings from [local_control()] (its `cutoff` truncates unbounded
+#'   kernels).
+#' @param ... Must be empty: a misspelt or unknown argument is an error.
+#' @return An object of class `localized`: `coefficients` and `std.error` (one row per point
+#'   of `at`, one column per coefficient), `at`, `n_window` (rows with positive weight at each
+#'   point), `weight_sum`, `failed` (points whose fit failed), the global model's coefficients
+#'   (`global`), the kernel and bandwidth. Methods: `print()`, `summary()`, `coef()`,
+#'   `predict()`, `plot()`, `tidy()`, `glance()`, `nobs()`.
+#' @references
+#' Hastie, T. and Tibshirani, R. (1993). Varying-coefficient models. *JRSS B* 55, 757-796.
+#'
+#' Loader, C. (1999). *Local Regression and Likelihood*. Springer.
+#' @family regression
+#' @export
+#' @examples
+#' # a local linear fit of dist on speed, refitting lm() at 5 speeds
+#' loc <- localize(lm(dist ~ speed, data = cars), over = ~speed, bandwidth = 4,
+#'                 at = c(8, 12, 16, 20, 24))
+#' loc
+#' # the varying-coefficient model: the effect of weight on mpg as horsepower changes
+#' vc <- localize(lm(mpg ~ wt, data = mtcars), over = ~hp, kernel = "epanechnikov",
+#'                bandwidth = 100, at = data.frame(hp = seq(80, 240, by = 40)))
+#' summary(vc)
+#' plot(vc)
+#' predict(vc, data.frame(wt = 3, hp = c(100, 200)))
+#' # a local logistic model with a covariate
+#' localize(glm(am ~ wt, family = binomial, data = mtcars), over = "hp", bandwidth = 80,
+#'          at = c(100, 150, 200))
+localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, data = NULL,
+                     fast = TRUE, method = "auto", n_threads = NULL, verbose = interactive(),
+                     control = local_control(), ...) {
+  check_dots(...)
+  recipe <- model_recipe(model, data, parent.frame())
+  vars <- localization_vars(over, recipe$data)
+  if (missing(bandwidth)) {
+    abort("{.arg bandwidth} is missing: give a number, {.fn nn} or {.val cv}.")
+  }
+  check_flag(verbose)
+  n_threads <- n_threads(n_threads)
+  selection <- NULL
+  if (identical(bandwidth, "cv")) {
+    selection <- cv_localize_bandwidth(recipe, vars, kernel, method, control, n_threads,
+                                       verbose)
+    bandwidth <- selection$bandwidth
+  }
+  local <- localization_spec(recipe$data, vars, kernel, bandwidth, method, control, n_threads,
+                             verbose)
+  at <- localization_points(at, local, recipe$data)
+  queries <- point_queries(local, at)
+  sizes <- engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
+  fits <- if (check_flag(fast) && moment_fit_applies(recipe)) {
+    lm_moment_fits(recipe, local, queries, sizes$size)
+  } else {
+    vector("list", nrow(at))
+  }
+  todo <- which(vapply(fits, is.null, TRUE))
+  if (length(todo)) {
+    windows <- point_windows(local, some_queries(queries, todo))
+    fits[todo] <- fit_windows(recipe, windows, local_estimates, verbose)
+  }
+  est <- estimate_matrices(fits)
+  warn_local_failures(fits, "point")
+  structure(list(coefficients = est$coef, std.error = est$se, at = at,
+                 n_window = sizes$size, weight_sum = sizes$wsum,
+                 failed = !vapply(fits, function(f) is.null(f$error), TRUE),
+                 global = stats::coef(model), over = vars, kernel = local$kernel,
+                 bandwidth = local$bandwidth, bandwidth_label = local$label,
+                 bandwidth_method = if (is.null(selection)) "user" else "cv",
+                 cv_curve = selection$curve,
+                 model_call = stats::getCall(model), nobs = nrow(recipe$data),
+                 recipe = recipe, local = local, call = match.call()),
+            class = "localized")
+}
+
+# ---- The model's recipe: its function, arguments and data ---------------------------------------
+
+# Arguments of a model call that are evaluated within its data (non-standard evaluation).
+data_arguments <- c("weights", "subset", "offset")
+
+# What refitting the model needs, evaluated once on the main process so that workers need no
+# environment: the model function, its other arguments, the data (after `subset`), the model's
+# own weights (NULL: none) and offset.
+model_recipe <- function(model, data, env, call = rlang::caller_env()) {
+  mcall <- tryCatch(stats::getCall(model), error = function(e) NULL)
+  if (!is.call(mcall)) {
+    abort("{.arg model} must be a fitted model that keeps its call, as {.fn lm} and {.fn glm}
+           fits do.", call = call)
+  }
+  fun <- model_function(mcall[[1L]], env)
+  if (!is.function(fun)) {
+    abort("{.arg model}'s call {.code {deparse_short(mcall)}} does not name a function here.",
+          call = call)
+  }
+  mcall <- tryCatch(match.call(fun, mcall), error = function(e) mcall)
+  args <- as.list(mcall)[-1L]
+  if (!takes_weights(fun, args, env)) {
+    abort(c("{.arg model} must come from a model function that takes {.arg weights}.",
+            x = "{.code {deparse_short(mcall[[1L]])}} has no {.arg weights} argument."),
+          call = call)
+  }
+  data <- data %||% (if (!is.null(args$data)) eval(args$data, env))
+  if (is.null(data)) {
+    abort("{.arg model}'s call has no {.arg data}; give the data as {.arg data}.", call = call)
+  }
+  data <- as.data.frame(data)
+  in_data <- lapply(args[intersect(names(args), data_arguments)], eval, data, env)
+  if (!is.null(in_data$subset)) {
+    keep <- in_data$subset
+    if (is.logical(keep)) keep <- which(keep)
+    data <- data[keep, , drop = FALSE]
+    in_data$weights <- in_data$weights[keep]
+    in_data$offset <- in_data$offset[keep]
+  }
+  rownames(data) <- NULL
+  other <- setdiff(names(args), c("data", data_arguments))
+  list(fun = fun, args = lapply(args[other], eval, env), data = data,
+       prior = in_data$weights, offset = in_data$offset, env = env, call = mcall)
+}
+
+# The function a model call names, found from `env` or, when the call names a function of a
+# package that is loaded but not attached (as `MASS::rlm()` records `rlm(...)`), among the
+# exports of the loaded namespaces.
+model_function <- function(name, env) {
+  fun <- tryCatch(eval(name, env), error = function(e) NULL)
+  if (is.function(fun) || !is.name(name)) return(fun)
+  name <- as.character(name)
+  for (ns in loadedNamespaces()) {
+    if (name %in% getNamespaceExports(ns)) return(getExportedValue(ns, name))
+  }
+  NULL
+}
+
+deparse_short <- function(expr) paste(deparse(expr, width.cutoff = 60L)[1L], collapse = "")
+
+# Whether a model function (or, for a generic, its method for the first argument) takes
+# `weights`.
+takes_weights <- function(fun, args, env) {
+  if ("weights" %in% names(formals(fun))) return(TRUE)
+  generic <- tryCatch(utils::isS3stdGeneric(fun), error = function(e) FALSE)
+  if (!isTRUE(generic) || !length(args)) return(FALSE)
+  first <- tryCatch(eval(args[[1L]], env), error = function(e) NULL)
+  for (cls in c(class(first), "default")) {
+    method <- utils::getS3method(names(generic), cls, optional = TRUE,
+                                 envir = environment(fun) %||% env)
+    if (!is.null(method)) return("weights" %in% names(formals(method)))
+  }
+  FALSE
+}
+
+# The localization variables named by `over` (a one-sided formula or names), checked in `data`.
+localization_vars <- function(over, data, call = rlang::caller_env()) {
+  if (missing(over)) abort("{.arg over} is missing: name the localization variables.", call = call)
+  vars <- if (inherits(over, "formula")) {
+    if (length(over) != 2L) abort("{.arg over} must be a one-sided formula such as {.code ~ z}.",
+                                  call = call)
+    all.vars(over)
+  } else if (is.character(over) && length(over) && !anyNA(over)) {
+    over
+  } else {
+    abort("{.arg over} must be a one-sided formula or variable names.", call = call)
+  }
+  missing <- setdiff(vars, names(data))
+  if (length(missing)) {
+    abort("{.arg over} names {.field {missing}}, not in the model's data.", call = call)
+  }
+  unique(vars)
+}
+
+# ---- Kernel windows from the engine -----------------------------------------------------------
+
+# The engine specification of the localization variables of `data` (rows with any of them
+# missing are left out: `rows` maps the engine's data points to rows of `data`).
+localization_spec <- function(data, vars, kernel, bandwidth, method, control, n_threads,
+                              verbose, call = rlang::caller_env()) {
+  ok <- stats::complete.cases(data[vars])
+  if (!any(ok)) abort("The variables of {.arg over} have no complete rows.", call = call)
+  predictors <- split_predictors(data[ok, vars, drop = FALSE], arg = "over", call = call)
+  x <- predictors$x
+  kernel <- check_kernel(kernel, call = call)
+  control <- check_control(control, call = call)
+  method <- check_choice(method, c("auto", "exact", "tree"), call = call)
+  spec_for <- function(h, nn = NULL, lambda = NULL) {
+    engine_spec(x, kernel, h, nn = nn, method = method, control = control,
+                categorical = predictors$categorical, lambda = lambda, n_threads = n_threads,
+                verbose = verbose, call = call)
+  }
+  if (inherits(bandwidth, "local_nn")) {
+    if (!is.null(predictors$categorical)) {
+      abort("{.fn nn} bandwidths are for numeric localization variables only.", call = call)
+    }
+    if (identical(bandwidth$k, "cv")) {
+      abort("{.arg bandwidth}: {.code nn(\"cv\")} is not available in {.fn localize}; give k.",
+            call = call)
+    }
+    spec <- resolve_nn(bandwidth, x, spec_for, FALSE, call)$spec
+    label <- sprintf("nn(%d)", bandwidth$k)
+    bw <- NULL
+  } else if (is.numeric(bandwidth)) {
+    split <- split_bandwidth(bandwidth, predictors, call = call)
+    spec <- spec_for(split$h, lambda = split$lambda)
+    bw <- join_bandwidth(split$h, split$lambda, predictors)
+    label <- named_values(bw, predictors$names)
+  } else {
+    abort("{.arg bandwidth} must be a positive number, one per variable of {.arg over},
+           {.fn nn} or {.val cv}.", call = call)
+  }
+  list(spec = spec, predictors = predictors, vars = vars, rows = which(ok), kernel = kernel,
+       bandwidth = bw, label = label)
+}
+
+# The points `at` as a data frame of the localization variables (default: their distinct rows
+# in the data).
+localization_points <- function(at, local, data, arg = "at", call = rlang::caller_env()) {
+  vars <- local$vars
+  if (is.null(at)) {
+    at <- unique(data[local$rows, vars, drop = FALSE])
+    at <- at[do.call(order, unname(as.list(at))), , drop = FALSE]
+  } else if (!is.data.frame(at)) {
+    if (length(vars) != 1L || !is.atomic(at) || !is.null(dim(at))) {
+      abort("{.arg {arg}} must be a data frame holding {.field {vars}}.", call = call)
+    }
+    at <- stats::setNames(data.frame(at, stringsAsFactors = FALSE), vars)
+  }
+  missing <- setdiff(vars, names(at))
+  if (length(missing)) abort("{.arg {arg}} lacks the variable{?s} {.field {missing}}.", call = call)
+  if (nrow(at) == 0L) abort("{.arg {arg}} has no rows.", call = call)
+  if (!all(stats::complete.cases(at[vars]))) {
+    abort("{.arg {arg}} has missing values in {.field {vars}}.", call = call)
+  }
+  rownames(at) <- NULL
+  at
+}
+
+# The points `at` (a data frame) as engine queries: numeric coordinates `x` and categorical
+# level codes `codes` (NULL without categorical variables).
+point_queries <- function(local, at, arg = "at", call = rlang::caller_env()) {
+  predictors <- local$predictors
+  numeric_vars <- predictors$names[predictors$kind == "numeric"]
+  x <- if (length(numeric_vars)) {
+    check_predictors(at[numeric_vars], arg = arg, call = call)
+  } else {
+    matrix(numeric(0), nrow(at), 0L)
+  }
+  codes <- if (!is.null(predictors$categorical)) {
+    categorical_codes(predictors$categorical, at, arg = arg, call = call)
+  }
+  list(x = x, codes = codes)
+}
+
+# The queries `idx` alone.
+some_queries <- function(queries, idx) {
+  list(x = queries$x[idx, , drop = FALSE],
+       codes = if (!is.null(queries$codes)) queries$codes[idx, , drop = FALSE])
+}
+
+# The kernel windows of the queries (point_queries()): rows of the model's data and weights.
+point_windows <- function(local, queries) {
+  win <- engine_windows(local$spec, queries$x, queries$codes)
+  win$rows <- lapply(win$rows, function(r) local$rows[r])
+  win
+}
+
+# ---- Bandwidth selection --------------------------------------------------------------------
+
+# Leave-one-out choice of the bandwidth among candidates (see localize()): list(bandwidth,
+# curve).
+cv_localize_bandwidth <- function(recipe, vars, kernel, method, control, n_threads, verbose,
+                                  call = rlang::caller_env()) {
+  control <- check_control(control, call = call)
+  base <- localization_spec(recipe$data, vars, kernel, 1, method, control, n_threads, FALSE,
+                            call)
+  if (!is.null(base$predictors$categorical)) {
+    abort("{.code bandwidth = \"cv\"} needs numeric localization variables; give the
+           bandwidths of categorical ones.", call = call)
+  }
+  x <- base$predictors$x
+  candidates <- control$candidates
+  candidates <- if (is.null(candidates)) {
+    outer(2^seq(-1.5, 1.5, by = 0.5), bw_rot(x, base$kernel))
+  } else {
+    matrix(candidates, ncol = ncol(x))
+  }
+  queries <- list(x = x, codes = NULL)
+  rows <- base$rows
+  if (verbose) cli::cli_progress_step("Bandwidth search: {nrow(candidates)} candidates")
+  scores <- vapply(seq_len(nrow(candidates)), function(k) {
+    local <- localization_spec(recipe$data, vars, kernel, candidates[k, ], method, control,
+                               n_threads, FALSE, call)
+    windows <- point_windows(local, queries)
+    for (i in seq_along(rows)) {
+      keep <- windows$rows[[i]] != rows[i]
+      windows$rows[[i]] <- windows$rows[[i]][keep]
+      windows$weights[[i]] <- windows$weights[[i]][keep]
+    }
+    fits <- fit_windows(recipe, windows, function(fit, i) {
+      heldout_loss(fit, recipe$data[rows[i], , drop = FALSE])
+    }, verbose = FALSE)
+    if (any(!vapply(fits, function(f) is.null(f$error), TRUE))) return(Inf)
+    loss <- vapply(fits, function(f) f$value, 0)
+    if (all(is.na(loss))) Inf else mean(loss, na.rm = TRUE)
+  }, 0)
+  if (!any(is.finite(scores))) {
+    abort("No candidate bandwidth gives a local fit at every data row; give larger
+           {.arg candidates} in {.fn local_control}.", call = call)
+  }
+  best <- which.min(scores)
+  list(bandwidth = candidates[best, ],
+       curve = data.frame(stats::setNames(as.data.frame(candidates), vars), score = scores))
+}
+
+# The loss of a held-out data row under a local fit: the check loss for quantreg::rq(), the
+# family's unit deviance for non-Gaussian families, the squared error otherwise (NA where the
+# row lacks a variable of the model).
+heldout_loss <- function(fit, row) {
+  mf <- stats::model.frame(stats::terms(fit), row, na.action = stats::na.pass)
+  y <- stats::model.response(mf)
+  if (is.factor(y)) y <- as.numeric(y != levels(y)[1L])
+  if (inherits(fit, "rq")) {
+    r <- y - stats::predict(fit, newdata = row)
+    return(unname(r * (fit$tau - (r < 0))))
+  }
+  family <- tryCatch(stats::family(fit), error = function(e) NULL)
+  if (!is.null(family) && family$family != "gaussian") {
+    mu <- stats::predict(fit, newdata = row, type = "response")
+    return(unname(family$dev.resids(y, mu, 1)))
+  }
+  unname((y - stats::predict(fit, newdata = row))^2)
+}
+
+# ---- The fast path: least squares from the engine's moment sums ----------------------------
+
+# Whether lm_moment_fits() can fit the model: lm() with a formula, data, weights, subset and
+# na.action alone (no offset, contrasts or other options).
+moment_fit_applies <- function(recipe) {
+  identical(recipe$fun, stats::lm) && is.null(recipe$offset) &&
+    all(names(recipe$args) %in% c("formula", "na.action")) &&
+    inherits(recipe$args$formula, "formula") &&
+    (is.null(recipe$args$na.action) || identical(recipe$args$na.action, stats::na.omit) ||
+       identical(recipe$args$na.action, stats::na.exclude))
+}
+
+# Weighted least squares at every point from one engine pass: the local means of the products
+# of the design's columns and the response (the design centred at its global means, which keeps
+# the normal equations well conditioned), times the weight sums, give X'WX, X'Wy and y'Wy; the
+# standard errors follow as vcov.lm() computes them, with the window's rows of positive weight
+# as the observations (`sizes`: the windows' numbers of rows of positive kernel weight). A list
+# per point as fit_windows() gives it; NULL at points whose local design is nearly singular, or
+# has no residual degrees of freedom (refitted by lm() itself), and NULL for the whole model
+# when its frame is not a plain design (a matrix response, say).
+lm_moment_fits <- function(recipe, local, queries, sizes) {
+  m <- nrow(queries$x)
+  mf <- stats::model.frame(recipe$args$formula, data = recipe$data, na.action = stats::na.pass)
+  y <- stats::model.response(mf)
+  X <- stats::model.matrix(attr(mf, "terms"), mf)
+  if (!is.numeric(y) || !is.null(dim(y)) || nrow(X) != nrow(recipe$data)) {
+    return(vector("list", m))
+  }
+  p <- ncol(X)
+  prior <- (recipe$prior %||% rep(1, length(y))) * stats::complete.cases(X, y)
+  prior[is.na(prior)] <- 0
+  X[prior == 0, ] <- 0
+  y[prior == 0] <- 0
+  intercept <- attr(attr(mf, "terms"), "intercept") == 1L && colnames(X)[1L] == "(Intercept)"
+  centre <- rep(0, p)
+  if (intercept && p > 1L) centre[-1L] <- colSums(X[, -1L, drop = FALSE] * prior) / sum(prior)
+  ymean <- if (intercept) sum(y * prior) / sum(prior) else 0
+  Xc <- sweep(X, 2L, centre)
+  yc <- y - ymean
+  pairs <- which(upper.tri(diag(p), diag = TRUE), arr.ind = TRUE)
+  values <- cbind(Xc[, pairs[, 1L], drop = FALSE] * Xc[, pairs[, 2L], drop = FALSE], Xc * yc,
+                  yc * yc)[local$rows, , drop = FALSE]
+  spec <- local$spec
+  spec$values <- values
+  spec$prior <- prior[local$rows]
+  method <- if (identical(spec$method, "binned")) "tree" else spec$method
+  res <- engine_run(spec, queries$x, method = method, query_codes = queries$codes)
+  sums <- matrix(res$coef[, 1L, ], m) * res$wsum
+  # the rows of positive weight (kernel times prior weight) of each window: `sizes`, the
+  # windows' rows of positive kernel weight, when every prior weight is positive
+  counts <- if (all(spec$prior > 0)) sizes else {
+    engine_windows(spec, queries$x, queries$codes, sizes_only = TRUE)$size
+  }
+  # back from the centred design: beta_0 = beta_0c + ymean - sum_j beta_j centre_j
+  back <- diag(p)
+  back[1L, ] <- back[1L, ] - centre
+  npairs <- nrow(pairs)
+  lower <- lower.tri(diag(p))
+  out <- vector("list", m)
+  for (i in seq_len(m)) {
+    if (anyNA(sums[i, ]) || counts[i] <= p) next
+    S <- matrix(0, p, p)
+    S[pairs] <- sums[i, seq_len(npairs)]
+    S[lower] <- t(S)[lower]
+    Xy <- sums[i, npairs + seq_len(p)]
+    if (rcond(S) < 1e-10) next
+    inv <- solve(S)
+    beta <- drop(inv %*% Xy)
+    rss <- max(sums[i, ncol(sums)] - sum(beta * Xy), 0)
+    coef <- drop(back %*% beta)
+    if (intercept) coef[1L] <- coef[1L] + ymean
+    V <- rss / (counts[i] - p) * (back %*% inv %*% t(back))
+    out[[i]] <- list(value = list(coef = stats::setNames(coef, colnames(X)),
+                                  se = sqrt(pmax(diag(V), 0))))
+  }
+  out
+}
+
+# ---- Local fits ------------------------------------------------------------------------------
+
+# Runs `task(fit, i)` on the model refitted in every window i, sequentially or on the user's
+# future plan (the same fits either way): a list per window with the task's `value`, or `error`
+# (the fit or task failed) and `warning` (the first warning of the fit). Warnings that kernel
+# weights cause by design are muffled.
+fit_windows <- function(recipe, windows, task, verbose) {
+  m <- length(windows$rows)
+  one <- function(i) fit_window(recipe, windows$rows[[i]], windows$weights[[i]], task, i)
+  if (future_plan_active()) {
+    if (verbose) cli::cli_progress_step("Fitting {m} local model{?s} on the future plan")
+    chunks <- split(seq_len(m), ceiling(seq_len(m) / max(1, ceiling(m / 64))))
+    parts <- future.apply::future_lapply(chunks, function(idx) lapply(idx, one),
+                                         future.seed = NULL)
+    return(unlist(parts, recursive = FALSE, use.names = FALSE))
+  }
+  if (verbose) cli::cli_progress_bar("local fits", total = m)
+  out <- vector("list", m)
+  for (i in seq_len(m)) {
+    out[[i]] <- one(i)
+    if (verbose) cli::cli_progress_update()
+  }
+  if (verbose) cli::cli_progress_done()
+  out
+}
+
+# Warnings that kernel weights (not counts) raise in models whose weights count trials.
+expected_warning <- function(message) {
+  grepl("non-integer #successes|non-integer x = ", message)
+}
+
+fit_window <- function(recipe, rows, weights, task, i) {
+  first_warning <- NULL
+  result <- tryCatch(withCallingHandlers({
+    fit <- refit(recipe, rows, weights)
+    list(value = task(fit, i))
+  }, warning = function(w) {
+    if (!expected_warning(conditionMessage(w)) && is.null(first_warning)) {
+      first_warning <<- conditionMessage(w)
+    }
+    invokeRestart("muffleWarning")
+  }), error = function(e) list(error = conditionMessage(e)))
+  result$warning <- first_warning
+  result
+}
+
+# The model refitted on `rows` of the data with the kernel `weights` (times its own).
+refit <- function(recipe, rows, weights) {
+  if (!length(rows)) stop("the kernel window holds no data", call. = FALSE)
+  data <- recipe$data[rows, , drop = FALSE]
+  data$.localize_weights <- weights * (recipe$prior[rows] %||% 1)
+  # (the global environment: model functions may look up model.frame() and the like there)
+  env <- new.env(parent = globalenv())
+  env$.localize_fun <- recipe$fun
+  env$.localize_data <- data
+  args <- list(data = quote(.localize_data), weights = quote(.localize_weights))
+  if (!is.null(recipe$offset)) {
+    data$.localize_offset <- recipe$offset[rows]
+    env$.localize_data <- data
+    args$offset <- quote(.localize_offset)
+  }
+  # every other argument by a name bound in env, so that the call stays short
+  given <- recipe$args
+  symbols <- lapply(seq_along(given), function(j) {
+    name <- paste0(".localize_arg", j)
+    assign(name, given[[j]], envir = env)
+    as.name(name)
+  })
+  names(symbols) <- names(given)
+  eval(as.call(c(list(as.name(".localize_fun")), symbols, args)), env)
+}
+
+# The coefficients of a local fit and their standard errors from vcov() (NA without one).
+local_estimates <- function(fit, i) {
+  coef <- stats::coef(fit)
+  if (is.matrix(coef)) {
+    coef <- stats::setNames(as.vector(coef),
+                            outer(rownames(coef), colnames(coef), paste, sep = ":"))
+  }
+  v <- tryCatch(stats::vcov(fit), error = function(e) NULL)
+  se <- rep(NA_real_, length(coef))
+  if (is.matrix(v) && nrow(v) == length(coef)) se <- sqrt(pmax(diag(v), 0))
+  if (is.matrix(v) && !is.null(rownames(v)) && all(names(coef) %in% rownames(v))) {
+    se <- sqrt(pmax(diag(v)[names(coef)], 0))
+  }
+  list(coef = coef, se = unname(se))
+}
+
+# Coefficient and standard error matrices (points x coefficients) from local_estimates() values,
+# matched by name; NA where a fit failed or lacks a coefficient.
+estimate_matrices <- function(fits) {
+  values <- lapply(fits, `[[`, "value")
+  terms <- unique(unlist(lapply(values, function(v) names(v$coef))))
+  m <- length(fits)
+  coef <- se <- matrix(NA_real_, m, length(terms), dimnames = list(NULL, terms))
+  for (i in seq_len(m)) {
+    v <- values[[i]]
+    if (is.null(v)) next
+    coef[i, names(v$coef)] <- v$coef
+    se[i, names(v$coef)] <- v$se
+  }
+  list(coef = coef, se = se)
+}
+
+# One warning for the points whose local fit failed or warned, with the first message of each.
+warn_local_failures <- function(fits, what) {
+  errors <- Filter(Negate(is.null), lapply(fits, `[[`, "error"))
+  warnings <- Filter(Negate(is.null), lapply(fits, `[[`, "warning"))
+  if (!length(errors) && !length(warnings)) return(invisible())
+  nf <- length(errors)
+  nw <- length(warnings)
+  warn(c(if (nf) "The local fit failed at {nf} {what}{cli::qty(nf)}{?s}, which {?is/are} NA.",
+         if (nw) "The local fit warned at {nw} {what}{cli::qty(nw)}{?s}.",
+         i = if (nf) "First error: {errors[[1]]}",
+         i = if (nw) "First warning: {warnings[[1]]}",
+         i = if (nf) "Increase the bandwidth so that each window holds enough rows."),
+       class = "localmean_localize_warning")
+}
+
+# ---- Methods -----------------------------------------------------------------------------------
+
+#' @rdname localize
+#' @param x,object A `localized` fit.
+#' @param digits Significant digits to print (default: the package's, see
+#'   [localmean-package]).
+#' @export
+print.localized <- function(x, ..., digits = NULL) {
+  check_dots(...)
+  digits <- check_digits(digits)
+  m <- nrow(x$coefficients)
+  print_fields(sprintf("<localized> %s, over %s", deparse_short(x$model_call),
+                       paste(x$over, collapse = ", ")),
+               list(Kernel = as.character(x$kernel), Bandwidth = localized_bandwidth(x),
+                    Points = m, Observations = x$nobs,
+                    `Failed fits` = if (any(x$failed)) sum(x$failed)))
+  cat("\nLocal coefficients", if (m > 6L) " (first 6 points)", ":\n", sep = "")
+  shown <- cbind(x$at, signif(x$coefficients, digits))[seq_len(min(m, 6L)), , drop = FALSE]
+  print_trimmed(shown, row.names = FALSE)
+  invisible(x)
+}
+
+localized_bandwidth <- function(x) sprintf("%s (%s)", x$bandwidth_label, x$bandwidth_method)
+
+#' @rdname localize
+#' @export
+summary.localized <- function(object, ..., digits = NULL) {
+  check_dots(...)
+  digits <- check_digits(digits)
+  coef <- object$coefficients
+  global <- object$global[colnames(coef)]
+  quant <- function(v, p) if (all(is.na(v))) NA_real_ else stats::quantile(v, p, na.rm = TRUE,
+                                                                           names = FALSE)
+  table <- data.frame(term = colnames(coef), global = unname(global),
+                      min = apply(coef, 2L, quant, 0), median = apply(coef, 2L, quant, 0.5),
+                      max = apply(coef, 2L, quant, 1),
+                      median.se = apply(object$std.error, 2L, quant, 0.5))
+  structure(list(fit = object, coefficients = table, window = summary(object$n_window),
+                 digits = digits), class = "summary.localized")
+}
+
+#' @export
+print.summary.localized <- function(x, ..., digits = x$digits) {
+  check_dots(...)
+  digits <- check_digits(digits)
+  fit <- x$fit
+  print_fields(sprintf("<localized> %s, over %s", deparse_short(fit$model_call),
+                       paste(fit$over, collapse = ", ")),
+               list(Kernel = as.character(fit$kernel), Bandwidth = localized_bandwidth(fit),
+                    Points = nrow(fit$coefficients), Observations = fit$nobs,
+                    `Rows per window` = sprintf("%s to %s (median %s)", min(fit$n_window),
+                                                max(fit$n_window), stats::median(fit$n_window)),
+                    `Failed fits` = sum(fit$failed)))
+  cat("\nLocal coefficients over the points (global: the model's own fit; median.se: the",
+      "median\nstandard error of the local fits, conditional on the bandwidth):\n")
+  tab <- x$coefficients
+  tab[-1L] <- lapply(tab[-1L], signif, digits)
+  print_trimmed(tab, row.names = FALSE)
+  invisible(x)
+}
+
+#' @rdname localize
+#' @export
+coef.localized <- function(object, ...) {
+  check_dots(...)
+  object$coefficients
+}
+
+#' @rdname localize
+#' @export
+nobs.localized <- function(object, ...) {
+  check_dots(...)
+  object$nobs
+}
+
+#' @rdname localize
+#' @param newdata A data frame of new rows holding the model's variables and those of `over`;
+#'   by default the model's data.
+#' @param type Passed to the model's `predict()` method (e.g. `"response"` for a [stats::glm()]);
+#'   `NULL`: its default.
+#' @details `predict()` localizes the model at each row of `newdata` (the kernel centred on the
+#'   row's localization variables) and predicts that row with the local fit: one refit per row.
+#'   Rows whose fit fails predict `NA`.
+#' @export
+predict.localized <- function(object, newdata = NULL, type = NULL, ...) {
+  check_dots(...)
+  recipe <- object$recipe
+  newdata <- if (is.null(newdata)) recipe$data else as.data.frame(newdata)
+  at <- localization_points(newdata[intersect(object$over, names(newdata))], object$local,
+                            recipe$data, arg = "newdata")
+  windows <- point_windows(object$local, point_queries(object$local, at, arg = "newdata"))
+  predict_row <- function(fit, i) {
+    row <- newdata[i, , drop = FALSE]
+    value <- if (is.null(type)) stats::predict(fit, newdata = row) else
+      stats::predict(fit, newdata = row, type = type)
+    as.vector(value)[1L]
+  }
+  fits <- fit_windows(recipe, windows, predict_row, verbose = FALSE)
+  warn_local_failures(fits, "row")
+  vapply(fits, function(f) f$value %||% NA_real_, 0)
+}
+
+#' @rdname localize
+#' @param which The coefficients to plot (names or indices); default all.
+#' @param bands Draw pointwise bands of two standard errors where they exist.
+#' @details `plot()` draws each coefficient against the first localization variable, one panel
+#'   per coefficient, with the global model's coefficient as a dashed line; with several
+#'   localization variables, one curve per combination of the others' values at the points.
+#' @export
+plot.localized <- function(x, which = NULL, bands = TRUE, ...) {
+  check_graphics_dots(...)
+  check_flag(bands)
+  coef <- x$coefficients
+  which <- which %||% seq_len(ncol(coef))
+  if (is.character(which)) which <- match(which, colnames(coef))
+  if (anyNA(which) || any(which < 1 | which > ncol(coef))) {
+    abort("{.arg which} must name coefficients: {.val {colnames(coef)}}.")
+  }
+  var <- x$over[1L]
+  z <- x$at[[var]]
+  numeric_z <- is.numeric(z)
+  zx <- if (numeric_z) z else as.integer(factor(z))
+  others <- setdiff(x$over, var)
+  group <- if (length(others)) interaction(x$at[others], drop = TRUE, lex.order = TRUE) else
+    factor(rep("all", length(z)))
+  cols <- if (nlevels(group) > 1L) group_colours(nlevels(group)) else "black"
+  k <- length(which)
+  old <- graphics::par(mfrow = if (k <= 3L) c(1L, k) else grDevices::n2mfrow(k))
+  on.exit(graphics::par(old))
+  for (j in which) {
+    term <- colnames(coef)[j]
+    est <- coef[, j]
+    lo <- est - 2 * x$std.error[, j]
+    hi <- est + 2 * x$std.error[, j]
+    has_band <- bands && any(is.finite(lo))
+    ylim <- range(c(est, if (has_band) c(lo, hi), x$global[term]), finite = TRUE)
+    if (!all(is.finite(ylim))) ylim <- c(0, 1)
+    xlim <- range(zx) + if (numeric_z) 0 else c(-0.5, 0.5)
+    graphics::plot(xlim, ylim, type = "n", xlab = var, ylab = term,
+                   xaxt = if (numeric_z) "s" else "n", ...)
+    if (!numeric_z) graphics::axis(1, at = unique(zx), labels = as.character(unique(z)))
+    for (g in seq_len(nlevels(group))) {
+      idx <- which(group == levels(group)[g])
+      idx <- idx[order(zx[idx])]
+      band <- idx[is.finite(lo[idx]) & is.finite(hi[idx])]
+      if (has_band && numeric_z && length(band) > 1L) {
+        graphics::polygon(c(zx[band], rev(zx[band])), c(lo[band], rev(hi[band])), border = NA,
+                          col = grDevices::adjustcolor(cols[g], alpha.f = 0.2))
+      } else if (has_band) {
+        graphics::segments(zx[band], lo[band], zx[band], hi[band], col = cols[g])
+      }
+      if (numeric_z) graphics::lines(zx[idx], est[idx], lwd = 2, col = cols[g]) else
+        graphics::points(zx[idx], est[idx], pch = 19, col = cols[g])
+    }
+    graphics::abline(h = x$global[term], lty = 2, col = "grey40")
+    if (nlevels(group) > 1L) {
+      graphics::legend(emptiest_corner(zx, est), legend = levels(group), col = cols, lwd = 2,
+                       title = paste(others, collapse = "."), bty = "n", cex = 0.8)
+    }
+  }
+  invisible(x)
+}
+
+#' @rdname localize
+#' @export
+tidy.localized <- function(x, ...) {
+  check_dots(...)
+  coef <- x$coefficients
+  m <- nrow(coef)
+  p <- ncol(coef)
+  at <- x$at[rep(seq_len(m), times = p), , drop = FALSE]
+  as_tidy_frame(cbind(at, term = rep(colnames(coef), each = m), estimate = as.vector(coef),
+                      std.error = as.vector(x$std.error)))
+}
+
+#' @rdname localize
+#' @export
+glance.localized <- function(x, ...) {
+  check_dots(...)
+  glance_row(nobs = x$nobs, points = nrow(x$coefficients), failed = sum(x$failed),
+             kernel = as.character(x$kernel), bandwidth = x$bandwidth_label,
+             median_window = stats::median(x$n_window))
+}
