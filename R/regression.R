@@ -295,24 +295,33 @@ generic_call <- function(call, generic) {
 #' @rdname local_poly
 #' @export
 local_mean.formula <- function(formula, data = NULL, ...) {
-  degree_zero(local_poly.formula, match.call(), formula = formula, data = data, ...)
+  check_degree_zero(local_poly.formula, ...)
+  # the user's call itself, evaluated where it was made, so that the model frame finds
+  # `subset` and `weights` expressions (through `...` it would see only ..1, ..2)
+  call <- match.call()
+  call[[1L]] <- local_poly.formula
+  call$degree <- 0
+  as_local_mean(eval(call, parent.frame()), match.call())
 }
 
 #' @rdname local_poly
 #' @export
 local_mean.default <- function(x, y, ...) {
-  degree_zero(local_poly.default, match.call(), x = x, y = y, ...)
+  check_degree_zero(local_poly.default, ...)
+  as_local_mean(local_poly.default(x, y, degree = 0, ...), match.call())
 }
 
-# A local_poly() method at degree 0, called and classed as local_mean(): every argument of the
-# method but the degree passes on.
-degree_zero <- function(method, call, ..., error_call = rlang::caller_env()) {
+# local_mean() passes every argument of local_poly()'s `method` but the degree.
+check_degree_zero <- function(method, ..., call = rlang::caller_env()) {
   if ("degree" %in% ...names()) {
-    abort("{.fn local_mean} has degree 0; use {.fn local_poly}.", call = error_call)
+    abort("{.fn local_mean} has degree 0; use {.fn local_poly}.", call = call)
   }
-  check_dots(..., .known = setdiff(names(formals(method)), c("degree", "...")),
-             .call = error_call, .own = character())
-  fit <- method(..., degree = 0)
+  check_dots(..., .known = setdiff(names(formals(method)), c("degree", "...")), .call = call,
+             .own = names(formals(sys.function(sys.parent()))))
+}
+
+# A degree-0 local_poly() fit as local_mean() returns it.
+as_local_mean <- function(fit, call) {
   fit$call <- generic_call(call, "local_mean")
   class(fit) <- c("local_mean", class(fit))
   fit

@@ -370,6 +370,18 @@ test_that("the formula method equals the default method and keeps terms for pred
   s2 <- local_poly(df$a[keep], df$y[keep], weights = w[keep], bandwidth = 0.1, verbose = FALSE)
   expect_identical(nobs(s), sum(keep))
   expect_equal(predict(s, data.frame(a = 0.4)), predict(s2, 0.4))
+  # local_mean() passes them on as expressions too (they failed there: "..1 used in an
+  # incorrect context"), from a function's own variables as well
+  s0 <- local_poly(y ~ a, data = df, subset = a < 0.8, weights = w, bandwidth = 0.1,
+                   degree = 0, verbose = FALSE)
+  in_function <- function(cut) {
+    local_mean(y ~ a, data = df, subset = a < cut, weights = w, bandwidth = 0.1,
+               verbose = FALSE)
+  }
+  m0 <- in_function(0.8)
+  expect_s3_class(m0, "local_mean")
+  expect_equal(fitted(m0), fitted(s0))
+  expect_identical(m0$call[[1L]], as.name("local_mean"))
 })
 
 test_that("formula rows with NA are dropped by na.omit", {
