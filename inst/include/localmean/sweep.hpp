@@ -60,6 +60,16 @@ LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, 
   }
 }
 
+// Two full blocks (see sweep_pair).
+LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, double inv_h,
+                                        std::size_t s,
+                                        std::integral_constant<std::size_t, 2 * kBlock>,
+                                        double* r2) {
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  squared_distances(data, q, inv_h, s, full, r2);
+  squared_distances(data, q, inv_h, s + kBlock, full, r2 + kBlock);
+}
+
 // The kernel profile at squared scaled distance r2: the registry's, or a user kernel's table.
 template <class K> LOCALMEAN_INLINE double shape_at(const LocalData&, double r2) {
   return K::shape(r2);
@@ -71,7 +81,7 @@ template <> LOCALMEAN_INLINE double shape_at<Tabulated>(const LocalData& data, d
 // a user kernel's table.
 template <class K, class Len>
 LOCALMEAN_INLINE void shapes_of(K, const LocalData&, const double* r2, Len len, double* w) {
-  for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
+  kernel_shapes(K{}, r2, len, w);
 }
 template <class Len>
 LOCALMEAN_INLINE void shapes_of(Tabulated, const LocalData& data, const double* r2, Len len,
@@ -90,7 +100,7 @@ template <class K, class Len>
 LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, const double* table,
                                     double inv_h, double cut2, DistanceRange range, std::size_t s,
                                     Len len, double* w) {
-  double r2[kBlock];
+  double r2[2 * kBlock];
   squared_distances(data, q, inv_h, s, len, r2);
   if (const double* inv_s2 = data.inv_scale2())
     for (std::size_t k = 0; k < len; ++k) r2[k] *= inv_s2[s + k];
@@ -229,8 +239,23 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
   accumulate_block(data, basis, q, inv_h, s, len, w, mo);
 }
 
+// Accumulates the two full blocks from tree position s into the lanes of query q's moments,
+// their weights computed together (twice the independent exponentials of block_weights in
+// flight: see exp_nonpositive_lanes), their moments added block by block as sweep_block's.
+template <class K>
+LOCALMEAN_INLINE void sweep_pair(const LocalData& data, const Basis& basis, const double* q,
+                                 const double* table, double inv_h, double cut2,
+                                 DistanceRange range, std::size_t s, Moments& mo) {
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  double w[2 * kBlock];
+  block_weights<K>(data, q, table, inv_h, cut2, range, s,
+                   std::integral_constant<std::size_t, 2 * kBlock>(), w);
+  accumulate_block(data, basis, q, inv_h, s, full, w, mo);
+  accumulate_block(data, basis, q, inv_h, s + kBlock, full, w + kBlock, mo);
+}
+
 // Accumulates the points at tree positions [begin, end) into the lanes of query q's moments, in
-// full blocks: a last partial block is swept as the block that ends at `end`, without the
+// full blocks (by pairs while two remain): a last partial block is swept as the block that ends at `end`, without the
 // points it shares with the block before. Only ranges shorter than a block take the slower loop
 // of run-time length.
 template <class K>
@@ -244,8 +269,12 @@ LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, cons
     return;
   }
   std::size_t s = begin;
-  for (; s + kBlock <= end; s += kBlock)
+  for (; s + 2 * kBlock <= end; s += 2 * kBlock)
+    sweep_pair<K>(data, basis, q, table, inv_h, cut2, range, s, mo);
+  if (s + kBlock <= end) {
     sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, full, 0, mo);
+    s += kBlock;
+  }
   if (s < end)
     sweep_block<K>(data, basis, q, table, inv_h, cut2, range, end - kBlock, full,
                    kBlock - (end - s), mo);
