@@ -1,11 +1,14 @@
 # The package's hot paths on one thread, for comparing two builds of localmean (see
 # compare-builds.sh): prints one line per path, the minimum elapsed time of BENCH_REPS runs
-# (default 5) after an untimed warm-up. The build is the first localmean on .libPaths().
+# (default 5) after an untimed warm-up, or with BENCH_CLOCK=cpu the minimum CPU time (user +
+# sys). The build is the first localmean on .libPaths().
 suppressPackageStartupMessages(library(localmean))
 reps <- as.integer(Sys.getenv("BENCH_REPS", "5"))
+cpu_clock <- identical(Sys.getenv("BENCH_CLOCK"), "cpu")
+seconds <- function(t) if (cpu_clock) sum(t[c("user.self", "sys.self")]) else t[["elapsed"]]
 time_min <- function(f) {
   f()
-  min(replicate(reps, system.time(f())[["elapsed"]]))
+  min(replicate(reps, seconds(system.time(f()))))
 }
 set.seed(1)
 n <- 1e5

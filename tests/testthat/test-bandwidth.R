@@ -593,7 +593,7 @@ test_that("the mixed cv search on birthwt is within 1e-4 of a brute-force optimu
 test_that("R's time limits stop engine work within about a second", {
   skip_on_cran()
   set.seed(1)
-  x <- matrix(rnorm(4e5), ncol = 2)  # an exact kde of these takes far longer than a second
+  x <- matrix(rnorm(1.6e6), ncol = 2)  # an exact kde of these takes far longer than a second
   start <- proc.time()[["elapsed"]]
   expect_error({
     setTimeLimit(elapsed = 1, transient = TRUE)

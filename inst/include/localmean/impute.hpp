@@ -381,7 +381,7 @@ LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size
   const double inv_np = 1.0 / static_cast<double>((2 * hp + 1) * (2 * hp + 1));
   const double offset = 2.0 * set.sigma * set.sigma, inv_h2 = 2.0 / (set.h * set.h);
   std::vector<double> diff(drows * dcols), hsum(drows * width), num(rows * width, 0.0),
-      den(rows * width, 0.0);
+      den(rows * width, 0.0), weight(width);
   for (long dy = -hs; dy <= hs; ++dy)
     for (long dx = -hs; dx <= hs; ++dx) {
       // Squared differences over the block and its patch margin.
@@ -405,13 +405,18 @@ LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size
         const double* p1 = pad + (r0 + margin + a + dy) * wp + margin + dx;
         double* nu = num.data() + a * width;
         double* de = den.data() + a * width;
+        // The row's weights together (the Gaussian's exponentials side by side: kernel_shapes).
+        double* w = weight.data();
         for (std::size_t b = 0; b < width; ++b) {
           double s = 0.0;
           for (long t = 0; t <= 2 * hp; ++t) s += hsum[(a + t) * width + b];
           const double excess = std::max(0.0, s * inv_np - offset);
-          const double w = K::shape(excess * inv_h2);
-          nu[b] += w * p1[b];
-          de[b] += w;
+          w[b] = excess * inv_h2;
+        }
+        kernel_shapes(K{}, w, width, w);
+        for (std::size_t b = 0; b < width; ++b) {
+          nu[b] += w[b] * p1[b];
+          de[b] += w[b];
         }
       }
     }

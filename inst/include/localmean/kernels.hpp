@@ -162,6 +162,62 @@ LOCALMEAN_INLINE double exp_nonpositive(double x) {
   return p * high * low;
 }
 
+// The bits of a v4d's lanes.
+typedef std::uint64_t v4u __attribute__((vector_size(32), aligned(8)));
+
+// exp_nonpositive() of the 4 G values at x, in place, G registers side by side: the same
+// operations on every value as the scalar version (bit-identical results), with G independent
+// chains of the polynomial in flight. Without FMA (simd.hpp) each of its steps costs a multiply
+// and an add in series, and one chain at a time left the processor waiting on their latency
+// (the exact Gaussian sweep took 1.5x as long). The loop over the coefficients stays a loop:
+// unrolled, GCC expands each chain whole, one after the other.
+template <std::size_t G> LOCALMEAN_INLINE void exp_nonpositive_group(double* x) {
+  constexpr double kShift = 6755399441055744.0;
+  constexpr double kLog2e = 1.4426950408889634;
+  constexpr double kLn2High = 6.93147180369123816490e-01;
+  constexpr double kLn2Low = 1.90821492927058770002e-10;
+  static constexpr double kCoef[] = {1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+                                     1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+                                     1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
+  const v4d lo = {-746.0, -746.0, -746.0, -746.0};
+  v4d r[G], shifted[G], p[G];
+  for (std::size_t g = 0; g < G; ++g) {
+    r[g] = LOCALMEAN_LOAD4(x + 4 * g);
+    r[g] = r[g] < lo ? lo : r[g];  // at_least()
+    shifted[g] = r[g] * kLog2e + kShift;
+    const v4d k = shifted[g] - kShift;
+    r[g] = (r[g] - k * kLn2High) - k * kLn2Low;
+    p[g] = kCoef[0] * r[g] + kCoef[1];
+  }
+  LOCALMEAN_NO_UNROLL
+  for (std::size_t c = 2; c < sizeof kCoef / sizeof kCoef[0]; ++c)
+    for (std::size_t g = 0; g < G; ++g) p[g] = p[g] * r[g] + kCoef[c];
+  const std::uint64_t low_bits = static_cast<std::uint64_t>(1023 - 537) << 52;
+  double low;
+  std::memcpy(&low, &low_bits, sizeof low);
+  for (std::size_t g = 0; g < G; ++g) {
+    v4u bits;
+    std::memcpy(&bits, &shifted[g], sizeof bits);
+    bits = (bits + 1560) << 52;
+    v4d high;
+    std::memcpy(&high, &bits, sizeof high);
+    LOCALMEAN_STORE4(x + 4 * g, p[g] * high * low);
+  }
+}
+
+// x[k] = exp_nonpositive(x[k]) for k < len: 32 values at a time, then 16, 4 and 1 (the same
+// result for a value wherever it lies).
+template <class Len> LOCALMEAN_INLINE void exp_nonpositive_lanes(double* x, Len len) {
+  std::size_t k = 0;
+  for (; k + 32 <= len; k += 32) exp_nonpositive_group<8>(x + k);
+  if (k + 16 <= len) {
+    exp_nonpositive_group<4>(x + k);
+    k += 16;
+  }
+  for (; k + 4 <= len; k += 4) exp_nonpositive_group<1>(x + k);
+  for (; k < len; ++k) x[k] = exp_nonpositive(x[k]);
+}
+
 // Kernel shapes as functions of the squared scaled distance r2 = ||u||^2, without the constant:
 // the local mean does not need it, and density estimates multiply it back. Two versions:
 // shape(), vectorisable, for loops; exact(), with the standard library, for single values.
@@ -172,6 +228,12 @@ LOCALMEAN_INLINE double exp_nonpositive(double x) {
 // Always inlined, so that loops over several kernels (metric.hpp) vectorise in every build.
 struct Gaussian {
   LOCALMEAN_INLINE static double shape(double r2) { return exp_nonpositive(-0.5 * r2); }
+  // w[k] = shape(r2[k]) for k < len (w may be r2), several at a time (exp_nonpositive_lanes).
+  template <class Len>
+  LOCALMEAN_INLINE static void shapes(const double* r2, Len len, double* w) {
+    for (std::size_t k = 0; k < len; ++k) w[k] = -0.5 * r2[k];
+    exp_nonpositive_lanes(w, len);
+  }
   static double exact(double r2) { return std::exp(-0.5 * r2); }
   LOCALMEAN_INLINE static double slope(double r2) { return 0.5 * exp_nonpositive(-0.5 * r2); }
 };
@@ -245,6 +307,16 @@ struct Cauchy {
   static double exact(double r2) { return shape(r2); }
   LOCALMEAN_INLINE static double slope(double r2) { return 1.0 / ((1.0 + r2) * (1.0 + r2)); }
 };
+
+// w[k] = K::shape(r2[k]) for k < len (w may be r2): the Gaussian's several at a time.
+template <class K, class Len>
+LOCALMEAN_INLINE void kernel_shapes(K, const double* r2, Len len, double* w) {
+  for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
+}
+template <class Len>
+LOCALMEAN_INLINE void kernel_shapes(Gaussian, const double* r2, Len len, double* w) {
+  Gaussian::shapes(r2, len, w);
+}
 
 // The tag of the user's tabulated kernels. Their profile is data (KernelProfile), so the sweep
 // reads it from LocalData (shape_at in sweep.hpp); these static members serve only loops that
@@ -366,8 +438,15 @@ private:
       if (Root) root_lanes(x);
       v4d t = x * inv_step;
       t = t < last_lanes ? t : last_lanes;  // min(t, last); a NaN would read the zero row
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 9)
       const v4i i = __builtin_convertvector(t, v4i);
       const v4d f = t - __builtin_convertvector(i, v4d);
+#else  // GCC 8 has no __builtin_convertvector: the same conversions lane by lane
+      const v4i i = {static_cast<int>(t[0]), static_cast<int>(t[1]), static_cast<int>(t[2]),
+                     static_cast<int>(t[3])};
+      const v4d f = t - v4d{static_cast<double>(i[0]), static_cast<double>(i[1]),
+                            static_cast<double>(i[2]), static_cast<double>(i[3])};
+#endif
       // Each lane's row, transposed into coefficient vectors.
       const double* a = coef + 4 * static_cast<std::ptrdiff_t>(i[0]);
       const double* b = coef + 4 * static_cast<std::ptrdiff_t>(i[1]);

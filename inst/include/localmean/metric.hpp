@@ -23,7 +23,7 @@
 // For invertible A the basis in z spans the same functions as one in x, so the fit depends on A
 // through the weights only and the formula above is the whole gradient.
 //
-// What comes from the engine: the kernel profile (the sweep's shapes_of()), the level tables and
+// What comes from the engine: the kernel profile (the registry's kernel_shapes()), the level tables and
 // level weights (local_data.hpp, shared with LocalData), the products of the sweep (product()),
 // the Cholesky factorisation and solve (moments.hpp), the chunked parallel run (run_chunked) and
 // the best build (simd.hpp).
@@ -125,7 +125,7 @@ LOCALMEAN_INLINE double lane_total(const double* a, std::size_t n) {
 template <class K, class Len>
 LOCALMEAN_INLINE void profile_weights(const double* r2, double reach2, Len len, double* w,
                                       double* v) {
-  shapes_of(K{}, r2, len, w);
+  kernel_shapes(K{}, r2, len, w);
   for (std::size_t t = 0; t < len; ++t) w[t] *= within(r2[t], reach2);
   if (v)
     for (std::size_t t = 0; t < len; ++t) v[t] = within(r2[t], reach2) * 2.0 * K::slope(r2[t]);

@@ -13,6 +13,15 @@
 
 #include <cstddef>
 
+// Keeps the next loop a loop (see exp_nonpositive_lanes in kernels.hpp).
+#if defined(__clang__)
+#define LOCALMEAN_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#elif defined(__GNUC__) && __GNUC__ >= 8
+#define LOCALMEAN_NO_UNROLL _Pragma("GCC unroll 1")
+#else
+#define LOCALMEAN_NO_UNROLL
+#endif
+
 #if defined(__GNUC__)
 #define LOCALMEAN_INLINE inline __attribute__((always_inline))
 #define LOCALMEAN_LAMBDA_INLINE __attribute__((always_inline))

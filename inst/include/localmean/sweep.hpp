@@ -60,6 +60,16 @@ LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, 
   }
 }
 
+// Two full blocks (see sweep_pair).
+LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, double inv_h,
+                                        std::size_t s,
+                                        std::integral_constant<std::size_t, 2 * kBlock>,
+                                        double* r2) {
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  squared_distances(data, q, inv_h, s, full, r2);
+  squared_distances(data, q, inv_h, s + kBlock, full, r2 + kBlock);
+}
+
 // The kernel profile at squared scaled distance r2: the registry's, or a user kernel's table.
 template <class K> LOCALMEAN_INLINE double shape_at(const LocalData&, double r2) {
   return K::shape(r2);
@@ -70,12 +80,8 @@ template <> LOCALMEAN_INLINE double shape_at<Tabulated>(const LocalData& data, d
 // w[k] = the profile at r2[k], k < len (w may be r2): the registry's kernel K, or (overload)
 // a user kernel's table.
 template <class K, class Len>
-LOCALMEAN_INLINE void shapes_of(K, const double* r2, Len len, double* w) {
-  for (std::size_t k = 0; k < len; ++k) w[k] = K::shape(r2[k]);
-}
-template <class K, class Len>
 LOCALMEAN_INLINE void shapes_of(K, const LocalData&, const double* r2, Len len, double* w) {
-  shapes_of(K{}, r2, len, w);
+  kernel_shapes(K{}, r2, len, w);
 }
 template <class Len>
 LOCALMEAN_INLINE void shapes_of(Tabulated, const LocalData& data, const double* r2, Len len,
@@ -94,7 +100,7 @@ template <class K, class Len>
 LOCALMEAN_INLINE void block_weights(const LocalData& data, const double* q, const double* table,
                                     double inv_h, double cut2, DistanceRange range, std::size_t s,
                                     Len len, double* w) {
-  double r2[kBlock];
+  double r2[2 * kBlock];
   squared_distances(data, q, inv_h, s, len, r2);
   if (const double* inv_s2 = data.inv_scale2())
     for (std::size_t k = 0; k < len; ++k) r2[k] *= inv_s2[s + k];
@@ -233,33 +239,69 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
   accumulate_block(data, basis, q, inv_h, s, len, w, mo);
 }
 
-// Walks the tree positions [begin, end) in full blocks: block(s, len, skip) sweeps the `len`
-// points from tree position s, leaving out the first `skip` of them. A last partial block is
-// swept as the block that ends at `end`, without the points it shares with the block before
-// (len is then the compile-time kBlock, so that the loops vectorise). Only ranges shorter than a
-// block take the slower loop of run-time length (len a std::size_t).
-template <class Block>
-LOCALMEAN_INLINE void walk_blocks(std::size_t begin, std::size_t end, Block&& block) {
+// Walks the tree positions [begin, end) in full blocks: pair(s) takes the two blocks from tree
+// position s while two remain, then block(s, len, skip) the `len` points from tree position s,
+// leaving out the first `skip` of them. A last partial block is taken as the block that ends at
+// `end`, without the points it shares with the block before (len is then the compile-time
+// kBlock, so that the loops vectorise). Only ranges shorter than a block take the slower loop
+// of run-time length (len a std::size_t).
+template <class Pair, class Block>
+LOCALMEAN_INLINE void walk_block_pairs(std::size_t begin, std::size_t end, Pair&& pair,
+                                       Block&& block) {
   const auto full = std::integral_constant<std::size_t, kBlock>();
   if (end - begin < kBlock) {
     block(begin, end - begin, std::size_t{0});
     return;
   }
   std::size_t s = begin;
+  for (; s + 2 * kBlock <= end; s += 2 * kBlock) pair(s);
   for (; s + kBlock <= end; s += kBlock) block(s, full, std::size_t{0});
   if (s < end) block(end - kBlock, full, kBlock - (end - s));
 }
 
+// walk_block_pairs() one block at a time.
+template <class Block>
+LOCALMEAN_INLINE void walk_blocks(std::size_t begin, std::size_t end, Block&& block) {
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  walk_block_pairs(
+      begin, end,
+      [&](std::size_t s) LOCALMEAN_LAMBDA_INLINE {
+        block(s, full, std::size_t{0});
+        block(s + kBlock, full, std::size_t{0});
+      },
+      block);
+}
+
+// Accumulates the two full blocks from tree position s into the lanes of query q's moments,
+// their weights computed together (twice the independent exponentials of block_weights in
+// flight: see exp_nonpositive_lanes), their moments added block by block as sweep_block's.
+template <class K>
+LOCALMEAN_INLINE void sweep_pair(const LocalData& data, const Basis& basis, const double* q,
+                                 const double* table, double inv_h, double cut2,
+                                 DistanceRange range, std::size_t s, Moments& mo) {
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  double w[2 * kBlock];
+  block_weights<K>(data, q, table, inv_h, cut2, range, s,
+                   std::integral_constant<std::size_t, 2 * kBlock>(), w);
+  accumulate_block(data, basis, q, inv_h, s, full, w, mo);
+  accumulate_block(data, basis, q, inv_h, s + kBlock, full, w + kBlock, mo);
+}
+
 // Accumulates the points at tree positions [begin, end) into the lanes of query q's moments,
-// block by block (walk_blocks()).
+// by pairs of blocks, then block by block (walk_block_pairs()).
 template <class K>
 LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, const double* q,
                                  const double* table, double inv_h, double cut2,
                                  DistanceRange range, std::size_t begin, std::size_t end,
                                  Moments& mo) {
-  walk_blocks(begin, end, [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
-    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, len, skip, mo);
-  });
+  walk_block_pairs(
+      begin, end,
+      [&](std::size_t s) LOCALMEAN_LAMBDA_INLINE {
+        sweep_pair<K>(data, basis, q, table, inv_h, cut2, range, s, mo);
+      },
+      [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
+        sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, len, skip, mo);
+      });
 }
 
 // The sweep in its best build for the processor (see simd.hpp).
