@@ -295,7 +295,7 @@ generic_call <- function(call, generic) {
 #' @rdname local_poly
 #' @export
 local_mean.formula <- function(formula, data = NULL, ...) {
-  check_degree_zero(local_poly.formula, ...)
+  check_degree_zero(..., .method = local_poly.formula)
   # the user's call itself, evaluated where it was made, so that the model frame finds
   # `subset` and `weights` expressions (through `...` it would see only ..1, ..2)
   call <- match.call()
@@ -307,16 +307,17 @@ local_mean.formula <- function(formula, data = NULL, ...) {
 #' @rdname local_poly
 #' @export
 local_mean.default <- function(x, y, ...) {
-  check_degree_zero(local_poly.default, ...)
+  check_degree_zero(..., .method = local_poly.default)
   as_local_mean(local_poly.default(x, y, degree = 0, ...), match.call())
 }
 
-# local_mean() passes every argument of local_poly()'s `method` but the degree.
-check_degree_zero <- function(method, ..., call = rlang::caller_env()) {
+# local_mean() passes every argument of local_poly()'s `.method` but the degree (the names
+# after `...` match only exactly, so that no argument for local_poly() lands here).
+check_degree_zero <- function(..., .method, .call = rlang::caller_env()) {
   if ("degree" %in% ...names()) {
-    abort("{.fn local_mean} has degree 0; use {.fn local_poly}.", call = call)
+    abort("{.fn local_mean} has degree 0; use {.fn local_poly}.", call = .call)
   }
-  check_dots(..., .known = setdiff(names(formals(method)), c("degree", "...")), .call = call,
+  check_dots(..., .known = setdiff(names(formals(.method)), c("degree", "...")), .call = .call,
              .own = names(formals(sys.function(sys.parent()))))
 }
 
