@@ -239,13 +239,13 @@ LOCALMEAN_INLINE void sweep_block(const LocalData& data, const Basis& basis, con
   accumulate_block(data, basis, q, inv_h, s, len, w, mo);
 }
 
-// Walks the tree positions [begin, end) in full blocks: pair(s) takes the two blocks from tree
-// position s while two remain, then block(s, len, skip) the `len` points from tree position s,
-// leaving out the first `skip` of them. A last partial block is taken as the block that ends at
-// `end`, without the points it shares with the block before (len is then the compile-time
-// kBlock, so that the loops vectorise). Only ranges shorter than a block take the slower loop
-// of run-time length (len a std::size_t).
-template <class Pair, class Block>
+// Walks the tree positions [begin, end) in full blocks: with kPairs, pair(s) takes the two
+// blocks from tree position s while two remain; then block(s, len, skip) takes the `len` points
+// from tree position s, leaving out the first `skip` of them. A last partial block is taken as
+// the block that ends at `end`, without the points it shares with the block before (len is then
+// the compile-time kBlock, so that the loops vectorise). Only ranges shorter than a block take
+// the slower loop of run-time length (len a std::size_t).
+template <bool kPairs, class Pair, class Block>
 LOCALMEAN_INLINE void walk_block_pairs(std::size_t begin, std::size_t end, Pair&& pair,
                                        Block&& block) {
   const auto full = std::integral_constant<std::size_t, kBlock>();
@@ -254,7 +254,9 @@ LOCALMEAN_INLINE void walk_block_pairs(std::size_t begin, std::size_t end, Pair&
     return;
   }
   std::size_t s = begin;
-  for (; s + 2 * kBlock <= end; s += 2 * kBlock) pair(s);
+  if (kPairs) {
+    for (; s + 2 * kBlock <= end; s += 2 * kBlock) pair(s);
+  }
   for (; s + kBlock <= end; s += kBlock) block(s, full, std::size_t{0});
   if (s < end) block(end - kBlock, full, kBlock - (end - s));
 }
@@ -262,14 +264,7 @@ LOCALMEAN_INLINE void walk_block_pairs(std::size_t begin, std::size_t end, Pair&
 // walk_block_pairs() one block at a time.
 template <class Block>
 LOCALMEAN_INLINE void walk_blocks(std::size_t begin, std::size_t end, Block&& block) {
-  const auto full = std::integral_constant<std::size_t, kBlock>();
-  walk_block_pairs(
-      begin, end,
-      [&](std::size_t s) LOCALMEAN_LAMBDA_INLINE {
-        block(s, full, std::size_t{0});
-        block(s + kBlock, full, std::size_t{0});
-      },
-      block);
+  walk_block_pairs<false>(begin, end, [](std::size_t) {}, block);
 }
 
 // Accumulates the two full blocks from tree position s into the lanes of query q's moments,
@@ -288,20 +283,27 @@ LOCALMEAN_INLINE void sweep_pair(const LocalData& data, const Basis& basis, cons
 }
 
 // Accumulates the points at tree positions [begin, end) into the lanes of query q's moments,
-// by pairs of blocks, then block by block (walk_block_pairs()).
+// block by block (walk_blocks()); the Gaussian's by pairs of blocks first (walk_block_pairs()):
+// its weights are long chains of dependent steps (exp_nonpositive), which two blocks side by
+// side overlap. The other profiles are short, and pairs would only double their code.
 template <class K>
 LOCALMEAN_INLINE void sweep_body(const LocalData& data, const Basis& basis, const double* q,
                                  const double* table, double inv_h, double cut2,
                                  DistanceRange range, std::size_t begin, std::size_t end,
                                  Moments& mo) {
-  walk_block_pairs(
-      begin, end,
-      [&](std::size_t s) LOCALMEAN_LAMBDA_INLINE {
-        sweep_pair<K>(data, basis, q, table, inv_h, cut2, range, s, mo);
-      },
-      [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
-        sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, len, skip, mo);
-      });
+  const auto block = [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
+    sweep_block<K>(data, basis, q, table, inv_h, cut2, range, s, len, skip, mo);
+  };
+  if (std::is_same<K, Gaussian>::value) {
+    walk_block_pairs<true>(
+        begin, end,
+        [&](std::size_t s) LOCALMEAN_LAMBDA_INLINE {
+          sweep_pair<K>(data, basis, q, table, inv_h, cut2, range, s, mo);
+        },
+        block);
+  } else {
+    walk_blocks(begin, end, block);
+  }
 }
 
 // The sweep in its best build for the processor (see simd.hpp).
