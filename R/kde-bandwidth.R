@@ -759,24 +759,34 @@ bw_lscv_diag <- function(x, weights, n_threads) {
     (4 * pi)^(-d / 2) / (ws$n * prod(h)) + norm_h * 2^(-d / 2) * pair_exp(sqrt(2) * h) -
       2 / (1 - ws$self) * norm_h * pair_exp(h)
   }
+  grid <- diag_search_grid(x, ws, criterion)
+  if (grid$best == length(grid$log_h)) {
+    warn("The {.val lscv} criterion has its minimum at the largest bandwidths searched.")
+  }
+  fit <- stats::optim(grid$clamp(grid$log_h[[grid$best]]),
+                      function(lh) criterion(exp(grid$clamp(lh))),
+                      control = list(reltol = 1e-10, maxit = 1000L))
+  h <- exp(grid$clamp(fit$par))
+  warn_lscv_floor(x, h, exp(grid$lower))
+  h
+}
+
+# The first stage of the diagonal cross-validation searches (bw_lscv_diag(), bw_mlcv()): the
+# criterion at common multiples 1/20 to 2 of the normal-reference scales (as in one dimension,
+# about 10% apart), log h kept within [lscv_floor(), 2] times those scales by `clamp`. Returns
+# the grid's log h (unclamped, one vector per multiple), the criterion there, the best point
+# and the lower limit.
+diag_search_grid <- function(x, ws, criterion) {
+  d <- ncol(x)
   sd <- apply(x, 2L, weighted_sd, weights = ws$w)
   start <- sd * (4 / ((d + 2) * ws$n))^(1 / (d + 4))
-  # the search stays within [lscv_floor(), 2] times the normal-reference scales
   lower <- log(lscv_floor(x, start))
   upper <- log(pmax(2 * start, exp(lower)))
   clamp <- function(lh) pmin(pmax(lh, lower), upper)
-  # multiples 1/20 to 2 of the normal-reference scales, as in one dimension, about 10% apart
   mult <- exp(seq(log(0.05), log(2), length.out = 40L))
-  values <- vapply(mult, function(a) criterion(exp(clamp(log(a * start)))), numeric(1))
-  best <- which.min(values)
-  if (best == length(mult)) {
-    warn("The {.val lscv} criterion has its minimum at the largest bandwidths searched.")
-  }
-  fit <- stats::optim(clamp(log(mult[best] * start)), function(lh) criterion(exp(clamp(lh))),
-                      control = list(reltol = 1e-10, maxit = 1000L))
-  h <- exp(clamp(fit$par))
-  warn_lscv_floor(x, h, exp(lower))
-  h
+  log_h <- lapply(mult, function(a) log(a * start))
+  values <- vapply(log_h, function(lh) criterion(exp(clamp(lh))), numeric(1))
+  list(log_h = log_h, values = values, best = which.min(values), lower = lower, clamp = clamp)
 }
 
 # ---- Likelihood cross-validation ----------------------------------------------------------------
@@ -800,28 +810,23 @@ bw_mlcv <- function(x, weights, n_threads) {
     dens <- (2 * pi)^(-d / 2) / prod(h) * (sums - ws$w) / (1 - ws$w)
     -sum(ws$w * log(pmax(dens, .Machine$double.xmin)))
   }
-  sd <- apply(x, 2L, weighted_sd, weights = ws$w)
-  start <- sd * (4 / ((d + 2) * ws$n))^(1 / (d + 4))
-  lower <- log(lscv_floor(x, start))
-  upper <- log(pmax(2 * start, exp(lower)))
-  clamp <- function(lh) pmin(pmax(lh, lower), upper)
-  mult <- exp(seq(log(0.05), log(2), length.out = 40L))
-  values <- vapply(mult, function(a) criterion(exp(clamp(log(a * start)))), numeric(1))
-  best <- which.min(values)
-  if (best == length(mult)) {
+  grid <- diag_search_grid(x, ws, criterion)
+  best <- grid$best
+  clamp <- grid$clamp
+  if (best == length(grid$log_h)) {
     warn("The {.val mlcv} criterion has its optimum at the largest bandwidths searched.")
   }
   h <- if (d == 1L) {
-    around <- log(mult[pmin(pmax(best + c(-1L, 1L), 1L), length(mult))] * start)
+    around <- unlist(grid$log_h[pmin(pmax(best + c(-1L, 1L), 1L), length(grid$log_h))])
     exp(clamp(stats::optimize(function(lh) finite_or_max(criterion(exp(clamp(lh)))), around,
                               tol = 1e-8)$minimum))
   } else {
-    fit <- stats::optim(clamp(log(mult[best] * start)), function(lh) criterion(exp(clamp(lh))),
+    fit <- stats::optim(clamp(grid$log_h[[best]]), function(lh) criterion(exp(clamp(lh))),
                         control = list(reltol = 1e-10, maxit = 1000L))
     exp(clamp(fit$par))
   }
-  if (criterion(h) > values[best]) h <- exp(clamp(log(mult[best] * start)))
-  warn_mlcv_floor(x, h, exp(lower))
+  if (criterion(h) > grid$values[best]) h <- exp(clamp(grid$log_h[[best]]))
+  warn_mlcv_floor(x, h, exp(grid$lower))
   h
 }
 
