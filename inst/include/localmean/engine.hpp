@@ -52,6 +52,17 @@ inline void listed_kernel_weights(KernelType kernel, const double* d2, std::size
   });
 }
 
+// Query i of m (m x d column-major) into q, and with categorical variables its level table
+// (query_codes m x count column-major) into `table`, which it returns (null: none).
+inline const double* load_query(const LocalData& data, const double* queries,
+                                const int* query_codes, std::size_t m, std::size_t i,
+                                std::vector<double>& q, std::vector<double>& table) {
+  for (std::size_t j = 0; j < q.size(); ++j) q[j] = queries[j * m + i];
+  if (!data.categorical()) return nullptr;
+  data.level_table(query_codes + i, m, table.data());
+  return table.data();
+}
+
 // Local moments and their solution at m queries (m x d column-major, scaled coordinates) with
 // per-query scales radius[q] (null: 1) and, with categorical variables, the queries' level codes
 // (m x count column-major). Likelihood families only: `leave_out` (null: none) gives per query a
@@ -89,12 +100,7 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
       std::vector<double> q(d), table(data.table_size());
       Window win;
       for (std::size_t i = begin; i < end; ++i) {
-        for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
-        const double* levels = nullptr;
-        if (data.categorical()) {
-          data.level_table(query_codes + i, m, table.data());
-          levels = table.data();
-        }
+        const double* levels = load_query(data, queries, query_codes, m, i, q, table);
         const double h = radius ? radius[i] : 1.0;
         mo.reset();
         if (likelihood) {
@@ -151,12 +157,7 @@ inline bool kernel_windows(const LocalData& data, const double* queries, std::si
       std::vector<std::size_t> idx;
       Window win;
       for (std::size_t i = begin; i < end; ++i) {
-        for (std::size_t j = 0; j < d; ++j) q[j] = queries[j * m + i];
-        const double* levels = nullptr;
-        if (data.categorical()) {
-          data.level_table(query_codes + i, m, table.data());
-          levels = table.data();
-        }
+        const double* levels = load_query(data, queries, query_codes, m, i, q, table);
         win.clear();
         collect_window<K>(data, q.data(), levels, radius ? radius[i] : 1.0, how, win);
         // the caller's row order, so that a window's rows do not depend on the tree
