@@ -628,8 +628,7 @@ cdens_summary_points <- function(object) {
 #' @export
 print.summary.local_cdens <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  digits <- check_digits(digits)
-  print(x$fit, digits = digits)
+  digits <- print_summary_fit(x, digits)
   print_fields(NULL, list(`Leave-one-out log-likelihood` = sprintf(
     "%s per observation", format(x$cv_loglik, digits = digits))))
   cat("Conditional quartiles:\n")

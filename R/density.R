@@ -677,8 +677,7 @@ grid_maxima <- function(g, est) {
 #' @export
 print.summary.local_kde <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  digits <- check_digits(digits)
-  print(x$fit, digits = digits)
+  digits <- print_summary_fit(x, digits)
   print_fields(NULL, list(
     `Integral over the grid` = if (!is.null(x$integral) && x$fit$d) {
       format(x$integral, digits = digits + 2L)

@@ -26,6 +26,14 @@ printed_lines <- function(x, digits, ...) {
   sub("[[:space:]]+$", "", lines)
 }
 
+# The first lines of a summary's print: checks `digits`, prints the fit the summary is of, and
+# returns the digits.
+print_summary_fit <- function(x, digits) {
+  digits <- check_digits(digits, call = rlang::caller_env())
+  print(x$fit, digits = digits)
+  digits
+}
+
 #' Format a result object
 #'
 #' `format()` of every result object of the package returns the lines its

@@ -719,8 +719,7 @@ summary.local_modes <- function(object, ..., digits = NULL) {
 #' @export
 print.summary.local_modes <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  digits <- check_digits(digits)
-  print(x$fit, digits = digits)
+  digits <- print_summary_fit(x, digits)
   cat("\nModes:\n")
   print_trimmed(utils::head(x$modes, 20L), row.names = FALSE, digits = digits)
   if (x$fit$algorithm == "mean_shift") {

@@ -592,8 +592,7 @@ summary.local_qkv <- function(object, ..., digits = NULL) {
 #' @export
 print.summary.local_qkv <- function(x, ..., digits = x$digits) {
   check_dots(...)
-  digits <- check_digits(digits)
-  print(x$fit, digits = digits)
+  digits <- print_summary_fit(x, digits)
   cat("\nLoss by epoch:\n")
   print_trimmed(x$loss, digits = digits, row.names = FALSE)
   if (!is.na(x$perplexity)) {

@@ -392,10 +392,7 @@ fitted.local_ridges <- function(object, ...) {
 }
 
 #' @export
-nobs.local_ridges <- function(object, ...) {
-  check_dots(...)
-  nrow(object$x)
-}
+nobs.local_ridges <- nobs.local_modes
 
 ## embeddings ------------------------------------------------------------------------------------
 

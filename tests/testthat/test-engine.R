@@ -498,8 +498,8 @@ engine_entry_points <- c(
   "cpp_interpolate_nodes", "cpp_fit_sums", "cpp_linear_bin", "cpp_hermite_pair_sums",
   "cpp_metric_loss", "cpp_knn_graph", "cpp_engine_candidate_sums", "cpp_engine_windows"
 )
-not_entry_points <- c("cpp_kernel_table", "cpp_kernel_value", "cpp_column_ranges",
-                      "cpp_all_finite")
+not_entry_points <- c("cpp_kernel_table", "cpp_kernel_value", "cpp_kernel_cdf",
+                      "cpp_column_ranges", "cpp_all_finite")
 # The functions of R/engine.R that call them.
 engine_layer <- c(
   "engine_chunk", "engine_pointer", "engine_builds", "engine_data_fit", "fit_sums",
