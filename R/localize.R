@@ -252,7 +252,10 @@ model_function <- function(name, env) {
   NULL
 }
 
-deparse_short <- function(expr) paste(deparse(expr, width.cutoff = 60L)[1L], collapse = "")
+deparse_short <- function(expr) {
+  lines <- deparse(expr, width.cutoff = 60L)
+  if (length(lines) > 1L) paste0(trimws(lines[1L], "right"), " ...") else lines
+}
 
 # Whether a model function (or, for a generic, its method for the first argument) takes
 # `weights`.
