@@ -83,10 +83,11 @@
 #'   subset and na.action alone) from the engine's local moment sums, any localization
 #'   variables; and the straight line `y ~ z` localized over `z` alone (a local linear fit, as
 #'   [local_poly()] fits it) by [stats::glm()] with a likelihood family of [losses()] and its
-#'   link (the engine's tolerance is the smaller of `glm.control()`'s `epsilon` and 1e-10) or
-#'   by `quantreg::rq()` at one `tau` with its default method (the exact check-loss optimum).
-#'   Points the engine cannot fit (a singular window, no convergence) are refitted by the
-#'   model's own function.
+#'   link (the engine's tolerance is the smaller of `glm.control()`'s `epsilon` and 1e-10), by
+#'   `MASS::rlm()` with `wt.method = "case"` (the Huber or bisquare psi, any tuning constant,
+#'   the MAD scale; standard errors as its `vcov()` computes them) or by `quantreg::rq()` at one
+#'   `tau` with its default method (the exact check-loss optimum). Points the engine cannot fit
+#'   (a singular window, no convergence) are refitted by the model's own function.
 #' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
 #'   [local_poly()]).
 #' @param n_threads Number of threads of the engine, see [n_threads()].
@@ -556,9 +557,9 @@ lm_moment_fits <- function(recipe, local, queries, sizes) {
 # The loss of the registry (losses()) that fits the model as local_poly() does, or NULL: the
 # model is one numeric localization variable's straight line, `y ~ z` over `z` (so the local
 # model is the local linear fit in z), by glm() with a likelihood family of the registry and its
-# link (arguments formula, family, control, na.action), or by quantreg::rq() at one tau with the
-# default method (arguments formula, tau, method "br", na.action). list(family, loss_param,
-# tol, max_iter, response), `response` turning the model's response into the engine's values.
+# link (arguments formula, family, control, na.action), by MASS::rlm() with case weights
+# (rlm_loss()), or by quantreg::rq() at one tau with the default method (arguments formula,
+# tau, method "br", na.action). list(family, loss_param, tol, max_iter), and for rlm() its psi.
 registry_loss <- function(recipe, model, local) {
   args <- recipe$args
   var <- local$vars
@@ -583,6 +584,8 @@ registry_loss <- function(recipe, model, local) {
     return(list(family = tab$loss[row], loss_param = NA_real_,
                 tol = min(control$epsilon, 1e-10), max_iter = max(control$maxit, 50L)))
   }
+  rlm <- if (isNamespaceLoaded("MASS")) getExportedValue("MASS", "rlm")
+  if (!is.null(rlm) && identical(recipe$fun, rlm)) return(rlm_loss(args))
   rq <- if (isNamespaceLoaded("quantreg")) getExportedValue("quantreg", "rq")
   if (!is.null(rq) && identical(recipe$fun, rq)) {
     if (!all(names(args) %in% c("formula", "tau", "method", "na.action"))) return(NULL)
@@ -597,10 +600,53 @@ registry_loss <- function(recipe, model, local) {
   NULL
 }
 
+# The registry's loss of a MASS::rlm() model: M-estimation with case weights (wt.method =
+# "case", under which the kernel weights multiply each row's loss; the default "inv.var"
+# rescales the residuals instead, which the engine does not fit), the Huber or bisquare psi with
+# its tuning constant (`k` or `c`), the MAD scale and the least-squares start; else NULL.
+rlm_loss <- function(args) {
+  known <- c("formula", "wt.method", "psi", "k", "c", "maxit", "acc", "scale.est", "method",
+             "na.action")
+  if (!all(names(args) %in% known) || !identical(args$wt.method, "case") ||
+      !identical(args$scale.est %||% "MAD", "MAD") || !identical(args$method %||% "M", "M")) {
+    return(NULL)
+  }
+  psi <- args$psi %||% getExportedValue("MASS", "psi.huber")
+  family <- if (identical(psi, getExportedValue("MASS", "psi.huber"))) "huber" else
+    if (identical(psi, getExportedValue("MASS", "psi.bisquare"))) "bisquare"
+  if (is.null(family)) return(NULL)
+  tuning <- args[[if (family == "huber") "k" else "c"]] %||% loss_row(family)$tuning
+  if (!is.numeric(tuning) || length(tuning) != 1L || !(tuning > 0)) return(NULL)
+  list(family = family, loss_param = as.double(tuning), tol = min(args$acc %||% 1e-4, 1e-10),
+       max_iter = max(args$maxit %||% 20, 100L), psi = psi,
+       psi_args = stats::setNames(list(tuning), if (family == "huber") "k" else "c"))
+}
+
+# Standard errors of a local M-estimate as vcov() of MASS::rlm() gives them with case weights
+# `w` (summary.rlm()): the scale s, the psi function's first two moments and kappa's correction
+# times the inverse of the weighted cross-product of the design X.
+rlm_standard_errors <- function(X, r, w, loss) {
+  p <- ncol(X)
+  psi <- function(u, deriv) do.call(loss$psi, c(list(u, deriv = deriv), loss$psi_args))
+  s <- weighted_mad(r, w)
+  u <- r / s
+  S <- sum(w * (r * psi(u, 0))^2) / (sum(w) - p)
+  slope <- psi(u, 1)
+  m1 <- sum(w * slope)
+  m2 <- sum(w * slope^2)
+  nn <- sum(w)
+  mn <- m1 / nn
+  kappa <- 1 + p * (m2 - m1^2 / nn) / (nn - 1) / (nn * mn^2)
+  info <- crossprod(X * w, X)
+  if (rcond(info) < 1e-10) return(NULL)
+  sqrt(pmax(diag(solve(info)), 0)) * sqrt(S) * kappa / mn
+}
+
 # The local linear fits in the localization variable by the engine (registry_loss()), as
 # fit_windows() gives them: the coefficients of y ~ z, beta_0 = f(z*) - z* f'(z*) and
 # beta_1 = f'(z*), with standard errors as vcov() computes them for glm() (from the window's
-# working weights at the fit, the dispersion 1 or the Pearson estimate) and NA for rq(); NULL
+# working weights at the fit, the dispersion 1 or the Pearson estimate), as summary.rlm() for
+# rlm() (rlm_standard_errors()) and NA for rq(); NULL
 # at points where the engine finds no fit (refitted by the model's function itself).
 registry_fits <- function(recipe, local, queries, loss) {
   m <- nrow(queries$x)
@@ -632,7 +678,13 @@ registry_fits <- function(recipe, local, queries, loss) {
     if (res$status[i] != 0L || !is.finite(level[i]) || !is.finite(slope[i])) next
     coef <- c(level[i] - slope[i] * queries$x[i, 1L], slope[i])
     se <- c(NA_real_, NA_real_)
-    if (!is.null(windows)) {
+    if (!is.null(loss$psi)) {
+      rows <- windows$rows[[i]]
+      X <- cbind(1, z[rows])
+      se <- rlm_standard_errors(X, y[rows] - drop(X %*% coef),
+                                windows$weights[[i]] * prior[rows], loss)
+      if (is.null(se)) next
+    } else if (!is.null(windows)) {
       rows <- windows$rows[[i]]
       w <- windows$weights[[i]] * prior[rows]
       X <- cbind(1, z[rows])
@@ -712,9 +764,13 @@ refit <- function(recipe, rows, weights) {
     env$.localize_data <- data
     args$offset <- quote(.localize_offset)
   }
-  # every other argument by a name bound in env, so that the call stays short
+  # every other argument by a name bound in env, so that the call stays short, but single
+  # strings, numbers and flags as they are (summaries such as MASS's read them from the call)
   given <- recipe$args
   symbols <- lapply(seq_along(given), function(j) {
+    if (is.atomic(given[[j]]) && length(given[[j]]) == 1L && is.null(attributes(given[[j]]))) {
+      return(given[[j]])
+    }
     name <- paste0(".localize_arg", j)
     assign(name, given[[j]], envir = env)
     as.name(name)
