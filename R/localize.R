@@ -122,8 +122,8 @@
 #' localize(glm(am ~ wt, family = binomial, data = mtcars), over = "hp", bandwidth = 80,
 #'          at = c(100, 150, 200))
 localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, data = NULL,
-                     folds = NULL, fast = TRUE, method = "auto", n_threads = NULL, verbose = interactive(),
-                     control = local_control(), ...) {
+                     folds = NULL, fast = TRUE, method = "auto", n_threads = NULL,
+                     verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   recipe <- model_recipe(model, data, parent.frame())
   vars <- localization_vars(over, recipe$data)
@@ -410,14 +410,16 @@ cv_localize_bandwidth <- function(recipe, vars, kernel, method, control, n_threa
   rows <- base$rows
   groups <- cv_groups(x, folds)
   queries <- list(x = x[groups$first, , drop = FALSE], codes = NULL)
+  # the data rows of each fold, which leave the windows of its groups
+  fold_rows <- split(rows, groups$fold)
+  group_fold <- as.character(groups$fold[groups$first])
   if (verbose) cli::cli_progress_step("Bandwidth search: {nrow(candidates)} candidates")
   scores <- vapply(seq_len(nrow(candidates)), function(k) {
     local <- localization_spec(recipe$data, vars, kernel, candidates[k, ], method, control,
                                n_threads, FALSE, call)
     windows <- point_windows(local, queries)
     for (g in seq_along(groups$first)) {
-      # (the rows of the group's fold leave its windows: rows[] maps points to data rows)
-      keep <- !windows$rows[[g]] %in% rows[groups$fold == groups$fold[groups$first[g]]]
+      keep <- !windows$rows[[g]] %in% fold_rows[[group_fold[g]]]
       windows$rows[[g]] <- windows$rows[[g]][keep]
       windows$weights[[g]] <- windows$weights[[g]][keep]
     }

@@ -114,12 +114,14 @@ poly <- function() {
 }
 theirs <- function() quantreg::lprq(x, y, h = h, tau = 0.25, m = 100)
 loc <- ours()
-cat(sprintf("(d) max |localize(rq) - lprq| at lprq's points %.2g (all by the engine: %s), |local_poly - lprq| %.2g\n",
+cat(sprintf(paste("(d) max |localize(rq) - lprq| at lprq's points %.2g (all by the engine: %s),",
+                  "|local_poly - lprq| %.2g\n"),
             max(abs(loc$coefficients[, 1] + loc$coefficients[, 2] * ref$xx - ref$fv)),
             all(loc$engine_fitted), max(abs(poly() - ref$fv))))
 dt <- interleaved(list(localize = ours, local_poly = poly, lprq = theirs))
 for (who in c("localize", "local_poly")) {
-  cat(sprintf("(d) local linear quantile n = %d, %d points: %s %.3f s, lprq %.3f s, ratio %.0fx: %s\n",
+  cat(sprintf(paste("(d) local linear quantile n = %d, %d points: %s %.3f s, lprq %.3f s,",
+                    "ratio %.0fx: %s\n"),
               n, length(ref$xx), who, dt[[who]], dt[["lprq"]], dt[["lprq"]] / dt[[who]],
               if (dt[["lprq"]] / dt[[who]] >= 50) "met" else "NOT met"))
 }
