@@ -100,7 +100,7 @@
 #'   point), `weight_sum`, `failed` (points whose fit failed), `engine_fitted` (points fitted
 #'   by the fast path, see `fast`), the global model's coefficients
 #'   (`global`), the kernel and bandwidth. Methods: `print()`, `summary()`, `coef()`,
-#'   `predict()`, `plot()`, `tidy()`, `glance()`, `nobs()`.
+#'   `predict()`, `plot()`, `autoplot()`, `tidy()`, `glance()`, `nobs()`.
 #' @references
 #' Hastie, T. and Tibshirani, R. (1993). Varying-coefficient models. *JRSS B* 55, 757-796.
 #'
@@ -1067,6 +1067,47 @@ plot.localized <- function(x, which = NULL, bands = TRUE, ...) {
     }
   }
   invisible(x)
+}
+
+#' @rdname localize
+#' @details `autoplot()` (with ggplot2 installed) draws the same panels as `plot()` with
+#'   ggplot2: one facet per coefficient, from `tidy()`.
+#' @exportS3Method ggplot2::autoplot
+autoplot.localized <- function(object, which = NULL, bands = TRUE, ...) {
+  check_dots(...)
+  check_ggplot2()
+  check_flag(bands)
+  terms <- colnames(object$coefficients)
+  which <- which %||% terms
+  if (is.numeric(which)) which <- terms[which]
+  if (anyNA(which) || !all(which %in% terms)) {
+    abort("{.arg which} must name coefficients: {.val {terms}}.")
+  }
+  td <- tidy(object)
+  td <- td[td$term %in% which, , drop = FALSE]
+  td$term <- factor(td$term, levels = which)
+  var <- object$over[1L]
+  others <- setdiff(object$over, var)
+  td$.x <- td[[var]]
+  td$.group <- if (length(others)) interaction(td[others], drop = TRUE) else factor("all")
+  global <- data.frame(term = factor(which, levels = which), value = object$global[which])
+  aes_line <- if (length(others)) {
+    ggplot2::aes(x = .data$.x, y = .data$estimate, colour = .data$.group, group = .data$.group)
+  } else {
+    ggplot2::aes(x = .data$.x, y = .data$estimate)
+  }
+  p <- ggplot2::ggplot(td, aes_line)
+  if (bands && any(is.finite(td$std.error))) {
+    p <- p + ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$estimate - 2 * .data$std.error,
+                                               ymax = .data$estimate + 2 * .data$std.error),
+                                  alpha = 0.2, colour = NA)
+  }
+  p <- p + if (is.numeric(td$.x)) ggplot2::geom_line(linewidth = 1) else ggplot2::geom_point()
+  p + ggplot2::geom_hline(data = global, ggplot2::aes(yintercept = .data$value),
+                          linetype = 2, colour = "grey40") +
+    ggplot2::facet_wrap(~term, scales = "free_y") +
+    ggplot2::labs(x = var, y = "local coefficient",
+                  colour = if (length(others)) paste(others, collapse = "."))
 }
 
 #' @rdname localize

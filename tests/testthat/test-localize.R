@@ -333,6 +333,12 @@ test_that("predict() refits at each row; the methods work", {
   on.exit(unlink(path), add = TRUE)
   expect_invisible(plot(vc))
   grDevices::dev.off()
+  skip_if_not_installed("ggplot2")
+  p <- ggplot2::autoplot(vc, which = "wt")
+  expect_s3_class(p, "ggplot")
+  expect_identical(nrow(p$data), 2L)
+  expect_equal(p$data$estimate, unname(coef(vc)[, "wt"]))
+  expect_error(ggplot2::autoplot(vc, which = "hp"), class = "localmean_error", regexp = "which")
 })
 
 test_that("predict(interpolate = TRUE) interpolates the local coefficients linearly", {
