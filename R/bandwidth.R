@@ -73,6 +73,7 @@ resolve_nn <- function(bandwidth, x, spec_for, verbose, call = rlang::caller_env
   n <- nrow(x)
   scale <- if (bandwidth$scale) apply(x, 2L, stats::sd) else rep(1, ncol(x))
   nn <- list(k = bandwidth$k, scale = scale, standardise = bandwidth$scale)
+  nn$memo <- bandwidth$memo
   if (!identical(bandwidth$k, "cv")) {
     if (bandwidth$k >= n) {
       abort("{.code nn(k)} needs k < n: k = {bandwidth$k}, n = {n}.", call = call)

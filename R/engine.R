@@ -525,7 +525,14 @@ engine_shift <- function(spec, points, max_iter, tol = 0, ndim = -1L, keep_path 
 # k-th or the (p + 1)-th distinct distance. Where the data hold fewer distinct distances, twice
 # the farthest distance. A zero radius (every point of
 # the window on the query) becomes the smallest positive number: only those points count.
+# `spec$nn$memo`, an environment (robust_iterations() sets one), keeps the last radii with
+# their queries, k, kernel and degree: refits on the same data reuse them.
 nn_radius <- function(spec, queries, n_threads, verbose) {
+  memo <- spec$nn$memo
+  key <- list(spec$nn$k, spec$kernel, spec$degree, spec$scale, NROW(spec$x))
+  if (!is.null(memo) && identical(memo$key, key) && identical(memo$queries, queries)) {
+    return(memo$radius)
+  }
   k <- spec$nn$k
   row <- kernel_row(spec$kernel)
   reach <- if (row$compact) {
@@ -542,7 +549,13 @@ nn_radius <- function(spec, queries, n_threads, verbose) {
     far <- queries[short, , drop = FALSE]
     reach[short] <- 2 * cpp_knn_radius(spec$x, spec$scale, far, NROW(spec$x), n_threads, FALSE)
   }
-  pmax(reach * (1 + 1e-12), .Machine$double.xmin)
+  radius <- pmax(reach * (1 + 1e-12), .Machine$double.xmin)
+  if (!is.null(memo)) {
+    memo$key <- key
+    memo$queries <- queries
+    memo$radius <- radius
+  }
+  radius
 }
 
 # ---- The other engine entry points ------------------------------------------------------------

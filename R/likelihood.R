@@ -340,12 +340,23 @@ robust_iterations <- function(x, y, kernel, bandwidth, degree, family, n_robust,
                        weights = weights, method = method, n_threads = n_threads,
                        verbose = verbose, control = control)
   }
+  # nn() radii depend on the data's x alone: searched once, kept for every iteration
+  memo <- new.env(parent = emptyenv())
+  if (inherits(bandwidth, "local_nn")) bandwidth$memo <- memo
   first <- refit(bandwidth, weights)
-  fixed <- if (!is.null(first$nn)) nn(first$nn$k, first$nn$standardise) else first$bandwidth
+  fixed <- first$bandwidth
+  if (!is.null(first$nn)) {
+    fixed <- nn(first$nn$k, first$nn$standardise)
+    fixed$memo <- memo
+  }
   fit <- first
   for (iter in seq_len(n_robust)) {
     robust <- robustness_weights(fit$residuals)
     fit <- refit(fixed, (weights %||% 1) * robust)
+  }
+  if (!is.null(fit$nn)) {
+    fit$nn$memo <- NULL
+    fit$spec$nn$memo <- NULL
   }
   fit$weights <- weights
   fit$robustness_weights <- robust

@@ -23,7 +23,9 @@
 #' those within the engine's cut-off, see [kernels()] and [local_control()]). The weights are
 #' the kernel's profile, 1 at the point itself, times the model's own `weights` where its call
 #' has them (its `subset` and `offset` are kept as well). Rows with missing localization
-#' variables are left out.
+#' variables, and the rows the model drops for missing values in its variables, weights or
+#' offset, are left out of every window; the number of observations counts the other rows of
+#' positive weight.
 #'
 #' **Standard errors** come from [stats::vcov()] of each local fit (`NA` for models without
 #' one, such as `quantreg::rq()`). They treat the kernel weights as given weights and so are
@@ -37,15 +39,21 @@
 #' by design (non-integer binomial or Poisson counts) are not counted.
 #'
 #' **Bandwidth selection** (`bandwidth = "cv"`, numeric localization variables): each
-#' candidate is scored by leave-one-out cross-validation: every data row is predicted by the
-#' model localized at its own localization values without it, and its loss is the model's own:
+#' candidate is scored by cross-validation. Leave-one-out (the default): every data row is
+#' predicted by the model localized at its own localization values without it. K-fold
+#' (`folds = k`): the rows are split at random into k folds (reproducible with [set.seed()]; the
+#' same folds for every candidate) and every row is predicted by the model localized at its own
+#' localization values without its fold. The loss of a prediction is the model's own:
 #' the check loss at `tau` for `quantreg::rq()`, the unit deviance of the family for models with
 #' a [stats::family()] other than the Gaussian ([stats::glm()]), the squared error otherwise.
 #' The score is the mean loss; a candidate at which any fit fails scores `Inf`. Candidates are
 #' `local_control(candidates =)` (one column per variable), by default the rule-of-thumb
-#' bandwidth times \eqn{2^{-1.5}, 2^{-1}, \ldots, 2^{1.5}}{2^-1.5, 2^-1, ..., 2^1.5}. The cost is
-#' one refit of the model per data row and candidate (7 n fits by default), run on the `future`
-#' plan when one is set; the curve is kept as `cv_curve`.
+#' bandwidth times \eqn{2^{-1.5}, 2^{-1}, \ldots, 2^{1.5}}{2^-1.5, 2^-1, ..., 2^1.5}. The cost,
+#' in refits of the model: leave-one-out, one per data row and candidate (7 n fits by default);
+#' k-fold, one per distinct localization point of each fold and candidate, which is also n per
+#' candidate when the points are all distinct, and fewer when they repeat (a discrete `over`
+#' variable: at most k times its number of values). The fits run on the `future` plan when one
+#' is set; the curve is kept as `cv_curve`.
 #'
 #' **Scale-out.** When a `future` plan other than sequential is set (e.g.
 #' `future::plan("multisession")`), the local fits run on its workers (the future.apply
@@ -61,16 +69,25 @@
 #' @param bandwidth A positive number (the same for every numeric localization variable, when
 #'   all are numeric), one value per variable of `over` in its order (h for a numeric variable,
 #'   lambda for a categorical one, as in [local_poly()]), or [nn()]`(k)` for adaptive
-#'   nearest-neighbour bandwidths, or `"cv"`: leave-one-out cross-validation of the model's own
-#'   loss (see Details).
+#'   nearest-neighbour bandwidths, or `"cv"`: cross-validation of the model's own loss,
+#'   leave-one-out or k-fold (see `folds` and Details).
 #' @param at The points at which to localize: a data frame holding the variables of `over`
 #'   (or, for one variable, a vector). By default the distinct rows of the localization
 #'   variables in the data.
 #' @param data The data to refit the model on; by default the `data` of the model's call.
-#' @param fast Fit [stats::lm()] models (formula, data, weights, subset and na.action alone)
-#'   from the engine's local moment sums instead of refitting them in R: the same estimates to
-#'   about 1e-10, far faster. Points whose local design is (nearly) singular are refitted by
-#'   `lm()` itself.
+#' @param folds With `bandwidth = "cv"`: `NULL` for leave-one-out cross-validation, or a whole
+#'   number k >= 2 for k-fold cross-validation with random folds (see Details).
+#' @param fast Fit models that the engine solves itself in C++ instead of refitting them in R,
+#'   with the same estimates (to about 1e-10 for least squares, and to the convergence
+#'   tolerance of the iterative fits), far faster: [stats::lm()] models (formula, data, weights,
+#'   subset and na.action alone) from the engine's local moment sums, any localization
+#'   variables; and the straight line `y ~ z` localized over `z` alone (a local linear fit, as
+#'   [local_poly()] fits it) by [stats::glm()] with a likelihood family of [losses()] and its
+#'   link (the engine's tolerance is the smaller of `glm.control()`'s `epsilon` and 1e-10), by
+#'   `MASS::rlm()` with `wt.method = "case"` (the Huber or bisquare psi, any tuning constant,
+#'   the MAD scale; standard errors as its `vcov()` computes them) or by `quantreg::rq()` at one
+#'   `tau` with its default method (the exact check-loss optimum). Points the engine cannot fit
+#'   (a singular window, no convergence) are refitted by the model's own function.
 #' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
 #'   [local_poly()]).
 #' @param n_threads Number of threads of the engine, see [n_threads()].
@@ -80,9 +97,10 @@
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return An object of class `localized`: `coefficients` and `std.error` (one row per point
 #'   of `at`, one column per coefficient), `at`, `n_window` (rows with positive weight at each
-#'   point), `weight_sum`, `failed` (points whose fit failed), the global model's coefficients
+#'   point), `weight_sum`, `failed` (points whose fit failed), `engine_fitted` (points fitted
+#'   by the fast path, see `fast`), the global model's coefficients
 #'   (`global`), the kernel and bandwidth. Methods: `print()`, `summary()`, `coef()`,
-#'   `predict()`, `plot()`, `tidy()`, `glance()`, `nobs()`.
+#'   `predict()`, `plot()`, `autoplot()`, `tidy()`, `glance()`, `nobs()`.
 #' @references
 #' Hastie, T. and Tibshirani, R. (1993). Varying-coefficient models. *JRSS B* 55, 757-796.
 #'
@@ -104,8 +122,8 @@
 #' localize(glm(am ~ wt, family = binomial, data = mtcars), over = "hp", bandwidth = 80,
 #'          at = c(100, 150, 200))
 localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, data = NULL,
-                     fast = TRUE, method = "auto", n_threads = NULL, verbose = interactive(),
-                     control = local_control(), ...) {
+                     folds = NULL, fast = TRUE, method = "auto", n_threads = NULL,
+                     verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   recipe <- model_recipe(model, data, parent.frame())
   vars <- localization_vars(over, recipe$data)
@@ -116,21 +134,27 @@ localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, dat
   n_threads <- n_threads(n_threads)
   selection <- NULL
   if (identical(bandwidth, "cv")) {
+    if (!is.null(folds)) folds <- check_count(folds, min = 2)
     selection <- cv_localize_bandwidth(recipe, vars, kernel, method, control, n_threads,
-                                       verbose)
+                                       verbose, folds)
     bandwidth <- selection$bandwidth
+  } else if (!is.null(folds)) {
+    abort("{.arg folds} applies to {.code bandwidth = \"cv\"}.")
   }
   local <- localization_spec(recipe$data, vars, kernel, bandwidth, method, control, n_threads,
                              verbose)
   at <- localization_points(at, local, recipe$data)
   queries <- point_queries(local, at)
   sizes <- engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
-  fits <- if (check_flag(fast) && moment_fit_applies(recipe)) {
-    lm_moment_fits(recipe, local, queries, sizes$size)
-  } else {
-    vector("list", nrow(at))
+  fits <- vector("list", nrow(at))
+  loss <- NULL
+  if (check_flag(fast) && moment_fit_applies(recipe)) {
+    fits <- lm_moment_fits(recipe, local, queries, sizes$size)
+  } else if (fast && !is.null(loss <- registry_loss(recipe, model, local))) {
+    fits <- registry_fits(recipe, local, queries, loss)
   }
   todo <- which(vapply(fits, is.null, TRUE))
+  engine_fitted <- !seq_len(nrow(at)) %in% todo
   if (length(todo)) {
     windows <- point_windows(local, some_queries(queries, todo))
     fits[todo] <- fit_windows(recipe, windows, local_estimates, verbose)
@@ -140,12 +164,14 @@ localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, dat
   structure(list(coefficients = est$coef, std.error = est$se, at = at,
                  n_window = sizes$size, weight_sum = sizes$wsum,
                  failed = !vapply(fits, function(f) is.null(f$error), TRUE),
+                 engine_fitted = engine_fitted,
                  global = stats::coef(model), over = vars, kernel = local$kernel,
                  bandwidth = local$bandwidth, bandwidth_label = local$label,
                  bandwidth_method = if (is.null(selection)) "user" else "cv",
-                 cv_curve = selection$curve,
-                 model_call = stats::getCall(model), nobs = nrow(recipe$data),
-                 recipe = recipe, local = local, call = match.call()),
+                 cv_curve = selection$curve, cv_folds = folds,
+                 model_call = stats::getCall(model), nobs = model_nobs(recipe, local$rows),
+                 recipe = recipe, local = local, linear_model = linear_model_parts(model),
+                 call = match.call()),
             class = "localized")
 }
 
@@ -188,10 +214,30 @@ model_recipe <- function(model, data, env, call = rlang::caller_env()) {
     in_data$weights <- in_data$weights[keep]
     in_data$offset <- in_data$offset[keep]
   }
+  # the rows the model uses: those it drops for missing values enter no window
+  used <- model_rows(model, data, in_data)
+  data <- data[used, , drop = FALSE]
   rownames(data) <- NULL
   other <- setdiff(names(args), c("data", data_arguments))
   list(fun = fun, args = lapply(args[other], eval, env), data = data,
-       prior = in_data$weights, offset = in_data$offset, env = env, call = mcall)
+       prior = in_data$weights[used], offset = in_data$offset[used], env = env, call = mcall)
+}
+
+# The rows of `data` (after `subset`) without missing values in the model's variables, its
+# weights or its offset: the rows a model fitted with R's default na.action (na.omit) uses.
+model_rows <- function(model, data, in_data) {
+  form <- tryCatch(stats::formula(model), error = function(e) NULL)
+  vars <- if (inherits(form, "formula")) all.vars(form) else character(0)
+  vars <- if ("." %in% vars) names(data) else intersect(vars, names(data))
+  used <- if (length(vars)) stats::complete.cases(data[vars]) else rep(TRUE, nrow(data))
+  for (v in in_data[c("weights", "offset")]) if (!is.null(v)) used <- used & !is.na(v)
+  used
+}
+
+# The number of observations: the `rows` of the model's data (those with every localization
+# variable) with a positive prior weight.
+model_nobs <- function(recipe, rows) {
+  if (is.null(recipe$prior)) length(rows) else sum(recipe$prior[rows] > 0)
 }
 
 # The function a model call names, found from `env` or, when the call names a function of a
@@ -207,7 +253,10 @@ model_function <- function(name, env) {
   NULL
 }
 
-deparse_short <- function(expr) paste(deparse(expr, width.cutoff = 60L)[1L], collapse = "")
+deparse_short <- function(expr) {
+  lines <- deparse(expr, width.cutoff = 60L)
+  if (length(lines) > 1L) paste0(trimws(lines[1L], "right"), " ...") else lines
+}
 
 # Whether a model function (or, for a generic, its method for the first argument) takes
 # `weights`.
@@ -339,10 +388,11 @@ point_windows <- function(local, queries) {
 
 # ---- Bandwidth selection --------------------------------------------------------------------
 
-# Leave-one-out choice of the bandwidth among candidates (see localize()): list(bandwidth,
-# curve).
+# Cross-validated choice of the bandwidth among candidates (see localize()): leave-one-out
+# (folds = NULL) or k-fold with folds drawn from R's random numbers once for every candidate.
+# list(bandwidth, curve).
 cv_localize_bandwidth <- function(recipe, vars, kernel, method, control, n_threads, verbose,
-                                  call = rlang::caller_env()) {
+                                  folds = NULL, call = rlang::caller_env()) {
   control <- check_control(control, call = call)
   base <- localization_spec(recipe$data, vars, kernel, 1, method, control, n_threads, FALSE,
                             call)
@@ -357,23 +407,27 @@ cv_localize_bandwidth <- function(recipe, vars, kernel, method, control, n_threa
   } else {
     matrix(candidates, ncol = ncol(x))
   }
-  queries <- list(x = x, codes = NULL)
   rows <- base$rows
+  groups <- cv_groups(x, folds)
+  queries <- list(x = x[groups$first, , drop = FALSE], codes = NULL)
+  # the data rows of each fold, which leave the windows of its groups
+  fold_rows <- split(rows, groups$fold)
+  group_fold <- as.character(groups$fold[groups$first])
   if (verbose) cli::cli_progress_step("Bandwidth search: {nrow(candidates)} candidates")
   scores <- vapply(seq_len(nrow(candidates)), function(k) {
     local <- localization_spec(recipe$data, vars, kernel, candidates[k, ], method, control,
                                n_threads, FALSE, call)
     windows <- point_windows(local, queries)
-    for (i in seq_along(rows)) {
-      keep <- windows$rows[[i]] != rows[i]
-      windows$rows[[i]] <- windows$rows[[i]][keep]
-      windows$weights[[i]] <- windows$weights[[i]][keep]
+    for (g in seq_along(groups$first)) {
+      keep <- !windows$rows[[g]] %in% fold_rows[[group_fold[g]]]
+      windows$rows[[g]] <- windows$rows[[g]][keep]
+      windows$weights[[g]] <- windows$weights[[g]][keep]
     }
-    fits <- fit_windows(recipe, windows, function(fit, i) {
-      heldout_loss(fit, recipe$data[rows[i], , drop = FALSE])
+    fits <- fit_windows(recipe, windows, function(fit, g) {
+      heldout_loss(fit, recipe$data[rows[groups$members[[g]]], , drop = FALSE])
     }, verbose = FALSE)
     if (any(!vapply(fits, function(f) is.null(f$error), TRUE))) return(Inf)
-    loss <- vapply(fits, function(f) f$value, 0)
+    loss <- unlist(lapply(fits, `[[`, "value"))
     if (all(is.na(loss))) Inf else mean(loss, na.rm = TRUE)
   }, 0)
   if (!any(is.finite(scores))) {
@@ -385,23 +439,41 @@ cv_localize_bandwidth <- function(recipe, vars, kernel, method, control, n_threa
        curve = data.frame(stats::setNames(as.data.frame(candidates), vars), score = scores))
 }
 
-# The loss of a held-out data row under a local fit: the check loss for quantreg::rq(), the
-# family's unit deviance for non-Gaussian families, the squared error otherwise (NA where the
+# The held-out groups of a cross-validation over the data points x (n x d): leave-one-out
+# (folds = NULL), one group per point; k-fold, the points of each fold grouped by their
+# coordinates (one local fit predicts every point of a group). list(fold: each point's fold,
+# members: the points of each group, first: each group's first point).
+cv_groups <- function(x, folds) {
+  n <- nrow(x)
+  if (is.null(folds)) {
+    return(list(fold = seq_len(n), members = as.list(seq_len(n)), first = seq_len(n)))
+  }
+  fold <- sample(rep_len(seq_len(folds), n))
+  key <- do.call(paste, c(list(fold), lapply(seq_len(ncol(x)), function(j) {
+    sprintf("%.17g", x[, j])
+  })))
+  group <- match(key, unique(key))
+  members <- unname(split(seq_len(n), group))
+  list(fold = fold, members = members, first = vapply(members, `[[`, 1L, 1L))
+}
+
+# The losses of held-out data rows under a local fit: the check loss for quantreg::rq(), the
+# family's unit deviance for non-Gaussian families, the squared error otherwise (NA where a
 # row lacks a variable of the model).
-heldout_loss <- function(fit, row) {
-  mf <- stats::model.frame(stats::terms(fit), row, na.action = stats::na.pass)
+heldout_loss <- function(fit, rows) {
+  mf <- stats::model.frame(stats::terms(fit), rows, na.action = stats::na.pass)
   y <- stats::model.response(mf)
   if (is.factor(y)) y <- as.numeric(y != levels(y)[1L])
   if (inherits(fit, "rq")) {
-    r <- y - stats::predict(fit, newdata = row)
+    r <- y - stats::predict(fit, newdata = rows)
     return(unname(r * (fit$tau - (r < 0))))
   }
   family <- tryCatch(stats::family(fit), error = function(e) NULL)
   if (!is.null(family) && family$family != "gaussian") {
-    mu <- stats::predict(fit, newdata = row, type = "response")
+    mu <- stats::predict(fit, newdata = rows, type = "response")
     return(unname(family$dev.resids(y, mu, 1)))
   }
-  unname((y - stats::predict(fit, newdata = row))^2)
+  unname((y - stats::predict(fit, newdata = rows))^2)
 }
 
 # ---- The fast path: least squares from the engine's moment sums ----------------------------
@@ -482,6 +554,157 @@ lm_moment_fits <- function(recipe, local, queries, sizes) {
   out
 }
 
+# ---- The fast path: losses of the registry fitted by the engine -----------------------------
+
+# The loss of the registry (losses()) that fits the model as local_poly() does, or NULL: the
+# model is one numeric localization variable's straight line, `y ~ z` over `z` (so the local
+# model is the local linear fit in z), by glm() with a likelihood family of the registry and its
+# link (arguments formula, family, control, na.action), by MASS::rlm() with case weights
+# (rlm_loss()), or by quantreg::rq() at one tau with the default method (arguments formula,
+# tau, method "br", na.action). list(family, loss_param, tol, max_iter), and for rlm() its psi.
+registry_loss <- function(recipe, model, local) {
+  args <- recipe$args
+  var <- local$vars
+  if (length(var) != 1L || !is.null(recipe$offset) || !is.null(local$spec$categorical) ||
+      !inherits(args$formula, "formula") || length(args$formula) != 3L) {
+    return(NULL)
+  }
+  # nn() radii of compact kernels depend on the degree: the windows must be the generic path's
+  if (!is.null(local$spec$nn) && kernel_row(local$spec$kernel)$compact) return(NULL)
+  tt <- stats::terms(args$formula)
+  if (!identical(attr(tt, "term.labels"), var) || attr(tt, "intercept") != 1L ||
+      !is.name(args$formula[[2L]])) {
+    return(NULL)
+  }
+  if (identical(recipe$fun, stats::glm)) {
+    if (!all(names(args) %in% c("formula", "family", "control", "na.action"))) return(NULL)
+    family <- tryCatch(stats::family(model), error = function(e) NULL)
+    tab <- loss_table()
+    row <- if (!is.null(family)) which(tab$family == family$family & tab$kind == "likelihood")
+    if (length(row) != 1L || !identical(family$link, tab$link[row])) return(NULL)
+    control <- do.call(stats::glm.control, as.list(args$control))
+    return(list(family = tab$loss[row], loss_param = NA_real_,
+                tol = min(control$epsilon, 1e-10), max_iter = max(control$maxit, 50L)))
+  }
+  rlm <- if (isNamespaceLoaded("MASS")) getExportedValue("MASS", "rlm")
+  if (!is.null(rlm) && identical(recipe$fun, rlm)) return(rlm_loss(args))
+  rq <- if (isNamespaceLoaded("quantreg")) getExportedValue("quantreg", "rq")
+  if (!is.null(rq) && identical(recipe$fun, rq)) {
+    if (!all(names(args) %in% c("formula", "tau", "method", "na.action"))) return(NULL)
+    tau <- args$tau %||% 0.5
+    if (!is.numeric(tau) || length(tau) != 1L || !(tau > 0 && tau < 1) ||
+        !identical(args$method %||% "br", "br")) {
+      return(NULL)
+    }
+    return(list(family = "quantile", loss_param = as.double(tau), tol = local$spec$tol,
+                max_iter = local$spec$max_iter))
+  }
+  NULL
+}
+
+# The registry's loss of a MASS::rlm() model: M-estimation with case weights (wt.method =
+# "case", under which the kernel weights multiply each row's loss; the default "inv.var"
+# rescales the residuals instead, which the engine does not fit), the Huber or bisquare psi with
+# its tuning constant (`k` or `c`), the MAD scale and the least-squares start; else NULL.
+rlm_loss <- function(args) {
+  known <- c("formula", "wt.method", "psi", "k", "c", "maxit", "acc", "scale.est", "method",
+             "na.action")
+  if (!all(names(args) %in% known) || !identical(args$wt.method, "case") ||
+      !identical(args$scale.est %||% "MAD", "MAD") || !identical(args$method %||% "M", "M")) {
+    return(NULL)
+  }
+  psi <- args$psi %||% getExportedValue("MASS", "psi.huber")
+  family <- if (identical(psi, getExportedValue("MASS", "psi.huber"))) "huber" else
+    if (identical(psi, getExportedValue("MASS", "psi.bisquare"))) "bisquare"
+  if (is.null(family)) return(NULL)
+  tuning <- args[[if (family == "huber") "k" else "c"]] %||% loss_row(family)$tuning
+  if (!is.numeric(tuning) || length(tuning) != 1L || !(tuning > 0)) return(NULL)
+  list(family = family, loss_param = as.double(tuning), tol = min(args$acc %||% 1e-4, 1e-10),
+       max_iter = max(args$maxit %||% 20, 100L), psi = psi,
+       psi_args = stats::setNames(list(tuning), if (family == "huber") "k" else "c"))
+}
+
+# Standard errors of a local M-estimate as vcov() of MASS::rlm() gives them with case weights
+# `w` (summary.rlm()): the scale s, the psi function's first two moments and kappa's correction
+# times the inverse of the weighted cross-product of the design X.
+rlm_standard_errors <- function(X, r, w, loss) {
+  p <- ncol(X)
+  psi <- function(u, deriv) do.call(loss$psi, c(list(u, deriv = deriv), loss$psi_args))
+  s <- weighted_mad(r, w)
+  u <- r / s
+  S <- sum(w * (r * psi(u, 0))^2) / (sum(w) - p)
+  slope <- psi(u, 1)
+  m1 <- sum(w * slope)
+  m2 <- sum(w * slope^2)
+  nn <- sum(w)
+  mn <- m1 / nn
+  kappa <- 1 + p * (m2 - m1^2 / nn) / (nn - 1) / (nn * mn^2)
+  info <- crossprod(X * w, X)
+  if (rcond(info) < 1e-10) return(NULL)
+  sqrt(pmax(diag(solve(info)), 0)) * sqrt(S) * kappa / mn
+}
+
+# The local linear fits in the localization variable by the engine (registry_loss()), as
+# fit_windows() gives them: the coefficients of y ~ z, beta_0 = f(z*) - z* f'(z*) and
+# beta_1 = f'(z*), with standard errors as vcov() computes them for glm() (from the window's
+# working weights at the fit, the dispersion 1 or the Pearson estimate), as summary.rlm() for
+# rlm() (rlm_standard_errors()) and NA for rq(); NULL
+# at points where the engine finds no fit (refitted by the model's function itself).
+registry_fits <- function(recipe, local, queries, loss) {
+  m <- nrow(queries$x)
+  mf <- stats::model.frame(recipe$args$formula, data = recipe$data, na.action = stats::na.pass)
+  y <- stats::model.response(mf)
+  if (is.factor(y)) y <- as.numeric(y != levels(y)[1L])
+  if (is.logical(y)) y <- as.numeric(y)
+  if (!is.numeric(y) || !is.null(dim(y))) return(vector("list", m))
+  z <- recipe$data[[local$vars]]
+  prior <- recipe$prior %||% rep(1, length(y))
+  spec <- local$spec
+  spec$values <- matrix(as.double(y[local$rows]), ncol = 1L)
+  spec$prior <- as.double(prior[local$rows])
+  spec$degree <- 1L
+  spec$family <- loss$family
+  spec$loss_param <- loss$loss_param
+  spec$tol <- loss$tol
+  spec$max_iter <- loss$max_iter
+  method <- if (identical(spec$method, "binned")) "tree" else spec$method
+  res <- engine_run(spec, queries$x, method = method)
+  level <- res$coef[, 1L, 1L]
+  slope <- res$coef[, 2L, 1L]
+  names <- c("(Intercept)", local$vars)
+  windows <- if (loss$family != "quantile") point_windows(local, queries)
+  family <- family_of(loss$family)
+  fixed_dispersion <- loss_row(loss$family)$scale == "fixed"
+  out <- vector("list", m)
+  for (i in seq_len(m)) {
+    if (res$status[i] != 0L || !is.finite(level[i]) || !is.finite(slope[i])) next
+    coef <- c(level[i] - slope[i] * queries$x[i, 1L], slope[i])
+    se <- c(NA_real_, NA_real_)
+    if (!is.null(loss$psi)) {
+      rows <- windows$rows[[i]]
+      X <- cbind(1, z[rows])
+      se <- rlm_standard_errors(X, y[rows] - drop(X %*% coef),
+                                windows$weights[[i]] * prior[rows], loss)
+      if (is.null(se)) next
+    } else if (!is.null(windows)) {
+      rows <- windows$rows[[i]]
+      w <- windows$weights[[i]] * prior[rows]
+      X <- cbind(1, z[rows])
+      eta <- drop(X %*% coef)
+      mu <- family$linkinv(eta)
+      working <- w * family$mu.eta(eta)^2 / family$variance(mu)
+      info <- crossprod(X * working, X)
+      if (rcond(info) < 1e-10) next
+      dispersion <- if (fixed_dispersion) 1 else {
+        sum((w * (y[rows] - mu)^2 / family$variance(mu))[w > 0]) / (sum(w > 0) - 2)
+      }
+      se <- sqrt(pmax(diag(solve(info)) * dispersion, 0))
+    }
+    out[[i]] <- list(value = list(coef = stats::setNames(coef, names), se = se))
+  }
+  out
+}
+
 # ---- Local fits ------------------------------------------------------------------------------
 
 # Runs `task(fit, i)` on the model refitted in every window i, sequentially or on the user's
@@ -543,9 +766,13 @@ refit <- function(recipe, rows, weights) {
     env$.localize_data <- data
     args$offset <- quote(.localize_offset)
   }
-  # every other argument by a name bound in env, so that the call stays short
+  # every other argument by a name bound in env, so that the call stays short, but single
+  # strings, numbers and flags as they are (summaries such as MASS's read them from the call)
   given <- recipe$args
   symbols <- lapply(seq_along(given), function(j) {
+    if (is.atomic(given[[j]]) && length(given[[j]]) == 1L && is.null(attributes(given[[j]]))) {
+      return(given[[j]])
+    }
     name <- paste0(".localize_arg", j)
     assign(name, given[[j]], envir = env)
     as.name(name)
@@ -681,14 +908,24 @@ nobs.localized <- function(object, ...) {
 #'   by default the model's data.
 #' @param type Passed to the model's `predict()` method (e.g. `"response"` for a [stats::glm()]);
 #'   `NULL`: its default.
+#' @param interpolate Predict from the local coefficients at the points `at`, interpolated
+#'   linearly between neighbouring points, instead of refitting the model at every row.
 #' @details `predict()` localizes the model at each row of `newdata` (the kernel centred on the
 #'   row's localization variables) and predicts that row with the local fit: one refit per row.
-#'   Rows whose fit fails predict `NA`.
+#'   Rows whose fit fails predict `NA`. With `interpolate = TRUE` no model is refitted: each
+#'   coefficient is interpolated linearly in the localization variable between the two points
+#'   of `at` around the row, and the row is predicted by its linear predictor \eqn{x^T
+#'   \beta(z)}{x' beta(z)} (through the inverse link of the model's family for `type =
+#'   "response"`). This is defined for one numeric localization variable, rows within the range
+#'   of `at`, and models whose coefficients multiply the columns of their model matrix (lm,
+#'   glm, rlm, rq; not multinom or polr); elsewhere it is an error. Next to a fitted point with
+#'   `NA` coefficients the prediction is `NA`.
 #' @export
-predict.localized <- function(object, newdata = NULL, type = NULL, ...) {
+predict.localized <- function(object, newdata = NULL, type = NULL, interpolate = FALSE, ...) {
   check_dots(...)
   recipe <- object$recipe
   newdata <- if (is.null(newdata)) recipe$data else as.data.frame(newdata)
+  if (check_flag(interpolate)) return(interpolated_prediction(object, newdata, type))
   at <- localization_points(newdata[intersect(object$over, names(newdata))], object$local,
                             recipe$data, arg = "newdata")
   windows <- point_windows(object$local, point_queries(object$local, at, arg = "newdata"))
@@ -701,6 +938,74 @@ predict.localized <- function(object, newdata = NULL, type = NULL, ...) {
   fits <- fit_windows(recipe, windows, predict_row, verbose = FALSE)
   warn_local_failures(fits, "row")
   vapply(fits, function(f) f$value %||% NA_real_, 0)
+}
+
+# Predictions of `newdata` from the local coefficients interpolated linearly between the
+# points `at` (predict(interpolate = TRUE)).
+interpolated_prediction <- function(object, newdata, type, call = rlang::caller_env()) {
+  var <- object$over
+  z_at <- object$at[[var[1L]]]
+  if (length(var) != 1L || !is.numeric(z_at)) {
+    abort("{.arg interpolate} needs one numeric localization variable; {.fn localize} was
+           over {.field {var}}.", call = call)
+  }
+  if (!is.null(type) && !type %in% c("link", "response")) {
+    abort("{.arg interpolate} predicts {.arg type} {.val link} or {.val response}.",
+          call = call)
+  }
+  model <- object$linear_model
+  coef <- object$coefficients
+  not_linear <- function() {
+    abort(c("{.arg interpolate} needs a model whose coefficients multiply the columns of its
+             model matrix.",
+            i = "Predict without {.arg interpolate}: the model is refitted at every row."),
+          call = call)
+  }
+  if (is.null(model$columns) || !is.null(object$recipe$offset) ||
+      !setequal(colnames(coef), model$columns)) {
+    not_linear()
+  }
+  if (!var %in% names(newdata)) abort("{.arg newdata} lacks {.field {var}}.", call = call)
+  z <- newdata[[var]]
+  o <- order(z_at)
+  z_at <- z_at[o]
+  if (length(unique(z_at)) < 2L) {
+    abort("{.arg interpolate} needs at least two distinct points {.arg at}.", call = call)
+  }
+  outside <- !is.na(z) & (z < z_at[1L] | z > z_at[length(z_at)])
+  if (any(outside)) {
+    abort(c("{.arg newdata} has {sum(outside)} row{?s} with {.field {var}} outside the points
+             {.arg at} ({z_at[1L]} to {z_at[length(z_at)]}), where interpolation is not
+             defined.", i = "Predict them without {.arg interpolate}."), call = call)
+  }
+  # the interval of each row and its share t of the way from the lower point to the upper one
+  j <- findInterval(z, z_at, rightmost.closed = TRUE, all.inside = TRUE)
+  gap <- z_at[j + 1L] - z_at[j]
+  t <- ifelse(gap > 0, (z - z_at[j]) / gap, 0)
+  B <- coef[o, model$columns, drop = FALSE]
+  beta <- (1 - t) * B[j, , drop = FALSE] + t * B[j + 1L, , drop = FALSE]
+  mf <- stats::model.frame(model$terms, newdata, xlev = model$xlevels,
+                           na.action = stats::na.pass)
+  X <- stats::model.matrix(model$terms, mf, contrasts.arg = model$contrasts)
+  if (!setequal(colnames(X), model$columns)) not_linear()
+  eta <- rowSums(X[, model$columns, drop = FALSE] * beta)
+  offset <- stats::model.offset(mf)
+  if (!is.null(offset)) eta <- eta + offset
+  if (identical(type, "response") && !is.null(model$family)) eta <- model$family$linkinv(eta)
+  unname(eta)
+}
+
+# What interpolated predictions need of the model: its terms without the response, factor
+# levels, contrasts, the columns of its model matrix and its family (NULL where it has none).
+linear_model_parts <- function(model) {
+  terms <- tryCatch(stats::delete.response(stats::terms(model)), error = function(e) NULL)
+  if (is.null(terms)) return(NULL)
+  xlevels <- model$xlevels %||% tryCatch(stats::.getXlevels(terms, stats::model.frame(model)),
+                                         error = function(e) NULL)
+  coef <- stats::coef(model)
+  columns <- if (is.numeric(coef) && is.null(dim(coef))) names(coef)
+  list(terms = terms, xlevels = xlevels, contrasts = model$contrasts, columns = columns,
+       family = tryCatch(stats::family(model), error = function(e) NULL))
 }
 
 #' @rdname localize
@@ -762,6 +1067,47 @@ plot.localized <- function(x, which = NULL, bands = TRUE, ...) {
     }
   }
   invisible(x)
+}
+
+#' @rdname localize
+#' @details `autoplot()` (with ggplot2 installed) draws the same panels as `plot()` with
+#'   ggplot2: one facet per coefficient, from `tidy()`.
+#' @exportS3Method ggplot2::autoplot
+autoplot.localized <- function(object, which = NULL, bands = TRUE, ...) {
+  check_dots(...)
+  check_ggplot2()
+  check_flag(bands)
+  terms <- colnames(object$coefficients)
+  which <- which %||% terms
+  if (is.numeric(which)) which <- terms[which]
+  if (anyNA(which) || !all(which %in% terms)) {
+    abort("{.arg which} must name coefficients: {.val {terms}}.")
+  }
+  td <- tidy(object)
+  td <- td[td$term %in% which, , drop = FALSE]
+  td$term <- factor(td$term, levels = which)
+  var <- object$over[1L]
+  others <- setdiff(object$over, var)
+  td$.x <- td[[var]]
+  td$.group <- if (length(others)) interaction(td[others], drop = TRUE) else factor("all")
+  global <- data.frame(term = factor(which, levels = which), value = object$global[which])
+  aes_line <- if (length(others)) {
+    ggplot2::aes(x = .data$.x, y = .data$estimate, colour = .data$.group, group = .data$.group)
+  } else {
+    ggplot2::aes(x = .data$.x, y = .data$estimate)
+  }
+  p <- ggplot2::ggplot(td, aes_line)
+  if (bands && any(is.finite(td$std.error))) {
+    p <- p + ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$estimate - 2 * .data$std.error,
+                                               ymax = .data$estimate + 2 * .data$std.error),
+                                  alpha = 0.2, colour = NA)
+  }
+  p <- p + if (is.numeric(td$.x)) ggplot2::geom_line(linewidth = 1) else ggplot2::geom_point()
+  p + ggplot2::geom_hline(data = global, ggplot2::aes(yintercept = .data$value),
+                          linetype = 2, colour = "grey40") +
+    ggplot2::facet_wrap(~term, scales = "free_y") +
+    ggplot2::labs(x = var, y = "local coefficient",
+                  colour = if (length(others)) paste(others, collapse = "."))
 }
 
 #' @rdname localize

@@ -3,10 +3,16 @@
 #   (a) the fast path of lm() (the engine's moment sums) against the generic path (lm() refitted
 #       in R in every window) on the same varying-coefficient model: target >= 50x;
 #   (b) robust local linear fits, local_poly(n_robust = 3), against loess(family = "symmetric",
-#       surface = "direct") at the same span, kernel and degree: target no slower.
-# Run: R_LIBS=<lib> Rscript bench/bench-localize.R
+#       surface = "direct") at the same span, kernel and degree: target no slower;
+#   (c) the engine's fast path of a local logistic glm() and of quantreg::rq() (localized over
+#       their covariate) against the generic path: target >= 50x;
+#   (d) local linear quantile regression, local_poly(family = "quantile"), against
+#       quantreg::lprq() at n = 2000 and 100 points, the same Gaussian kernel: target >= 50x.
+# Run: R_LIBS=/work/lib/peers:<lib> Rscript bench/bench-localize.R (BENCH_PARTS="b" runs part b
+# alone)
 suppressPackageStartupMessages(library(localmean))
 reps <- as.integer(Sys.getenv("BENCH_REPS", "3"))
+parts <- strsplit(Sys.getenv("BENCH_PARTS", "abcd"), "")[[1L]]
 cat("load average at start:", readLines("/proc/loadavg")[1L], "\n")
 cpu <- function(expr_fun) {
   st <- system.time(expr_fun())
@@ -19,6 +25,7 @@ interleaved <- function(funs) {
 }
 
 # (a) n = 2000, 100 points: y = b0(z) + b1(z) x1 + b2(z) x2 + noise, localized over z
+if ("a" %in% parts) {
 set.seed(1)
 n <- 2000
 d <- data.frame(z = runif(n), x1 = rnorm(n), x2 = rnorm(n))
@@ -38,8 +45,11 @@ a <- interleaved(list(fast = run(TRUE), generic = run(FALSE)))
 cat(sprintf("(a) localize(lm) n = %d, %d points: fast %.3f s, generic %.3f s, ratio %.0fx: %s\n",
             n, length(at), a[["fast"]], a[["generic"]], a[["generic"]] / a[["fast"]],
             if (a[["generic"]] / a[["fast"]] >= 50) "met" else "NOT met"))
+}
 
 # (b) robust local linear, n = 1e4, span 0.3
+if ("b" %in% parts) {
+set.seed(2)
 n <- 1e4
 x <- runif(n, 0, 10)
 y <- sin(x) + rnorm(n, sd = 0.3)
@@ -53,4 +63,67 @@ b <- interleaved(list(
 cat(sprintf("(b) robust local linear n = %d: localmean %.2f s, loess %.2f s, ratio %.2f: %s\n",
             n, b[["localmean"]], b[["loess"]], b[["localmean"]] / b[["loess"]],
             if (b[["localmean"]] <= b[["loess"]]) "met" else "NOT met"))
+}
+
+# (c) n = 2000, 100 points: local logistic and local quartile regression over the covariate
+if ("c" %in% parts) {
+set.seed(3)
+n <- 2000
+d <- data.frame(x = runif(n, 0, 3))
+d$hit <- rbinom(n, 1, plogis(2 * cos(2 * d$x)))
+d$y <- sin(2 * d$x) + rnorm(n, sd = 0.3)
+at <- seq(0.05, 2.95, length.out = 100)
+models <- list(glm = glm(hit ~ x, family = binomial, data = d),
+               rq = quantreg::rq(y ~ x, tau = 0.25, data = d))
+for (name in names(models)) {
+  run <- function(fast) {
+    function() localize(models[[name]], over = ~x, kernel = "epanechnikov", bandwidth = 0.3,
+                        at = at, fast = fast, verbose = FALSE)
+  }
+  fast_fit <- run(TRUE)()
+  slow_fit <- run(FALSE)()
+  cat(sprintf("(c) %s: max |fast - generic| coefficients %.2g (all points by the engine: %s)\n",
+              name, max(abs(fast_fit$coefficients - slow_fit$coefficients)),
+              all(fast_fit$engine_fitted)))
+  ct <- interleaved(list(fast = run(TRUE), generic = run(FALSE)))
+  cat(sprintf("(c) localize(%s) n = %d, %d points: fast %.3f s, generic %.3f s, ratio %.0fx: %s\n",
+              name, n, length(at), ct[["fast"]], ct[["generic"]], ct[["generic"]] / ct[["fast"]],
+              if (ct[["generic"]] / ct[["fast"]] >= 50) "met" else "NOT met"))
+}
+}
+
+# (d) local linear quantile regression, n = 2000, 100 points, Gaussian kernel, h = 0.2
+if ("d" %in% parts) {
+set.seed(4)
+n <- 2000
+x <- runif(n, 0, 3)
+y <- sin(2 * x) + rnorm(n, sd = 0.3)
+at <- seq(0.05, 2.95, length.out = 100)
+h <- 0.2
+d <- data.frame(x = x, y = y)
+ref <- quantreg::lprq(x, y, h = h, tau = 0.25, m = 100)
+# at lprq's 100 points: localize() of rq() runs the engine's quantile fit there alone;
+# local_poly() fits every data point, then predicts the 100
+ours <- function() {
+  localize(quantreg::rq(y ~ x, tau = 0.25, data = d), over = ~x, bandwidth = h, at = ref$xx,
+           verbose = FALSE)
+}
+poly <- function() {
+  predict(local_poly(x, y, family = "quantile", tau = 0.25, bandwidth = h, verbose = FALSE),
+          ref$xx)
+}
+theirs <- function() quantreg::lprq(x, y, h = h, tau = 0.25, m = 100)
+loc <- ours()
+cat(sprintf(paste("(d) max |localize(rq) - lprq| at lprq's points %.2g (all by the engine: %s),",
+                  "|local_poly - lprq| %.2g\n"),
+            max(abs(loc$coefficients[, 1] + loc$coefficients[, 2] * ref$xx - ref$fv)),
+            all(loc$engine_fitted), max(abs(poly() - ref$fv))))
+dt <- interleaved(list(localize = ours, local_poly = poly, lprq = theirs))
+for (who in c("localize", "local_poly")) {
+  cat(sprintf(paste("(d) local linear quantile n = %d, %d points: %s %.3f s, lprq %.3f s,",
+                    "ratio %.0fx: %s\n"),
+              n, length(ref$xx), who, dt[[who]], dt[["lprq"]], dt[["lprq"]] / dt[[who]],
+              if (dt[["lprq"]] / dt[[who]] >= 50) "met" else "NOT met"))
+}
+}
 cat("load average at end:", readLines("/proc/loadavg")[1L], "\n")

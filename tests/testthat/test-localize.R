@@ -133,6 +133,80 @@ test_that("the fast path of lm() equals the generic path", {
                class = "localmean_error", regexp = "fast")
 })
 
+test_that("the engine's fast path of glm() and rq() over their covariate equals the generic path", {
+  set.seed(5)
+  n <- 80
+  d <- data.frame(x = runif(n, 0, 3))
+  d$count <- rpois(n, exp(0.5 + sin(d$x)))
+  d$hit <- rbinom(n, 1, plogis(2 * cos(2 * d$x)))
+  d$size <- rgamma(n, shape = 3, rate = 3 / exp(1 + d$x / 2))
+  d$trials <- sample(1:4, n, replace = TRUE)
+  at <- c(0.3, 1.2, 2.6)
+  tight <- list(epsilon = 1e-14, maxit = 100)
+  compare <- function(formula, family, kernel, h, prior = rep(1, n), tolerance = 1e-8) {
+    d$prior <- prior
+    model <- glm(formula, family = family, data = d, weights = prior, control = tight)
+    fast <- localize(model, over = ~x, kernel = kernel, bandwidth = h, at = at,
+                     verbose = FALSE)
+    slow <- localize(model, over = ~x, kernel = kernel, bandwidth = h, at = at, fast = FALSE,
+                     verbose = FALSE)
+    expect_true(all(fast$engine_fitted))
+    expect_false(any(slow$engine_fitted))
+    expect_equal(fast$coefficients, slow$coefficients, tolerance = tolerance)
+    # glm()'s vcov() comes from the working weights of the step before its last, which moves
+    # it by about the square root of its tolerance; refitted from the local optimum (`start`)
+    # it is the vcov() at the optimum
+    expect_equal(fast$std.error, slow$std.error, tolerance = 1e-6)
+    profile <- if (kernel == "gaussian") gauss_ref else epan_ref
+    at_optimum <- t(vapply(seq_along(at), function(k) {
+      d$w <- profile((d$x - at[k]) / h) * prior
+      f <- suppressWarnings(glm(formula, family = family, data = d[d$w > 0, ], weights = w,
+                                start = fast$coefficients[k, ], control = tight))
+      c(coef(f), sqrt(diag(vcov(f))))
+    }, c(1, 1, 1, 1)))
+    # the engine's fit is the optimum: glm() started there stays there
+    expect_equal(unname(fast$coefficients), unname(at_optimum[, 1:2]), tolerance = 1e-10)
+    expect_equal(unname(fast$std.error), unname(at_optimum[, 3:4]), tolerance = 1e-8)
+  }
+  compare(hit ~ x, binomial, "gaussian", 0.6)
+  compare(count ~ x, poisson, "epanechnikov", 0.8, prior = d$trials)
+  # (Fisher scoring converges linearly with the non-canonical log link: glm() stops about 1e-8
+  # from the optimum even at epsilon = 1e-14)
+  compare(size ~ x, Gamma(link = "log"), "gaussian", 0.7, tolerance = 1e-7)
+  d$y <- sin(2 * d$x) + rnorm(n, sd = 0.3)
+  d$y[c(5, 30, 55)] <- d$y[c(5, 30, 55)] + c(4, -5, 6)
+  skip_if_not_installed("MASS")
+  # MASS::rlm() with case weights: Huber and bisquare, tuning constants, vcov() as summary.rlm()
+  for (model in list(MASS::rlm(y ~ x, data = d, wt.method = "case", acc = 1e-14, maxit = 200),
+                     MASS::rlm(y ~ x, data = d, wt.method = "case", psi = MASS::psi.bisquare,
+                               c = 5, acc = 1e-14, maxit = 200))) {
+    fast <- localize(model, over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at,
+                     verbose = FALSE)
+    slow <- localize(model, over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at,
+                     fast = FALSE, verbose = FALSE)
+    expect_true(all(fast$engine_fitted))
+    expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
+    expect_equal(fast$std.error, slow$std.error, tolerance = 1e-8)
+  }
+  # rlm()'s default inverse-variance weights: another loss, the generic path
+  inv <- localize(MASS::rlm(y ~ x, data = d), over = ~x, kernel = "epanechnikov",
+                  bandwidth = 0.8, at = 1, verbose = FALSE)
+  expect_false(inv$engine_fitted)
+  skip_if_not_installed("quantreg")
+  fast <- localize(quantreg::rq(y ~ x, tau = 0.25, data = d), over = ~x,
+                   kernel = "epanechnikov", bandwidth = 0.8, at = at, verbose = FALSE)
+  slow <- localize(quantreg::rq(y ~ x, tau = 0.25, data = d), over = ~x,
+                   kernel = "epanechnikov", bandwidth = 0.8, at = at, fast = FALSE,
+                   verbose = FALSE)
+  expect_true(all(fast$engine_fitted))
+  expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
+  # another localization variable, or another model: the generic path
+  d$z <- runif(n)
+  vc <- localize(glm(hit ~ x, family = binomial, data = d), over = ~z, bandwidth = 0.3,
+                 at = 0.5, verbose = FALSE)
+  expect_false(vc$engine_fitted)
+})
+
 test_that("bandwidth = 'cv' scores leave-one-out losses as a plain-R loop does", {
   d0 <- cars[seq(1, 50, by = 2), ]
   ctrl <- local_control(candidates = c(4, 7))
@@ -169,6 +243,63 @@ test_that("bandwidth = 'cv' scores leave-one-out losses as a plain-R loop does",
   expect_equal(lg$cv_curve$score, dev, tolerance = 1e-10)
 })
 
+test_that("k-fold cross-validation scores held-out folds as a plain-R loop does", {
+  d0 <- transform(cars[seq(1, 50, by = 2), ], speed = round(speed / 2) * 2)
+  ctrl <- local_control(candidates = c(4, 7))
+  set.seed(3)
+  loc <- localize(lm(dist ~ speed, data = d0), over = ~speed, kernel = "epanechnikov",
+                  bandwidth = "cv", folds = 5, at = 15, control = ctrl, verbose = FALSE)
+  set.seed(3)
+  fold <- sample(rep_len(1:5, nrow(d0)))
+  kfold <- vapply(c(4, 7), function(h) {
+    mean(vapply(seq_len(nrow(d0)), function(i) {
+      w <- epan_ref((d0$speed - d0$speed[i]) / h)
+      w[fold == fold[i]] <- 0
+      # (an empty window fails, and its candidate scores Inf, as in localize())
+      if (!any(w > 0)) return(Inf)
+      d <- d0[w > 0, ]
+      d$w <- w[w > 0]
+      fit <- lm(dist ~ speed, data = d, weights = w)
+      (d0$dist[i] - suppressWarnings(predict(fit, d0[i, ])))^2
+    }, 0))
+  }, 0)
+  expect_equal(loc$cv_curve$score, kfold, tolerance = 1e-10)
+  expect_identical(loc$cv_folds, 5L)
+  # the same seed, the same folds and choice
+  set.seed(3)
+  again <- localize(lm(dist ~ speed, data = d0), over = ~speed, kernel = "epanechnikov",
+                    bandwidth = "cv", folds = 5, at = 15, control = ctrl, verbose = FALSE)
+  expect_identical(again$cv_curve, loc$cv_curve)
+  expect_error(localize(lm(dist ~ speed, data = d0), over = ~speed, bandwidth = 5, folds = 5),
+               class = "localmean_error", regexp = "folds")
+  expect_error(localize(lm(dist ~ speed, data = d0), over = ~speed, bandwidth = "cv",
+                        folds = 1), class = "localmean_error", regexp = "folds")
+})
+
+test_that("rows the model drops for missing values enter no window and no count", {
+  at <- c(5, 10, 15)
+  loc <- localize(lm(Ozone ~ Wind, data = airquality), over = ~Wind, kernel = "uniform",
+                  bandwidth = nn(20), at = at, verbose = FALSE)
+  expect_identical(nobs(loc), 116L)
+  expect_output(print(loc), "Observations : 116", fixed = TRUE)
+  expect_identical(glance(loc)$nobs, 116L)
+  # nn(20) windows among the 116 complete rows, as a plain-R count gives them
+  cc <- airquality[!is.na(airquality$Ozone), ]
+  sizes <- vapply(at, function(z0) {
+    d <- abs(cc$Wind - z0)
+    sum(d <= sort(d)[20] + 1e-9)
+  }, 1L)
+  expect_identical(loc$n_window, sizes)
+  ref <- localize(lm(Ozone ~ Wind, data = cc), over = ~Wind, kernel = "uniform",
+                  bandwidth = nn(20), at = at, fast = FALSE, verbose = FALSE)
+  expect_equal(loc$coefficients, ref$coefficients, tolerance = 1e-10)
+  # a missing prior weight drops its row as well
+  d <- transform(cars, w = ifelse(seq_len(50) %% 10 == 0, NA, 1))
+  lw <- localize(lm(dist ~ speed, data = d, weights = w), over = ~speed, bandwidth = 5,
+                 at = 15, verbose = FALSE)
+  expect_identical(nobs(lw), 45L)
+})
+
 test_that("a failing local fit is NA with one classed warning", {
   at <- c(4.5, 15)
   expect_warning(
@@ -202,6 +333,72 @@ test_that("predict() refits at each row; the methods work", {
   on.exit(unlink(path), add = TRUE)
   expect_invisible(plot(vc))
   grDevices::dev.off()
+  skip_if_not_installed("ggplot2")
+  p <- ggplot2::autoplot(vc, which = "wt")
+  expect_s3_class(p, "ggplot")
+  expect_identical(nrow(p$data), 2L)
+  expect_equal(p$data$estimate, unname(coef(vc)[, "wt"]))
+  expect_error(ggplot2::autoplot(vc, which = "hp"), class = "localmean_error", regexp = "which")
+})
+
+test_that("predict(interpolate = TRUE) interpolates the local coefficients linearly", {
+  at <- c(80, 120, 180, 250)
+  logit <- localize(glm(vs ~ mpg, family = binomial, data = mtcars), over = ~hp,
+                    bandwidth = 60, at = at, verbose = FALSE)
+  nd <- data.frame(mpg = c(15, 21, 30, 18), hp = c(80, 100, 200, 250))
+  manual <- vapply(seq_len(nrow(nd)), function(i) {
+    j <- max(which(at <= nd$hp[i]))
+    if (j == length(at)) j <- j - 1L
+    t <- (nd$hp[i] - at[j]) / (at[j + 1L] - at[j])
+    beta <- (1 - t) * coef(logit)[j, ] + t * coef(logit)[j + 1L, ]
+    sum(beta * c(1, nd$mpg[i]))
+  }, 0)
+  expect_equal(predict(logit, nd, interpolate = TRUE), manual, tolerance = 1e-12)
+  expect_equal(predict(logit, nd, type = "response", interpolate = TRUE), plogis(manual),
+               tolerance = 1e-12)
+  # at the fitted points it is the refit's prediction
+  expect_equal(predict(logit, nd[c(1, 4), ], interpolate = TRUE),
+               predict(logit, nd[c(1, 4), ]), tolerance = 1e-8)
+  # where it is not defined: a classed error
+  expect_error(predict(logit, data.frame(mpg = 20, hp = 300), interpolate = TRUE),
+               class = "localmean_error", regexp = "outside")
+  expect_error(predict(logit, nd, type = "terms", interpolate = TRUE),
+               class = "localmean_error", regexp = "type")
+  d <- transform(mtcars, cyl = factor(cyl))
+  two <- localize(lm(mpg ~ wt, data = d), over = ~ hp + cyl, bandwidth = c(60, 0.2),
+                  at = data.frame(hp = c(100, 150), cyl = c("4", "6")), verbose = FALSE)
+  expect_error(predict(two, d, interpolate = TRUE), class = "localmean_error",
+               regexp = "one numeric")
+  skip_if_not_installed("MASS")
+  d$gear <- factor(d$gear)
+  polr <- suppressWarnings(localize(MASS::polr(gear ~ wt, data = d, Hess = TRUE), over = ~hp,
+                                    bandwidth = 120, at = c(100, 200), verbose = FALSE))
+  expect_error(predict(polr, d[1:2, ], interpolate = TRUE), class = "localmean_error",
+               regexp = "model matrix")
+})
+
+test_that("the varying-coefficient fit equals np's npscoef at the same bandwidth", {
+  skip_on_cran()
+  skip_if_not_installed("np")
+  set.seed(11)
+  n <- 80
+  d <- data.frame(z = runif(n), x = rnorm(n))
+  d$y <- sin(3 * d$z) + (1 + d$z) * d$x + rnorm(n, sd = 0.2)
+  at <- c(0.1, 0.35, 0.6, 0.9)
+  # np's Gaussian kernel has standard deviation bws, untruncated, and local-constant weights
+  # in z (its default regtype "lc"): localize()'s fit of y ~ x with the Gaussian kernel
+  vc <- localize(lm(y ~ x, data = d), over = ~z, bandwidth = 0.15, at = at,
+                 control = local_control(cutoff = 40), verbose = FALSE)
+  old <- options(np.messages = FALSE)
+  on.exit(options(old), add = TRUE)
+  # (np is a peer, not a declared dependency: its functions are looked up, not imported)
+  np_fun <- function(name) getExportedValue("np", name)
+  bw <- np_fun("npscoefbw")(xdat = d["x"], ydat = d$y, zdat = d["z"], bws = 0.15,
+                            bandwidth.compute = FALSE)
+  np_fit <- np_fun("npscoef")(bws = bw, txdat = d["x"], tydat = d$y, tzdat = d["z"],
+                              exdat = data.frame(x = rep(0, 4)), ezdat = data.frame(z = at),
+                              betas = TRUE, iterate = FALSE)
+  expect_equal(unname(vc$coefficients), unname(np_fit$beta), tolerance = 1e-8)
 })
 
 test_that("bad input gets classed errors naming the argument", {

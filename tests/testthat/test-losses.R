@@ -260,3 +260,27 @@ test_that("n_robust reproduces loess(family = 'symmetric') and its robustness we
   expect_error(local_poly(x, y, bandwidth = 1, n_robust = -1), class = "localmean_error",
                regexp = "n_robust")
 })
+
+test_that("n_robust searches the nn() radii once for every iteration", {
+  set.seed(13)
+  x <- runif(200, 0, 10)
+  y <- sin(x) + rnorm(200, sd = 0.3)
+  # count the neighbour searches of a compact kernel's radii
+  searches <- new.env()
+  searches$n <- 0
+  ns <- asNamespace("localmean")
+  trace("cpp_knn_distinct_radius", substitute(assign("n", e$n + 1, envir = e),
+                                               list(e = searches)), where = ns, print = FALSE)
+  on.exit(untrace("cpp_knn_distinct_radius", where = ns), add = TRUE)
+  fit <- local_poly(x, y, kernel = "tricube", bandwidth = nn(60), n_robust = 3, verbose = FALSE)
+  # the radii of the data points: searched by the first fit, reused by the three refits
+  expect_identical(searches$n, 1)
+  expect_null(fit$nn$memo)
+  # the same fit as the refits done one by one, each searching its own radii
+  manual <- local_poly(x, y, kernel = "tricube", bandwidth = nn(60), verbose = FALSE)
+  for (i in 1:3) {
+    manual <- local_poly(x, y, kernel = "tricube", bandwidth = nn(60), verbose = FALSE,
+                         weights = localmean:::robustness_weights(residuals(manual)))
+  }
+  expect_identical(fitted(fit), fitted(manual))
+})
