@@ -11,7 +11,7 @@ cmodes_ref <- function(x, y, x0, h, hy, kernel = "gaussian", kx = NULL) {
                             epanechnikov = -1.5 * u * (abs(u) < 1))
   f <- function(t) sum(kx * ky((t - y) / hy)) / hy / sum(kx)
   slope_of <- function(t) sum(kx * dky((t - y) / hy))
-  grid <- seq(min(y) - hy + hy / 401, max(y) + hy, by = hy / 200)
+  grid <- seq(min(y) - hy + hy / 201, max(y) + hy, by = hy / 100)
   if (kernel == "epanechnikov") {
     kinks <- c(y - hy, y + hy)
     grid <- sort(c(grid, kinks - 1e-7 * hy, kinks + 1e-7 * hy))
