@@ -333,8 +333,7 @@ plot.local_self <- function(x, n_grid = 400, ...) {
   grid <- seq(min(x$x), max(x$x), length.out = n_grid)
   nd <- stats::setNames(data.frame(grid), colnames(x$x))
   fit <- predict(x, nd)
-  plain <- engine_run(self_local_specs(x, list(h = x$bandwidth, hy = x$bandwidth_y))$x,
-                      matrix(grid))$coef[, 1L, 1L]
+  plain <- engine_run(x$spec$x, matrix(grid))$coef[, 1L, 1L]
   plot_with_defaults(x$x[, 1L], x$y, xlab = colnames(x$x), ylab = response_name(x),
                      col = grDevices::gray(0.5),
                      main = sprintf("Output-aware local mean, %s kernel", x$kernel), ...)
@@ -380,4 +379,35 @@ augment.local_self <- function(x, data = NULL, newdata = NULL, ...) {
   base$.fitted <- x$fitted
   base$.resid <- x$residuals
   as_tidy_frame(base)
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_self <- function(object, n_grid = 200, ...) {
+  check_dots(...)
+  check_ggplot2()
+  n_grid <- check_count(n_grid, min = 2)
+  if (!identical(object$predictors$kind, "numeric")) {
+    abort("{.fn autoplot} draws an output-aware local mean of one numeric predictor; use
+           {.fn predict}.")
+  }
+  grid <- seq(min(object$x), max(object$x), length.out = n_grid)
+  fit <- predict(object, stats::setNames(data.frame(grid), colnames(object$x)))
+  plain <- engine_run(object$spec$x, matrix(grid))$coef[, 1L, 1L]
+  curves <- data.frame(x = rep(grid, 2L), .fitted = c(fit, plain),
+                       fit = rep(c("output-aware", "local mean"), each = n_grid))
+  points <- data.frame(x = object$x[, 1L], y = object$y)
+  vars <- c(colnames(object$x), response_name(object))
+  ggplot2::ggplot(curves, ggplot2::aes(x = .data$x, y = .data$.fitted)) +
+    ggplot2::geom_point(ggplot2::aes(y = .data$y), data = points, colour = "grey55") +
+    ggplot2::geom_line(ggplot2::aes(colour = .data$fit, linetype = .data$fit), linewidth = 0.9) +
+    ggplot2::scale_colour_manual(values = c(`output-aware` = "steelblue",
+                                            `local mean` = "grey30"), name = NULL) +
+    ggplot2::scale_linetype_manual(values = c(`output-aware` = "solid", `local mean` = "dashed"),
+                                   name = NULL) +
+    ggplot2::labs(x = vars[1L], y = vars[2L],
+                  title = sprintf("Output-aware local mean, %s kernel", object$kernel),
+                  subtitle = sprintf("bandwidth %s (%s)",
+                                     named_values(c(object$bandwidth, object$bandwidth_y), vars),
+                                     object$bandwidth_method))
 }

@@ -100,6 +100,11 @@ test_that("cross-validated bandwidths and the methods", {
                predict(fit, data.frame(x = 0.3)))
   expect_equal(nobs(fit), 60L)
   expect_silent(plot(fit))
+  skip_if_not_installed("ggplot2")
+  p <- ggplot2::autoplot(fit, n_grid = 50)
+  expect_s3_class(p, "ggplot")
+  expect_equal(p$data$.fitted[1:50], predict(fit, data.frame(x = seq(min(d$x), max(d$x),
+                                                                     length.out = 50))))
 })
 
 test_that("bad input gets classed errors", {
