@@ -38,8 +38,10 @@
 #' @param ... Must be empty.
 #' @return A data frame with one row per mode: `row` (the row of `newdata`),
 #'   the numeric predictors and the levels of the categorical ones, `mode`,
-#'   `density` (\eqn{\hat f(\mathrm{mode} \mid x)}{fhat(mode | x)}), `rank` (1 for the highest
-#'   mode of the row) and `n_modes` (the row's number of modes).
+#'   `density` (\eqn{\hat f(\mathrm{mode} \mid x)}{fhat(mode | x)}), `probability` (the
+#'   conditional probability of the mode's basin: \eqn{\hat F(y \mid x)}{Fhat(y | x)} between the
+#'   antimodes on either side, so that a row's probabilities sum to 1), `rank` (1 for the
+#'   highest mode of the row) and `n_modes` (the row's number of modes).
 #' @seealso [predict.local_cdens()] for densities and quantiles; [mean_shift()].
 #' @family density
 #' @export
@@ -73,23 +75,32 @@ conditional_modes <- function(object, newdata = NULL, max_iter = 500, tol = 1e-1
   points <- cdens_new_points(object, newdata, need_response = FALSE)
   m <- nrow(points$x)
   found <- if (m) cdens_climb(object, points, shadow, max_iter, tol, merge_tol, n_threads) else
-    list(query = integer(0), mode = numeric(0))
-  density <- if (length(found$mode)) {
+    list(query = integer(0), mode = numeric(0), bound = numeric(0))
+  at <- function(values, type) {
+    if (!length(values)) return(numeric(0))
     cdens_pairs(object, points$x[found$query, , drop = FALSE],
-                points$codes[found$query, , drop = FALSE], found$mode, "density",
+                points$codes[found$query, , drop = FALSE], values, type,
                 n_threads = n_threads)[, 1L]
-  } else {
-    numeric(0)
   }
-  modes_frame(object, points, found$query, found$mode, density)
+  density <- at(found$mode, "density")
+  # F at the upper end of each basin, less F at the upper end of the previous one
+  upper <- ifelse(is.finite(found$bound), at(pmin(found$bound, .Machine$double.xmax),
+                                             "distribution"), 1)
+  first <- !duplicated(found$query)
+  lower <- c(0, upper[-length(upper)])
+  lower[first] <- 0
+  found$probability <- upper - lower
+  modes_frame(object, points, found$query, found$mode, density, found$probability)
 }
 
-# The modes of the weighted density of `y` that `spec` (the shadow kernel, bandwidth hy) climbs:
-# one mean-shift step on a grid 1/32 of a bandwidth apart spanning the responses (with compact
-# kernels also on either side of every kink of the density), then a full climb from each grid
-# point whose step is upwards while the next one's is not (a mode lies between them). Every mode
-# whose rising and falling sides each hold a grid point is found, and each only once; climbs are
-# few.
+# The modes of the weighted density of `y` that `spec` (the shadow kernel, bandwidth hy) climbs,
+# and the antimodes between them: one mean-shift step on a grid 1/32 of a bandwidth apart
+# spanning the responses (with compact kernels also on either side of every kink of the
+# density), then a full climb from each grid point whose step is upwards while the next one's
+# is not (a mode lies between them). Every mode whose rising and falling sides each hold a grid
+# point is found, and each only once; climbs are few. Where a step downwards is followed by one
+# that is not, an antimode (or a gap without data) lies between; bisection on the step's sign
+# locates it to about 1e-10 bandwidths. list(modes, antimodes), both ascending.
 climb_from_crossings <- function(spec, y, hy, max_iter, tol) {
   grid <- seq(min(y) - hy / 32, max(y) + hy / 32, by = hy / 32)
   if (kernel_row(spec$kernel)$compact) {
@@ -98,24 +109,34 @@ climb_from_crossings <- function(spec, y, hy, max_iter, tol) {
     kinks <- unique(y) + rep(c(-1, 1), each = length(unique(y))) * hy
     grid <- sort(c(grid, kinks - 1e-7 * hy, kinks + 1e-7 * hy))
   }
-  step <- engine_shift(spec, matrix(grid), 1L, 0, verbose = FALSE)
-  rising <- ifelse(step$wsum > 0, sign(step$points[, 1L] - grid), 0)
-  k <- which(rising[-length(grid)] > 0 & rising[-1L] <= 0)
-  if (!length(k)) return(numeric(0))
-  res <- engine_shift(spec, matrix(grid[k]), max_iter, tol, verbose = FALSE)
-  res$points[res$wsum > 0, 1L]
+  rising <- step_sign(spec, grid)
+  up <- which(rising[-length(grid)] > 0 & rising[-1L] <= 0)
+  if (!length(up)) return(list(modes = numeric(0), antimodes = numeric(0)))
+  res <- engine_shift(spec, matrix(grid[up]), max_iter, tol, verbose = FALSE)
+  down <- which(rising[-length(grid)] < 0 & rising[-1L] >= 0)
+  lo <- grid[down]
+  hi <- grid[down + 1L]
+  for (iter in seq_len(if (length(down)) 30L else 0L)) {
+    mid <- (lo + hi) / 2
+    falling <- step_sign(spec, mid) < 0
+    lo[falling] <- mid[falling]
+    hi[!falling] <- mid[!falling]
+  }
+  list(modes = sort(res$points[res$wsum > 0, 1L]), antimodes = (lo + hi) / 2)
 }
 
-# Mean shift in y at every query: list(query = the query of each mode, mode).
+# The sign of the mean-shift step at `at` (0 where no data weigh).
+step_sign <- function(spec, at) {
+  step <- engine_shift(spec, matrix(at), 1L, 0, verbose = FALSE)
+  ifelse(step$wsum > 0, sign(step$points[, 1L] - at), 0)
+}
+
+# Mean shift in y at every query: list(query = the query of each mode, mode, bound = the upper
+# end of each mode's basin, the antimode before the next mode, Inf for the last).
 cdens_climb <- function(object, points, shadow, max_iter, tol, merge_tol, n_threads) {
-  bw <- object$bandwidth
-  spec <- engine_spec(object$x, object$kernel, bw$h, prior = object$weights,
-                      method = object$method, control = object$control,
-                      categorical = object$categorical, lambda = bw$lambda,
-                      n_threads = n_threads)
-  windows <- engine_windows(spec, points$x, points$codes)
+  windows <- cdens_windows(object, points, n_threads)
   prior <- object$weights %||% rep(1, object$n)
-  hy <- bw$y
+  hy <- object$bandwidth$y
   out <- lapply(seq_len(nrow(points$x)), function(j) {
     rows <- windows$rows[[j]]
     w <- windows$weights[[j]] * prior[rows]
@@ -126,18 +147,26 @@ cdens_climb <- function(object, points, shadow, max_iter, tol, merge_tol, n_thre
     climb_spec <- engine_spec(matrix(y, dimnames = list(NULL, object$response)), shadow, hy,
                               prior = w / sum(w), method = "exact", control = object$control,
                               binnable = FALSE, n_threads = n_threads)
-    ends <- climb_from_crossings(climb_spec, y, hy, max_iter, tol)
-    if (!length(ends)) return(NULL)
-    groups <- group_within(matrix(ends / hy), merge_tol)
-    unname(vapply(split(ends, groups), mean, 1))
+    found <- climb_from_crossings(climb_spec, y, hy, max_iter, tol)
+    if (!length(found$modes)) return(NULL)
+    groups <- group_within(matrix(found$modes / hy), merge_tol)
+    modes <- sort(unname(vapply(split(found$modes, groups), mean, 1)))
+    k <- length(modes)
+    bound <- vapply(seq_len(k - 1L), function(i) {
+      between <- found$antimodes[found$antimodes > modes[i] & found$antimodes < modes[i + 1L]]
+      if (length(between)) between[1L] else (modes[i] + modes[i + 1L]) / 2
+    }, 1)
+    cbind(modes, c(bound, Inf))
   })
-  list(query = rep.int(seq_along(out), lengths(out)), mode = unlist(out, use.names = FALSE) %||%
-         numeric(0))
+  sizes <- vapply(out, NROW, 1L)
+  out <- do.call(rbind, out) %||% matrix(numeric(0), 0L, 2L)
+  list(query = rep.int(seq_along(sizes), sizes), mode = out[, 1L], bound = out[, 2L])
 }
 
-# The long data frame of modes: row, predictors, mode, density, rank, n_modes; one NA row for
+# The long data frame of modes: row, predictors, mode, density, probability, rank, n_modes; one
+# NA row for
 # each row of newdata without a complete set of predictors or without modes.
-modes_frame <- function(object, points, query, mode, density) {
+modes_frame <- function(object, points, query, mode, density, probability) {
   m <- nrow(points$x)
   rank <- stats::ave(-density, query, FUN = function(v) rank(v, ties.method = "first"))
   count <- tabulate(query, m)
@@ -150,7 +179,8 @@ modes_frame <- function(object, points, query, mode, density) {
   frame <- cdens_predictor_frame(object, points$x[query, , drop = FALSE],
                                  points$codes[query, , drop = FALSE])
   out <- data.frame(row = rows, frame, mode = values(mode), density = values(density),
-                    rank = as.integer(values(rank)), n_modes = count[query],
+                    probability = values(probability), rank = as.integer(values(rank)),
+                    n_modes = count[query],
                     check.names = FALSE)
   missing <- which(!points$ok)
   if (length(missing)) {

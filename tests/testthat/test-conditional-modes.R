@@ -16,15 +16,22 @@ cmodes_ref <- function(x, y, x0, h, hy, kernel = "gaussian", kx = NULL) {
     kinks <- c(y - hy, y + hy)
     grid <- sort(c(grid, kinks - 1e-7 * hy, kinks + 1e-7 * hy))
   }
-  slope <- vapply(grid, slope_of, 1)
-  peak <- which(slope[-length(grid)] > 0 & slope[-1L] <= 0)
-  modes <- vapply(peak, function(k) uniroot(slope_of, grid[c(k, k + 1L)], tol = 1e-14)$root, 1)
-  data.frame(mode = modes, density = vapply(modes, f, 1))
+  slope <- colSums(kx * dky(outer(y, grid, function(yi, t) (t - yi) / hy)))
+  root <- function(k) uniroot(slope_of, grid[c(k, k + 1L)], tol = 1e-14)$root
+  modes <- vapply(which(slope[-length(grid)] > 0 & slope[-1L] <= 0), root, 1)
+  out <- data.frame(mode = modes, density = vapply(modes, f, 1))
+  if (kernel == "gaussian") {
+    # the probability of each basin, between the antimodes
+    antimodes <- vapply(which(slope[-length(grid)] < 0 & slope[-1L] >= 0), root, 1)
+    cdf <- function(t) sum(kx * pnorm((t - y) / hy)) / sum(kx)
+    out$probability <- diff(c(0, vapply(antimodes, cdf, 1), 1))
+  }
+  out
 }
 
 test_that("conditional modes equal a plain-R search of f(y | x) (Gaussian, faithful)", {
   fit <- kde(waiting ~ eruptions, data = faithful, bandwidth = c(0.25, 3))
-  at <- c(2, 2.5, 3, 3.3, 4.5)
+  at <- c(2, 2.5, 3, 4.5)
   modes <- conditional_modes(fit, data.frame(eruptions = at), verbose = FALSE)
   counts <- integer(0)
   for (j in seq_along(at)) {
@@ -34,11 +41,12 @@ test_that("conditional modes equal a plain-R search of f(y | x) (Gaussian, faith
     expect_equal(nrow(got), nrow(ref))
     expect_equal(got$mode, ref$mode, tolerance = 1e-8)
     expect_equal(got$density, ref$density, tolerance = 1e-10)
+    expect_equal(got$probability, ref$probability, tolerance = 1e-9)
     expect_equal(got$rank[order(-got$density)], seq_len(nrow(ref)))
     counts[j] <- nrow(ref)
   }
   # bimodal between the two regimes, trimodal at 3
-  expect_equal(counts, c(1L, 2L, 3L, 2L, 1L))
+  expect_equal(counts, c(1L, 2L, 3L, 1L))
   expect_identical(conditional_modes(fit, data.frame(eruptions = at), n_threads = 2,
                                      verbose = FALSE), modes)
 })
@@ -58,7 +66,9 @@ test_that("conditional modes with a factor predictor, NA rows and the output's s
   fit <- kde(mpg ~ factor(cyl), data = mtcars, bandwidth = c(0.1, 2))
   nd <- data.frame(cyl = c(4, NA, 8))
   modes <- conditional_modes(fit, nd, verbose = FALSE)
-  expect_named(modes, c("row", "factor(cyl)", "mode", "density", "rank", "n_modes"))
+  expect_named(modes, c("row", "factor(cyl)", "mode", "density", "probability", "rank",
+                        "n_modes"))
+  expect_equal(as.vector(tapply(modes$probability, modes$row, sum)), c(1, NA, 1))
   expect_true(is.factor(modes[["factor(cyl)"]]))
   expect_equal(modes$row[is.na(modes$mode)], 2L)
   expect_equal(modes$n_modes[modes$row == 2L], 0L)
