@@ -4,9 +4,10 @@
 # f(y | x*) is a one-dimensional kernel density of the responses with prior weights w_i(x*).
 # Its modes are found by the package's mean shift (engine_shift()) on the responses with those
 # prior weights and the y-kernel's shadow (the kernel whose local means climb the density of
-# the y-kernel: the Gaussian for the Gaussian, the uniform for the Epanechnikov, ...), started
-# from a grid of seeds a quarter of a y-bandwidth apart across the window's responses; the
-# seeds that reach the same mode are merged and every mode is reported with f(mode | x*).
+# the y-kernel: the Gaussian for the Gaussian, the uniform for the Epanechnikov, ...). One step
+# on a fine grid of y brackets every mode and antimode by the sign of the step; a climb from
+# each bracket gives the mode, bisection on the sign the antimodes, and every mode is reported
+# with f(mode | x*) and the probability F gives its basin.
 
 #' Conditional modes of a conditional density
 #'
@@ -19,9 +20,13 @@
 #'   y <- sum_i w_i(x) g((y - y_i) / h_y) y_i / sum_i w_i(x) g((y - y_i) / h_y),}
 #' the localization method's local mean in \eqn{y}{y}, with \eqn{g}{g} the shadow of the
 #' kernel in \eqn{y}{y} (see [kernels()]), so that each step climbs
-#' \eqn{\hat f(y \mid x)}{fhat(y | x)}. The climbs start from a grid of \eqn{y}{y} a quarter of
-#' \eqn{h_y}{h_y} apart across the responses that weigh at \eqn{x}{x}; climbs that end within
-#' `merge_tol` bandwidths of each other share their mode.
+#' \eqn{\hat f(y \mid x)}{fhat(y | x)}. One step on a grid of \eqn{y}{y} 1/32 of \eqn{h_y}{h_y} apart
+#' across the responses that weigh at \eqn{x}{x} (with compact kernels also beside every kink
+#' of the estimate) brackets each mode where the step turns from upwards to downwards, and
+#' each antimode where it turns back; a climb from each bracket finds the mode, and bisection
+#' on the step's sign the antimode. Climbs that end within `merge_tol` bandwidths of each other
+#' share their mode. Modes so close to an antimode that no grid point lies between them (a
+#' ripple narrower than \eqn{h_y / 32}{h_y / 32}) are missed.
 #'
 #' The kernel must have a shadow: "gaussian", "epanechnikov", "biweight" or
 #' "triweight". The modes are those of the local constant estimate.
