@@ -61,6 +61,7 @@ simulate.local_cdens <- function(object, nsim = 1, seed = NULL, newdata = NULL,
   check_dots(...)
   nsim <- check_count(nsim)
   n_threads <- n_threads(n_threads)
+  check_local_constant(object, "simulate")
   points <- cdens_new_points(object, newdata, need_response = FALSE)
   m <- nrow(points$x)
   check_size(as.double(m) * nsim, size_limits$simulated_values, "draws", "nsim")

@@ -70,6 +70,7 @@ conditional_modes <- function(object, newdata = NULL, max_iter = 500, tol = 1e-1
   merge_tol <- check_positive(merge_tol)
   n_threads <- n_threads(n_threads)
   check_flag(verbose)
+  check_local_constant(object, "conditional_modes")
   shadow <- kernel_row(object$kernel)$shadow
   if (is.na(shadow)) {
     abort(c("{.arg object} has the {.val {object$kernel}} kernel, which has no shadow kernel:
@@ -134,6 +135,16 @@ climb_from_crossings <- function(spec, y, hy, max_iter, tol) {
 step_sign <- function(spec, at) {
   step <- engine_shift(spec, matrix(at), 1L, 0, verbose = FALSE)
   ifelse(step$wsum > 0, sign(step$points[, 1L] - at), 0)
+}
+
+# Modes and draws use the local constant estimate's x-weights: a fit local linear in x (when
+# kde(y ~ x) offers one) is refused rather than silently treated as local constant.
+check_local_constant <- function(object, fn, call = rlang::caller_env()) {
+  degree <- object$degree %||% 0L
+  if (degree > 0L) {
+    abort("{.fn {fn}} needs the local constant estimate (degree 0); {.arg object} has degree
+           {degree}.", call = call)
+  }
 }
 
 # Mean shift in y at every query: list(query = the query of each mode, mode, bound = the upper

@@ -90,4 +90,8 @@ test_that("conditional_modes() rejects what it cannot climb", {
   fit <- kde(waiting ~ eruptions, data = faithful, bandwidth = c(0.5, 5))
   expect_error(conditional_modes(fit, tol = -1), class = "localmean_error", "tol")
   expect_error(conditional_modes(fit, foo = 1), class = "localmean_error")
+  linear <- fit
+  linear$degree <- 1L
+  expect_error(conditional_modes(linear), class = "localmean_error", "degree")
+  expect_error(simulate(linear), class = "localmean_error", "degree")
 })
