@@ -26,6 +26,8 @@ small_fits <- local({
       kde_1d = kde(faithful$eruptions, verbose = FALSE),
       kde_2d = kde(as.matrix(faithful), verbose = FALSE),
       local_cdens = kde(waiting ~ eruptions, data = faithful[1:60, ], bandwidth = c(0.5, 6)),
+      local_self = self_local_regression(dist ~ speed, cars, bandwidth = c(5, 10),
+                                         verbose = FALSE),
       mean_shift = mean_shift(blobs, bandwidth = 0.4, keep_path = TRUE, verbose = FALSE),
       medoid_shift = medoid_shift(blobs, bandwidth = 0.5, verbose = FALSE),
       local_ridges = pc_shift(cbind(cos(arc), sin(arc)) + rnorm(400, sd = 0.1), ndim = 1,

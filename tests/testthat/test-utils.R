@@ -233,6 +233,7 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_classify = summary(fits$local_classify),
     summary.local_kde = summary(fits$kde_1d),
     summary.local_cdens = summary(fits$local_cdens),
+    summary.local_self = summary(fits$local_self),
     summary.local_modes = summary(fits$mean_shift),
     summary.local_qkv = summary(fits$local_qkv),
     summary.local_ridges = summary(fits$local_ridges),
