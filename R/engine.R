@@ -50,6 +50,8 @@
 local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = NULL,
                           refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
                           max_iter = 25, tol = 1e-8, ...) {
+  # every fit evaluates the default, local_control(): made once per chunk_size option
+  if (nargs() == 0L) return(default_control())
   check_dots(...)
   if (!is.null(gridsize)) {
     gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
@@ -73,6 +75,17 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
   class(control) <- "local_control"
   control
 }
+
+# local_control() with its defaults, kept for the localmean.chunk_size option it was made with.
+default_control <- function() {
+  chunk_size <- getOption("localmean.chunk_size", 1e6)
+  if (is.null(control_cache$control) || !identical(control_cache$chunk_size, chunk_size)) {
+    control_cache$control <- local_control(chunk_size = chunk_size)
+    control_cache$chunk_size <- chunk_size
+  }
+  control_cache$control
+}
+control_cache <- new.env(parent = emptyenv())
 
 check_control <- function(control, call = rlang::caller_env()) {
   if (is.null(control)) return(local_control())
@@ -164,7 +177,9 @@ with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env()
 # no longer sends a large data set to the tree. Kernels that are never truncated always sweep
 # every point. A bandwidth `search` scores candidates binned from a smaller n than fits use.
 choose_method <- function(spec, method, m, call = rlang::caller_env(), search = FALSE) {
-  method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
+  if (!identical(method, "auto")) {
+    method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
+  }
   if (method == "binned" && !spec$binnable) {
     abort("{.code method = \"binned\"} needs at most 2 variables and a fixed bandwidth.",
           call = call)
@@ -354,7 +369,8 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
   } else {
-    spec$kernel <- engine_kernel(spec$kernel)  # a user kernel is registered here, not in C++
+    # a user kernel is registered here, not in C++ (a registry kernel is a plain name)
+    if (!is.null(attributes(spec$kernel))) spec$kernel <- engine_kernel(spec$kernel)
     cpp_engine_fit(engine_pointer(spec), spec,
                    list(queries = queries, radius = radius, want_var = want_var, rtol = rtol,
                         query_codes = query_codes, leave_out = leave_out,
@@ -385,7 +401,8 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
       term_power <- rep(scale, each = nrow(powers))^powers
       per_term <- term_power[, 1L]
       for (j in seq_len(ncol(term_power))[-1L]) per_term <- per_term * term_power[, j]
-      factor <- matrix(rep(per_term, each = m), m, length(per_term))
+      # (the divisor of every query, as a vector: it recycles over the value columns)
+      factor <- rep(per_term, each = m)
     }
     res$coef <- res$coef / as.vector(factor)
     if (want_var) res$var <- res$var / factor^2

@@ -236,14 +236,12 @@ local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwi
          weights = stats::model.weights(mf), terms = attr(mf, "terms"),
          na.action = attr(mf, "na.action"))
   }
-  fit <- local_poly.default(parts$x, parts$y, degree = degree, kernel = kernel,
-                            bandwidth = bandwidth, family = family, tau = tau,
-                            tuning = tuning, n_robust = n_robust, weights = parts$weights,
-                            method = method,
-                            n_threads = n_threads, verbose = verbose, control = control)
+  fit <- poly_fit(parts$x, parts$y, kernel, bandwidth, degree, family, tau, tuning, n_robust,
+                  parts$weights, method, n_threads, verbose, control)
+  # (`...` is empty, so this is match.call())
+  fit$call <- generic_call(call, "local_poly")
   fit$terms <- parts$terms
   fit$na.action <- parts$na.action
-  fit$call <- generic_call(match.call(), "local_poly")
   fit
 }
 
@@ -254,19 +252,28 @@ local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degr
                                weights = NULL, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
-  if (check_count(n_robust, min = 0) > 0L) {
-    fit <- robust_iterations(x, y, kernel, bandwidth, degree, family, n_robust, weights, method,
-                             n_threads, verbose, control)
-    fit$call <- generic_call(match.call(), "local_poly")
-    return(fit)
+  fit <- poly_fit(x, y, kernel, bandwidth, degree, family, tau, tuning, n_robust, weights, method,
+                  n_threads, verbose, control)
+  fit$call <- generic_call(match.call(), "local_poly")
+  fit
+}
+
+# The fit of local_poly.default() without its call, which the formula method sets itself.
+# (Errors name `x` and `y` as the default method's arguments; `call`: where they are raised.)
+poly_fit <- function(x, y, kernel, bandwidth, degree, family, tau, tuning, n_robust, weights,
+                     method, n_threads, verbose, control, call = rlang::caller_env()) {
+  if (check_count(n_robust, min = 0, call = call) > 0L) {
+    return(robust_iterations(x, y, kernel, bandwidth, degree, family, n_robust, weights, method,
+                             n_threads, verbose, control, call = call))
   }
-  predictors <- split_predictors(x)
-  family <- check_family(family, tuning, tau)
-  response <- family_response(y, weights, family, nrow(predictors$x))
+  predictors <- split_predictors(x, call = call)
+  family <- check_family(family, tuning, tau, call = call)
+  response <- family_response(y, weights, family, nrow(predictors$x), call = call)
   y <- response$y
   fit <- fit_local_model(predictors, one_column(y), response$weights, degree, kernel,
                          bandwidth, method, n_threads, verbose, control, max_degree = 3L,
-                         likelihood = engine_family(family), loss_param = family$loss_param)
+                         likelihood = engine_family(family), loss_param = family$loss_param,
+                         call = call)
   data_fit <- fit$data_fit
   fit$data_fit <- NULL
   fit$y <- y
@@ -281,7 +288,6 @@ local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degr
   } else {
     add_likelihood_statistics(fit)
   }
-  fit$call <- generic_call(match.call(), "local_poly")
   class(fit) <- c("local_poly", "local_model")
   fit
 }
@@ -713,12 +719,14 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                variance = c("constant", "local"), method = NULL,
                                n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
-  type <- match_choice(type, c("response", "link"))
+  # (arguments left at their defaults need no checks)
+  type <- if (missing(type)) "response" else match_choice(type, c("response", "link"))
   check_flag(se.fit)
-  deriv <- check_count(deriv, min = 0)
-  interval <- match_choice(interval, c("none", "confidence", "prediction"))
-  variance <- match_choice(variance, c("constant", "local"))
-  level <- check_level(level)
+  deriv <- if (missing(deriv)) 0L else check_count(deriv, min = 0)
+  interval <- if (missing(interval)) "none" else
+    match_choice(interval, c("none", "confidence", "prediction"))
+  variance <- if (missing(variance)) "constant" else match_choice(variance, c("constant", "local"))
+  if (!missing(level)) level <- check_level(level)
   check_flag(simultaneous)
   if (simultaneous && interval != "confidence") {
     abort("{.code simultaneous = TRUE} needs {.code interval = \"confidence\"}.")
@@ -792,7 +800,9 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
 warn_outside_range <- function(object, x, extent = NULL) {
   numeric_vars <- colnames(object$x)
   if (length(numeric_vars) == 0L || nrow(x) == 0L) return(invisible())
-  range <- column_ranges(object$x)
+  # (the specification holds the ranges of the data, unless a metric transformed them)
+  range <- if (is.null(object$metric) && !is.null(object$spec$range)) object$spec$range else
+    column_ranges(object$x)
   slack <- 1e-10 * (range[2L, ] - range[1L, ])
   extent <- extent %||% column_ranges(x)
   if (all(extent[1L, ] >= range[1L, ] - slack & extent[2L, ] <= range[2L, ] + slack)) {
