@@ -134,14 +134,17 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
     scale <- 1
     degree <- 0L
   }
-  range <- range %||% column_ranges(x)
+  # (if-else rather than %||% in this path of every fit: a call less each)
+  if (is.null(range)) range <- column_ranges(x)
+  gridsize <- if (is.null(grid$size)) control$gridsize else grid$size
   spec <- list(x = x, values = values, prior = prior, point_scale = point_scale,
                kernel = kernel, degree = degree, nn = nn, numeric_vars = d,
                binnable = binnable && d <= 2L && is.null(nn) && is.null(point_scale) &&
                  is.null(categorical) && family == "gaussian",
-               requested_method = method, cutoff = control$cutoff %||% 0,
-               fixed_grid = !is.null(grid$size %||% control$gridsize),
-               control_gridsize = grid$size %||% control$gridsize, grid_range = grid$range,
+               requested_method = method,
+               cutoff = if (is.null(control$cutoff)) 0 else control$cutoff,
+               fixed_grid = !is.null(gridsize), control_gridsize = gridsize,
+               grid_range = grid$range,
                range = range, span = range[2L, ] - range[1L, ],
                categorical = if (!is.null(categorical)) {
                  list(codes = categorical$codes, levels = lengths(categorical$levels),
@@ -162,8 +165,9 @@ with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env()
   spec$scale <- scale
   if (!is.null(spec$categorical)) spec$categorical$lambda <- as.double(lambda)
   spec$bandwidth <- if (is.null(spec$nn)) scale
-  spec$gridsize <- rep_len(spec$control_gridsize %||%
-                             default_gridsize(d, spec$bandwidth, spec$span, search), d)
+  gridsize <- spec$control_gridsize
+  if (is.null(gridsize)) gridsize <- default_gridsize(d, spec$bandwidth, spec$span, search)
+  spec$gridsize <- rep_len(gridsize, d)
   spec$method <- choose_method(spec, spec$requested_method, m, call, search)
   spec
 }
@@ -519,7 +523,7 @@ stored_nodes_apply <- function(nodes, spec, grid_range) {
 # of squared deviations of the first column of `values`), near_one (a weighted leverage within
 # 1e-10 of 1) and status (points per engine status; a missing fit counts as status 2).
 fit_sums <- function(values, fitted, leverage, prior, n_threads = 1L) {
-  cpp_fit_sums(values, fitted, leverage, prior %||% numeric(0), n_threads)
+  cpp_fit_sums(values, fitted, leverage, if (is.null(prior)) numeric(0) else prior, n_threads)
 }
 
 # Moves `points` (original units) by iterated local means of the specification's data: mean

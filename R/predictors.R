@@ -243,19 +243,20 @@ plain_model_parts <- function(call, formula, data) {
   tt <- plan$terms
   labels <- plan$labels
   cols <- unclass(data)[plan$vars]
-  plain <- vapply(cols, function(col) is.numeric(col) && is.null(attributes(col)) && !anyNA(col),
-                  TRUE)
+  for (col in cols) {
+    if (!is.numeric(col) || !is.null(attributes(col)) || anyNA(col)) return(NULL)
+  }
   n <- length(cols[[1L]])
-  if (!all(plain) || n == 0L) return(NULL)
+  if (n == 0L) return(NULL)
   # the predictors as split_predictors() makes them of their data frame (with non-finite
   # values, the matrix, for its error)
   x <- matrix(as.double(unlist(cols[-1L], use.names = FALSE)), n, length(labels),
               dimnames = list(NULL, labels))
   ranges <- cpp_column_ranges(x)
   if (all(ranges$finite)) {
-    x <- structure(list(x = x, categorical = NULL, names = labels,
-                        kind = rep("numeric", length(labels)), range = ranges$range),
-                   class = "local_predictors")
+    x <- list(x = x, categorical = NULL, names = labels, kind = rep("numeric", length(labels)),
+              range = ranges$range)
+    class(x) <- "local_predictors"
   }
   list(x = x, y = cols[[1L]], weights = NULL, terms = tt, na.action = NULL)
 }

@@ -281,7 +281,7 @@ poly_fit <- function(x, y, kernel, bandwidth, degree, family, tau, tuning, n_rob
   # a vector (dim<- would copy the one-pass fit's vector, which has none)
   if (is.matrix(fit$fitted)) dim(fit$fitted) <- NULL
   fit <- if (family$family == "gaussian") {
-    fit$residuals <- data_fit$residuals %||% (y - fit$fitted)
+    fit$residuals <- if (is.null(data_fit$residuals)) y - fit$fitted else data_fit$residuals
     add_fit_statistics(fit, data_fit$sums)
   } else if (is_m_loss(family$family)) {
     add_loss_statistics(fit)
@@ -375,7 +375,7 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
     abort("{n} observation{?s} cannot fit a local polynomial of degree {degree} in {d}
            variable{?s}: at least {terms} are needed.", call = call)
   }
-  range <- predictors$range %||% column_ranges(x)
+  range <- if (is.null(predictors$range)) column_ranges(x) else predictors$range
   constant <- colnames(x)[range[2L, ] == range[1L, ]]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
@@ -485,7 +485,7 @@ lambda_rot <- function(categorical, n, d) {
 # Residual statistics and the leave-one-out score of a least-squares fit, over the points with
 # a fit, from the summaries of fit_sums() (given by the binned one-pass fit, else computed here).
 add_fit_statistics <- function(fit, sums = NULL) {
-  sums <- sums %||% fit_sums(fit$y, fit$fitted, fit$leverage, fit$weights, fit$n_threads)
+  if (is.null(sums)) sums <- fit_sums(fit$y, fit$fitted, fit$leverage, fit$weights, fit$n_threads)
   fit$df <- sums$trace
   fit$sigma <- sqrt(sums$rss / max(sums$count - fit$df, 1))
   # undefined (NA) when the weighted response does not vary, e.g. one positive weight
@@ -629,7 +629,8 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
   x <- metric_transform(object, queries$x)
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
   res <- engine_run(spec, x, want_var = want_var,
-                    n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose,
+                    n_threads = n_threads(if (is.null(n_threads)) object$n_threads else n_threads),
+                    verbose = verbose,
                     query_codes = queries$codes, nodes = object$nodes)
   if (any(res$status != 0L)) {
     warn_missing_fits(status_counts(res$status), "prediction", spec$family %||% "gaussian")
