@@ -315,9 +315,7 @@ plain_variables <- function(terms, data) {
   variables <- labels %in% all.vars(terms) & labels %in% names(data)
   if (!is.null(attr(terms, "offset")) || !all(variables)) return(NULL)
   cols <- unclass(data)[labels]
-  plain <- vapply(cols, function(col) is.numeric(col) && !is.object(col) && is.null(dim(col)),
-                  TRUE)
-  if (!all(plain)) return(NULL)
+  for (col in cols) if (!is.numeric(col) || is.object(col) || !is.null(dim(col))) return(NULL)
   cols
 }
 
