@@ -286,7 +286,8 @@ default_gridsize <- function(d, bandwidth, span, search = FALSE) {
   nodes <- ceiling(per_bandwidth * span / bandwidth) + 1
   # (clamped by assignment: pmin() and pmax() take microseconds on a few numbers)
   nodes[nodes < least] <- least
-  nodes[nodes > binning_max_nodes(d)] <- binning_max_nodes(d)
+  most <- binning_max_nodes(d)
+  nodes[nodes > most] <- most
   as.integer(nodes)
 }
 
