@@ -301,6 +301,8 @@ plain_formula_plan <- function(formula, data_names) {
   }
   attr(tt, "predvars") <- variables
   attr(tt, "dataClasses") <- stats::setNames(rep("numeric", length(vars)), vars)
+  # (the cache keeps no caller's environment alive: plain_formula() sets the formula's)
+  attr(tt, ".Environment") <- emptyenv()
   list(terms = tt, vars = vars, labels = labels)
 }
 
