@@ -184,7 +184,10 @@ fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_
   res <- engine_run(spec, spec$x, want_var = want_var, n_threads = n_threads, verbose = verbose,
                     query_codes = spec$categorical$codes)
   fitted <- matrix(res$coef[, 1L, ], nrow = NROW(spec$x))
-  leverage <- self_weight(spec) * res$s00 * newton_weight(spec$family %||% "gaussian", fitted[, 1L])
+  leverage <- self_weight(spec) * res$s00
+  # (least squares: the Newton weight is 1)
+  family <- spec$family
+  if (!is.null(family) && family != "gaussian") leverage <- leverage * newton_weight(family, fitted[, 1L])
   list(fitted = fitted, leverage = leverage, status = res$status,
        status_counts = status_counts(res$status), fit = res)
 }

@@ -50,6 +50,8 @@
 local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = NULL,
                           refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
                           max_iter = 25, tol = 1e-8, ...) {
+  # every fit evaluates the default, local_control(): made once per chunk_size option
+  if (nargs() == 0L) return(default_control())
   check_dots(...)
   if (!is.null(gridsize)) {
     gridsize <- vapply(gridsize, check_count, 1L, arg = "gridsize", min = 3)
@@ -73,6 +75,17 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
   class(control) <- "local_control"
   control
 }
+
+# local_control() with its defaults, kept for the localmean.chunk_size option it was made with.
+default_control <- function() {
+  chunk_size <- getOption("localmean.chunk_size", 1e6)
+  if (is.null(control_cache$control) || !identical(control_cache$chunk_size, chunk_size)) {
+    control_cache$control <- local_control(chunk_size = chunk_size)
+    control_cache$chunk_size <- chunk_size
+  }
+  control_cache$control
+}
+control_cache <- new.env(parent = emptyenv())
 
 check_control <- function(control, call = rlang::caller_env()) {
   if (is.null(control)) return(local_control())
@@ -121,14 +134,17 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
     scale <- 1
     degree <- 0L
   }
-  range <- range %||% column_ranges(x)
+  # (if-else rather than %||% in this path of every fit: a call less each)
+  if (is.null(range)) range <- column_ranges(x)
+  gridsize <- if (is.null(grid$size)) control$gridsize else grid$size
   spec <- list(x = x, values = values, prior = prior, point_scale = point_scale,
                kernel = kernel, degree = degree, nn = nn, numeric_vars = d,
                binnable = binnable && d <= 2L && is.null(nn) && is.null(point_scale) &&
                  is.null(categorical) && family == "gaussian",
-               requested_method = method, cutoff = control$cutoff %||% 0,
-               fixed_grid = !is.null(grid$size %||% control$gridsize),
-               control_gridsize = grid$size %||% control$gridsize, grid_range = grid$range,
+               requested_method = method,
+               cutoff = if (is.null(control$cutoff)) 0 else control$cutoff,
+               fixed_grid = !is.null(gridsize), control_gridsize = gridsize,
+               grid_range = grid$range,
                range = range, span = range[2L, ] - range[1L, ],
                categorical = if (!is.null(categorical)) {
                  list(codes = categorical$codes, levels = lengths(categorical$levels),
@@ -149,8 +165,9 @@ with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env()
   spec$scale <- scale
   if (!is.null(spec$categorical)) spec$categorical$lambda <- as.double(lambda)
   spec$bandwidth <- if (is.null(spec$nn)) scale
-  spec$gridsize <- rep_len(spec$control_gridsize %||%
-                             default_gridsize(d, spec$bandwidth, spec$span, search), d)
+  gridsize <- spec$control_gridsize
+  if (is.null(gridsize)) gridsize <- default_gridsize(d, spec$bandwidth, spec$span, search)
+  spec$gridsize <- rep_len(gridsize, d)
   spec$method <- choose_method(spec, spec$requested_method, m, call, search)
   spec
 }
@@ -164,7 +181,9 @@ with_scale <- function(spec, scale, m = NROW(spec$x), call = rlang::caller_env()
 # no longer sends a large data set to the tree. Kernels that are never truncated always sweep
 # every point. A bandwidth `search` scores candidates binned from a smaller n than fits use.
 choose_method <- function(spec, method, m, call = rlang::caller_env(), search = FALSE) {
-  method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
+  if (!identical(method, "auto")) {
+    method <- check_choice(method, c("auto", "exact", "tree", "binned"), call = call)
+  }
   if (method == "binned" && !spec$binnable) {
     abort("{.code method = \"binned\"} needs at most 2 variables and a fixed bandwidth.",
           call = call)
@@ -267,7 +286,8 @@ default_gridsize <- function(d, bandwidth, span, search = FALSE) {
   nodes <- ceiling(per_bandwidth * span / bandwidth) + 1
   # (clamped by assignment: pmin() and pmax() take microseconds on a few numbers)
   nodes[nodes < least] <- least
-  nodes[nodes > binning_max_nodes(d)] <- binning_max_nodes(d)
+  most <- binning_max_nodes(d)
+  nodes[nodes > most] <- most
   as.integer(nodes)
 }
 
@@ -354,7 +374,8 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
     cpp_interpolate_nodes(nodes$fits, queries, scale, spec$gridsize, grid_range[1L, ],
                           grid_range[2L, ])
   } else {
-    spec$kernel <- engine_kernel(spec$kernel)  # a user kernel is registered here, not in C++
+    # a user kernel is registered here, not in C++ (a registry kernel is a plain name)
+    if (!is.null(attributes(spec$kernel))) spec$kernel <- engine_kernel(spec$kernel)
     cpp_engine_fit(engine_pointer(spec), spec,
                    list(queries = queries, radius = radius, want_var = want_var, rtol = rtol,
                         query_codes = query_codes, leave_out = leave_out,
@@ -385,7 +406,8 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
       term_power <- rep(scale, each = nrow(powers))^powers
       per_term <- term_power[, 1L]
       for (j in seq_len(ncol(term_power))[-1L]) per_term <- per_term * term_power[, j]
-      factor <- matrix(rep(per_term, each = m), m, length(per_term))
+      # (the divisor of every query, as a vector: it recycles over the value columns)
+      factor <- rep(per_term, each = m)
     }
     res$coef <- res$coef / as.vector(factor)
     if (want_var) res$var <- res$var / factor^2
@@ -502,7 +524,7 @@ stored_nodes_apply <- function(nodes, spec, grid_range) {
 # of squared deviations of the first column of `values`), near_one (a weighted leverage within
 # 1e-10 of 1) and status (points per engine status; a missing fit counts as status 2).
 fit_sums <- function(values, fitted, leverage, prior, n_threads = 1L) {
-  cpp_fit_sums(values, fitted, leverage, prior %||% numeric(0), n_threads)
+  cpp_fit_sums(values, fitted, leverage, if (is.null(prior)) numeric(0) else prior, n_threads)
 }
 
 # Moves `points` (original units) by iterated local means of the specification's data: mean

@@ -88,12 +88,16 @@ registry <- new.env(parent = emptyenv())
 
 # The registry's row for one kernel, as a list (kept: bandwidth searches ask thousands of times).
 kernel_row <- function(kernel) {
-  user <- attr(kernel, "user_kernel") %||% registry$user[[kernel]]
+  # (if-else rather than %||%: several calls per fit)
+  user <- attr(kernel, "user_kernel")
+  if (is.null(user)) user <- registry$user[[kernel]]
   if (!is.null(user)) return(user$row)
-  registry$rows[[kernel]] %||% {
+  row <- registry$rows[[kernel]]
+  if (is.null(row)) {
     tab <- registry_table()
-    registry$rows[[kernel]] <- as.list(tab[tab$kernel == kernel, ])
+    row <- registry$rows[[kernel]] <- as.list(tab[tab$kernel == kernel, ])
   }
+  row
 }
 
 # Registry kernels, optionally only those with a property (e.g. "multivariate", "compact").
@@ -109,6 +113,7 @@ kernel_names <- function(having = NULL) {
 check_kernel <- function(kernel, having = NULL, user = TRUE, need = NULL,
                          arg = rlang::caller_arg(kernel), call = rlang::caller_env()) {
   if (is.character(kernel) && length(kernel) == 1L && kernel %in% kernel_names()) {
+    if (is.null(having)) return(kernel)  # (every fit asks: one lookup of the names)
     return(check_choice(kernel, kernel_names(having), arg = arg, call = call))
   }
   force(arg)  # before `kernel` changes

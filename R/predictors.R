@@ -43,6 +43,7 @@ is_categorical <- function(col) is.factor(col) || is.character(col) || is.logica
 # "unordered" or "ordered" per predictor, and for numeric predictors alone range = their
 # column ranges).
 split_predictors <- function(x, arg = rlang::caller_arg(x), call = rlang::caller_env()) {
+  if (inherits(x, "local_predictors")) return(unclass(x))  # split already (plain_model_parts())
   if (!is.data.frame(x) && !is_categorical(x)) {
     # `arg` stays lazy (naming a long argument costs a millisecond): only an error needs it
     checked <- checked_predictors(x, arg, call)
@@ -182,7 +183,9 @@ new_predictors <- function(object, newdata, arg = "newdata", call = rlang::calle
       queries <- plain_queries(plain, colnames(object$x))
       if (!is.null(queries)) return(queries)
     }
-    nd <- plain %||% {
+    nd <- if (!is.null(plain)) {
+      structure(plain, row.names = .set_row_names(length(plain[[1L]])), class = "data.frame")
+    } else {
       tt <- stats::delete.response(object$terms)
       missing <- setdiff(all.vars(tt), names(newdata))
       if (length(missing)) {
@@ -235,7 +238,54 @@ plain_model_parts <- function(call, formula, data) {
       any(c("subset", "weights", "na.action") %in% names(call))) {
     return(NULL)
   }
-  tt <- stats::terms(formula, data = data)
+  plan <- plain_formula(formula, names(data))
+  if (is.null(plan)) return(NULL)
+  tt <- plan$terms
+  labels <- plan$labels
+  cols <- unclass(data)[plan$vars]
+  for (col in cols) {
+    if (!is.numeric(col) || !is.null(attributes(col)) || anyNA(col)) return(NULL)
+  }
+  n <- length(cols[[1L]])
+  if (n == 0L) return(NULL)
+  # the predictors as split_predictors() makes them of their data frame (with non-finite
+  # values, the matrix, for its error)
+  x <- matrix(as.double(unlist(cols[-1L], use.names = FALSE)), n, length(labels),
+              dimnames = list(NULL, labels))
+  ranges <- cpp_column_ranges(x)
+  if (all(ranges$finite)) {
+    x <- list(x = x, categorical = NULL, names = labels, kind = rep("numeric", length(labels)),
+              range = ranges$range)
+    class(x) <- "local_predictors"
+  }
+  list(x = x, y = cols[[1L]], weights = NULL, terms = tt, na.action = NULL)
+}
+
+# What plain_model_parts() reads from a formula over data with columns `data_names`: the terms
+# of the model frame (with its predvars and dataClasses, in the formula's environment), the
+# response and predictor names `vars` and the term `labels`; NULL unless the formula is `y ~ x1 +
+# x2` (or `y ~ .`) of distinct columns. Kept for the last formula and column names asked for
+# (terms() costs as much as a small fit's engine call, and a fitting loop asks for the same).
+plain_formula <- function(formula, data_names) {
+  bare <- formula
+  attr(bare, ".Environment") <- NULL
+  last <- formula_cache$last
+  if (is.null(last) || !identical(last$formula, bare) || !identical(last$data_names, data_names)) {
+    last <- list(formula = bare, data_names = data_names,
+                 plan = plain_formula_plan(formula, data_names))
+    formula_cache$last <- last
+  }
+  plan <- last$plan
+  if (!is.null(plan)) attr(plan$terms, ".Environment") <- environment(formula)
+  plan
+}
+formula_cache <- new.env(parent = emptyenv())
+
+plain_formula_plan <- function(formula, data_names) {
+  # (terms() reads only the names of `data`, to expand a dot)
+  frame <- structure(rep(list(logical(0)), length(data_names)), names = data_names,
+                     row.names = integer(0), class = "data.frame")
+  tt <- stats::terms(formula, data = frame)
   variables <- attr(tt, "variables")
   labels <- attr(tt, "term.labels")
   response <- variables[[2L]]
@@ -246,24 +296,18 @@ plain_model_parts <- function(call, formula, data) {
   vars <- c(as.character(response), labels)
   # (a label that is a variable's name is that variable itself: any other term is a call)
   if (!all(labels %in% all.vars(variables)) || anyDuplicated(vars) ||
-      sum(names(data) %in% vars) != length(vars)) {
+      sum(data_names %in% vars) != length(vars)) {
     return(NULL)
   }
-  cols <- unclass(data)[vars]
-  plain <- vapply(cols, function(col) is.numeric(col) && is.null(attributes(col)) && !anyNA(col),
-                  TRUE)
-  n <- length(cols[[1L]])
-  if (!all(plain) || n == 0L) return(NULL)
   attr(tt, "predvars") <- variables
   attr(tt, "dataClasses") <- stats::setNames(rep("numeric", length(vars)), vars)
-  # the predictors as the matrix that split_predictors() makes of their data frame
-  x <- matrix(as.double(unlist(cols[-1L], use.names = FALSE)), n, length(labels),
-              dimnames = list(NULL, labels))
-  list(x = x, y = cols[[1L]], weights = NULL, terms = tt, na.action = NULL)
+  # (the cache keeps no caller's environment alive: plain_formula() sets the formula's)
+  attr(tt, ".Environment") <- emptyenv()
+  list(terms = tt, vars = vars, labels = labels)
 }
 
 # The predictors of `terms` (a model's, the response aside) from `data` as plain_columns() gives
-# them from the model frame, when every term is a variable of `data` holding a plain numeric
+# them from the model frame (a list of the columns), when every term is a variable of `data` holding a plain numeric
 # vector: then these are all the variables the predictors need, and the model frame would hold
 # them unchanged (model.frame() costs more than the rest of a small prediction). NULL otherwise
 # (transformations, factors, matrix columns, offsets, variables missing from `data`).
@@ -273,10 +317,8 @@ plain_variables <- function(terms, data) {
   variables <- labels %in% all.vars(terms) & labels %in% names(data)
   if (!is.null(attr(terms, "offset")) || !all(variables)) return(NULL)
   cols <- unclass(data)[labels]
-  plain <- vapply(cols, function(col) is.numeric(col) && !is.object(col) && is.null(dim(col)),
-                  TRUE)
-  if (!all(plain)) return(NULL)
-  structure(cols, row.names = .set_row_names(length(cols[[1L]])), class = "data.frame")
+  for (col in cols) if (!is.numeric(col) || is.object(col) || !is.null(dim(col))) return(NULL)
+  cols
 }
 
 # new_predictors() of the columns `plain` (from plain_variables(), named as the model's numeric

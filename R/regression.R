@@ -236,14 +236,12 @@ local_poly.formula <- function(formula, data = NULL, kernel = "gaussian", bandwi
          weights = stats::model.weights(mf), terms = attr(mf, "terms"),
          na.action = attr(mf, "na.action"))
   }
-  fit <- local_poly.default(parts$x, parts$y, degree = degree, kernel = kernel,
-                            bandwidth = bandwidth, family = family, tau = tau,
-                            tuning = tuning, n_robust = n_robust, weights = parts$weights,
-                            method = method,
-                            n_threads = n_threads, verbose = verbose, control = control)
+  fit <- poly_fit(parts$x, parts$y, kernel, bandwidth, degree, family, tau, tuning, n_robust,
+                  parts$weights, method, n_threads, verbose, control)
+  # (`...` is empty, so this is match.call())
+  fit$call <- generic_call(call, "local_poly")
   fit$terms <- parts$terms
   fit$na.action <- parts$na.action
-  fit$call <- generic_call(match.call(), "local_poly")
   fit
 }
 
@@ -254,19 +252,28 @@ local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degr
                                weights = NULL, method = "auto", n_threads = NULL,
                                verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
-  if (check_count(n_robust, min = 0) > 0L) {
-    fit <- robust_iterations(x, y, kernel, bandwidth, degree, family, n_robust, weights, method,
-                             n_threads, verbose, control)
-    fit$call <- generic_call(match.call(), "local_poly")
-    return(fit)
+  fit <- poly_fit(x, y, kernel, bandwidth, degree, family, tau, tuning, n_robust, weights, method,
+                  n_threads, verbose, control)
+  fit$call <- generic_call(match.call(), "local_poly")
+  fit
+}
+
+# The fit of local_poly.default() without its call, which the formula method sets itself.
+# (Errors name `x` and `y` as the default method's arguments; `call`: where they are raised.)
+poly_fit <- function(x, y, kernel, bandwidth, degree, family, tau, tuning, n_robust, weights,
+                     method, n_threads, verbose, control, call = rlang::caller_env()) {
+  if (check_count(n_robust, min = 0, call = call) > 0L) {
+    return(robust_iterations(x, y, kernel, bandwidth, degree, family, n_robust, weights, method,
+                             n_threads, verbose, control, call = call))
   }
-  predictors <- split_predictors(x)
-  family <- check_family(family, tuning, tau)
-  response <- family_response(y, weights, family, nrow(predictors$x))
+  predictors <- split_predictors(x, call = call)
+  family <- check_family(family, tuning, tau, call = call)
+  response <- family_response(y, weights, family, nrow(predictors$x), call = call)
   y <- response$y
   fit <- fit_local_model(predictors, one_column(y), response$weights, degree, kernel,
                          bandwidth, method, n_threads, verbose, control, max_degree = 3L,
-                         likelihood = engine_family(family), loss_param = family$loss_param)
+                         likelihood = engine_family(family), loss_param = family$loss_param,
+                         call = call)
   data_fit <- fit$data_fit
   fit$data_fit <- NULL
   fit$y <- y
@@ -274,14 +281,13 @@ local_poly.default <- function(x, y, kernel = "gaussian", bandwidth = "cv", degr
   # a vector (dim<- would copy the one-pass fit's vector, which has none)
   if (is.matrix(fit$fitted)) dim(fit$fitted) <- NULL
   fit <- if (family$family == "gaussian") {
-    fit$residuals <- data_fit$residuals %||% (y - fit$fitted)
+    fit$residuals <- if (is.null(data_fit$residuals)) y - fit$fitted else data_fit$residuals
     add_fit_statistics(fit, data_fit$sums)
   } else if (is_m_loss(family$family)) {
     add_loss_statistics(fit)
   } else {
     add_likelihood_statistics(fit)
   }
-  fit$call <- generic_call(match.call(), "local_poly")
   class(fit) <- c("local_poly", "local_model")
   fit
 }
@@ -369,7 +375,7 @@ fit_local_model <- function(predictors, values, weights, degree, kernel, bandwid
     abort("{n} observation{?s} cannot fit a local polynomial of degree {degree} in {d}
            variable{?s}: at least {terms} are needed.", call = call)
   }
-  range <- predictors$range %||% column_ranges(x)
+  range <- if (is.null(predictors$range)) column_ranges(x) else predictors$range
   constant <- colnames(x)[range[2L, ] == range[1L, ]]
   if (length(constant)) abort("Predictor{?s} {.field {constant}} {?is/are} constant.", call = call)
   bw <- resolve_bandwidth(bandwidth, x, values, prior, degree, kernel, method, control,
@@ -479,7 +485,7 @@ lambda_rot <- function(categorical, n, d) {
 # Residual statistics and the leave-one-out score of a least-squares fit, over the points with
 # a fit, from the summaries of fit_sums() (given by the binned one-pass fit, else computed here).
 add_fit_statistics <- function(fit, sums = NULL) {
-  sums <- sums %||% fit_sums(fit$y, fit$fitted, fit$leverage, fit$weights, fit$n_threads)
+  if (is.null(sums)) sums <- fit_sums(fit$y, fit$fitted, fit$leverage, fit$weights, fit$n_threads)
   fit$df <- sums$trace
   fit$sigma <- sqrt(sums$rss / max(sums$count - fit$df, 1))
   # undefined (NA) when the weighted response does not vary, e.g. one positive weight
@@ -623,7 +629,8 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
   x <- metric_transform(object, queries$x)
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
   res <- engine_run(spec, x, want_var = want_var,
-                    n_threads = n_threads(n_threads %||% object$n_threads), verbose = verbose,
+                    n_threads = n_threads(if (is.null(n_threads)) object$n_threads else n_threads),
+                    verbose = verbose,
                     query_codes = queries$codes, nodes = object$nodes)
   if (any(res$status != 0L)) {
     warn_missing_fits(status_counts(res$status), "prediction", spec$family %||% "gaussian")
@@ -713,12 +720,14 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                variance = c("constant", "local"), method = NULL,
                                n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
-  type <- match_choice(type, c("response", "link"))
+  # (arguments left at their defaults need no checks)
+  type <- if (missing(type)) "response" else match_choice(type, c("response", "link"))
   check_flag(se.fit)
-  deriv <- check_count(deriv, min = 0)
-  interval <- match_choice(interval, c("none", "confidence", "prediction"))
-  variance <- match_choice(variance, c("constant", "local"))
-  level <- check_level(level)
+  deriv <- if (missing(deriv)) 0L else check_count(deriv, min = 0)
+  interval <- if (missing(interval)) "none" else
+    match_choice(interval, c("none", "confidence", "prediction"))
+  variance <- if (missing(variance)) "constant" else match_choice(variance, c("constant", "local"))
+  if (!missing(level)) level <- check_level(level)
   check_flag(simultaneous)
   if (simultaneous && interval != "confidence") {
     abort("{.code simultaneous = TRUE} needs {.code interval = \"confidence\"}.")
@@ -792,7 +801,9 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
 warn_outside_range <- function(object, x, extent = NULL) {
   numeric_vars <- colnames(object$x)
   if (length(numeric_vars) == 0L || nrow(x) == 0L) return(invisible())
-  range <- column_ranges(object$x)
+  # (the specification holds the ranges of the data, unless a metric transformed them)
+  range <- if (is.null(object$metric) && !is.null(object$spec$range)) object$spec$range else
+    column_ranges(object$x)
   slack <- 1e-10 * (range[2L, ] - range[1L, ])
   extent <- extent %||% column_ranges(x)
   if (all(extent[1L, ] >= range[1L, ] - slack & extent[2L, ] <= range[2L, ] + slack)) {

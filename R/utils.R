@@ -216,7 +216,7 @@ n_threads <- function(n_threads = NULL, ...) {
   # the environment's settings in one read (each Sys.getenv() call costs a microsecond or two)
   env <- if (is.null(n_threads)) Sys.getenv(thread_variables, names = FALSE)
   if (is.null(n_threads) && nzchar(env[1L])) n_threads <- suppressWarnings(as.numeric(env[1L]))
-  cores <- if (is.null(n_threads)) RcppParallel::defaultNumThreads()
+  cores <- if (is.null(n_threads)) default_cores()
   if (is.null(n_threads)) n_threads <- max(1L, cores %/% 2L)
   if (!is.numeric(n_threads) || is.object(n_threads) || length(n_threads) != 1L ||
       !is.finite(n_threads) || n_threads != round(n_threads) || n_threads < 1) {
@@ -227,6 +227,12 @@ n_threads <- function(n_threads = NULL, ...) {
   as.integer(min(n_threads, thread_limit(cores, env)))
 }
 
+# The cores RcppParallel sees, read once per session (every fit asks).
+default_cores <- function() {
+  thread_cache$cores %||% (thread_cache$cores <- RcppParallel::defaultNumThreads())
+}
+thread_cache <- new.env(parent = emptyenv())
+
 # The environment variables n_threads() reads: its own default, then the limits users set.
 thread_variables <- c("LOCALMEAN_THREADS", "RCPP_PARALLEL_NUM_THREADS", "OMP_THREAD_LIMIT",
                       "_R_CHECK_LIMIT_CORES_")
@@ -235,7 +241,7 @@ thread_variables <- c("LOCALMEAN_THREADS", "RCPP_PARALLEL_NUM_THREADS", "OMP_THR
 # (`env`: the values of thread_variables; NULL: read here, as `cores`).
 thread_limit <- function(cores = NULL, env = NULL) {
   env <- env %||% Sys.getenv(thread_variables, names = FALSE)
-  limit <- max(1L, cores %||% RcppParallel::defaultNumThreads())
+  limit <- max(1L, cores %||% default_cores())
   for (value in env[2:3]) {
     if (!nzchar(value)) next
     value <- suppressWarnings(as.numeric(value))

@@ -881,3 +881,17 @@ test_that("a formula of plain numeric columns fits as through its model frame", 
                    strip(local_poly(mpg ~ wt + hp, counts, bandwidth = c(1, 50),
                                     na.action = stats::na.omit)))
 })
+
+test_that("a plain formula's kept terms follow the data's columns and the formula's environment", {
+  d <- data.frame(y = cos(1:30), a = sin(1:30), b = (1:30) / 7)
+  wide <- local_poly(y ~ ., d, bandwidth = c(1, 1), verbose = FALSE)
+  narrow <- local_poly(y ~ ., d[c("y", "a")], bandwidth = 1, verbose = FALSE)
+  expect_identical(attr(wide$terms, "term.labels"), c("a", "b"))
+  expect_identical(attr(narrow$terms, "term.labels"), "a")
+  expect_identical(narrow$terms, attr(stats::model.frame(y ~ ., d[c("y", "a")]), "terms"))
+  home <- new.env()
+  f <- local(y ~ a, home)
+  expect_identical(environment(local_poly(f, d, bandwidth = 1, verbose = FALSE)$terms), home)
+  expect_identical(environment(local_poly(y ~ a, d, bandwidth = 1, verbose = FALSE)$terms),
+                   environment())
+})
