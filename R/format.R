@@ -62,6 +62,10 @@ format.local_model <- function(x, digits = NULL, ...) printed_lines(x, digits, .
 
 #' @rdname localmean-format
 #' @export
+format.local_refits <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
+
+#' @rdname localmean-format
+#' @export
 format.local_kde <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
 
 #' @rdname localmean-format

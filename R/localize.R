@@ -95,7 +95,7 @@
 #' @param control Engine settings from [local_control()] (its `cutoff` truncates unbounded
 #'   kernels).
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
-#' @return An object of class `localized`: `coefficients` and `std.error` (one row per point
+#' @return An object of class `local_refits`: `coefficients` and `std.error` (one row per point
 #'   of `at`, one column per coefficient), `at`, `n_window` (rows with positive weight at each
 #'   point), `weight_sum`, `failed` (points whose fit failed), `engine_fitted` (points fitted
 #'   by the fast path, see `fast`), the global model's coefficients
@@ -172,7 +172,7 @@ localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, dat
                  model_call = stats::getCall(model), nobs = model_nobs(recipe, local$rows),
                  recipe = recipe, local = local, linear_model = linear_model_parts(model),
                  call = match.call()),
-            class = "localized")
+            class = "local_refits")
 }
 
 # ---- The model's recipe: its function, arguments and data ---------------------------------------
@@ -831,15 +831,15 @@ warn_local_failures <- function(fits, what) {
 # ---- Methods -----------------------------------------------------------------------------------
 
 #' @rdname localize
-#' @param x,object A `localized` fit.
+#' @param x,object A `local_refits` fit.
 #' @param digits Significant digits to print (default: the package's, see
 #'   [localmean-package]).
 #' @export
-print.localized <- function(x, ..., digits = NULL) {
+print.local_refits <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   m <- nrow(x$coefficients)
-  print_fields(sprintf("<localized> %s, over %s", deparse_short(x$model_call),
+  print_fields(sprintf("<local_refits> %s, over %s", deparse_short(x$model_call),
                        paste(x$over, collapse = ", ")),
                list(Kernel = as.character(x$kernel), Bandwidth = localized_bandwidth(x),
                     Points = m, Observations = x$nobs,
@@ -854,7 +854,7 @@ localized_bandwidth <- function(x) sprintf("%s (%s)", x$bandwidth_label, x$bandw
 
 #' @rdname localize
 #' @export
-summary.localized <- function(object, ..., digits = NULL) {
+summary.local_refits <- function(object, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   coef <- object$coefficients
@@ -866,15 +866,15 @@ summary.localized <- function(object, ..., digits = NULL) {
                       max = apply(coef, 2L, quant, 1),
                       median.se = apply(object$std.error, 2L, quant, 0.5))
   structure(list(fit = object, coefficients = table, window = summary(object$n_window),
-                 digits = digits), class = "summary.localized")
+                 digits = digits), class = "summary.local_refits")
 }
 
 #' @export
-print.summary.localized <- function(x, ..., digits = x$digits) {
+print.summary.local_refits <- function(x, ..., digits = x$digits) {
   check_dots(...)
   digits <- check_digits(digits)
   fit <- x$fit
-  print_fields(sprintf("<localized> %s, over %s", deparse_short(fit$model_call),
+  print_fields(sprintf("<local_refits> %s, over %s", deparse_short(fit$model_call),
                        paste(fit$over, collapse = ", ")),
                list(Kernel = as.character(fit$kernel), Bandwidth = localized_bandwidth(fit),
                     Points = nrow(fit$coefficients), Observations = fit$nobs,
@@ -891,14 +891,14 @@ print.summary.localized <- function(x, ..., digits = x$digits) {
 
 #' @rdname localize
 #' @export
-coef.localized <- function(object, ...) {
+coef.local_refits <- function(object, ...) {
   check_dots(...)
   object$coefficients
 }
 
 #' @rdname localize
 #' @export
-nobs.localized <- function(object, ...) {
+nobs.local_refits <- function(object, ...) {
   check_dots(...)
   object$nobs
 }
@@ -921,7 +921,7 @@ nobs.localized <- function(object, ...) {
 #'   glm, rlm, rq; not multinom or polr); elsewhere it is an error. Next to a fitted point with
 #'   `NA` coefficients the prediction is `NA`.
 #' @export
-predict.localized <- function(object, newdata = NULL, type = NULL, interpolate = FALSE, ...) {
+predict.local_refits <- function(object, newdata = NULL, type = NULL, interpolate = FALSE, ...) {
   check_dots(...)
   recipe <- object$recipe
   newdata <- if (is.null(newdata)) recipe$data else as.data.frame(newdata)
@@ -1015,7 +1015,7 @@ linear_model_parts <- function(model) {
 #'   per coefficient, with the global model's coefficient as a dashed line; with several
 #'   localization variables, one curve per combination of the others' values at the points.
 #' @export
-plot.localized <- function(x, which = NULL, bands = TRUE, ...) {
+plot.local_refits <- function(x, which = NULL, bands = TRUE, ...) {
   check_graphics_dots(...)
   check_flag(bands)
   coef <- x$coefficients
@@ -1073,7 +1073,7 @@ plot.localized <- function(x, which = NULL, bands = TRUE, ...) {
 #' @details `autoplot()` (with ggplot2 installed) draws the same panels as `plot()` with
 #'   ggplot2: one facet per coefficient, from `tidy()`.
 #' @exportS3Method ggplot2::autoplot
-autoplot.localized <- function(object, which = NULL, bands = TRUE, ...) {
+autoplot.local_refits <- function(object, which = NULL, bands = TRUE, ...) {
   check_dots(...)
   check_ggplot2()
   check_flag(bands)
@@ -1112,7 +1112,7 @@ autoplot.localized <- function(object, which = NULL, bands = TRUE, ...) {
 
 #' @rdname localize
 #' @export
-tidy.localized <- function(x, ...) {
+tidy.local_refits <- function(x, ...) {
   check_dots(...)
   coef <- x$coefficients
   m <- nrow(coef)
@@ -1122,9 +1122,21 @@ tidy.localized <- function(x, ...) {
                       std.error = as.vector(x$std.error)))
 }
 
+# The points with their local coefficients, one row per point.
 #' @rdname localize
 #' @export
-glance.localized <- function(x, ...) {
+as.data.frame.local_refits <- function(x, row.names = NULL, optional = FALSE, ...) {
+  check_dots(..., .known = "stringsAsFactors")
+  cbind(x$at, as.data.frame(x$coefficients, optional = TRUE))
+}
+
+#' @rdname localize
+#' @export
+as.matrix.local_refits <- function(x, ...) numeric_frame(x, ...)
+
+#' @rdname localize
+#' @export
+glance.local_refits <- function(x, ...) {
   check_dots(...)
   glance_row(nobs = x$nobs, points = nrow(x$coefficients), failed = sum(x$failed),
              kernel = as.character(x$kernel), bandwidth = x$bandwidth_label,

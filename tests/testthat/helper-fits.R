@@ -28,6 +28,8 @@ small_fits <- local({
       local_cdens = kde(waiting ~ eruptions, data = faithful[1:60, ], bandwidth = c(0.5, 6)),
       local_self = self_local_regression(dist ~ speed, cars, bandwidth = c(5, 10),
                                          verbose = FALSE),
+      local_refits = localize(lm(dist ~ speed, cars), over = ~speed, bandwidth = 5,
+                           at = data.frame(speed = c(8, 15, 22)), verbose = FALSE),
       mean_shift = mean_shift(blobs, bandwidth = 0.4, keep_path = TRUE, verbose = FALSE),
       medoid_shift = medoid_shift(blobs, bandwidth = 0.5, verbose = FALSE),
       local_ridges = pc_shift(cbind(cos(arc), sin(arc)) + rnorm(400, sd = 0.1), ndim = 1,

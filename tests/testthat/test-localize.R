@@ -33,7 +33,7 @@ test_that("localize(lm) equals a plain-R loop of weighted lm() fits", {
                   bandwidth = 5, at = at, verbose = FALSE)
   ref <- local_loop_ref(function(d) lm(dist ~ speed, data = d, weights = w), cars, cars$speed,
                         at, 5, epan_ref)
-  expect_s3_class(loc, "localized")
+  expect_s3_class(loc, "local_refits")
   expect_same_fits(loc, ref)
   expect_identical(colnames(loc$coefficients), c("(Intercept)", "speed"))
   expect_identical(loc$n_window, vapply(at, function(z0) sum(abs(cars$speed - z0) < 5), 1L))
@@ -321,7 +321,7 @@ test_that("predict() refits at each row; the methods work", {
                     bandwidth = 60, at = 150, verbose = FALSE)
   p <- predict(logit, data.frame(mpg = 20, hp = 150), type = "response")
   expect_equal(p, unname(plogis(coef(logit)[1, 1] + 20 * coef(logit)[1, 2])), tolerance = 1e-10)
-  expect_output(print(vc), "localized")
+  expect_output(print(vc), "local_refits")
   expect_output(print(summary(vc)), "Local coefficients")
   expect_identical(nobs(vc), 32L)
   td <- tidy(vc)

@@ -250,7 +250,7 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
                                                        verbose = FALSE)),
     localized = localized <- localize(lm(dist ~ speed, data = cars), over = ~speed,
                                       bandwidth = 5, at = c(10, 20), verbose = FALSE),
-    summary.localized = summary(localized)
+    summary.local_refits = summary(localized)
   ))
   methods <- getNamespaceInfo("localmean", "S3methods")
   # autoplot() is tested with the tidiers; formula and default methods are the fitting
