@@ -228,7 +228,10 @@ test_that("bad arguments of kde(y ~ x) get classed errors naming them", {
                class = "localmean_error")
   expect_error(kde(mpg ~ factor(cyl), mtcars, bandwidth = c(0.9, 1)), "factor\\(cyl\\)",
                class = "localmean_error")
-  expect_error(kde(Species ~ Sepal.Length, iris), "numeric", class = "localmean_error")
+  expect_error(kde(as.Date("2020-01-01") + cyl ~ mpg, mtcars), "numeric",
+               class = "localmean_error")
+  expect_error(kde(Species ~ Sepal.Length, iris, bandwidth = c(0.5, 0.9)), "lambda",
+               class = "localmean_error")
   expect_error(kde(waiting ~ eruptions, faithful, gridsize = 10), "gridsize",
                class = "localmean_error")
   expect_error(kde(waiting ~ eruptions, faithful, kernel = function(u) exp(-u^2)), "kernel",
@@ -262,4 +265,77 @@ test_that("tidy() and glance() summarise the bandwidths and the fit", {
   gl <- as.data.frame(glance(fit))
   expect_identical(gl$nobs, 32L)
   expect_equal(gl$logLik, as.numeric(logLik(fit)))
+})
+
+# ---- Categorical responses ----------------------------------------------------------------------
+
+# The response's kernel: Aitchison-Aitken, or Li-Racine normalised over the levels (np's).
+y_kernel_ref <- function(z, yi, lambda, nlev, ordered) {
+  if (!ordered) return(ifelse(z == yi, 1 - lambda, lambda / (nlev - 1)))
+  lambda^abs(z - yi) / vapply(yi, function(l) sum(lambda^abs(seq_len(nlev) - l)), 1)
+}
+
+cat_data <- local({
+  set.seed(31)
+  n <- 60
+  x <- runif(n)
+  g <- factor(sample(c("a", "b", "c"), n, TRUE))
+  y <- cut(x + rnorm(n, sd = 0.3), c(-Inf, 0.3, 0.7, Inf), labels = c("lo", "mid", "hi"))
+  data.frame(x = x, g = g, y = factor(y, levels = c("lo", "mid", "hi")),
+             o = factor(y, levels = c("lo", "mid", "hi"), ordered = TRUE))
+})
+
+test_that("a categorical response gives local_classify()'s probabilities at lambda = 0", {
+  fit <- kde(y ~ x, data = cat_data, bandwidth = c(0.15, 0))
+  cl <- local_classify(y ~ x, data = cat_data, bandwidth = 0.15, degree = 0)
+  nd <- cat_data[c(3, 17, 40), ]
+  expect_equal(unname(predict(fit, nd, y = levels(cat_data$y))),
+               unname(predict(cl, nd, type = "prob")), tolerance = 1e-12)
+  expect_equal(predict(fit, nd), unname(predict(cl, nd, type = "prob"))[cbind(1:3,
+               as.integer(nd$y))], tolerance = 1e-12)
+})
+
+for (response in c("y", "o")) {
+  test_that(paste("conditional probabilities equal the reference:", response), {
+    f <- stats::as.formula(paste(response, "~ x + g"))
+    fit <- kde(f, data = cat_data, bandwidth = c(0.2, 0.3, 0.25), kernel = "epanechnikov")
+    d <- ref_data(fit)
+    ordered <- response == "o"
+    nd <- data.frame(x = c(0.2, 0.55), g = factor(c("a", "c"), levels = c("a", "b", "c")))
+    p <- predict(fit, nd, y = c("lo", "mid", "hi"))
+    for (i in 1:2) {
+      k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, nd$x[i], as.integer(nd$g[i]),
+                             d$h, d$lambda, d$kernel, d$w)
+      ref <- vapply(1:3, function(z) {
+        sum(k * y_kernel_ref(z, fit$y, 0.25, 3, ordered)) / sum(k)
+      }, 1)
+      expect_equal(unname(p[i, ]), ref, tolerance = 1e-12)
+    }
+    expect_equal(unname(rowSums(p)), c(1, 1), tolerance = 1e-12)
+    if (ordered) {
+      expect_equal(unname(predict(fit, nd, y = c("lo", "mid", "hi"), type = "distribution")),
+                   t(apply(unname(p), 1, cumsum)), tolerance = 1e-12)
+    } else {
+      expect_error(predict(fit, nd, y = "lo", type = "distribution"), class = "localmean_error")
+    }
+    expect_error(predict(fit, nd, type = "quantile"), class = "localmean_error")
+    expect_error(predict(fit, nd, y = "top"), "outside the levels", class = "localmean_error")
+  })
+}
+
+test_that("mlcv chooses every lambda of a categorical response and scores the reference", {
+  fit <- kde(y ~ x + g, data = cat_data, bandwidth = "mlcv", verbose = FALSE)
+  d <- ref_data(fit)
+  lambda_y <- fit$bandwidth$y
+  expect_true(lambda_y >= 0 && lambda_y <= 2 / 3)
+  loo <- vapply(seq_len(fit$n), function(i) {
+    k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, d$x[i, ], d$codes[i, ], d$h,
+                           d$lambda, d$kernel, d$w)
+    k[i] <- 0
+    sum(k * y_kernel_ref(fit$y[i], fit$y, lambda_y, 3, FALSE)) / sum(k)
+  }, 1)
+  expect_equal(fit$cv_loglik, mean(log(loo)), tolerance = 1e-10)
+  logical_fit <- kde(I(x > 0.5) ~ g, data = cat_data, bandwidth = c(0.2, 0.1))
+  expect_equal(sum(predict(logical_fit, cat_data[1, ], y = c(FALSE, TRUE))), 1)
+  expect_output(print(fit), "P\\(y \\| x, g\\).*y lambda \\(unordered\\)")
 })
