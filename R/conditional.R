@@ -44,6 +44,19 @@
 #' in one dimension. Kernels of the user's own are not accepted (the
 #' distribution function needs the kernel's integral).
 #'
+#' **Local linear.** With `degree = 1` (np's `regtype = "ll"`) the estimates are
+#' the intercepts of the local linear fits, in the numeric predictors, of the
+#' same values \eqn{k_{h_y}(y - y_i)}{k_hy(y - y_i)} (or \eqn{G}{G}) under the same weights: the
+#' engine's local polynomial fit, one pass for a whole grid of \eqn{y}{y}. This removes the
+#' design bias of the local constant estimate near the ends of the data, but its
+#' weights can be negative: \eqn{\hat f(y \mid x)}{fhat(y | x)} may be negative in the tails and
+#' \eqn{\hat F(y \mid x)}{Fhat(y | x)} may leave \eqn{[0, 1]}{[0, 1]} or decrease. As np, no
+#' correction is made: the estimates are returned as they are (they still integrate to one
+#' over \eqn{y}{y}); the quantile is the first crossing of \eqn{\tau}{tau} found on the grid of
+#' \eqn{y}{y} (see [predict.local_cdens()]), and likelihood cross-validation scores a non-positive
+#' leave-one-out density as the smallest positive double. Categorical predictors enter
+#' through the weights only. Without numeric predictors `degree` is ignored.
+#'
 #' **Categorical responses.** With a factor, ordered factor or logical response
 #' the estimate is the conditional probability
 #' \eqn{\hat P(y \mid x) = \sum_i w_i K_x(x, x_i) L(y, y_i) / \sum_i w_i K_x(x, x_i)}{Phat(y | x) =
@@ -68,6 +81,7 @@
 #'   \eqn{\sum_i w_i \log \hat f_{-i}(y_i \mid x_i)}{sum_i w_i log fhat_-i(y_i | x_i)}, from the rule of
 #'   thumb, by the joint search of the regression selectors.
 #'
+#' `degree` (0, the default, or 1) is an argument of the two-sided formula only.
 #' The other arguments of [kde()] apply: `kernel`, `weights`, `method`, `n_threads`,
 #' `verbose`, `control`, `subset` and `na.action` (not `gridsize` nor `bounds`).
 #'
@@ -92,10 +106,15 @@
 #' # a factor predictor: the density of mpg within each number of cylinders, smoothed across
 #' fit2 <- kde(mpg ~ factor(cyl), data = mtcars, bandwidth = "mlcv")
 #' fit2
+#' # local linear in x; a categorical response
+#' kde(waiting ~ eruptions, data = faithful, degree = 1)
+#' fit3 <- kde(factor(gear) ~ mpg, data = mtcars, bandwidth = c(3, 0.1))
+#' predict(fit3, data.frame(mpg = c(15, 25)), y = c("3", "4", "5"))
 NULL
 
 kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth = "rot",
-                            gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
+                            degree = 0L, gridsize = NULL, bounds = NULL, method = "auto",
+                            n_threads = NULL,
                             verbose = interactive(), control = local_control(),
                             call = rlang::caller_env()) {
   if (!is.null(gridsize) || !is.null(bounds)) {
@@ -122,6 +141,7 @@ kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth =
       level_types(columns[predictors$kind != "numeric"])
     },
     weights = if (!is.null(weights)) weights / sum(weights), kernel = kernel,
+    degree = if (ncol(predictors$x)) check_cdens_degree(degree, call) else 0L,
     method = check_choice(method, c("auto", "exact", "tree"), call = call),
     control = check_control(control, call = call)), class = "local_cdens")
   n_threads <- n_threads(n_threads)
@@ -157,6 +177,17 @@ check_cdens_response <- function(y, name, call) {
   if (length(unique(y)) < 2L) abort("The response {.field {name}} is constant.", call = call)
   list(y = y, kind = "numeric", levels = NULL)
 }
+
+check_cdens_degree <- function(degree, call) {
+  if (!is.numeric(degree) || length(degree) != 1L || !degree %in% c(0, 1)) {
+    abort(c("{.arg degree} must be 0 (local constant) or 1 (local linear in the numeric
+             predictors).", x = "Got {.val {degree}}."), call = call)
+  }
+  as.integer(degree)
+}
+
+# The local polynomial degree (fits made before it existed: 0).
+cdens_degree <- function(fit) fit$degree %||% 0L
 
 # Whether the response is categorical (its estimate a conditional probability).
 cdens_discrete <- function(fit) !is.null(fit$y_kind) && fit$y_kind != "numeric"
@@ -367,7 +398,7 @@ cdens_search_specs <- function(fit, n_threads) {
 # estimate by removing its own weight from the engine's sums (cdens_self_weight()).
 cdens_at_data <- function(fit, bw, specs, leave_out = FALSE) {
   self <- if (leave_out) cdens_self_weight(fit, bw)
-  if (fit$kernel == "gaussian" && !cdens_discrete(fit)) {
+  if (fit$kernel == "gaussian" && !cdens_discrete(fit) && cdens_degree(fit) == 0L) {
     return(cdens_pairs_gaussian(fit, fit$x, fit$categorical$codes, fit$y, bw, specs, self))
   }
   cdens_pairs(fit, fit$x, fit$categorical$codes, fit$y, "density", bw, self,
@@ -404,10 +435,21 @@ cdens_values <- function(fit, at, type, hy = fit$bandwidth$y) {
 # wsum = the weight sums).
 cdens_local_means <- function(fit, values, points, codes, bw = fit$bandwidth, n_threads = 1L) {
   spec <- engine_spec(fit$x, fit$kernel, bw$h, values = values, prior = fit$weights,
-                      method = fit$method, control = fit$control, m = nrow(points),
-                      categorical = fit$categorical, lambda = bw$lambda, n_threads = n_threads)
+                      degree = cdens_degree(fit), method = fit$method, control = fit$control,
+                      m = nrow(points), categorical = fit$categorical, lambda = bw$lambda,
+                      n_threads = n_threads)
   res <- engine_run(spec, points, query_codes = codes)
-  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum)
+  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum, s00 = res$s00)
+}
+
+# Leave-one-out estimates at the data from the local fits `res` (cdens_local_means()) at the
+# data points: each point's own weight `self` and value `own` removed. A local linear fit is a
+# linear smoother, so deleting point i gives (m_i - l_i v_i) / (1 - l_i) with its leverage
+# l_i = self_i [S^-1]_00 (S the local moment matrix); at degree 0, l_i = self_i / wsum_i.
+cdens_leave_out <- function(fit, res, mean, self, own) {
+  if (cdens_degree(fit) == 0L) return((mean * res$wsum - self * own) / (res$wsum - self))
+  leverage <- self * res$s00
+  (mean - leverage * own) / (1 - leverage)
 }
 
 # Estimates of `type` at every row of `points` for every y of `at`: m x length(at), in blocks
@@ -436,7 +478,7 @@ cdens_pairs <- function(fit, points, codes, at, types, bw = fit$bandwidth, self 
       values <- cdens_values(fit, seq_along(fit$y_levels), types[t], bw$y)
       res <- cdens_local_means(fit, values, points, codes, bw, n_threads)
       out[, t] <- if (is.null(self)) res$mean[own] else {
-        (res$mean[own] * res$wsum - self * values[own]) / (res$wsum - self)
+        cdens_leave_out(fit, res, res$mean[own], self, values[own])
       }
     }
     out[!is.finite(out)] <- NA_real_
@@ -450,8 +492,7 @@ cdens_pairs <- function(fit, points, codes, at, types, bw = fit$bandwidth, self 
     for (t in seq_along(types)) {
       own <- cbind(seq_len(k), (t - 1L) * k + seq_len(k))
       out[rows, t] <- if (is.null(self)) res$mean[own] else {
-        left <- res$wsum - self[rows]
-        (res$mean[own] * res$wsum - self[rows] * values[cbind(rows, own[, 2L])]) / left
+        cdens_leave_out(fit, res, res$mean[own], self[rows], values[cbind(rows, own[, 2L])])
       }
     }
   }
@@ -633,7 +674,8 @@ predict.local_cdens <- function(object, newdata = NULL, y = NULL,
     has <- !is.na(at)
     if (any(has)) {
       rows <- list(points$x[has, , drop = FALSE], points$codes[has, , drop = FALSE], at[has])
-      value[has] <- if (type == "density" && object$kernel == "gaussian" && !discrete) {
+      value[has] <- if (type == "density" && object$kernel == "gaussian" && !discrete &&
+                        cdens_degree(object) == 0L) {
         cdens_pairs_gaussian(object, rows[[1L]], rows[[2L]], rows[[3L]], object$bandwidth,
                              cdens_search_specs(object, n_threads))
       } else {
@@ -699,9 +741,10 @@ print.local_cdens <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   print_fields(
-    sprintf("<local_cdens> %s(%s | %s), n = %d, %s kernel",
+    sprintf("<local_cdens> %s(%s | %s), n = %d, %s kernel%s",
             if (cdens_discrete(x)) "P" else "f", x$response,
-            paste(x$predictors$names, collapse = ", "), x$n, x$kernel),
+            paste(x$predictors$names, collapse = ", "), x$n, x$kernel,
+            if (cdens_degree(x) == 1L) ", local linear" else ""),
     list(Bandwidth = sprintf("%s (%s)", format_cdens_bandwidth(x, digits), x$bandwidth_method),
          `CV log-likelihood` = if (!is.null(x$cv_loglik)) {
            sprintf("%s per observation", format(x$cv_loglik, digits = digits))

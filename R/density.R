@@ -155,7 +155,8 @@ kde <- function(x, ...) UseMethod("kde")
 #' @export
 kde.formula <- function(x, data = NULL, ..., weights = NULL, subset, na.action = stats::na.omit) {
   # `weights` is a formal so that the model frame evaluates it in `data`, as lm() does
-  check_dots(..., .known = setdiff(names(formals(kde.default)), c("x", "weights", "...")))
+  check_dots(..., .known = c(setdiff(names(formals(kde.default)), c("x", "weights", "...")),
+                             if (length(x) == 3L) "degree"))
   call <- match.call(expand.dots = FALSE)
   names(call)[names(call) == "x"] <- "formula"
   mf <- call_model_frame(call, parent.frame())

@@ -339,3 +339,57 @@ test_that("mlcv chooses every lambda of a categorical response and scores the re
   expect_equal(sum(predict(logical_fit, cat_data[1, ], y = c(FALSE, TRUE))), 1)
   expect_output(print(fit), "P\\(y \\| x, g\\).*y lambda \\(unordered\\)")
 })
+
+# ---- Local linear ------------------------------------------------------------------------------
+
+# The intercept of the weighted least-squares line (plane) of the y-kernel values in x - x0.
+ll_ref <- function(d, x0, codes0, y0, type = "density", leave_out = 0L) {
+  k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, x0, codes0, d$h, d$lambda, d$kernel,
+                         d$w)
+  if (leave_out) k[leave_out] <- 0
+  u <- (y0 - d$y) / d$hy
+  v <- if (type == "density") kernel_density_ref(u, d$kernel) / d$hy else cdf_ref(u, d$kernel)
+  z <- sweep(d$x, 2L, x0)
+  unname(stats::coef(stats::lm.wfit(cbind(1, z), v, k))[1L])
+}
+
+test_that("local linear f and F equal the weighted least-squares reference", {
+  set.seed(2)
+  dat <- data.frame(x1 = runif(50), x2 = rnorm(50), g = factor(sample(letters[1:3], 50, TRUE)))
+  dat$y <- dat$x1 + 0.5 * dat$x2 + rnorm(50, sd = 0.3)
+  w <- runif(50, 0.5, 2)
+  for (kernel in c("gaussian", "epanechnikov")) {
+    fit <- kde(y ~ x1 + g + x2, data = dat, weights = w, kernel = kernel, degree = 1,
+               bandwidth = c(0.4, 0.3, 1.5, 0.5))
+    d <- ref_data(fit)
+    nd <- data.frame(x1 = c(0.3, 0.7), x2 = c(-0.2, 0.4),
+                     g = factor(c("b", "c"), levels = letters[1:3]))
+    ys <- c(0, 0.8)
+    dens <- unname(predict(fit, nd, y = ys))
+    dist <- unname(predict(fit, nd, y = ys, type = "distribution"))
+    for (i in 1:2) {
+      x0 <- c(nd$x1[i], nd$x2[i])
+      for (k in 1:2) {
+        expect_equal(dens[i, k], ll_ref(d, x0, as.integer(nd$g[i]), ys[k]), tolerance = 1e-10)
+        expect_equal(dist[i, k], ll_ref(d, x0, as.integer(nd$g[i]), ys[k], "distribution"),
+                     tolerance = 1e-10)
+      }
+    }
+  }
+  expect_output(print(fit), "local linear")
+  expect_error(kde(y ~ x1, data = dat, degree = 2), "degree", class = "localmean_error")
+})
+
+test_that("local linear leave-one-out likelihood equals the reference; quantiles invert F", {
+  fit <- kde(waiting ~ eruptions, data = faithful_small, degree = 1, bandwidth = c(0.4, 5))
+  d <- ref_data(fit)
+  specs <- localmean:::cdens_search_specs(fit, 1L)
+  loo <- localmean:::cdens_at_data(fit, fit$bandwidth, specs, leave_out = TRUE)
+  ref <- vapply(c(1, 20, 45), function(i) {
+    ll_ref(d, d$x[i, ], integer(0), d$y[i], leave_out = i)
+  }, 1)
+  expect_equal(loo[c(1, 20, 45)], ref, tolerance = 1e-10)
+  q <- predict(fit, data.frame(eruptions = c(2, 4)), type = "quantile", tau = c(0.2, 0.7))
+  expect_equal(predict(fit, data.frame(eruptions = c(2, 2, 4, 4), waiting = c(t(q))),
+                       type = "distribution"), c(0.2, 0.7, 0.2, 0.7), tolerance = 1e-9)
+})
