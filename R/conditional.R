@@ -79,7 +79,12 @@
 #' - "mlcv", likelihood cross-validation (np's `bwmethod = "cv.ml"`): every bandwidth
 #'   jointly maximises the leave-one-out log-likelihood
 #'   \eqn{\sum_i w_i \log \hat f_{-i}(y_i \mid x_i)}{sum_i w_i log fhat_-i(y_i | x_i)}, from the rule of
-#'   thumb, by the joint search of the regression selectors.
+#'   thumb, by the joint search of the regression selectors;
+#' - "lscv", least-squares cross-validation (np's `bwmethod = "cv.ls"`): every bandwidth
+#'   jointly minimises \eqn{\sum_i w_i [\int \hat f_{-i}(y \mid x_i)^2 dy - 2 \hat f_{-i}(y_i \mid
+#'   x_i)]}{sum_i w_i [int fhat_-i(y | x_i)^2 dy - 2 fhat_-i(y_i | x_i)]} (the integral a sum over the levels
+#'   of a categorical response), by the same search; the Gaussian kernel for a numeric
+#'   response. Each score costs \eqn{O(n^3)}{O(n^3)}, as np's.
 #'
 #' `degree` (0, the default, or 1) is an argument of the two-sided formula only.
 #' The other arguments of [kde()] apply: `kernel`, `weights`, `method`, `n_threads`,
@@ -93,6 +98,7 @@
 #'   `kernel`, `bandwidth` (a list: `h` of the numeric predictors, `lambda` of
 #'   the categorical ones, `y` of the response), `bandwidth_method`, `cv_loglik`
 #'   (the mean leave-one-out log-likelihood when "mlcv" chose the bandwidths),
+#'   `cv_ls` (the criterion when "lscv" chose them),
 #'   `method`, `terms` and `call`.
 #' @seealso [predict.local_cdens()], [plot.local_cdens()]
 #' @family density
@@ -149,6 +155,7 @@ kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth =
   fit$bandwidth <- chosen[c("h", "lambda", "y")]
   fit$bandwidth_method <- chosen$method
   fit$cv_loglik <- chosen$cv_loglik
+  fit$cv_ls <- chosen$cv_ls
   fit
 }
 
@@ -196,7 +203,7 @@ cdens_discrete <- function(fit) !is.null(fit$y_kind) && fit$y_kind != "numeric"
 # data point at level l (Aitchison-Aitken, or np's normalised Li-Racine for an ordered one).
 cdens_y_table <- function(fit, lambda) {
   discrete_kernel_table(list(levels = list(fit$y_levels), ordered = fit$y_kind == "ordered"),
-                        1L, lambda)
+                        1L, lambda, fit$control)
 }
 
 # The largest lambda of a categorical response.
@@ -231,7 +238,7 @@ resolve_cdens_bandwidth <- function(bandwidth, fit, n_threads, verbose, call) {
                     weights = fit$weights, n_threads = n_threads, verbose = verbose)
     chosen <- run_selector(method, "conditional", problem, call = call)
     bw <- lapply(chosen$bandwidth, function(v) if (!is.null(v)) unname(v))
-    return(c(bw, list(method = method, cv_loglik = chosen$cv_loglik)))
+    return(c(bw, list(method = method, cv_loglik = chosen$cv_loglik, cv_ls = chosen$cv_ls)))
   }
   vars <- c(fit$predictors$names, fit$response)
   if (!is.numeric(bandwidth) || is.matrix(bandwidth) || length(bandwidth) != length(vars)) {
@@ -362,6 +369,49 @@ cdens_joint_search <- function(fit, specs, score, call) {
        h = best$h, floor = bounds[1L, ])
 }
 
+# Least-squares cross-validation (np's cv.ls, Hall, Racine and Li 2004): minimises
+#   LSCV = sum_i w_i [ int f_-i(y | x_i)^2 dy - 2 f_-i(y_i | x_i) ]
+# (the integrated squared error of f(. | x) averaged over the x_i, less its constant) over every
+# bandwidth jointly, by the search of cdens_joint_search().
+cdens_lscv <- function(fit, n_threads, verbose, call = rlang::caller_env()) {
+  if (!cdens_discrete(fit) && fit$kernel != "gaussian") {
+    abort(c("{.code bandwidth = \"lscv\"} of a numeric response needs {.code kernel =
+             \"gaussian\"}.", i = "Use {.val mlcv} or {.val rot} for other kernels."),
+          call = call)
+  }
+  check_spread(cdens_numeric(fit), fit$weights, "lscv", call = call)
+  specs <- cdens_search_specs(fit, n_threads)
+  best <- cdens_joint_search(fit, specs, function(bw) {
+    finite_or_max(cdens_lscv_score(fit, bw, n_threads))
+  }, call)
+  list(bandwidth = best$bandwidth, curve = NULL, cv_ls = best$value)
+}
+
+# The LSCV criterion at bandwidths `bw`. Every estimate is linear in the y-kernel values:
+# f(y | x_i) = sum_j l_ij k_hy(y - y_j), with l_ij the weights of the local constant or local
+# linear fit at x_i (the engine's fits of the unit vectors, one column per data point), and
+# leaving point i out gives the weights a_ij = l_ij / (1 - l_ii), a_ii = 0 (as for any linear
+# smoother). Then int f_-i(y | x_i)^2 dy = sum_jl a_ij a_il c(y_j - y_l), with c the kernel
+# convolved with itself: the Gaussian of scale sqrt(2) h_y, or for a categorical response the
+# sum over the levels z of L(z, y_j) L(z, y_l). O(n^3) per score, as np's.
+cdens_lscv_score <- function(fit, bw, n_threads = 1L) {
+  n <- fit$n
+  ell <- cdens_local_means(fit, diag(n), fit$x, fit$categorical$codes, bw, n_threads)$mean
+  a <- ell / (1 - diag(ell))
+  diag(a) <- 0
+  if (cdens_discrete(fit)) {
+    table <- cdens_y_table(fit, bw$y)
+    conv <- crossprod(table)[fit$y, fit$y]
+    own <- table[fit$y, fit$y]
+  } else {
+    gap <- outer(fit$y, fit$y, "-")
+    conv <- stats::dnorm(gap, sd = sqrt(2) * bw$y)
+    own <- stats::dnorm(gap, sd = bw$y)
+  }
+  w <- fit$weights %||% rep(1 / n, n)
+  sum(w * (rowSums((a %*% conv) * a) - 2 * rowSums(a * own)))
+}
+
 # Warns when the likelihood cross-validation chose the lower limit of some bandwidth.
 warn_mlcv_floor <- function(z, h, floor) {
   low <- h <= floor * (1 + 1e-6)
@@ -411,7 +461,8 @@ cdens_at_data <- function(fit, bw, specs, leave_out = FALSE) {
 cdens_self_weight <- function(fit, bw) {
   w <- rep_len(fit$weights %||% 1, fit$n)
   cat <- fit$categorical
-  if (!is.null(cat)) w <- w * prod(ifelse(cat$ordered, 1, 1 - bw$lambda))
+  wvr <- identical(fit$control$ordered_kernel, "wangvanryzin")
+  if (!is.null(cat)) w <- w * prod(ifelse(cat$ordered & !wvr, 1, 1 - bw$lambda))
   w
 }
 
@@ -748,7 +799,8 @@ print.local_cdens <- function(x, ..., digits = NULL) {
     list(Bandwidth = sprintf("%s (%s)", format_cdens_bandwidth(x, digits), x$bandwidth_method),
          `CV log-likelihood` = if (!is.null(x$cv_loglik)) {
            sprintf("%s per observation", format(x$cv_loglik, digits = digits))
-         }))
+         },
+         `LSCV criterion` = if (!is.null(x$cv_ls)) format(x$cv_ls, digits = digits)))
   invisible(x)
 }
 

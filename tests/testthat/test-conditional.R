@@ -224,7 +224,7 @@ test_that("bad arguments of kde(y ~ x) get classed errors naming them", {
                class = "localmean_error")
   expect_error(kde(waiting ~ eruptions, faithful, bandwidth = c(a = 1, b = 2)), "names",
                class = "localmean_error")
-  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = "lscv"), "bandwidth",
+  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = "plugin"), "bandwidth",
                class = "localmean_error")
   expect_error(kde(mpg ~ factor(cyl), mtcars, bandwidth = c(0.9, 1)), "factor\\(cyl\\)",
                class = "localmean_error")
@@ -392,4 +392,119 @@ test_that("local linear leave-one-out likelihood equals the reference; quantiles
   q <- predict(fit, data.frame(eruptions = c(2, 4)), type = "quantile", tau = c(0.2, 0.7))
   expect_equal(predict(fit, data.frame(eruptions = c(2, 2, 4, 4), waiting = c(t(q))),
                        type = "distribution"), c(0.2, 0.7, 0.2, 0.7), tolerance = 1e-9)
+})
+
+# ---- The Wang-van Ryzin ordered kernel ------------------------------------------------------------
+
+wvr_ref <- function(r, r0, lambda) {
+  ifelse(r == r0, 1 - lambda, (1 - lambda) / 2 * lambda^abs(r - r0))
+}
+
+test_that("the Wang-van Ryzin kernel of ordered factors equals its plain-R reference", {
+  ctrl <- local_control(ordered_kernel = "wangvanryzin")
+  dat <- cat_data
+  dat$r <- factor(cut(dat$x + rnorm(60, sd = 0.2), 4, labels = FALSE), ordered = TRUE)
+  dat$v <- dat$x + as.integer(dat$r) / 4 + rnorm(60, sd = 0.1)
+  fit <- kde(v ~ x + r, data = dat, bandwidth = c(0.2, 0.4, 0.3), control = ctrl)
+  nd <- data.frame(x = c(0.3, 0.6), r = factor(c(1, 3), levels = 1:4, ordered = TRUE))
+  p <- predict(fit, nd, y = c(0.5, 1.2))
+  for (i in 1:2) {
+    k <- dnorm((dat$x - nd$x[i]) / 0.2) * wvr_ref(as.integer(dat$r), as.integer(nd$r[i]), 0.4)
+    for (j in 1:2) {
+      expect_equal(unname(p[i, j]), unname(sum(k * dnorm((c(0.5, 1.2)[j] - dat$v) / 0.3) / 0.3) /
+                                     sum(k)), tolerance = 1e-12)
+    }
+  }
+  # leave-one-out at the data removes the point's own weight 1 - lambda
+  specs <- localmean:::cdens_search_specs(fit, 1L)
+  loo <- localmean:::cdens_at_data(fit, fit$bandwidth, specs, leave_out = TRUE)
+  k <- dnorm((dat$x - dat$x[5]) / 0.2) * wvr_ref(as.integer(dat$r), as.integer(dat$r[5]), 0.4)
+  k[5] <- 0
+  expect_equal(loo[5], sum(k * dnorm((dat$v[5] - dat$v) / 0.3) / 0.3) / sum(k),
+               tolerance = 1e-12)
+  # a regression: the local mean with the same weights
+  lm_fit <- local_mean(v ~ r, data = dat, bandwidth = 0.4, control = ctrl)
+  w <- wvr_ref(as.integer(dat$r), 2L, 0.4)
+  expect_equal(unname(predict(lm_fit, data.frame(r = factor(2, levels = 1:4, ordered = TRUE)))),
+               sum(w * dat$v) / sum(w), tolerance = 1e-12)
+  # an ordered response: the kernel normalised over the levels
+  pfit <- kde(o ~ x, data = cat_data, bandwidth = c(0.2, 0.3), control = ctrl)
+  prob <- predict(pfit, data.frame(x = 0.5), y = c("lo", "mid", "hi"))
+  k <- dnorm((cat_data$x - 0.5) / 0.2)
+  yi <- as.integer(cat_data$o)
+  ref <- vapply(1:3, function(z) {
+    sum(k * wvr_ref(z, yi, 0.3) / vapply(yi, function(l) sum(wvr_ref(1:3, l, 0.3)), 1)) / sum(k)
+  }, 1)
+  expect_equal(unname(prob[1, ]), ref, tolerance = 1e-12)
+  expect_error(local_control(ordered_kernel = "habbema"), "ordered_kernel",
+               class = "localmean_error")
+})
+
+# ---- Least-squares cross-validation ------------------------------------------------------------
+
+# sum_i w_i [int f_-i(y | x_i)^2 dy - 2 f_-i(y_i | x_i)], the integral by quadrature on a fine
+# grid (numeric response) or a sum over the levels, with the leave-one-out estimates of the
+# references above (local constant).
+lscv_ref <- function(fit) {
+  d <- ref_data(fit)
+  w <- d$w / sum(d$w)
+  discrete <- fit$y_kind != "numeric"
+  total <- 0
+  for (i in seq_len(fit$n)) {
+    k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, d$x[i, ], d$codes[i, ], d$h,
+                           d$lambda, d$kernel, d$w)
+    k[i] <- 0
+    a <- k / sum(k)
+    if (discrete) {
+      nlev <- length(fit$y_levels)
+      p <- vapply(seq_len(nlev), function(z) sum(a * y_kernel_ref(z, d$y, d$hy, nlev, FALSE)), 1)
+      total <- total + w[i] * (sum(p^2) - 2 * p[d$y[i]])
+    } else {
+      sq <- stats::integrate(function(y) {
+        vapply(y, function(v) sum(a * dnorm((v - d$y) / d$hy) / d$hy)^2, 1)
+      }, -Inf, Inf, rel.tol = 1e-12)$value
+      total <- total + w[i] * (sq - 2 * sum(a * dnorm((d$y[i] - d$y) / d$hy) / d$hy))
+    }
+  }
+  total
+}
+
+test_that("the lscv criterion equals the reference and the selection minimises it", {
+  skip_on_cran()  # the reference integrates numerically
+  small <- faithful[seq(1, 272, by = 8), ]
+  fit <- kde(waiting ~ eruptions, data = small, bandwidth = "lscv", verbose = FALSE)
+  expect_equal(fit$bandwidth_method, "lscv")
+  expect_equal(fit$cv_ls, lscv_ref(fit), tolerance = 1e-8)
+  score <- function(mult) {
+    bw <- list(h = fit$bandwidth$h * mult[1], lambda = NULL, y = fit$bandwidth$y * mult[2])
+    localmean:::cdens_lscv_score(fit, bw)
+  }
+  for (mult in list(c(0.8, 1), c(1.25, 1), c(1, 0.8), c(1, 1.25))) {
+    expect_gte(score(mult), fit$cv_ls)
+  }
+  # a categorical response with a factor predictor: lambdas jointly
+  cfit <- kde(y ~ x + g, data = cat_data, bandwidth = "lscv", verbose = FALSE)
+  expect_equal(cfit$cv_ls, lscv_ref(cfit), tolerance = 1e-10)
+  expect_output(print(cfit), "LSCV criterion")
+  expect_error(kde(waiting ~ eruptions, data = small, bandwidth = "lscv",
+                   kernel = "epanechnikov"), "gaussian", class = "localmean_error")
+})
+
+test_that("lscv at fixed bandwidths, local linear: the weights of a linear smoother", {
+  skip_on_cran()  # the reference integrates numerically
+  fit <- kde(waiting ~ eruptions, data = faithful[seq(1, 272, by = 8), ], degree = 1,
+             bandwidth = c(0.5, 5))
+  d <- ref_data(fit)
+  w <- rep(1 / fit$n, fit$n)
+  ref <- sum(vapply(seq_len(fit$n), function(i) {
+    z <- cbind(1, d$x[, 1] - d$x[i, 1])
+    k <- dnorm((d$x[, 1] - d$x[i, 1]) / 0.5)
+    k[i] <- 0
+    a <- (solve(crossprod(z, k * z), t(k * z)))[1, ]
+    sq <- stats::integrate(function(y) {
+      vapply(y, function(v) sum(a * dnorm((v - d$y) / 5) / 5)^2, 1)
+    }, -Inf, Inf, rel.tol = 1e-12)$value
+    w[i] * (sq - 2 * sum(a * dnorm((d$y[i] - d$y) / 5) / 5))
+  }, 1))
+  expect_equal(localmean:::cdens_lscv_score(fit, fit$bandwidth), ref, tolerance = 1e-8)
 })
