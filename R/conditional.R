@@ -596,6 +596,37 @@ cdens_quantiles <- function(fit, points, codes, tau, n_threads = 1L, n_grid = 10
   out
 }
 
+# Pointwise standard errors of conditional quantiles q (m x length(tau)), np's (npqreg's)
+# asymptotic formula: the standard error of Fhat(q | x), sqrt(tau (1 - tau) R(K) / (n h f(x))),
+# over fhat(q | x) (the delta method). n h f(x) = c sum_i w_i K_x(x, x_i) (times the effective
+# number of observations 1 / sum w_i^2 with prior weights w summing to one; c is the kernel's
+# normalising constant) and R(K) = int K^2, both to the power of the number of numeric
+# predictors (a product kernel: the Gaussian, or one numeric predictor). NA where fhat <= 0.
+cdens_quantile_se <- function(fit, points, codes, q, tau, n_threads = 1L,
+                              call = rlang::caller_env()) {
+  d <- fit$d
+  if (d > 1L && fit$kernel != "gaussian") {
+    abort("{.arg se.fit} with {d} numeric predictors needs {.code kernel = \"gaussian\"}.",
+          call = call)
+  }
+  row <- kernel_row(fit$kernel)
+  wsum <- cdens_local_means(fit, matrix(1, fit$n, 1L), points, codes, n_threads = n_threads)$wsum
+  local_n <- row$constant^d * wsum *
+    if (is.null(fit$weights)) 1 else weight_summary(fit$weights, fit$n)$n
+  se <- q
+  for (t in seq_along(tau)) {
+    has <- !is.na(q[, t])
+    dens <- rep(NA_real_, nrow(q))
+    if (any(has)) {
+      dens[has] <- cdens_pairs(fit, points[has, , drop = FALSE], codes[has, , drop = FALSE],
+                               q[has, t], "density", n_threads = n_threads)[, 1L]
+    }
+    se[, t] <- sqrt(tau[t] * (1 - tau[t]) * row$roughness^d / local_n) / dens
+  }
+  se[!is.finite(se) | se <= 0] <- NA_real_
+  se
+}
+
 # The root of F(y | x_j) = tau within (lo_j, hi_j] (an infinite end is widened first).
 cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_iter) {
   step <- diff(range(grid))
@@ -665,13 +696,22 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #'   default) takes each row's own response from `newdata` (a vector).
 #' @param type "density", "distribution" or "quantile".
 #' @param tau Probabilities of the quantiles, strictly between 0 and 1.
+#' @param se.fit For quantiles: also their pointwise standard errors, np's
+#'   asymptotic formula (as `np::npqreg()`): the standard error of
+#'   \eqn{\hat F(\hat q \mid x)}{Fhat(qhat | x)}, \eqn{\sqrt{\tau (1 - \tau) R(K)^d / (n h_1 \cdots h_d
+#'   \hat f(x))}}{sqrt(tau (1 - tau) R(K)^d / (n h_1 ... h_d fhat(x)))}, divided by
+#'   \eqn{\hat f(\hat q \mid x)}{fhat(qhat | x)} (\eqn{R(K) = \int K^2}{R(K) = int K^2}, \eqn{\hat f(x)}{fhat(x)} the kernel
+#'   density of the predictors, \eqn{n}{n} the effective number of observations with prior
+#'   weights). First-order and local constant in form; more than one numeric predictor
+#'   needs the Gaussian kernel. `NA` where the density estimate is not positive.
 #' @param n_grid For `plot()`: grid points per axis of the image.
 #' @param points For `plot()`: draw the data.
 #' @inheritParams kde
 #' @param ... Unused, or for `plot()` passed to the plotting functions.
 #' @return `predict()`: with `y`, a matrix with a row per row of `newdata` and a
 #'   column per value of `y`; without, a vector with a value per row; for
-#'   quantiles a matrix with a column per `tau`. `summary()`: an object of class
+#'   quantiles a matrix with a column per `tau` (with `se.fit = TRUE`, a list of
+#'   `fit` and `se.fit`, two such matrices). `summary()`: an object of class
 #'   `summary.local_cdens`; `logLik()`: a `logLik` object.
 #' @name cdens-methods
 #' @family density
@@ -680,6 +720,7 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #' predict(fit, data.frame(eruptions = 3), y = seq(50, 90, by = 10))
 #' predict(fit, data.frame(eruptions = 3, waiting = 70), type = "distribution")
 #' predict(fit, data.frame(eruptions = c(2, 3, 4.5)), type = "quantile", tau = c(0.1, 0.9))
+#' predict(fit, data.frame(eruptions = 3), type = "quantile", tau = 0.5, se.fit = TRUE)
 #' summary(fit)
 #' plot(fit)
 NULL
@@ -688,8 +729,9 @@ NULL
 #' @export
 predict.local_cdens <- function(object, newdata = NULL, y = NULL,
                                 type = c("density", "distribution", "quantile"), tau = 0.5,
-                                n_threads = NULL, verbose = interactive(), ...) {
+                                se.fit = FALSE, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
+  check_flag(se.fit)
   type <- match_choice(type, c("density", "distribution", "quantile"))
   n_threads <- n_threads(n_threads)
   check_flag(verbose)
@@ -699,6 +741,7 @@ predict.local_cdens <- function(object, newdata = NULL, y = NULL,
              response; {.field {object$response}} is {object$y_kind}.",
             i = "Its conditional probabilities are {.code type = \"density\"}."))
   }
+  if (se.fit && type != "quantile") abort("{.arg se.fit} is for {.code type = \"quantile\"}.")
   if (type == "quantile") {
     if (!is.null(y)) abort("{.arg y} is for densities and distributions; quantiles take {.arg tau}.")
     tau <- check_tau(tau)
@@ -717,6 +760,11 @@ predict.local_cdens <- function(object, newdata = NULL, y = NULL,
   if (type == "quantile") {
     q <- cdens_quantiles(object, points$x, points$codes, tau, n_threads)
     colnames(q) <- quantile_names(tau)
+    if (se.fit) {
+      se <- cdens_quantile_se(object, points$x, points$codes, q, tau, n_threads)
+      dimnames(se) <- dimnames(q)
+      return(list(fit = expand_rows(q, ok), se.fit = expand_rows(se, ok)))
+    }
     return(expand_rows(q, ok))
   }
   if (is.null(y)) {

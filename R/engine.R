@@ -42,8 +42,8 @@
 #'   local deviance changes by less than `tol` relative to it (the rule of
 #'   [stats::glm.control()]).
 #' @param ordered_kernel The kernel of ordered factors: "liracine" (the
-#'   default, \eqn{\lambda^{|r - r_i|}}{lambda^|r - r_i|}) or "wangvanryzin" (Wang and van Ryzin,
-#'   np's and statsmodels' default: \eqn{1 - \lambda}{1 - lambda} at the same level,
+#'   default, as np's, \eqn{\lambda^{|r - r_i|}}{lambda^|r - r_i|}) or "wangvanryzin" (Wang and van
+#'   Ryzin, statsmodels' default and np's `oxkertype = "wangvanryzin"`: \eqn{1 - \lambda}{1 - lambda} at the same level,
 #'   \eqn{(1 - \lambda) \lambda^{|r - r_i|} / 2}{(1 - lambda) lambda^|r - r_i| / 2} at the others).
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list of class `local_control`.

@@ -508,3 +508,64 @@ test_that("lscv at fixed bandwidths, local linear: the weights of a linear smoot
   }, 1))
   expect_equal(localmean:::cdens_lscv_score(fit, fit$bandwidth), ref, tolerance = 1e-8)
 })
+
+# ---- Standard errors of quantiles ----------------------------------------------------------------
+
+test_that("quantile standard errors follow the asymptotic formula", {
+  fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
+  nd <- data.frame(eruptions = c(1.9, 3.1, 4.4))
+  tau <- c(0.25, 0.5)
+  p <- predict(fit, nd, type = "quantile", tau = tau, se.fit = TRUE)
+  expect_equal(p$fit, predict(fit, nd, type = "quantile", tau = tau))
+  d <- ref_data(fit)
+  for (i in 1:3) {
+    # n h fhat(x) = sum_i phi((x_i - x) / h)
+    nhf <- sum(dnorm((d$x[, 1] - nd$eruptions[i]) / 0.5))
+    for (t in 1:2) {
+      dens <- cdens_ref(d, nd$eruptions[i], integer(0), p$fit[i, t])
+      expect_equal(unname(p$se.fit[i, t]),
+                   sqrt(tau[t] * (1 - tau[t]) / (2 * sqrt(pi)) / nhf) / dens, tolerance = 1e-10)
+    }
+  }
+  expect_error(predict(fit, nd, y = 60, se.fit = TRUE), "se.fit", class = "localmean_error")
+})
+
+# ---- np at the same bandwidths (np's raw bandwidths: the response's first) -----------------------
+
+test_that("f, F, quantiles and their standard errors equal np's", {
+  skip_on_cran()
+  skip_if_not_installed("np")
+  old <- options(np.messages = FALSE)
+  on.exit(options(old))
+  set.seed(4)
+  n <- 60
+  dat <- data.frame(x = runif(n), g = factor(sample(c("a", "b", "c"), n, TRUE)),
+                    r = factor(sample(1:4, n, TRUE), ordered = TRUE))
+  dat$y <- sin(3 * dat$x) + as.integer(dat$g) / 3 + rnorm(n, sd = 0.3)
+  nd <- data.frame(x = c(0.2, 0.5, 0.8), g = factor(c("a", "b", "c"), levels = c("a", "b", "c")),
+                   r = factor(c(1, 3, 4), levels = 1:4, ordered = TRUE), y = c(0.5, 1, 1.5))
+  for (case in list(list("lc", "liracine"), list("ll", "liracine"), list("lc", "wangvanryzin"))) {
+    fit <- kde(y ~ x + g + r, data = dat, bandwidth = c(0.2, 0.3, 0.4, 0.35),
+               degree = if (case[[1]] == "ll") 1 else 0,
+               control = local_control(ordered_kernel = case[[2]]))
+    args <- list(y ~ x + g + r, data = dat, bws = c(0.35, 0.2, 0.3, 0.4),
+                 bandwidth.compute = FALSE, regtype = case[[1]], oxkertype = case[[2]])
+    bw_dens <- do.call(np::npcdensbw, args)
+    bw_dist <- do.call(np::npcdistbw, args)
+    expect_equal(predict(fit, nd), np::npcdens(bws = bw_dens, newdata = nd)$condens,
+                 tolerance = 1e-8)
+    expect_equal(predict(fit, nd, type = "distribution"),
+                 np::npcdist(bws = bw_dist, newdata = nd)$condist, tolerance = 1e-8)
+  }
+  # quantiles and their standard errors (np inverts to its tol)
+  fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
+  bw <- np::npcdistbw(waiting ~ eruptions, data = faithful_small, bws = c(6, 0.5),
+                      bandwidth.compute = FALSE)
+  nd <- data.frame(eruptions = c(1.9, 3.1, 4.4))
+  for (tau in c(0.25, 0.5)) {
+    q <- np::npqreg(bws = bw, newdata = nd, tau = tau, se = TRUE, tol = 1e-12, small = 1e-14)
+    ours <- predict(fit, nd, type = "quantile", tau = tau, se.fit = TRUE)
+    expect_equal(unname(ours$fit[, 1]), as.vector(q$quantile), tolerance = 1e-8)
+    expect_equal(unname(ours$se.fit[, 1]), as.vector(q$quanterr), tolerance = 1e-8)
+  }
+})

@@ -722,9 +722,9 @@ inline double radial_constant(KernelType type, int d) {
 // - Aitchison and Aitken (1976), unordered levels: 1 - lambda at the query's level and
 //   lambda / (c - 1) at the others; lambda in [0, (c - 1) / c], where every level weighs the same.
 // - Li and Racine (2007), ordered levels: lambda^|difference of ranks|, lambda in [0, 1].
-// - Wang and van Ryzin (1981), ordered levels (np's and statsmodels' default): 1 - lambda at the
-//   query's level and (1 - lambda) / 2 lambda^|difference of ranks| at the others, lambda in
-//   [0, 1] (np's range; at 1 every weight vanishes).
+// - Wang and van Ryzin (1981), ordered levels (statsmodels' default, np's "wangvanryzin"):
+//   1 - lambda at the query's level and (1 - lambda) / 2 lambda^|difference of ranks| at the
+//   others, lambda in [0, 1] (np's range; at 1 every weight vanishes).
 // lambda = 0 keeps the query's level only. For probabilities (densities) every data point must
 // carry unit mass: the ordered weights are then divided by their sum over the query's levels
 // (np's "racineliyan" form); the Aitchison-Aitken weights already sum to 1.
