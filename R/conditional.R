@@ -364,9 +364,27 @@ cdens_joint_search <- function(fit, specs, score, call) {
     bounds <- matrix(numeric(0), 2L, 0L)
   }
   best <- joint_search(score_of, h0, start$lambda, bounds, specs$joint)
+  best <- cdens_polish(score_of, best, bounds, specs$joint)
   lambda <- if (length(start$lambda)) best$lambda
   list(bandwidth = cdens_unpack(fit, best$h, lambda), value = score_of(best$h, lambda = lambda),
        h = best$h, floor = bounds[1L, ])
+}
+
+# A final Nelder-Mead from the joint search's result with a tight tolerance (the search stops
+# at relative changes of 1e-4, np's optimiser goes further), kept when better. list(h, lambda).
+cdens_polish <- function(score_of, best, bounds, spec) {
+  layout <- theta_layout(spec, bounds)
+  score <- theta_score(score_of, layout)
+  clamp <- function(theta) pmin(pmax(theta, layout$bounds[1L, ]), layout$bounds[2L, ])
+  theta0 <- clamp(c(log(best$h), stats::qlogis(best$lambda / layout$lambda_upper)))
+  if (!length(theta0)) return(best)
+  opt <- if (length(theta0) == 1L) {
+    stats::optimize(score, theta0 + c(-0.2, 0.2), tol = 1e-8)[c("minimum", "objective")]
+  } else {
+    stats::optim(theta0, score, method = "Nelder-Mead",
+                 control = list(reltol = 1e-10, maxit = 200L * length(theta0)))[c("par", "value")]
+  }
+  if (opt[[2L]] < score(theta0)) theta_scales(clamp(opt[[1L]]), layout) else best
 }
 
 # Least-squares cross-validation (np's cv.ls, Hall, Racine and Li 2004): minimises
