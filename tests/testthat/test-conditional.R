@@ -338,6 +338,7 @@ test_that("mlcv chooses every lambda of a categorical response and scores the re
   logical_fit <- kde(I(x > 0.5) ~ g, data = cat_data, bandwidth = c(0.2, 0.1))
   expect_equal(sum(predict(logical_fit, cat_data[1, ], y = c(FALSE, TRUE))), 1)
   expect_output(print(fit), "P\\(y \\| x, g\\).*y lambda \\(unordered\\)")
+  expect_equal(tidy(fit)$parameter, c("h", "lambda", "lambda"))
 })
 
 # ---- Local linear ------------------------------------------------------------------------------
