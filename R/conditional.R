@@ -44,6 +44,30 @@
 #' in one dimension. Kernels of the user's own are not accepted (the
 #' distribution function needs the kernel's integral).
 #'
+#' **Local linear.** With `degree = 1` (np's `regtype = "ll"`) the estimates are
+#' the intercepts of the local linear fits, in the numeric predictors, of the
+#' same values \eqn{k_{h_y}(y - y_i)}{k_hy(y - y_i)} (or \eqn{G}{G}) under the same weights: the
+#' engine's local polynomial fit, one pass for a whole grid of \eqn{y}{y}. This removes the
+#' design bias of the local constant estimate near the ends of the data, but its
+#' weights can be negative: \eqn{\hat f(y \mid x)}{fhat(y | x)} may be negative in the tails and
+#' \eqn{\hat F(y \mid x)}{Fhat(y | x)} may leave \eqn{[0, 1]}{[0, 1]} or decrease. As np, no
+#' correction is made: the estimates are returned as they are (they still integrate to one
+#' over \eqn{y}{y}); the quantile is the first crossing of \eqn{\tau}{tau} found on the grid of
+#' \eqn{y}{y} (see [predict.local_cdens()]), and likelihood cross-validation scores a non-positive
+#' leave-one-out density as the smallest positive double. Categorical predictors enter
+#' through the weights only. Without numeric predictors `degree` is ignored.
+#'
+#' **Categorical responses.** With a factor, ordered factor or logical response
+#' the estimate is the conditional probability
+#' \eqn{\hat P(y \mid x) = \sum_i w_i K_x(x, x_i) L(y, y_i) / \sum_i w_i K_x(x, x_i)}{Phat(y | x) =
+#' sum_i w_i K_x(x, x_i) L(y, y_i) / sum_i w_i K_x(x, x_i)} with a discrete kernel \eqn{L}{L} on the
+#' response whose weights sum to one over its levels: Aitchison-Aitken for unordered levels,
+#' Li-Racine \eqn{\lambda^{|y - y_i|}}{lambda^|y - y_i|} divided by its sum over the levels for
+#' ordered ones (np's). Its \eqn{\lambda}{lambda} is the response's bandwidth, chosen by the same
+#' selectors; with \eqn{\lambda = 0}{lambda = 0} the probabilities are those of
+#' [local_classify()] at `degree = 0`. `predict(type = "distribution")` needs an ordered
+#' response; quantiles need a numeric one.
+#'
 #' **Bandwidths.** `bandwidth` is one value per predictor followed by the
 #' response's (or named by the variables): \eqn{h}{h} for numeric columns and the
 #' response, \eqn{\lambda}{lambda} for categorical ones; or a selector:
@@ -55,8 +79,14 @@
 #' - "mlcv", likelihood cross-validation (np's `bwmethod = "cv.ml"`): every bandwidth
 #'   jointly maximises the leave-one-out log-likelihood
 #'   \eqn{\sum_i w_i \log \hat f_{-i}(y_i \mid x_i)}{sum_i w_i log fhat_-i(y_i | x_i)}, from the rule of
-#'   thumb, by the joint search of the regression selectors.
+#'   thumb, by the joint search of the regression selectors;
+#' - "lscv", least-squares cross-validation (np's `bwmethod = "cv.ls"`): every bandwidth
+#'   jointly minimises \eqn{\sum_i w_i [\int \hat f_{-i}(y \mid x_i)^2 dy - 2 \hat f_{-i}(y_i \mid
+#'   x_i)]}{sum_i w_i [int fhat_-i(y | x_i)^2 dy - 2 fhat_-i(y_i | x_i)]} (the integral a sum over the levels
+#'   of a categorical response), by the same search; the Gaussian kernel for a numeric
+#'   response. Each score costs \eqn{O(n^3)}{O(n^3)}, as np's.
 #'
+#' `degree` (0, the default, or 1) is an argument of the two-sided formula only.
 #' The other arguments of [kde()] apply: `kernel`, `weights`, `method`, `n_threads`,
 #' `verbose`, `control`, `subset` and `na.action` (not `gridsize` nor `bounds`).
 #'
@@ -68,6 +98,7 @@
 #'   `kernel`, `bandwidth` (a list: `h` of the numeric predictors, `lambda` of
 #'   the categorical ones, `y` of the response), `bandwidth_method`, `cv_loglik`
 #'   (the mean leave-one-out log-likelihood when "mlcv" chose the bandwidths),
+#'   `cv_ls` (the criterion when "lscv" chose them),
 #'   `method`, `terms` and `call`.
 #' @seealso [predict.local_cdens()], [plot.local_cdens()]
 #' @family density
@@ -81,10 +112,15 @@
 #' # a factor predictor: the density of mpg within each number of cylinders, smoothed across
 #' fit2 <- kde(mpg ~ factor(cyl), data = mtcars, bandwidth = "mlcv")
 #' fit2
+#' # local linear in x; a categorical response
+#' kde(waiting ~ eruptions, data = faithful, degree = 1)
+#' fit3 <- kde(factor(gear) ~ mpg, data = mtcars, bandwidth = c(3, 0.1))
+#' predict(fit3, data.frame(mpg = c(15, 25)), y = c("3", "4", "5"))
 NULL
 
 kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth = "rot",
-                            gridsize = NULL, bounds = NULL, method = "auto", n_threads = NULL,
+                            degree = 0L, gridsize = NULL, bounds = NULL, method = "auto",
+                            n_threads = NULL,
                             verbose = interactive(), control = local_control(),
                             call = rlang::caller_env()) {
   if (!is.null(gridsize) || !is.null(bounds)) {
@@ -92,7 +128,8 @@ kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth =
            response; a conditional density is evaluated by {.fn predict}.", call = call)
   }
   response <- names(mf)[1L]
-  y <- check_cdens_response(stats::model.response(mf), response, call)
+  resp <- check_cdens_response(stats::model.response(mf), response, call)
+  y <- resp$y
   columns <- formula_parts(mf, call)$x
   if (response %in% names(columns)) {
     abort("{.arg x}: the response {.field {response}} is also a predictor.", call = call)
@@ -103,12 +140,14 @@ kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth =
                          need = "The conditional distribution needs the kernel's integral.")
   weights <- check_weights(weights, n, call = call)
   fit <- structure(list(
-    x = predictors$x, y = y, n = n, d = ncol(predictors$x), response = response,
+    x = predictors$x, y = y, y_kind = resp$kind, y_levels = resp$levels, n = n,
+    d = ncol(predictors$x), response = response,
     predictors = predictors[c("names", "kind")], categorical = predictors$categorical,
     level_type = if (!is.null(predictors$categorical)) {
       level_types(columns[predictors$kind != "numeric"])
     },
     weights = if (!is.null(weights)) weights / sum(weights), kernel = kernel,
+    degree = if (ncol(predictors$x)) check_cdens_degree(degree, call) else 0L,
     method = check_choice(method, c("auto", "exact", "tree"), call = call),
     control = check_control(control, call = call)), class = "local_cdens")
   n_threads <- n_threads(n_threads)
@@ -116,19 +155,75 @@ kde_conditional <- function(mf, weights = NULL, kernel = "gaussian", bandwidth =
   fit$bandwidth <- chosen[c("h", "lambda", "y")]
   fit$bandwidth_method <- chosen$method
   fit$cv_loglik <- chosen$cv_loglik
+  fit$cv_ls <- chosen$cv_ls
   fit
 }
 
+# The response: list(y, kind, levels). A numeric one as doubles (kind "numeric"); a factor,
+# ordered factor, logical or character one as its 1-based level codes (kind "unordered" or
+# "ordered"), whose estimate is the conditional probability.
 check_cdens_response <- function(y, name, call) {
+  if (is.factor(y) || is.logical(y) || is.character(y)) {
+    if (is.null(y) || !is.null(dim(y))) abort("The response {.field {name}} must be a vector.",
+                                                call = call)
+    if (anyNA(y)) abort("The response {.field {name}} has missing values.", call = call)
+    kind <- if (is.ordered(y)) "ordered" else "unordered"
+    levels <- if (is.logical(y)) c("FALSE", "TRUE") else levels(as.factor(y))
+    codes <- match(as.character(y), levels)
+    if (length(unique(codes)) < 2L) {
+      abort("The response {.field {name}} has a single value.", call = call)
+    }
+    return(list(y = codes, kind = kind, levels = levels))
+  }
   if (!is.numeric(y) || is.object(y) || !is.null(dim(y))) {
-    abort(c("The response {.field {name}} must be numeric.",
-            i = "For a categorical response, conditional probabilities come from
-                 {.fn local_classify}."), call = call)
+    abort("The response {.field {name}} must be numeric, a factor, an ordered factor or
+           logical.", call = call)
   }
   y <- as.double(y)
   if (any(!is.finite(y))) abort("The response {.field {name}} has non-finite values.", call = call)
   if (length(unique(y)) < 2L) abort("The response {.field {name}} is constant.", call = call)
-  y
+  list(y = y, kind = "numeric", levels = NULL)
+}
+
+check_cdens_degree <- function(degree, call) {
+  if (!is.numeric(degree) || length(degree) != 1L || !degree %in% c(0, 1)) {
+    abort(c("{.arg degree} must be 0 (local constant) or 1 (local linear in the numeric
+             predictors).", x = "Got {.val {degree}}."), call = call)
+  }
+  as.integer(degree)
+}
+
+# The local polynomial degree (fits made before it existed: 0).
+cdens_degree <- function(fit) fit$degree %||% 0L
+
+# Whether the response is categorical (its estimate a conditional probability).
+cdens_discrete <- function(fit) !is.null(fit$y_kind) && fit$y_kind != "numeric"
+
+# The response's discrete kernel as a c x c matrix, [z, l] the probability of level z for a
+# data point at level l (Aitchison-Aitken, or np's normalised Li-Racine for an ordered one).
+cdens_y_table <- function(fit, lambda) {
+  discrete_kernel_table(list(levels = list(fit$y_levels), ordered = fit$y_kind == "ordered"),
+                        1L, lambda, fit$control)
+}
+
+# The largest lambda of a categorical response.
+cdens_y_upper <- function(fit) {
+  if (fit$y_kind == "ordered") 1 else (length(fit$y_levels) - 1) / length(fit$y_levels)
+}
+
+# Level codes of values of a categorical response (`arg` names them in errors).
+cdens_y_codes <- function(fit, y, arg, call = rlang::caller_env()) {
+  if (!(is.factor(y) || is.character(y) || is.logical(y))) {
+    abort("{.arg {arg}} must hold levels of the categorical response {.field {fit$response}}.",
+          call = call)
+  }
+  codes <- match(as.character(y), fit$y_levels)
+  bad <- !is.na(y) & is.na(codes)
+  if (any(bad)) {
+    abort(c("{.arg {arg}} has values outside the levels of {.field {fit$response}}.",
+            x = "Unknown: {.val {unique(as.character(y[bad]))}}."), call = call)
+  }
+  codes
 }
 
 # ---- Bandwidths -------------------------------------------------------------------------------
@@ -139,11 +234,11 @@ resolve_cdens_bandwidth <- function(bandwidth, fit, n_threads, verbose, call) {
   if (is.character(bandwidth)) {
     method <- check_choice(bandwidth, selector_names("conditional"), arg = "bandwidth",
                            call = call)
-    problem <- list(x = cbind(fit$x, fit$y), fit = fit, kernel = fit$kernel,
+    problem <- list(x = cdens_numeric(fit), fit = fit, kernel = fit$kernel,
                     weights = fit$weights, n_threads = n_threads, verbose = verbose)
     chosen <- run_selector(method, "conditional", problem, call = call)
     bw <- lapply(chosen$bandwidth, function(v) if (!is.null(v)) unname(v))
-    return(c(bw, list(method = method, cv_loglik = chosen$cv_loglik)))
+    return(c(bw, list(method = method, cv_loglik = chosen$cv_loglik, cv_ls = chosen$cv_ls)))
   }
   vars <- c(fit$predictors$names, fit$response)
   if (!is.numeric(bandwidth) || is.matrix(bandwidth) || length(bandwidth) != length(vars)) {
@@ -161,7 +256,12 @@ resolve_cdens_bandwidth <- function(bandwidth, fit, n_threads, verbose, call) {
   }
   bandwidth <- unname(as.double(bandwidth))
   hy <- bandwidth[length(vars)]
-  if (!is.finite(hy) || hy <= 0) {
+  if (cdens_discrete(fit)) {
+    if (!is.finite(hy) || hy < 0 || hy > cdens_y_upper(fit)) {
+      abort(c("{.arg bandwidth} of the response {.field {fit$response}} is a lambda in [0,
+               {signif(cdens_y_upper(fit), 4)}].", x = "Got {.val {hy}}."), call = call)
+    }
+  } else if (!is.finite(hy) || hy <= 0) {
     abort(c("{.arg bandwidth} of the response {.field {fit$response}} must be positive and
              finite.", x = "Got {.val {hy}}."), call = call)
   }
@@ -171,11 +271,40 @@ resolve_cdens_bandwidth <- function(bandwidth, fit, n_threads, verbose, call) {
 
 cdens_predictors <- function(fit) c(fit$predictors, list(categorical = fit$categorical))
 
+# The numeric variables: the numeric predictors, then a numeric response.
+cdens_numeric <- function(fit) if (cdens_discrete(fit)) fit$x else cbind(fit$x, fit$y)
+
+# The categorical variables of the joint kernel: the categorical predictors, then a
+# categorical response.
+cdens_joint_categorical <- function(fit) {
+  cat <- fit$categorical
+  if (!cdens_discrete(fit)) return(cat)
+  y <- matrix(as.integer(fit$y), dimnames = list(NULL, fit$response))
+  list(codes = if (is.null(cat)) y else cbind(cat$codes, y),
+       levels = c(cat$levels, stats::setNames(list(fit$y_levels), fit$response)),
+       ordered = c(cat$ordered, fit$y_kind == "ordered"))
+}
+
+# Bandwidths list(h, lambda, y) from the joint search's numeric ones `h` and lambdas (the
+# response's last, numeric or categorical), and back.
+cdens_unpack <- function(fit, h, lambda) {
+  if (cdens_discrete(fit)) {
+    k <- length(lambda)
+    return(list(h = h, lambda = if (k > 1L) lambda[-k], y = lambda[k]))
+  }
+  q <- length(h)
+  list(h = h[-q], lambda = if (length(lambda)) lambda, y = h[q])
+}
+cdens_pack <- function(fit, bw) {
+  if (cdens_discrete(fit)) list(h = bw$h, lambda = c(bw$lambda, bw$y))
+  else list(h = c(bw$h, bw$y), lambda = bw$lambda)
+}
+
 # The normal-reference rule (np's): 1.06 s n^(-1/(4 + q)) for the q numeric variables with the
 # response, s = min(sd, IQR / 1.349), on the Gaussian scale converted to the kernel;
 # lambda = n^(-2/(4 + q)) capped at its upper bound (lambda_rot()).
 cdens_rot <- function(fit, call = rlang::caller_env()) {
-  z <- cbind(fit$x, fit$y)
+  z <- cdens_numeric(fit)
   n <- weight_summary(fit$weights, fit$n)$n
   q <- ncol(z)
   spread <- apply(z, 2L, robust_scale, iqr_divisor = 1.349, weights = fit$weights)
@@ -184,8 +313,12 @@ cdens_rot <- function(fit, call = rlang::caller_env()) {
             i = "Give {.arg bandwidth} as numbers."), call = call)
   }
   h <- 1.06 * spread * n^(-1 / (4 + q)) * kernel_scale_factor(fit$kernel)
-  list(bandwidth = list(h = h[-q], lambda = lambda_rot(fit$categorical, n, q), y = h[q]),
-       curve = NULL)
+  lambda <- lambda_rot(fit$categorical, n, q)
+  if (cdens_discrete(fit)) {
+    return(list(bandwidth = list(h = h, lambda = lambda,
+                                 y = min(cdens_y_upper(fit), n^(-2 / (4 + q)))), curve = NULL))
+  }
+  list(bandwidth = list(h = h[-q], lambda = lambda, y = h[q]), curve = NULL)
 }
 
 # Likelihood cross-validation: minimises the mean negative leave-one-out log-likelihood
@@ -194,41 +327,113 @@ cdens_rot <- function(fit, call = rlang::caller_env()) {
 # of thumb's bandwidths on a grid. A zero (or undefined) leave-one-out density scores as the
 # smallest positive double, as np's cv.ml does, so that the score stays finite.
 cdens_mlcv <- function(fit, n_threads, verbose, call = rlang::caller_env()) {
-  check_spread(cbind(fit$x, fit$y), fit$weights, "mlcv", call = call)
-  start <- cdens_rot(fit, call)$bandwidth
+  check_spread(cdens_numeric(fit), fit$weights, "mlcv", call = call)
   specs <- cdens_search_specs(fit, n_threads)
   w <- fit$weights %||% rep(1 / fit$n, fit$n)
+  score <- function(bw) {
+    dens <- cdens_at_data(fit, bw, specs, leave_out = TRUE)
+    -sum(w * log(pmax(dens, .Machine$double.xmin)), na.rm = TRUE) -
+      sum(w[is.na(dens)]) * log(.Machine$double.xmin)
+  }
+  best <- cdens_joint_search(fit, specs, score, call)
+  warn_mlcv_floor(specs$joint$x, best$h, best$floor)
+  list(bandwidth = best$bandwidth, curve = NULL, cv_loglik = -best$value)
+}
+
+# The joint search of every bandwidth (log h and the lambdas' logits, joint_search()) for a
+# score of list(h, lambda, y), from the best common multiple of the rule of thumb's numeric
+# bandwidths on a grid. None below 1/20 of the rule of thumb nor the resolution of rounded
+# data, where the leave-one-out likelihood of a point's twins grows without bound as the
+# bandwidths shrink. Returns list(bandwidth, value, h (the numeric ones), floor).
+cdens_joint_search <- function(fit, specs, score, call) {
+  start <- cdens_pack(fit, cdens_rot(fit, call)$bandwidth)
   memo <- new.env(parent = emptyenv())
   score_of <- function(h, threads = NULL, lambda = start$lambda) {
     key <- paste(format(c(h, lambda), digits = 17), collapse = ",")
-    if (is.null(memo[[key]])) {
-      q <- length(h)
-      bw <- list(h = h[-q], lambda = lambda, y = h[q])
-      dens <- cdens_at_data(fit, bw, specs, leave_out = TRUE)
-      memo[[key]] <- -sum(w * log(pmax(dens, .Machine$double.xmin)), na.rm = TRUE) -
-        sum(w[is.na(dens)]) * log(.Machine$double.xmin)
-    }
+    if (is.null(memo[[key]])) memo[[key]] <- score(cdens_unpack(fit, h, lambda))
     memo[[key]]
   }
-  h0 <- c(start$h, start$y)
-  mult <- exp(seq(log(0.25), log(2), length.out = 10L))
-  values <- vapply(mult, function(a) score_of(a * h0), 1)
-  # as lscv: none below 1/20 of the rule of thumb nor the resolution of rounded data, where the
-  # leave-one-out likelihood of a point's twins grows without bound as the bandwidths shrink
+  h0 <- start$h
   bounds <- bandwidth_bounds(specs$joint)
-  bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, h0))
-  best <- joint_search(score_of, pmax(mult[which.min(values)] * h0, bounds[1L, ]), start$lambda,
-                       bounds, specs$joint)
-  q <- length(best$h)
-  warn_mlcv_floor(specs$joint$x, best$h, bounds[1L, ])
-  lambda <- if (length(start$lambda)) best$lambda else NULL
-  list(bandwidth = list(h = best$h[-q], lambda = lambda, y = best$h[q]), curve = NULL,
-       cv_loglik = -score_of(best$h, lambda = lambda %||% start$lambda))
+  if (length(h0)) {
+    mult <- exp(seq(log(0.25), log(2), length.out = 10L))
+    values <- vapply(mult, function(a) score_of(a * h0), 1)
+    bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, h0))
+    h0 <- pmax(mult[which.min(values)] * h0, bounds[1L, ])
+  } else {
+    bounds <- matrix(numeric(0), 2L, 0L)
+  }
+  best <- joint_search(score_of, h0, start$lambda, bounds, specs$joint)
+  best <- cdens_polish(score_of, best, bounds, specs$joint)
+  lambda <- if (length(start$lambda)) best$lambda
+  list(bandwidth = cdens_unpack(fit, best$h, lambda), value = score_of(best$h, lambda = lambda),
+       h = best$h, floor = bounds[1L, ])
+}
+
+# A final Nelder-Mead from the joint search's result with a tight tolerance (the search stops
+# at relative changes of 1e-4, np's optimiser goes further), kept when better. list(h, lambda).
+cdens_polish <- function(score_of, best, bounds, spec) {
+  layout <- theta_layout(spec, bounds)
+  score <- theta_score(score_of, layout)
+  clamp <- function(theta) pmin(pmax(theta, layout$bounds[1L, ]), layout$bounds[2L, ])
+  theta0 <- clamp(c(log(best$h), stats::qlogis(best$lambda / layout$lambda_upper)))
+  if (!length(theta0)) return(best)
+  opt <- if (length(theta0) == 1L) {
+    stats::optimize(score, theta0 + c(-0.2, 0.2), tol = 1e-8)[c("minimum", "objective")]
+  } else {
+    stats::optim(theta0, score, method = "Nelder-Mead",
+                 control = list(reltol = 1e-10, maxit = 200L * length(theta0)))[c("par", "value")]
+  }
+  if (opt[[2L]] < score(theta0)) theta_scales(clamp(opt[[1L]]), layout) else best
+}
+
+# Least-squares cross-validation (np's cv.ls, Hall, Racine and Li 2004): minimises
+#   LSCV = sum_i w_i [ int f_-i(y | x_i)^2 dy - 2 f_-i(y_i | x_i) ]
+# (the integrated squared error of f(. | x) averaged over the x_i, less its constant) over every
+# bandwidth jointly, by the search of cdens_joint_search().
+cdens_lscv <- function(fit, n_threads, verbose, call = rlang::caller_env()) {
+  if (!cdens_discrete(fit) && fit$kernel != "gaussian") {
+    abort(c("{.code bandwidth = \"lscv\"} of a numeric response needs {.code kernel =
+             \"gaussian\"}.", i = "Use {.val mlcv} or {.val rot} for other kernels."),
+          call = call)
+  }
+  check_spread(cdens_numeric(fit), fit$weights, "lscv", call = call)
+  specs <- cdens_search_specs(fit, n_threads)
+  best <- cdens_joint_search(fit, specs, function(bw) {
+    finite_or_max(cdens_lscv_score(fit, bw, n_threads))
+  }, call)
+  list(bandwidth = best$bandwidth, curve = NULL, cv_ls = best$value)
+}
+
+# The LSCV criterion at bandwidths `bw`. Every estimate is linear in the y-kernel values:
+# f(y | x_i) = sum_j l_ij k_hy(y - y_j), with l_ij the weights of the local constant or local
+# linear fit at x_i (the engine's fits of the unit vectors, one column per data point), and
+# leaving point i out gives the weights a_ij = l_ij / (1 - l_ii), a_ii = 0 (as for any linear
+# smoother). Then int f_-i(y | x_i)^2 dy = sum_jl a_ij a_il c(y_j - y_l), with c the kernel
+# convolved with itself: the Gaussian of scale sqrt(2) h_y, or for a categorical response the
+# sum over the levels z of L(z, y_j) L(z, y_l). O(n^3) per score, as np's.
+cdens_lscv_score <- function(fit, bw, n_threads = 1L) {
+  n <- fit$n
+  ell <- cdens_local_means(fit, diag(n), fit$x, fit$categorical$codes, bw, n_threads)$mean
+  a <- ell / (1 - diag(ell))
+  diag(a) <- 0
+  if (cdens_discrete(fit)) {
+    table <- cdens_y_table(fit, bw$y)
+    conv <- crossprod(table)[fit$y, fit$y]
+    own <- table[fit$y, fit$y]
+  } else {
+    gap <- outer(fit$y, fit$y, "-")
+    conv <- stats::dnorm(gap, sd = sqrt(2) * bw$y)
+    own <- stats::dnorm(gap, sd = bw$y)
+  }
+  w <- fit$weights %||% rep(1 / n, n)
+  sum(w * (rowSums((a %*% conv) * a) - 2 * rowSums(a * own)))
 }
 
 # Warns when the likelihood cross-validation chose the lower limit of some bandwidth.
 warn_mlcv_floor <- function(z, h, floor) {
   low <- h <= floor * (1 + 1e-6)
+  if (!length(h)) return(invisible())
   if (!any(low)) return(invisible())
   tied <- vapply(which(low), function(j) mean(duplicated(z[, j])), 1)
   warn(c("The {.val mlcv} score has its maximum at the smallest bandwidth searched for
@@ -245,10 +450,12 @@ warn_mlcv_floor <- function(z, h, floor) {
 # cdens_pairs_gaussian().
 cdens_search_specs <- function(fit, n_threads) {
   lambda <- lambda_upper(fit$categorical)
-  joint <- engine_spec(cbind(fit$x, fit$y), fit$kernel, rep(1, fit$d + 1L), prior = fit$weights,
-                       method = fit$method, control = fit$control,
-                       categorical = fit$categorical, lambda = lambda, n_threads = n_threads)
-  colnames(joint$x) <- c(colnames(fit$x), fit$response)
+  z <- cdens_numeric(fit)
+  joint_cat <- cdens_joint_categorical(fit)
+  joint <- engine_spec(z, fit$kernel, rep(1, ncol(z)), prior = fit$weights,
+                       method = fit$method, control = fit$control, categorical = joint_cat,
+                       lambda = lambda_upper(joint_cat), n_threads = n_threads)
+  if (ncol(z)) colnames(joint$x) <- c(colnames(fit$x), if (!cdens_discrete(fit)) fit$response)
   x <- engine_spec(fit$x, fit$kernel, rep(1, fit$d), prior = fit$weights, method = fit$method,
                    control = fit$control, categorical = fit$categorical, lambda = lambda,
                    n_threads = n_threads)
@@ -259,7 +466,7 @@ cdens_search_specs <- function(fit, n_threads) {
 # estimate by removing its own weight from the engine's sums (cdens_self_weight()).
 cdens_at_data <- function(fit, bw, specs, leave_out = FALSE) {
   self <- if (leave_out) cdens_self_weight(fit, bw)
-  if (fit$kernel == "gaussian") {
+  if (fit$kernel == "gaussian" && !cdens_discrete(fit) && cdens_degree(fit) == 0L) {
     return(cdens_pairs_gaussian(fit, fit$x, fit$categorical$codes, fit$y, bw, specs, self))
   }
   cdens_pairs(fit, fit$x, fit$categorical$codes, fit$y, "density", bw, self,
@@ -272,7 +479,8 @@ cdens_at_data <- function(fit, bw, specs, leave_out = FALSE) {
 cdens_self_weight <- function(fit, bw) {
   w <- rep_len(fit$weights %||% 1, fit$n)
   cat <- fit$categorical
-  if (!is.null(cat)) w <- w * prod(ifelse(cat$ordered, 1, 1 - bw$lambda))
+  wvr <- identical(fit$control$ordered_kernel, "wangvanryzin")
+  if (!is.null(cat)) w <- w * prod(ifelse(cat$ordered & !wvr, 1, 1 - bw$lambda))
   w
 }
 
@@ -281,6 +489,11 @@ cdens_self_weight <- function(fit, bw) {
 # The values whose local means are the estimates: k_hy(at_k - y_i) ("density") or
 # G((at_k - y_i) / h_y) ("distribution"), n x length(at).
 cdens_values <- function(fit, at, type, hy = fit$bandwidth$y) {
+  if (cdens_discrete(fit)) {
+    table <- cdens_y_table(fit, hy)
+    if (type == "distribution") table <- apply(table, 2L, cumsum)
+    return(t(table[at, fit$y, drop = FALSE]))
+  }
   u <- outer(fit$y, at, function(yi, a) (a - yi) / hy)
   v <- if (type == "density") kernel_value(u, fit$kernel) / hy else kernel_cdf(u, fit$kernel)
   matrix(v, fit$n)
@@ -291,10 +504,21 @@ cdens_values <- function(fit, at, type, hy = fit$bandwidth$y) {
 # wsum = the weight sums).
 cdens_local_means <- function(fit, values, points, codes, bw = fit$bandwidth, n_threads = 1L) {
   spec <- engine_spec(fit$x, fit$kernel, bw$h, values = values, prior = fit$weights,
-                      method = fit$method, control = fit$control, m = nrow(points),
-                      categorical = fit$categorical, lambda = bw$lambda, n_threads = n_threads)
+                      degree = cdens_degree(fit), method = fit$method, control = fit$control,
+                      m = nrow(points), categorical = fit$categorical, lambda = bw$lambda,
+                      n_threads = n_threads)
   res <- engine_run(spec, points, query_codes = codes)
-  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum)
+  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum, s00 = res$s00)
+}
+
+# Leave-one-out estimates at the data from the local fits `res` (cdens_local_means()) at the
+# data points: each point's own weight `self` and value `own` removed. A local linear fit is a
+# linear smoother, so deleting point i gives (m_i - l_i v_i) / (1 - l_i) with its leverage
+# l_i = self_i [S^-1]_00 (S the local moment matrix); at degree 0, l_i = self_i / wsum_i.
+cdens_leave_out <- function(fit, res, mean, self, own) {
+  if (cdens_degree(fit) == 0L) return((mean * res$wsum - self * own) / (res$wsum - self))
+  leverage <- self * res$s00
+  (mean - leverage * own) / (1 - leverage)
 }
 
 # Estimates of `type` at every row of `points` for every y of `at`: m x length(at), in blocks
@@ -316,6 +540,19 @@ cdens_pairs <- function(fit, points, codes, at, types, bw = fit$bandwidth, self 
                         n_threads = 1L, block = 32L) {
   m <- nrow(points)
   out <- matrix(NA_real_, m, length(types))
+  if (cdens_discrete(fit)) {
+    # one pass with a column per level, each pair reading its own level's
+    own <- cbind(seq_len(m), at)
+    for (t in seq_along(types)) {
+      values <- cdens_values(fit, seq_along(fit$y_levels), types[t], bw$y)
+      res <- cdens_local_means(fit, values, points, codes, bw, n_threads)
+      out[, t] <- if (is.null(self)) res$mean[own] else {
+        cdens_leave_out(fit, res, res$mean[own], self, values[own])
+      }
+    }
+    out[!is.finite(out)] <- NA_real_
+    return(out)
+  }
   for (rows in split(seq_len(m), (seq_len(m) - 1L) %/% block)) {
     k <- length(rows)
     values <- do.call(cbind, lapply(types, function(t) cdens_values(fit, at[rows], t, bw$y)))
@@ -324,8 +561,7 @@ cdens_pairs <- function(fit, points, codes, at, types, bw = fit$bandwidth, self 
     for (t in seq_along(types)) {
       own <- cbind(seq_len(k), (t - 1L) * k + seq_len(k))
       out[rows, t] <- if (is.null(self)) res$mean[own] else {
-        left <- res$wsum - self[rows]
-        (res$mean[own] * res$wsum - self[rows] * values[cbind(rows, own[, 2L])]) / left
+        cdens_leave_out(fit, res, res$mean[own], self[rows], values[cbind(rows, own[, 2L])])
       }
     }
   }
@@ -376,6 +612,37 @@ cdens_quantiles <- function(fit, points, codes, tau, n_threads = 1L, n_grid = 10
     out[, t] <- cdens_invert(fit, points, codes, tau[t], lo, hi, grid, n_threads, max_iter)
   }
   out
+}
+
+# Pointwise standard errors of conditional quantiles q (m x length(tau)), np's (npqreg's)
+# asymptotic formula: the standard error of Fhat(q | x), sqrt(tau (1 - tau) R(K) / (n h f(x))),
+# over fhat(q | x) (the delta method). n h f(x) = c sum_i w_i K_x(x, x_i) (times the effective
+# number of observations 1 / sum w_i^2 with prior weights w summing to one; c is the kernel's
+# normalising constant) and R(K) = int K^2, both to the power of the number of numeric
+# predictors (a product kernel: the Gaussian, or one numeric predictor). NA where fhat <= 0.
+cdens_quantile_se <- function(fit, points, codes, q, tau, n_threads = 1L,
+                              call = rlang::caller_env()) {
+  d <- fit$d
+  if (d > 1L && fit$kernel != "gaussian") {
+    abort("{.arg se.fit} with {d} numeric predictors needs {.code kernel = \"gaussian\"}.",
+          call = call)
+  }
+  row <- kernel_row(fit$kernel)
+  wsum <- cdens_local_means(fit, matrix(1, fit$n, 1L), points, codes, n_threads = n_threads)$wsum
+  local_n <- row$constant^d * wsum *
+    if (is.null(fit$weights)) 1 else weight_summary(fit$weights, fit$n)$n
+  se <- q
+  for (t in seq_along(tau)) {
+    has <- !is.na(q[, t])
+    dens <- rep(NA_real_, nrow(q))
+    if (any(has)) {
+      dens[has] <- cdens_pairs(fit, points[has, , drop = FALSE], codes[has, , drop = FALSE],
+                               q[has, t], "density", n_threads = n_threads)[, 1L]
+    }
+    se[, t] <- sqrt(tau[t] * (1 - tau[t]) * row$roughness^d / local_n) / dens
+  }
+  se[!is.finite(se) | se <= 0] <- NA_real_
+  se
 }
 
 # The root of F(y | x_j) = tau within (lo_j, hi_j] (an infinite end is widened first).
@@ -447,13 +714,22 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #'   default) takes each row's own response from `newdata` (a vector).
 #' @param type "density", "distribution" or "quantile".
 #' @param tau Probabilities of the quantiles, strictly between 0 and 1.
+#' @param se.fit For quantiles: also their pointwise standard errors, np's
+#'   asymptotic formula (as `np::npqreg()`): the standard error of
+#'   \eqn{\hat F(\hat q \mid x)}{Fhat(qhat | x)}, \eqn{\sqrt{\tau (1 - \tau) R(K)^d / (n h_1 \cdots h_d
+#'   \hat f(x))}}{sqrt(tau (1 - tau) R(K)^d / (n h_1 ... h_d fhat(x)))}, divided by
+#'   \eqn{\hat f(\hat q \mid x)}{fhat(qhat | x)} (\eqn{R(K) = \int K^2}{R(K) = int K^2}, \eqn{\hat f(x)}{fhat(x)} the kernel
+#'   density of the predictors, \eqn{n}{n} the effective number of observations with prior
+#'   weights). First-order and local constant in form; more than one numeric predictor
+#'   needs the Gaussian kernel. `NA` where the density estimate is not positive.
 #' @param n_grid For `plot()`: grid points per axis of the image.
 #' @param points For `plot()`: draw the data.
 #' @inheritParams kde
 #' @param ... Unused, or for `plot()` passed to the plotting functions.
 #' @return `predict()`: with `y`, a matrix with a row per row of `newdata` and a
 #'   column per value of `y`; without, a vector with a value per row; for
-#'   quantiles a matrix with a column per `tau`. `summary()`: an object of class
+#'   quantiles a matrix with a column per `tau` (with `se.fit = TRUE`, a list of
+#'   `fit` and `se.fit`, two such matrices). `summary()`: an object of class
 #'   `summary.local_cdens`; `logLik()`: a `logLik` object.
 #' @name cdens-methods
 #' @family density
@@ -462,6 +738,7 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #' predict(fit, data.frame(eruptions = 3), y = seq(50, 90, by = 10))
 #' predict(fit, data.frame(eruptions = 3, waiting = 70), type = "distribution")
 #' predict(fit, data.frame(eruptions = c(2, 3, 4.5)), type = "quantile", tau = c(0.1, 0.9))
+#' predict(fit, data.frame(eruptions = 3), type = "quantile", tau = 0.5, se.fit = TRUE)
 #' summary(fit)
 #' plot(fit)
 NULL
@@ -470,19 +747,30 @@ NULL
 #' @export
 predict.local_cdens <- function(object, newdata = NULL, y = NULL,
                                 type = c("density", "distribution", "quantile"), tau = 0.5,
-                                n_threads = NULL, verbose = interactive(), ...) {
+                                se.fit = FALSE, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
+  check_flag(se.fit)
   type <- match_choice(type, c("density", "distribution", "quantile"))
   n_threads <- n_threads(n_threads)
   check_flag(verbose)
+  discrete <- cdens_discrete(object)
+  if (discrete && (type == "quantile" || (type == "distribution" && object$y_kind != "ordered"))) {
+    abort(c("{.arg type} {.val {type}} needs a numeric{if (type == 'distribution') ' or ordered'}
+             response; {.field {object$response}} is {object$y_kind}.",
+            i = "Its conditional probabilities are {.code type = \"density\"}."))
+  }
+  if (se.fit && type != "quantile") abort("{.arg se.fit} is for {.code type = \"quantile\"}.")
   if (type == "quantile") {
     if (!is.null(y)) abort("{.arg y} is for densities and distributions; quantiles take {.arg tau}.")
     tau <- check_tau(tau)
   } else if (!missing(tau)) {
     abort("{.arg tau} is for {.code type = \"quantile\"}.")
   }
-  if (!is.null(y) && (!is.numeric(y) || is.object(y) || length(y) == 0L ||
-                      any(is.infinite(y) | is.nan(y)))) {
+  if (discrete && !is.null(y)) {
+    labels <- as.character(y)
+    y <- cdens_y_codes(object, y, "y")
+  } else if (!is.null(y) && (!is.numeric(y) || is.object(y) || length(y) == 0L ||
+                             any(is.infinite(y) | is.nan(y)))) {
     abort("{.arg y} must be a numeric vector of finite values (or {.code NA}).")
   }
   points <- cdens_new_points(object, newdata, need_response = type != "quantile" && is.null(y))
@@ -490,6 +778,11 @@ predict.local_cdens <- function(object, newdata = NULL, y = NULL,
   if (type == "quantile") {
     q <- cdens_quantiles(object, points$x, points$codes, tau, n_threads)
     colnames(q) <- quantile_names(tau)
+    if (se.fit) {
+      se <- cdens_quantile_se(object, points$x, points$codes, q, tau, n_threads)
+      dimnames(se) <- dimnames(q)
+      return(list(fit = expand_rows(q, ok), se.fit = expand_rows(se, ok)))
+    }
     return(expand_rows(q, ok))
   }
   if (is.null(y)) {
@@ -498,7 +791,8 @@ predict.local_cdens <- function(object, newdata = NULL, y = NULL,
     has <- !is.na(at)
     if (any(has)) {
       rows <- list(points$x[has, , drop = FALSE], points$codes[has, , drop = FALSE], at[has])
-      value[has] <- if (type == "density" && object$kernel == "gaussian") {
+      value[has] <- if (type == "density" && object$kernel == "gaussian" && !discrete &&
+                        cdens_degree(object) == 0L) {
         cdens_pairs_gaussian(object, rows[[1L]], rows[[2L]], rows[[3L]], object$bandwidth,
                              cdens_search_specs(object, n_threads))
       } else {
@@ -512,7 +806,7 @@ predict.local_cdens <- function(object, newdata = NULL, y = NULL,
   if (any(has) && nrow(points$x)) {
     value[, has] <- cdens_grid(object, points$x, points$codes, as.double(y[has]), type, n_threads)
   }
-  colnames(value) <- format(y)
+  colnames(value) <- if (discrete) labels else format(y)
   expand_rows(value, ok)
 }
 
@@ -542,8 +836,14 @@ cdens_new_points <- function(object, newdata, need_response, call = rlang::calle
       abort(c("{.arg newdata} lacks the response {.field {object$response}}.",
               i = "Give the values at which to evaluate as {.arg y}."), call = call)
     }
-    if (!is.numeric(y) || length(y) != nrow(newdata)) {
+    if (cdens_discrete(object)) {
+      y <- cdens_y_codes(object, y, "newdata", call = call)
+    } else if (!is.numeric(y)) {
       abort("The response {.field {object$response}} of {.arg newdata} must be numeric.",
+            call = call)
+    }
+    if (length(y) != nrow(newdata)) {
+      abort("The response {.field {object$response}} of {.arg newdata} has the wrong length.",
             call = call)
     }
     points$y <- as.double(y)[points$ok]
@@ -558,12 +858,15 @@ print.local_cdens <- function(x, ..., digits = NULL) {
   check_dots(...)
   digits <- check_digits(digits)
   print_fields(
-    sprintf("<local_cdens> f(%s | %s), n = %d, %s kernel", x$response,
-            paste(x$predictors$names, collapse = ", "), x$n, x$kernel),
+    sprintf("<local_cdens> %s(%s | %s), n = %d, %s kernel%s",
+            if (cdens_discrete(x)) "P" else "f", x$response,
+            paste(x$predictors$names, collapse = ", "), x$n, x$kernel,
+            if (cdens_degree(x) == 1L) ", local linear" else ""),
     list(Bandwidth = sprintf("%s (%s)", format_cdens_bandwidth(x, digits), x$bandwidth_method),
          `CV log-likelihood` = if (!is.null(x$cv_loglik)) {
            sprintf("%s per observation", format(x$cv_loglik, digits = digits))
-         }))
+         },
+         `LSCV criterion` = if (!is.null(x$cv_ls)) format(x$cv_ls, digits = digits)))
   invisible(x)
 }
 
@@ -571,7 +874,8 @@ format_cdens_bandwidth <- function(x, digits = 4L) {
   kind <- x$predictors$kind
   value <- join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors)
   label <- ifelse(kind == "numeric", "h", paste0("lambda (", kind, ")"))
-  paste(paste0(c(x$predictors$names, x$response), " ", c(label, "h"), " = ",
+  y_label <- if (cdens_discrete(x)) paste0("lambda (", x$y_kind, ")") else "h"
+  paste(paste0(c(x$predictors$names, x$response), " ", c(label, y_label), " = ",
                show_num(c(value, x$bandwidth$y), digits)), collapse = ", ")
 }
 
@@ -583,9 +887,14 @@ summary.local_cdens <- function(object, ..., digits = NULL) {
   loo <- cdens_at_data(object, object$bandwidth, specs, leave_out = TRUE)
   w <- object$weights %||% rep(1 / object$n, object$n)
   at <- cdens_summary_points(object)
-  tau <- c(0.25, 0.5, 0.75)
-  quartiles <- cdens_quantiles(object, at$x, at$codes, tau)
-  colnames(quartiles) <- quantile_names(tau)
+  if (cdens_discrete(object)) {
+    quartiles <- cdens_grid(object, at$x, at$codes, seq_along(object$y_levels), "density")
+    colnames(quartiles) <- paste0("P(", object$y_levels, ")")
+  } else {
+    tau <- c(0.25, 0.5, 0.75)
+    quartiles <- cdens_quantiles(object, at$x, at$codes, tau)
+    colnames(quartiles) <- quantile_names(tau)
+  }
   structure(list(fit = object, cv_loglik = sum(w * log(pmax(loo, .Machine$double.xmin)),
                                                na.rm = TRUE),
                  quartiles = cbind(at$frame, as.data.frame(quartiles, check.names = FALSE)),
@@ -631,7 +940,7 @@ print.summary.local_cdens <- function(x, ..., digits = x$digits) {
   digits <- print_summary_fit(x, digits)
   print_fields(NULL, list(`Leave-one-out log-likelihood` = sprintf(
     "%s per observation", format(x$cv_loglik, digits = digits))))
-  cat("Conditional quartiles:\n")
+  cat(if (cdens_discrete(x$fit)) "Conditional probabilities:\n" else "Conditional quartiles:\n")
   q <- x$quartiles
   num <- vapply(q, is.numeric, TRUE)
   q[num] <- lapply(q[num], signif, digits = digits)
@@ -669,6 +978,7 @@ plot.local_cdens <- function(x, tau = c(0.1, 0.5, 0.9), n_grid = 101L, points = 
   n_grid <- check_count(n_grid, min = 3)
   check_flag(points)
   kind <- x$predictors$kind
+  if (cdens_discrete(x)) return(plot_cdens_probabilities(x, n_grid, ...))
   hy <- x$bandwidth$y
   ys <- seq(min(x$y) - 2 * hy, max(x$y) + 2 * hy, length.out = n_grid)
   if (length(kind) == 1L && kind == "numeric") {
@@ -705,4 +1015,24 @@ plot.local_cdens <- function(x, tau = c(0.1, 0.5, 0.9), n_grid = 101L, points = 
     return(invisible(x))
   }
   abort("{.fn plot} of a conditional density needs exactly one predictor; use {.fn predict}.")
+}
+
+# plot() of a categorical response: the conditional probability of each level along one
+# numeric predictor.
+plot_cdens_probabilities <- function(x, n_grid, ...) {
+  if (!identical(x$predictors$kind, "numeric")) {
+    abort("{.fn plot} of conditional probabilities needs exactly one numeric predictor; use
+           {.fn predict}.", call = rlang::caller_env())
+  }
+  xs <- seq(min(x$x), max(x$x), length.out = n_grid)
+  prob <- cdens_grid(x, matrix(xs, dimnames = list(NULL, colnames(x$x))), NULL,
+                     seq_along(x$y_levels), "density")
+  cols <- grDevices::hcl.colors(max(2L, length(x$y_levels)), "Dark 3")[seq_along(x$y_levels)]
+  plot_with_defaults(range(xs), c(0, 1), type = "n", xlab = x$predictors$names,
+                     ylab = "probability",
+                     main = sprintf("Conditional probabilities of %s", x$response), ...)
+  graphics::matlines(xs, prob, lty = 1, lwd = 2, col = cols)
+  graphics::legend("topright", legend = x$y_levels, col = cols, lwd = 2, bty = "n",
+                   title = x$response)
+  invisible(x)
 }

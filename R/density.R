@@ -155,7 +155,8 @@ kde <- function(x, ...) UseMethod("kde")
 #' @export
 kde.formula <- function(x, data = NULL, ..., weights = NULL, subset, na.action = stats::na.omit) {
   # `weights` is a formal so that the model frame evaluates it in `data`, as lm() does
-  check_dots(..., .known = setdiff(names(formals(kde.default)), c("x", "weights", "...")))
+  check_dots(..., .known = c(setdiff(names(formals(kde.default)), c("x", "weights", "...")),
+                             if (length(x) == 3L) "degree"))
   call <- match.call(expand.dots = FALSE)
   names(call)[names(call) == "x"] <- "formula"
   mf <- call_model_frame(call, parent.frame())
@@ -1037,13 +1038,13 @@ kde_mixed_estimate <- function(fit, frame, n_threads, verbose) {
 # L(z, l) of level z for a data point at level l (columns sum to one). The values come from
 # the engine itself, one data point per level with one-hot values, so that they are the
 # registry's kernel.
-discrete_kernel_table <- function(categorical, j, lambda) {
+discrete_kernel_table <- function(categorical, j, lambda, control = local_control()) {
   c <- length(categorical$levels[[j]])
   one <- list(codes = matrix(seq_len(c)), levels = categorical$levels[j],
               ordered = categorical$ordered[j])
   none <- matrix(numeric(0), c, 0L)
   spec <- engine_spec(none, "gaussian", values = diag(c), method = "exact", categorical = one,
-                      lambda = lambda, unit_mass = TRUE)
+                      lambda = lambda, unit_mass = TRUE, control = control)
   res <- engine_run(spec, none, query_codes = one$codes)
   matrix(res$coef[, 1L, ], c) * res$wsum
 }

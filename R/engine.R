@@ -41,6 +41,10 @@
 #'   at most `max_iter` Newton steps at each query point, converged when the
 #'   local deviance changes by less than `tol` relative to it (the rule of
 #'   [stats::glm.control()]).
+#' @param ordered_kernel The kernel of ordered factors: "liracine" (the
+#'   default, as np's, \eqn{\lambda^{|r - r_i|}}{lambda^|r - r_i|}) or "wangvanryzin" (Wang and van
+#'   Ryzin, statsmodels' default and np's `oxkertype = "wangvanryzin"`: \eqn{1 - \lambda}{1 - lambda} at the same level,
+#'   \eqn{(1 - \lambda) \lambda^{|r - r_i|} / 2}{(1 - lambda) lambda^|r - r_i| / 2} at the others).
 #' @param ... Must be empty: a misspelt or unknown argument is an error.
 #' @return A list of class `local_control`.
 #' @family regression
@@ -49,7 +53,7 @@
 #' local_control(gridsize = 801)
 local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_candidates = NULL,
                           refine = TRUE, chunk_size = getOption("localmean.chunk_size", 1e6),
-                          max_iter = 25, tol = 1e-8, ...) {
+                          max_iter = 25, tol = 1e-8, ordered_kernel = "liracine", ...) {
   # every fit evaluates the default, local_control(): made once per chunk_size option
   if (nargs() == 0L) return(default_control())
   check_dots(...)
@@ -71,7 +75,8 @@ local_control <- function(gridsize = NULL, cutoff = NULL, candidates = NULL, n_c
                   n_candidates = if (!is.null(n_candidates)) check_count(n_candidates, min = 2),
                   refine = check_flag(refine),
                   chunk_size = check_count(chunk_size), max_iter = check_count(max_iter),
-                  tol = check_positive(tol))
+                  tol = check_positive(tol),
+                  ordered_kernel = check_choice(ordered_kernel, c("liracine", "wangvanryzin")))
   class(control) <- "local_control"
   control
 }
@@ -148,7 +153,8 @@ engine_spec <- function(x, kernel, scale = NULL, values = NULL, prior = NULL, po
                range = range, span = range[2L, ] - range[1L, ],
                categorical = if (!is.null(categorical)) {
                  list(codes = categorical$codes, levels = lengths(categorical$levels),
-                      ordered = categorical$ordered, unit_mass = unit_mass)
+                      ordered = categorical$ordered, unit_mass = unit_mass,
+                      wang_van_ryzin = identical(control$ordered_kernel, "wangvanryzin"))
                },
                family = family, loss_param = loss_param, max_iter = control$max_iter,
                tol = control$tol, chunk_size = control$chunk_size, n_threads = n_threads,

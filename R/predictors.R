@@ -158,12 +158,13 @@ join_bandwidth <- function(h, lambda, predictors) {
 }
 
 # The weight of a data point in its own window relative to its prior weight: the kernel is 1 at
-# distance 0, and a point's own levels weigh 1 - lambda (unordered) or 1 (ordered).
+# distance 0, and a point's own levels weigh 1 - lambda (unordered, Wang-van Ryzin) or 1
+# (Li-Racine).
 self_weight <- function(spec) {
   w <- spec$prior %||% 1
   cat <- spec$categorical
   if (is.null(cat)) return(w)
-  w * prod(ifelse(cat$ordered, 1, 1 - cat$lambda))
+  w * prod(ifelse(cat$ordered & !isTRUE(cat$wang_van_ryzin), 1, 1 - cat$lambda))
 }
 
 # Predictors of new data with the model's columns in the model's order: list(x = numeric

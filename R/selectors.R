@@ -91,6 +91,7 @@ bandwidth_selectors <- list(
   # conditional densities (R/conditional.R): list(h, lambda, y) as `bandwidth`
   selector("rot", "conditional", function(p) cdens_rot(p$fit, p$call)),
   selector("mlcv", "conditional", function(p) cdens_mlcv(p$fit, p$n_threads, p$verbose, p$call)),
+  selector("lscv", "conditional", function(p) cdens_lscv(p$fit, p$n_threads, p$verbose, p$call)),
   mode_selector("auto", function(p) bw_gradient_ns(p$x, p$weights)),
   mode_selector("plugin", function(p) bw_gradient(p$x, p$weights, p$n_threads))
 )

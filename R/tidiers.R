@@ -245,7 +245,9 @@ tidy.local_cdens <- function(x, ...) {
   kind <- c(x$predictors$kind, "response")
   bandwidth <- c(join_bandwidth(x$bandwidth$h, x$bandwidth$lambda, x$predictors), x$bandwidth$y)
   as_tidy_frame(data.frame(variable = c(x$predictors$names, x$response), kind = kind,
-                           parameter = ifelse(kind %in% c("numeric", "response"), "h", "lambda"),
+                           parameter = ifelse(kind == "numeric" | (kind == "response" &
+                                                                   !cdens_discrete(x)),
+                                              "h", "lambda"),
                            bandwidth = bandwidth, stringsAsFactors = FALSE))
 }
 

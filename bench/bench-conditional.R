@@ -63,7 +63,7 @@ for (n in sizes) {
     leave_out = TRUE)
   np_score <- mean(log(pmax(np_score, .Machine$double.xmin)))
   npq <- cpu_of(function() {
-    np::npqreg(bws = np::npcdistbw(y ~ x, data = d, bws = c(npbw$value$xbw, npbw$value$ybw),
+    np::npqreg(bws = np::npcdistbw(y ~ x, data = d, bws = c(npbw$value$ybw, npbw$value$xbw),
                                    bandwidth.compute = FALSE), tau = 0.5, exdat = at)
   })
   cat(sprintf("  np::npcdensbw: %.1f s CPU; h = %s; cv log-lik at np's h (ours) %.5f\n",

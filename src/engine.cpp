@@ -169,6 +169,9 @@ localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& sp
     key.levels = int_vector(categorical["levels"]);
     const LogicalVector ord = categorical["ordered"];
     key.ordered.assign(ord.begin(), ord.end());
+    if (categorical.containsElementNamed("wang_van_ryzin") &&
+        as<bool>(categorical["wang_van_ryzin"]))
+      for (int& o : key.ordered) o *= 2;  // the ordered kernel is part of the data's key
     key.unit_mass = as<bool>(categorical["unit_mass"]);
   }
   const SEXP values = key.values, prior = key.prior, point_scale = key.point_scale;

@@ -33,13 +33,19 @@ inline localmean::CategoricalVars categorical_vars(const Rcpp::List& spec,
   const Rcpp::IntegerVector codes = spec["codes"], levels = spec["levels"];
   const Rcpp::LogicalVector ordered = spec["ordered"];
   const Rcpp::NumericVector lambda = spec["lambda"];
+  // ordered columns: Li-Racine unless the spec asks for Wang-van Ryzin
+  const bool wang_van_ryzin = spec.containsElementNamed("wang_van_ryzin") &&
+                              Rcpp::as<bool>(spec["wang_van_ryzin"]);
+  const localmean::DiscreteKernel ordered_kernel =
+      wang_van_ryzin ? localmean::DiscreteKernel::wang_van_ryzin
+                     : localmean::DiscreteKernel::li_racine;
   codes0.resize(codes.size());
   for (R_xlen_t i = 0; i < codes.size(); ++i) codes0[i] = codes[i] - 1;
   cat.codes = codes0.data();
   cat.count = levels.size();
   for (R_xlen_t j = 0; j < levels.size(); ++j) {
     cat.levels.push_back(levels[j]);
-    cat.kernels.push_back(ordered[j] ? localmean::DiscreteKernel::li_racine
+    cat.kernels.push_back(ordered[j] ? ordered_kernel
                                      : localmean::DiscreteKernel::aitchison_aitken);
     cat.lambda.push_back(lambda[j]);
   }

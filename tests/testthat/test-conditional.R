@@ -224,11 +224,14 @@ test_that("bad arguments of kde(y ~ x) get classed errors naming them", {
                class = "localmean_error")
   expect_error(kde(waiting ~ eruptions, faithful, bandwidth = c(a = 1, b = 2)), "names",
                class = "localmean_error")
-  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = "lscv"), "bandwidth",
+  expect_error(kde(waiting ~ eruptions, faithful, bandwidth = "plugin"), "bandwidth",
                class = "localmean_error")
   expect_error(kde(mpg ~ factor(cyl), mtcars, bandwidth = c(0.9, 1)), "factor\\(cyl\\)",
                class = "localmean_error")
-  expect_error(kde(Species ~ Sepal.Length, iris), "numeric", class = "localmean_error")
+  expect_error(kde(as.Date("2020-01-01") + cyl ~ mpg, mtcars), "numeric",
+               class = "localmean_error")
+  expect_error(kde(Species ~ Sepal.Length, iris, bandwidth = c(0.5, 0.9)), "lambda",
+               class = "localmean_error")
   expect_error(kde(waiting ~ eruptions, faithful, gridsize = 10), "gridsize",
                class = "localmean_error")
   expect_error(kde(waiting ~ eruptions, faithful, kernel = function(u) exp(-u^2)), "kernel",
@@ -262,4 +265,308 @@ test_that("tidy() and glance() summarise the bandwidths and the fit", {
   gl <- as.data.frame(glance(fit))
   expect_identical(gl$nobs, 32L)
   expect_equal(gl$logLik, as.numeric(logLik(fit)))
+})
+
+# ---- Categorical responses ----------------------------------------------------------------------
+
+# The response's kernel: Aitchison-Aitken, or Li-Racine normalised over the levels (np's).
+y_kernel_ref <- function(z, yi, lambda, nlev, ordered) {
+  if (!ordered) return(ifelse(z == yi, 1 - lambda, lambda / (nlev - 1)))
+  lambda^abs(z - yi) / vapply(yi, function(l) sum(lambda^abs(seq_len(nlev) - l)), 1)
+}
+
+cat_data <- local({
+  set.seed(31)
+  n <- 60
+  x <- runif(n)
+  g <- factor(sample(c("a", "b", "c"), n, TRUE))
+  y <- cut(x + rnorm(n, sd = 0.3), c(-Inf, 0.3, 0.7, Inf), labels = c("lo", "mid", "hi"))
+  data.frame(x = x, g = g, y = factor(y, levels = c("lo", "mid", "hi")),
+             o = factor(y, levels = c("lo", "mid", "hi"), ordered = TRUE))
+})
+
+test_that("a categorical response gives local_classify()'s probabilities at lambda = 0", {
+  fit <- kde(y ~ x, data = cat_data, bandwidth = c(0.15, 0))
+  cl <- local_classify(y ~ x, data = cat_data, bandwidth = 0.15, degree = 0)
+  nd <- cat_data[c(3, 17, 40), ]
+  expect_equal(unname(predict(fit, nd, y = levels(cat_data$y))),
+               unname(predict(cl, nd, type = "prob")), tolerance = 1e-12)
+  expect_equal(predict(fit, nd), unname(predict(cl, nd, type = "prob"))[cbind(1:3,
+               as.integer(nd$y))], tolerance = 1e-12)
+})
+
+for (response in c("y", "o")) {
+  test_that(paste("conditional probabilities equal the reference:", response), {
+    f <- stats::as.formula(paste(response, "~ x + g"))
+    fit <- kde(f, data = cat_data, bandwidth = c(0.2, 0.3, 0.25), kernel = "epanechnikov")
+    d <- ref_data(fit)
+    ordered <- response == "o"
+    nd <- data.frame(x = c(0.2, 0.55), g = factor(c("a", "c"), levels = c("a", "b", "c")))
+    p <- predict(fit, nd, y = c("lo", "mid", "hi"))
+    for (i in 1:2) {
+      k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, nd$x[i], as.integer(nd$g[i]),
+                             d$h, d$lambda, d$kernel, d$w)
+      ref <- vapply(1:3, function(z) {
+        sum(k * y_kernel_ref(z, fit$y, 0.25, 3, ordered)) / sum(k)
+      }, 1)
+      expect_equal(unname(p[i, ]), ref, tolerance = 1e-12)
+    }
+    expect_equal(unname(rowSums(p)), c(1, 1), tolerance = 1e-12)
+    if (ordered) {
+      expect_equal(unname(predict(fit, nd, y = c("lo", "mid", "hi"), type = "distribution")),
+                   t(apply(unname(p), 1, cumsum)), tolerance = 1e-12)
+    } else {
+      expect_error(predict(fit, nd, y = "lo", type = "distribution"), class = "localmean_error")
+    }
+    expect_error(predict(fit, nd, type = "quantile"), class = "localmean_error")
+    expect_error(predict(fit, nd, y = "top"), "outside the levels", class = "localmean_error")
+  })
+}
+
+test_that("mlcv chooses every lambda of a categorical response and scores the reference", {
+  fit <- kde(y ~ x + g, data = cat_data, bandwidth = "mlcv", verbose = FALSE)
+  d <- ref_data(fit)
+  lambda_y <- fit$bandwidth$y
+  expect_true(lambda_y >= 0 && lambda_y <= 2 / 3)
+  loo <- vapply(seq_len(fit$n), function(i) {
+    k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, d$x[i, ], d$codes[i, ], d$h,
+                           d$lambda, d$kernel, d$w)
+    k[i] <- 0
+    sum(k * y_kernel_ref(fit$y[i], fit$y, lambda_y, 3, FALSE)) / sum(k)
+  }, 1)
+  expect_equal(fit$cv_loglik, mean(log(loo)), tolerance = 1e-10)
+  logical_fit <- kde(I(x > 0.5) ~ g, data = cat_data, bandwidth = c(0.2, 0.1))
+  expect_equal(sum(predict(logical_fit, cat_data[1, ], y = c(FALSE, TRUE))), 1)
+  expect_output(print(fit), "P\\(y \\| x, g\\).*y lambda \\(unordered\\)")
+  expect_equal(tidy(fit)$parameter, c("h", "lambda", "lambda"))
+})
+
+# ---- Local linear ------------------------------------------------------------------------------
+
+# The intercept of the weighted least-squares line (plane) of the y-kernel values in x - x0.
+ll_ref <- function(d, x0, codes0, y0, type = "density", leave_out = 0L) {
+  k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, x0, codes0, d$h, d$lambda, d$kernel,
+                         d$w)
+  if (leave_out) k[leave_out] <- 0
+  u <- (y0 - d$y) / d$hy
+  v <- if (type == "density") kernel_density_ref(u, d$kernel) / d$hy else cdf_ref(u, d$kernel)
+  z <- sweep(d$x, 2L, x0)
+  unname(stats::coef(stats::lm.wfit(cbind(1, z), v, k))[1L])
+}
+
+test_that("local linear f and F equal the weighted least-squares reference", {
+  set.seed(2)
+  dat <- data.frame(x1 = runif(50), x2 = rnorm(50), g = factor(sample(letters[1:3], 50, TRUE)))
+  dat$y <- dat$x1 + 0.5 * dat$x2 + rnorm(50, sd = 0.3)
+  w <- runif(50, 0.5, 2)
+  for (kernel in c("gaussian", "epanechnikov")) {
+    fit <- kde(y ~ x1 + g + x2, data = dat, weights = w, kernel = kernel, degree = 1,
+               bandwidth = c(0.4, 0.3, 1.5, 0.5))
+    d <- ref_data(fit)
+    nd <- data.frame(x1 = c(0.3, 0.7), x2 = c(-0.2, 0.4),
+                     g = factor(c("b", "c"), levels = letters[1:3]))
+    ys <- c(0, 0.8)
+    dens <- unname(predict(fit, nd, y = ys))
+    dist <- unname(predict(fit, nd, y = ys, type = "distribution"))
+    for (i in 1:2) {
+      x0 <- c(nd$x1[i], nd$x2[i])
+      for (k in 1:2) {
+        expect_equal(dens[i, k], ll_ref(d, x0, as.integer(nd$g[i]), ys[k]), tolerance = 1e-10)
+        expect_equal(dist[i, k], ll_ref(d, x0, as.integer(nd$g[i]), ys[k], "distribution"),
+                     tolerance = 1e-10)
+      }
+    }
+  }
+  expect_output(print(fit), "local linear")
+  expect_error(kde(y ~ x1, data = dat, degree = 2), "degree", class = "localmean_error")
+})
+
+test_that("local linear leave-one-out likelihood equals the reference; quantiles invert F", {
+  fit <- kde(waiting ~ eruptions, data = faithful_small, degree = 1, bandwidth = c(0.4, 5))
+  d <- ref_data(fit)
+  specs <- localmean:::cdens_search_specs(fit, 1L)
+  loo <- localmean:::cdens_at_data(fit, fit$bandwidth, specs, leave_out = TRUE)
+  ref <- vapply(c(1, 20, 45), function(i) {
+    ll_ref(d, d$x[i, ], integer(0), d$y[i], leave_out = i)
+  }, 1)
+  expect_equal(loo[c(1, 20, 45)], ref, tolerance = 1e-10)
+  q <- predict(fit, data.frame(eruptions = c(2, 4)), type = "quantile", tau = c(0.2, 0.7))
+  expect_equal(predict(fit, data.frame(eruptions = c(2, 2, 4, 4), waiting = c(t(q))),
+                       type = "distribution"), c(0.2, 0.7, 0.2, 0.7), tolerance = 1e-9)
+})
+
+# ---- The Wang-van Ryzin ordered kernel ------------------------------------------------------------
+
+wvr_ref <- function(r, r0, lambda) {
+  ifelse(r == r0, 1 - lambda, (1 - lambda) / 2 * lambda^abs(r - r0))
+}
+
+test_that("the Wang-van Ryzin kernel of ordered factors equals its plain-R reference", {
+  ctrl <- local_control(ordered_kernel = "wangvanryzin")
+  dat <- cat_data
+  dat$r <- factor(cut(dat$x + rnorm(60, sd = 0.2), 4, labels = FALSE), ordered = TRUE)
+  dat$v <- dat$x + as.integer(dat$r) / 4 + rnorm(60, sd = 0.1)
+  fit <- kde(v ~ x + r, data = dat, bandwidth = c(0.2, 0.4, 0.3), control = ctrl)
+  nd <- data.frame(x = c(0.3, 0.6), r = factor(c(1, 3), levels = 1:4, ordered = TRUE))
+  p <- predict(fit, nd, y = c(0.5, 1.2))
+  for (i in 1:2) {
+    k <- dnorm((dat$x - nd$x[i]) / 0.2) * wvr_ref(as.integer(dat$r), as.integer(nd$r[i]), 0.4)
+    for (j in 1:2) {
+      expect_equal(unname(p[i, j]), unname(sum(k * dnorm((c(0.5, 1.2)[j] - dat$v) / 0.3) / 0.3) /
+                                     sum(k)), tolerance = 1e-12)
+    }
+  }
+  # leave-one-out at the data removes the point's own weight 1 - lambda
+  specs <- localmean:::cdens_search_specs(fit, 1L)
+  loo <- localmean:::cdens_at_data(fit, fit$bandwidth, specs, leave_out = TRUE)
+  k <- dnorm((dat$x - dat$x[5]) / 0.2) * wvr_ref(as.integer(dat$r), as.integer(dat$r[5]), 0.4)
+  k[5] <- 0
+  expect_equal(loo[5], sum(k * dnorm((dat$v[5] - dat$v) / 0.3) / 0.3) / sum(k),
+               tolerance = 1e-12)
+  # a regression: the local mean with the same weights
+  lm_fit <- local_mean(v ~ r, data = dat, bandwidth = 0.4, control = ctrl)
+  w <- wvr_ref(as.integer(dat$r), 2L, 0.4)
+  expect_equal(unname(predict(lm_fit, data.frame(r = factor(2, levels = 1:4, ordered = TRUE)))),
+               sum(w * dat$v) / sum(w), tolerance = 1e-12)
+  # an ordered response: the kernel normalised over the levels
+  pfit <- kde(o ~ x, data = cat_data, bandwidth = c(0.2, 0.3), control = ctrl)
+  prob <- predict(pfit, data.frame(x = 0.5), y = c("lo", "mid", "hi"))
+  k <- dnorm((cat_data$x - 0.5) / 0.2)
+  yi <- as.integer(cat_data$o)
+  ref <- vapply(1:3, function(z) {
+    sum(k * wvr_ref(z, yi, 0.3) / vapply(yi, function(l) sum(wvr_ref(1:3, l, 0.3)), 1)) / sum(k)
+  }, 1)
+  expect_equal(unname(prob[1, ]), ref, tolerance = 1e-12)
+  expect_error(local_control(ordered_kernel = "habbema"), "ordered_kernel",
+               class = "localmean_error")
+})
+
+# ---- Least-squares cross-validation ------------------------------------------------------------
+
+# sum_i w_i [int f_-i(y | x_i)^2 dy - 2 f_-i(y_i | x_i)], the integral by quadrature on a fine
+# grid (numeric response) or a sum over the levels, with the leave-one-out estimates of the
+# references above (local constant).
+lscv_ref <- function(fit) {
+  d <- ref_data(fit)
+  w <- d$w / sum(d$w)
+  discrete <- fit$y_kind != "numeric"
+  total <- 0
+  for (i in seq_len(fit$n)) {
+    k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, d$x[i, ], d$codes[i, ], d$h,
+                           d$lambda, d$kernel, d$w)
+    k[i] <- 0
+    a <- k / sum(k)
+    if (discrete) {
+      nlev <- length(fit$y_levels)
+      p <- vapply(seq_len(nlev), function(z) sum(a * y_kernel_ref(z, d$y, d$hy, nlev, FALSE)), 1)
+      total <- total + w[i] * (sum(p^2) - 2 * p[d$y[i]])
+    } else {
+      sq <- stats::integrate(function(y) {
+        vapply(y, function(v) sum(a * dnorm((v - d$y) / d$hy) / d$hy)^2, 1)
+      }, -Inf, Inf, rel.tol = 1e-12)$value
+      total <- total + w[i] * (sq - 2 * sum(a * dnorm((d$y[i] - d$y) / d$hy) / d$hy))
+    }
+  }
+  total
+}
+
+test_that("the lscv criterion equals the reference and the selection minimises it", {
+  skip_on_cran()  # the reference integrates numerically
+  small <- faithful[seq(1, 272, by = 8), ]
+  fit <- kde(waiting ~ eruptions, data = small, bandwidth = "lscv", verbose = FALSE)
+  expect_equal(fit$bandwidth_method, "lscv")
+  expect_equal(fit$cv_ls, lscv_ref(fit), tolerance = 1e-8)
+  score <- function(mult) {
+    bw <- list(h = fit$bandwidth$h * mult[1], lambda = NULL, y = fit$bandwidth$y * mult[2])
+    localmean:::cdens_lscv_score(fit, bw)
+  }
+  for (mult in list(c(0.8, 1), c(1.25, 1), c(1, 0.8), c(1, 1.25))) {
+    expect_gte(score(mult), fit$cv_ls)
+  }
+  # a categorical response with a factor predictor: lambdas jointly
+  cfit <- kde(y ~ x + g, data = cat_data, bandwidth = "lscv", verbose = FALSE)
+  expect_equal(cfit$cv_ls, lscv_ref(cfit), tolerance = 1e-10)
+  expect_output(print(cfit), "LSCV criterion")
+  expect_error(kde(waiting ~ eruptions, data = small, bandwidth = "lscv",
+                   kernel = "epanechnikov"), "gaussian", class = "localmean_error")
+})
+
+test_that("lscv at fixed bandwidths, local linear: the weights of a linear smoother", {
+  skip_on_cran()  # the reference integrates numerically
+  fit <- kde(waiting ~ eruptions, data = faithful[seq(1, 272, by = 8), ], degree = 1,
+             bandwidth = c(0.5, 5))
+  d <- ref_data(fit)
+  w <- rep(1 / fit$n, fit$n)
+  ref <- sum(vapply(seq_len(fit$n), function(i) {
+    z <- cbind(1, d$x[, 1] - d$x[i, 1])
+    k <- dnorm((d$x[, 1] - d$x[i, 1]) / 0.5)
+    k[i] <- 0
+    a <- (solve(crossprod(z, k * z), t(k * z)))[1, ]
+    sq <- stats::integrate(function(y) {
+      vapply(y, function(v) sum(a * dnorm((v - d$y) / 5) / 5)^2, 1)
+    }, -Inf, Inf, rel.tol = 1e-12)$value
+    w[i] * (sq - 2 * sum(a * dnorm((d$y[i] - d$y) / 5) / 5))
+  }, 1))
+  expect_equal(localmean:::cdens_lscv_score(fit, fit$bandwidth), ref, tolerance = 1e-8)
+})
+
+# ---- Standard errors of quantiles ----------------------------------------------------------------
+
+test_that("quantile standard errors follow the asymptotic formula", {
+  fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
+  nd <- data.frame(eruptions = c(1.9, 3.1, 4.4))
+  tau <- c(0.25, 0.5)
+  p <- predict(fit, nd, type = "quantile", tau = tau, se.fit = TRUE)
+  expect_equal(p$fit, predict(fit, nd, type = "quantile", tau = tau))
+  d <- ref_data(fit)
+  for (i in 1:3) {
+    # n h fhat(x) = sum_i phi((x_i - x) / h)
+    nhf <- sum(dnorm((d$x[, 1] - nd$eruptions[i]) / 0.5))
+    for (t in 1:2) {
+      dens <- cdens_ref(d, nd$eruptions[i], integer(0), p$fit[i, t])
+      expect_equal(unname(p$se.fit[i, t]),
+                   sqrt(tau[t] * (1 - tau[t]) / (2 * sqrt(pi)) / nhf) / dens, tolerance = 1e-10)
+    }
+  }
+  expect_error(predict(fit, nd, y = 60, se.fit = TRUE), "se.fit", class = "localmean_error")
+})
+
+# ---- np at the same bandwidths (np's raw bandwidths: the response's first) -----------------------
+
+test_that("f, F, quantiles and their standard errors equal np's", {
+  skip_on_cran()
+  skip_if_not_installed("np")
+  old <- options(np.messages = FALSE)
+  on.exit(options(old))
+  set.seed(4)
+  n <- 60
+  dat <- data.frame(x = runif(n), g = factor(sample(c("a", "b", "c"), n, TRUE)),
+                    r = factor(sample(1:4, n, TRUE), ordered = TRUE))
+  dat$y <- sin(3 * dat$x) + as.integer(dat$g) / 3 + rnorm(n, sd = 0.3)
+  nd <- data.frame(x = c(0.2, 0.5, 0.8), g = factor(c("a", "b", "c"), levels = c("a", "b", "c")),
+                   r = factor(c(1, 3, 4), levels = 1:4, ordered = TRUE), y = c(0.5, 1, 1.5))
+  for (case in list(list("lc", "liracine"), list("ll", "liracine"), list("lc", "wangvanryzin"))) {
+    fit <- kde(y ~ x + g + r, data = dat, bandwidth = c(0.2, 0.3, 0.4, 0.35),
+               degree = if (case[[1]] == "ll") 1 else 0,
+               control = local_control(ordered_kernel = case[[2]]))
+    args <- list(y ~ x + g + r, data = dat, bws = c(0.35, 0.2, 0.3, 0.4),
+                 bandwidth.compute = FALSE, regtype = case[[1]], oxkertype = case[[2]])
+    bw_dens <- do.call(np::npcdensbw, args)
+    bw_dist <- do.call(np::npcdistbw, args)
+    expect_equal(predict(fit, nd), np::npcdens(bws = bw_dens, newdata = nd)$condens,
+                 tolerance = 1e-8)
+    expect_equal(predict(fit, nd, type = "distribution"),
+                 np::npcdist(bws = bw_dist, newdata = nd)$condist, tolerance = 1e-8)
+  }
+  # quantiles and their standard errors (np inverts to its tol)
+  fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
+  bw <- np::npcdistbw(waiting ~ eruptions, data = faithful_small, bws = c(6, 0.5),
+                      bandwidth.compute = FALSE)
+  nd <- data.frame(eruptions = c(1.9, 3.1, 4.4))
+  for (tau in c(0.25, 0.5)) {
+    q <- np::npqreg(bws = bw, newdata = nd, tau = tau, se = TRUE, tol = 1e-12, small = 1e-14)
+    ours <- predict(fit, nd, type = "quantile", tau = tau, se.fit = TRUE)
+    expect_equal(unname(ours$fit[, 1]), as.vector(q$quantile), tolerance = 1e-8)
+    expect_equal(unname(ours$se.fit[, 1]), as.vector(q$quanterr), tolerance = 1e-8)
+  }
 })

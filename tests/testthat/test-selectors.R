@@ -13,7 +13,7 @@ test_that("every selector has the documented shape and the families list theirs"
   expect_setequal(names_of("classification"), c("cv", "rot"))
   expect_setequal(names_of("density"), c("rot", "plugin", "lscv", "scv", "mlcv", "isj"))
   expect_identical(names_of("modes"), c("auto", "plugin"))
-  expect_identical(names_of("conditional"), c("rot", "mlcv"))
+  expect_identical(names_of("conditional"), c("rot", "mlcv", "lscv"))
 })
 
 test_that("a selector's result is what the family's fit uses", {

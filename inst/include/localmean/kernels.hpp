@@ -722,28 +722,44 @@ inline double radial_constant(KernelType type, int d) {
 // - Aitchison and Aitken (1976), unordered levels: 1 - lambda at the query's level and
 //   lambda / (c - 1) at the others; lambda in [0, (c - 1) / c], where every level weighs the same.
 // - Li and Racine (2007), ordered levels: lambda^|difference of ranks|, lambda in [0, 1].
+// - Wang and van Ryzin (1981), ordered levels (statsmodels' default, np's "wangvanryzin"):
+//   1 - lambda at the query's level and (1 - lambda) / 2 lambda^|difference of ranks| at the
+//   others, lambda in [0, 1] (np's range; at 1 every weight vanishes).
 // lambda = 0 keeps the query's level only. For probabilities (densities) every data point must
-// carry unit mass: the Li-Racine weights are then divided by their sum over the query's levels
+// carry unit mass: the ordered weights are then divided by their sum over the query's levels
 // (np's "racineliyan" form); the Aitchison-Aitken weights already sum to 1.
-enum class DiscreteKernel { aitchison_aitken, li_racine };
+enum class DiscreteKernel { aitchison_aitken, li_racine, wang_van_ryzin };
+
+// The ordered kernels' weight at a difference of ranks `diff`.
+inline double ordered_weight(DiscreteKernel kernel, int diff, double lambda) {
+  if (kernel == DiscreteKernel::wang_van_ryzin)
+    return diff == 0 ? 1.0 - lambda : 0.5 * (1.0 - lambda) * std::pow(lambda, diff);
+  return std::pow(lambda, diff);
+}
 
 inline double discrete_weight(DiscreteKernel kernel, int query, int level, int levels,
                               double lambda, bool unit_mass) {
   if (kernel == DiscreteKernel::aitchison_aitken)
     return query == level ? 1.0 - lambda : lambda / (levels - 1);
-  const double w = std::pow(lambda, std::abs(query - level));
+  const double w = ordered_weight(kernel, std::abs(query - level), lambda);
   if (!unit_mass) return w;
   double mass = 0.0;
-  for (int other = 0; other < levels; ++other) mass += std::pow(lambda, std::abs(other - level));
+  for (int other = 0; other < levels; ++other)
+    mass += ordered_weight(kernel, std::abs(other - level), lambda);
   return w / mass;
 }
 
 // d discrete_weight / d lambda, for the weights without unit mass (regression): -1 and
-// 1 / (c - 1) for Aitchison-Aitken, |difference| lambda^(|difference| - 1) for Li-Racine.
+// 1 / (c - 1) for Aitchison-Aitken, |difference| lambda^(|difference| - 1) for Li-Racine,
+// -1 and (|d| lambda^(|d| - 1) (1 - lambda) - lambda^|d|) / 2 for Wang-van Ryzin.
 inline double discrete_weight_derivative(DiscreteKernel kernel, int query, int level, int levels,
                                          double lambda) {
   if (kernel == DiscreteKernel::aitchison_aitken) return query == level ? -1.0 : 1.0 / (levels - 1);
   const int diff = std::abs(query - level);
+  if (kernel == DiscreteKernel::wang_van_ryzin) {
+    if (diff == 0) return -1.0;
+    return 0.5 * (diff * std::pow(lambda, diff - 1) * (1.0 - lambda) - std::pow(lambda, diff));
+  }
   return diff == 0 ? 0.0 : diff * std::pow(lambda, diff - 1);
 }
 
