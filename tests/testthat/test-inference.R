@@ -112,6 +112,8 @@ test_that("the specification test is reproducible for any thread count and eithe
   expect_identical(via_anova$p.value, one$p.value)
   expect_s3_class(via_anova, "htest")
   expect_match(via_anova$data.name, "lin vs fit")
+  # the other order is stats' anova.lm(): an F table without a bootstrap (documented)
+  expect_s3_class(anova(lin, fit), "anova")
 })
 
 test_that("the specification test accepts a true model and rejects a wrong one", {
@@ -213,6 +215,7 @@ test_that("the two-sample statistic is the plain-R sum of kernel pairs", {
 })
 
 test_that("the two-sample test agrees with ks::kde.test at the same bandwidths", {
+  skip_on_cran()  # loading ks takes seconds
   skip_if_not_installed("ks")
   set.seed(6)
   x1 <- rnorm(60)
