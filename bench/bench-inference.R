@@ -13,6 +13,7 @@
 # Each test is replicated R times (INFERENCE_REPS, default 20; the issue asks 500). The Monte
 # Carlo standard error of a rejection rate p is sqrt(p (1 - p) / R): 0.97 points at p = 0.05,
 # R = 500; 2.2 points at R = 100.
+# INFERENCE_TESTS chooses "spec", "kde" or both ("spec,kde").
 # Run: INFERENCE_REPS=100 R_LIBS=<lib>:/work/lib/peers Rscript bench/bench-inference.R
 suppressPackageStartupMessages(library(localmean))
 reps <- as.integer(Sys.getenv("INFERENCE_REPS", "20"))
@@ -23,7 +24,9 @@ alpha <- 0.05
 options(localmean.threads = 1L)
 cat("load average at start:", readLines("/proc/loadavg")[1L], "\n")
 cat(sprintf("R = %d replications, n = %d, B = %d\n", reps, n, B))
-have <- function(pkg) requireNamespace(pkg, quietly = TRUE)
+# INFERENCE_PEERS=false leaves the peers out (ks::kde.test() takes about 1 s per 2-D test).
+peers <- !identical(tolower(Sys.getenv("INFERENCE_PEERS", "true")), "false")
+have <- function(pkg) peers && requireNamespace(pkg, quietly = TRUE)
 cpu_of <- function(f) {
   t0 <- proc.time()
   value <- f()
