@@ -130,7 +130,7 @@ glance.localmean_test <- function(x, ...) tidy.localmean_test(x, ...)
 #' linear model `parametric` (fitted by [stats::lm()]) against the
 #' nonparametric alternative of a local polynomial fit `local` of the same
 #' response on the same rows, by the pseudo-likelihood-ratio statistic of
-#' Bowman and Azzalini (1997, section 5.2), the test that
+#' Bowman and Azzalini (1997, chapter 5), the test that
 #' `sm::sm.regression(model = )` makes:
 #' \deqn{F = (RSS_0 - RSS_1) / RSS_1,}{F = (RSS0 - RSS1) / RSS1,}
 #' with \eqn{RSS_0}{RSS0} the parametric and \eqn{RSS_1}{RSS1} the local fit's
@@ -324,10 +324,19 @@ check_model_pair <- function(local, parametric, call) {
 #' @param bandwidth The bandwidth of both estimates as [kde()] takes it: a
 #'   selector name ("rot", "plugin", "lscv", "scv", ...), a number, a vector
 #'   (one per variable) or a bandwidth matrix; not `nn()`.
+#' @param B `NULL` for the normal approximation, or a number of random
+#'   permutations (a whole number of at least 19) for a permutation p-value
+#'   of T: the sample labels are permuted, the bandwidths kept, and the
+#'   p-value is \eqn{(1 + \#\{T^* \ge T\}) / (B + 1)}{(1 + #(T* >= T)) / (B + 1)}.
+#'   The permutations are drawn in the calling session (`set.seed()` fixes
+#'   them for any number of threads), and the kernel sums of all of them
+#'   come from one engine pass per sample's bandwidth. Needs per-variable
+#'   bandwidths (not a full matrix).
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show progress bars for long computations.
 #' @return An object of class `c("localmean_test", "htest")`: `statistic`
-#'   (z), `p.value`, `estimate` (T), `method`, `data.name`, `alternative`, and
+#'   (z), `parameter` (B, with permutations), `p.value`, `estimate` (T),
+#'   `method`, `data.name`, `alternative`, `replicates` (the permuted T), and
 #'   `bandwidths` (the two estimates' bandwidths as [kde()] records them).
 #' @references
 #' Duong, T., Goud, B. and Schauer, K. (2012). Closed-form density-based
@@ -343,8 +352,10 @@ check_model_pair <- function(local, parametric, call) {
 #' sepals <- c("Sepal.Length", "Sepal.Width")
 #' kde_test(iris[iris$Species == "versicolor", sepals],
 #'          iris[iris$Species == "virginica", sepals])
-kde_test <- function(x1, x2, bandwidth = "rot", n_threads = NULL, verbose = interactive()) {
+kde_test <- function(x1, x2, bandwidth = "rot", B = NULL, n_threads = NULL,
+                     verbose = interactive()) {
   data_name <- paste(deparse1(substitute(x1)), "and", deparse1(substitute(x2)))
+  if (!is.null(B)) B <- check_replicates(B)
   n_threads <- n_threads(n_threads)
   check_flag(verbose)
   if (inherits(bandwidth, "local_nn")) {
@@ -373,11 +384,19 @@ kde_test <- function(x1, x2, bandwidth = "rot", n_threads = NULL, verbose = inte
   v2 <- density_value_variance(p2)
   null_var <- 3 * (n1 * v1 + n2 * v2) / (n1 + n2) * (1 / n1 + 1 / n2)
   z <- (estimate - null_mean) / sqrt(null_var)
-  out <- new_local_test(statistic = c(z = z), p_value = stats::pnorm(z, lower.tail = FALSE)[[1L]],
-                        method = paste("Two-sample test of kernel density estimates",
-                                       "(Duong, Goud and Schauer 2012)"),
-                        data_name = data_name, estimate = c(T = estimate),
-                        alternative = "the two densities differ")
+  method <- paste("Two-sample test of kernel density estimates",
+                  "(Duong, Goud and Schauer 2012)")
+  p_value <- stats::pnorm(z, lower.tail = FALSE)[[1L]]
+  replicates <- NULL
+  if (!is.null(B)) {
+    permuted <- permuted_statistics(fit1, fit2, p1, p2, B, n_threads, verbose)
+    replicates <- permuted$replicates
+    p_value <- bootstrap_p_value(permuted$observed, replicates)
+    method <- paste(method, "with a permutation p-value")
+  }
+  out <- new_local_test(statistic = c(z = z), p_value = p_value, method = method,
+                        data_name = data_name, estimate = c(T = estimate), B = B,
+                        replicates = replicates, alternative = "the two densities differ")
   out$bandwidths <- list(fit1$bandwidth, fit2$bandwidth)
   out
 }
@@ -420,4 +439,38 @@ density_value_variance <- function(x) {
   # d/dm phi_H(m - x_i) = -H^-1 (m - x_i) phi_H = H^-1 (x_i - m) phi_H
   gradient <- drop(Hinv %*% colMeans(diff * kernel))
   drop(gradient %*% S %*% gradient)
+}
+
+# T for the observed labels and B random permutations of the pooled sample, at the two samples'
+# fixed per-variable bandwidths. With a the indicator of sample 1 among the pooled points,
+# b = 1 - a and K_j the kernel matrix at bandwidth j, T = a'K1 a / n1^2 + b'K2 b / n2^2 -
+# (a'K1 b + b'K2 a) / (n1 n2): every quadratic form comes from K_j A for the label matrix A,
+# one engine pass per bandwidth (the engine's kernel sums are the Gaussian profile's, hence the
+# constants).
+permuted_statistics <- function(fit1, fit2, p1, p2, B, n_threads, verbose,
+                                call = rlang::caller_env()) {
+  if (fit1$bandwidth$type != "scale" || fit2$bandwidth$type != "scale") {
+    abort("A permutation p-value ({.arg B}) needs per-variable bandwidths, not a matrix.",
+          call = call)
+  }
+  n1 <- fit1$n
+  n2 <- fit2$n
+  pooled <- rbind(p1, p2)
+  N <- n1 + n2
+  A <- matrix(0, N, B + 1L)
+  A[seq_len(n1), 1L] <- 1
+  for (b in seq_len(B)) A[sample.int(N, n1), b + 1L] <- 1
+  kernel_products <- function(h) {
+    spec <- engine_spec(pooled, "gaussian", scale = h, values = A, degree = 0L,
+                        method = "exact", n_threads = n_threads, verbose = verbose)
+    res <- engine_run(spec, pooled)
+    constant <- stats::dnorm(0)^ncol(pooled) / prod(h)
+    list(KA = constant * matrix(res$coef[, 1L, ], N) * res$wsum, K1 = constant * res$wsum)
+  }
+  k1 <- kernel_products(fit1$bandwidth$h)
+  k2 <- kernel_products(fit2$bandwidth$h)
+  Bm <- 1 - A
+  statistic <- colSums(A * k1$KA) / n1^2 + colSums(Bm * (k2$K1 - k2$KA)) / n2^2 -
+    (colSums(A * (k1$K1 - k1$KA)) + colSums(Bm * k2$KA)) / (n1 * n2)
+  list(observed = statistic[1L], replicates = statistic[-1L])
 }

@@ -78,7 +78,7 @@ if ("kde" %in% which_tests) {
   for (d in 1:2) {
     cat(sprintf("\n(b) two-sample density test, %d-D, n1 = n2 = %d\n", d, n))
     for (alternative in c(FALSE, TRUE)) {
-      p_ours <- p_ks <- cpu_ours <- cpu_ks <- numeric(reps)
+      p_ours <- p_ks <- cpu_ours <- cpu_ks <- p_perm <- cpu_perm <- numeric(reps)
       for (r in seq_len(reps)) {
         set.seed(2000 + r)
         x1 <- matrix(rnorm(n * d), n, d)
@@ -91,6 +91,9 @@ if ("kde" %in% which_tests) {
         ours <- cpu_of(function() kde_test(x1, x2, verbose = FALSE))
         p_ours[r] <- ours$value$p.value
         cpu_ours[r] <- ours$cpu
+        perm <- cpu_of(function() kde_test(x1, x2, B = B, verbose = FALSE))
+        p_perm[r] <- perm$value$p.value
+        cpu_perm[r] <- perm$cpu
         if (have("ks")) {
           peer <- cpu_of(function() ks::kde.test(x1, x2))
           p_ks[r] <- peer$value$pvalue
@@ -99,6 +102,7 @@ if ("kde" %in% which_tests) {
       }
       cat(if (alternative) " alternative (mean shift 0.3):\n" else " null:\n")
       report("kde_test() (rule-of-thumb bandwidths)", p_ours, cpu_ours)
+      report("kde_test(B = 199) (permutation)", p_perm, cpu_perm)
       if (have("ks")) report("ks::kde.test() (plug-in bandwidths)", p_ks, cpu_ks)
     }
   }

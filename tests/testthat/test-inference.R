@@ -246,6 +246,31 @@ test_that("the two-sample test accepts equal densities and rejects different one
   expect_true(any(grepl("z = .*, p-value", capture.output(print(res)))))
 })
 
+test_that("the permutation p-value permutes the labels of the pooled sample", {
+  set.seed(9)
+  x1 <- cbind(rnorm(30), rnorm(30))
+  x2 <- cbind(rnorm(25, 0.5), rnorm(25))
+  set.seed(1)
+  res <- kde_test(x1, x2, bandwidth = c(0.5, 0.6), B = 19, verbose = FALSE)
+  expect_identical(res$parameter, c(B = 19L))
+  expect_equal(res$p.value, (1 + sum(res$replicates >= res$estimate)) / 20)
+  # the same permutations, drawn as kde_test() draws them, in plain R
+  set.seed(1)
+  pooled <- rbind(x1, x2)
+  for (b in 1:3) {
+    in1 <- sample.int(55, 30)
+    expect_equal(res$replicates[b],
+                 kde_test_ref(pooled[in1, ], pooled[-in1, ], c(0.5, 0.6), c(0.5, 0.6)),
+                 tolerance = 1e-10)
+  }
+  set.seed(1)
+  two <- kde_test(x1, x2, bandwidth = c(0.5, 0.6), B = 19, n_threads = 2, verbose = FALSE)
+  expect_identical(two$replicates, res$replicates)
+  expect_error(kde_test(x1, x2, bandwidth = diag(2) / 4, B = 19), "per-variable",
+               class = "localmean_error")
+  expect_error(kde_test(x1, x2, B = 5), "B", class = "localmean_error")
+})
+
 test_that("the two-sample test refuses bad input with classed errors", {
   expect_error(kde_test(rnorm(20), cbind(rnorm(20), rnorm(20))), "same number of columns",
                class = "localmean_error_mismatch")
