@@ -312,7 +312,8 @@ check_model_pair <- function(local, parametric, call) {
 #' the p-value is its upper tail. The approximation is conservative at
 #' moderate sample sizes in two dimensions (a size of about 1% at the 5% level
 #' with 200 points per sample, as measured in the package's
-#' `bench/README.md`), close to the nominal level in one.
+#' `bench/README.md`), close to the nominal level in one; the permutation
+#' p-value (`B`) holds its level in both and is then the more powerful.
 #'
 #' The bandwidths are [kde()]'s for each sample with the same `bandwidth`
 #' argument (by default its rule of thumb; `"plugin"` is the closest to
@@ -348,6 +349,7 @@ check_model_pair <- function(local, parametric, call) {
 #' set.seed(1)
 #' kde_test(rnorm(200), rnorm(150))
 #' kde_test(rnorm(200), rnorm(150, mean = 0.5))
+#' kde_test(rnorm(200), rnorm(150, mean = 0.5), B = 99)
 #' # two dimensions: the sepals of two species of iris
 #' sepals <- c("Sepal.Length", "Sepal.Width")
 #' kde_test(iris[iris$Species == "versicolor", sepals],
