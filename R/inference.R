@@ -86,6 +86,7 @@ new_local_test <- function(statistic, p_value, method, data_name, alternative, B
 
 #' @export
 print.localmean_test <- function(x, ...) {
+  check_dots(...)
   NextMethod()
   if (!is.null(x$models)) {
     print(x$models, digits = 4L)
@@ -171,6 +172,8 @@ glance.localmean_test <- function(x, ...) tidy.localmean_test(x, ...)
 #'   (Mammen's two-point law) or "rademacher" (random signs).
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show a progress bar.
+#' @param ... For `spec_test()`, must be empty. For `anova()`, the
+#'   parametric fit.
 #' @return An object of class `c("localmean_test", "htest")`: `statistic`
 #'   (F), `parameter` (B), `p.value`, `method`, `data.name`, `alternative`,
 #'   `replicates` (the bootstrap statistics) and `models` (a table of both
@@ -191,7 +194,8 @@ glance.localmean_test <- function(x, ...) tidy.localmean_test(x, ...)
 #' set.seed(1)
 #' anova(fit, lm(dist ~ speed, cars), B = 99, verbose = FALSE)
 spec_test <- function(local, parametric, B = 199, multipliers = c("mammen", "rademacher"),
-                      n_threads = NULL, verbose = interactive()) {
+                      n_threads = NULL, verbose = interactive(), ...) {
+  check_dots(...)
   if (inherits(local, "lm") && inherits(parametric, "local_poly")) {
     swap <- local
     local <- parametric
@@ -203,17 +207,22 @@ spec_test <- function(local, parametric, B = 199, multipliers = c("mammen", "rad
 
 #' @rdname spec_test
 #' @param object A [local_poly()] fit (the local model).
-#' @param ... For `anova()`, the parametric fit.
 #' @export
 anova.local_poly <- function(object, ..., B = 199, multipliers = c("mammen", "rademacher"),
                              n_threads = NULL, verbose = interactive()) {
-  others <- list(...)
-  if (length(others) != 1L || !is.null(names(others))) {
-    abort(c("{.fn anova} of a local fit needs one parametric model to test against.",
-            i = "Call {.code anova(local_fit, lm_fit)}; other arguments must be named."))
+  dots <- list(...)
+  named <- nzchar(names(dots) %||% character(length(dots)))
+  if (any(named)) {
+    do.call(check_dots, c(dots[named], list(.own = names(formals(anova.local_poly)),
+                                            .call = environment())))
   }
-  data_name <- paste(deparse1(substitute(...)), "vs", deparse1(substitute(object)))
-  plr_test(object, others[[1L]], B, multipliers, n_threads, verbose, data_name)
+  if (sum(!named) != 1L) {
+    abort(c("{.fn anova} of a local fit needs one parametric model to test against.",
+            i = "Call {.code anova(local_fit, lm_fit)}."))
+  }
+  model <- as.list(substitute(list(...)))[-1L][!named][[1L]]
+  data_name <- paste(deparse1(model), "vs", deparse1(substitute(object)))
+  plr_test(object, dots[!named][[1L]], B, multipliers, n_threads, verbose, data_name)
 }
 
 plr_test <- function(local, parametric, B, multipliers, n_threads, verbose, data_name,
@@ -335,6 +344,7 @@ check_model_pair <- function(local, parametric, call) {
 #'   bandwidths (not a full matrix).
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show progress bars for long computations.
+#' @param ... Must be empty.
 #' @return An object of class `c("localmean_test", "htest")`: `statistic`
 #'   (z), `parameter` (B, with permutations), `p.value`, `estimate` (T),
 #'   `method`, `data.name`, `alternative`, `replicates` (the permuted T), and
@@ -355,7 +365,8 @@ check_model_pair <- function(local, parametric, call) {
 #' kde_test(iris[iris$Species == "versicolor", sepals],
 #'          iris[iris$Species == "virginica", sepals])
 kde_test <- function(x1, x2, bandwidth = "rot", B = NULL, n_threads = NULL,
-                     verbose = interactive()) {
+                     verbose = interactive(), ...) {
+  check_dots(...)
   data_name <- paste(deparse1(substitute(x1)), "and", deparse1(substitute(x2)))
   if (!is.null(B)) B <- check_replicates(B)
   n_threads <- n_threads(n_threads)
