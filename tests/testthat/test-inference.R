@@ -1,0 +1,281 @@
+# Tests with local models: the bootstrap foundation, the specification test and the two-sample
+# density test, against plain-R computations and ks.
+
+spec_data <- function(n = 80, seed = 1, curve = FALSE) {
+  set.seed(seed)
+  x <- runif(n)
+  mean <- if (curve) sin(2 * pi * x) else 1 + 2 * x
+  data.frame(x = x, y = mean + rnorm(n, sd = 0.3))
+}
+
+# ---- The bootstrap foundation ----------------------------------------------------------------
+
+test_that("wild multipliers have mean 0 and variance 1 and follow set.seed()", {
+  set.seed(1)
+  v <- localmean:::wild_multipliers(2000, 5)
+  expect_equal(dim(v), c(2000L, 5L))
+  expect_equal(mean(v), 0, tolerance = 0.03)
+  expect_equal(mean(v^2), 1, tolerance = 0.03)
+  expect_equal(mean(v^3), 1, tolerance = 0.1)  # Mammen's law
+  expect_setequal(unique(as.vector(v)), c((1 - sqrt(5)) / 2, (1 + sqrt(5)) / 2))
+  expect_setequal(unique(as.vector(localmean:::wild_multipliers(50, 4, "rademacher"))), c(-1, 1))
+  set.seed(1)
+  expect_identical(localmean:::wild_multipliers(2000, 5), v)
+})
+
+test_that("replicate responses are smoothed by the fit's engine object, as fits one by one", {
+  d <- spec_data(60)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.15)
+  set.seed(2)
+  Y <- matrix(rnorm(60 * 7), 60, 7)
+  before <- localmean:::engine_builds()
+  # blocks of 3 columns: three engine calls, one build of the engine's data for each block
+  F <- localmean:::smooth_replicates(fit$spec, Y, cells = 180)
+  expect_identical(localmean:::engine_builds() - before, 3L)
+  # the fit's own engine object is left as it was
+  before <- localmean:::engine_builds()
+  predict(fit, data.frame(x = 0.5))
+  expect_identical(localmean:::engine_builds() - before, 0L)
+  L <- smoother_matrix_ref(d$x, d$y, 0.15, "gaussian", 1)
+  expect_equal(F, L %*% Y, tolerance = 1e-10)
+  expect_identical(localmean:::smooth_replicates(fit$spec, Y), F)
+  expect_identical(localmean:::smooth_replicates(fit$spec, Y, n_threads = 2L), F)
+})
+
+test_that("the bootstrap p-value counts the replicates at least as large", {
+  expect_equal(localmean:::bootstrap_p_value(2, c(1, 2, 3, NA)), 3 / 4)
+  expect_equal(localmean:::bootstrap_p_value(20, 1:19), 1 / 20)
+})
+
+# ---- The specification test ------------------------------------------------------------------
+
+test_that("the specification statistic is the pseudo-likelihood ratio of plain-R fits", {
+  d <- spec_data(60, curve = TRUE)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.1)
+  lin <- lm(y ~ x, d)
+  set.seed(1)
+  res <- spec_test(fit, lin, B = 19, verbose = FALSE)
+  rss1 <- sum((d$y - local_poly_ref(d$x, d$y, d$x, 0.1, "gaussian", 1)$coef[, 1])^2)
+  rss0 <- sum(residuals(lin)^2)
+  expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
+  expect_equal(res$models$RSS, c(rss0, rss1), tolerance = 1e-10)
+  # the replicates: responses under the null, refitted by both models
+  set.seed(1)
+  v <- localmean:::wild_multipliers(60, 19)
+  Y <- fitted(lin) + residuals(lin) * v
+  L <- smoother_matrix_ref(d$x, d$y, 0.1, "gaussian", 1)
+  r0 <- colSums((Y - qr.fitted(lin$qr, Y))^2)
+  r1 <- colSums((Y - L %*% Y)^2)
+  expect_equal(res$replicates, (r0 - r1) / r1, tolerance = 1e-8)
+  expect_equal(res$p.value, (1 + sum(res$replicates >= res$statistic)) / 20)
+})
+
+test_that("the specification test has the weights of both fits", {
+  d <- spec_data(60)
+  d$w <- rep(c(1, 2), 30)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.2, weights = w)
+  lin <- lm(y ~ x, d, weights = w)
+  set.seed(1)
+  res <- spec_test(fit, lin, B = 19, verbose = FALSE)
+  rss0 <- sum(d$w * residuals(lin)^2)
+  rss1 <- sum(d$w * (d$y - fitted(fit))^2)
+  expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
+  # the weighted QR refits the linear model
+  set.seed(1)
+  v <- localmean:::wild_multipliers(60, 19)
+  Y <- fitted(lin) + residuals(lin) * v
+  refit <- lm.wfit(cbind(1, d$x), Y[, 3], d$w)
+  expect_equal(res$replicates[3] > -Inf, TRUE)
+  r0 <- sum(d$w * refit$residuals^2)
+  F1 <- localmean:::smooth_replicates(fit$spec, Y[, 3, drop = FALSE])
+  r1 <- sum(d$w * (Y[, 3] - F1)^2)
+  expect_equal(res$replicates[3], (r0 - r1) / r1, tolerance = 1e-8)
+  expect_error(spec_test(fit, lm(y ~ x, d), B = 19, verbose = FALSE),
+               class = "localmean_error_mismatch")
+})
+
+test_that("the specification test is reproducible for any thread count and either order", {
+  d <- spec_data(80)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.2, n_threads = 1)
+  lin <- lm(y ~ x, d)
+  set.seed(5)
+  one <- spec_test(fit, lin, B = 49, n_threads = 1, verbose = FALSE)
+  set.seed(5)
+  two <- spec_test(fit, lin, B = 49, n_threads = 2, verbose = FALSE)
+  expect_identical(two$replicates, one$replicates)
+  expect_identical(two$p.value, one$p.value)
+  set.seed(5)
+  swapped <- spec_test(lin, fit, B = 49, verbose = FALSE)
+  expect_identical(swapped$p.value, one$p.value)
+  set.seed(5)
+  via_anova <- anova(fit, lin, B = 49, verbose = FALSE)
+  expect_identical(via_anova$p.value, one$p.value)
+  expect_s3_class(via_anova, "htest")
+  expect_match(via_anova$data.name, "lin vs fit")
+  # the other order is stats' anova.lm(): an F table without a bootstrap (documented)
+  expect_s3_class(anova(lin, fit), "anova")
+})
+
+test_that("the specification test accepts a true model and rejects a wrong one", {
+  null <- spec_data(100, seed = 3)
+  set.seed(11)
+  res <- spec_test(local_poly(y ~ x, null, bandwidth = 0.2), lm(y ~ x, null), B = 99,
+                   verbose = FALSE)
+  expect_gt(res$p.value, 0.05)
+  alt <- spec_data(100, seed = 3, curve = TRUE)
+  set.seed(11)
+  res <- spec_test(local_poly(y ~ x, alt, bandwidth = 0.1), lm(y ~ x, alt), B = 99,
+                   verbose = FALSE)
+  expect_equal(res$p.value, 0.01)
+})
+
+test_that("the specification test prints as a test and tidies to one row", {
+  fit <- local_poly(dist ~ speed, cars, bandwidth = 5)
+  set.seed(1)
+  res <- spec_test(fit, lm(dist ~ speed, cars), B = 19, verbose = FALSE)
+  out <- capture.output(print(res))
+  expect_true(any(grepl("Specification test", out)))
+  expect_true(any(grepl("F = .*, B = 19, p-value", out)))
+  expect_true(any(grepl("parametric", out)))
+  row <- tidy(res)
+  expect_identical(nrow(row), 1L)
+  expect_identical(row$B, 19L)
+  expect_equal(row$p.value, res$p.value)
+  expect_equal(glance(res), row)
+})
+
+test_that("the specification test refuses bad input with classed errors", {
+  d <- spec_data(40)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.2)
+  lin <- lm(y ~ x, d)
+  for (B in list(18, 99.5, -1, NA, "99", c(99, 199))) {
+    expect_error(spec_test(fit, lin, B = B), "B", class = "localmean_error")
+  }
+  expect_error(spec_test(fit, lm(y ~ x, d[-1, ]), B = 19), "different rows",
+               class = "localmean_error_mismatch")
+  expect_error(spec_test(fit, lm(I(2 * y) ~ x, d), B = 19), "different responses",
+               class = "localmean_error_mismatch")
+  expect_error(spec_test(fit, glm(y ~ x, data = d), B = 19), "parametric",
+               class = "localmean_error")
+  expect_error(spec_test(fit, fit, B = 19), "parametric", class = "localmean_error")
+  expect_error(spec_test(lin, lin, B = 19), "local", class = "localmean_error")
+  expect_error(anova(fit), "one parametric model", class = "localmean_error")
+  expect_error(anova(fit, lin, lin), "one parametric model", class = "localmean_error")
+  expect_error(spec_test(fit, lin, B = 19, multipliers = "normal"), "multipliers",
+               class = "localmean_error")
+  d$k <- rbinom(40, 1, 0.5)
+  logit <- local_poly(k ~ x, d, bandwidth = 0.3, family = "binomial")
+  expect_error(spec_test(logit, lm(k ~ x, d), B = 19), "least-squares", class = "localmean_error")
+})
+
+test_that("the bootstrap gives the same p-value under a future plan", {
+  skip_on_cran()
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  d <- spec_data(60)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.2)
+  set.seed(1)
+  Y <- matrix(rnorm(60 * 6), 60, 6)
+  serial <- localmean:::smooth_replicates(fit$spec, Y, cells = 120)
+  old <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(old), add = TRUE)
+  expect_identical(localmean:::smooth_replicates(fit$spec, Y, cells = 120), serial)
+})
+
+# ---- The two-sample density test -------------------------------------------------------------
+
+# The statistic in plain R: Gaussian kernel sums over every pair, scale bandwidths.
+kde_test_ref <- function(x1, x2, h1, h2) {
+  x1 <- as.matrix(x1)
+  x2 <- as.matrix(x2)
+  psi <- function(a, b, h) {
+    total <- 0
+    for (i in seq_len(nrow(a))) {
+      u <- sweep(b, 2, a[i, ]) / rep(h, each = nrow(b))
+      total <- total + sum(apply(dnorm(u), 1, prod)) / prod(h)
+    }
+    total / (nrow(a) * nrow(b))
+  }
+  psi(x1, x1, h1) + psi(x2, x2, h2) - psi(x1, x2, h1) - psi(x2, x1, h2)
+}
+
+test_that("the two-sample statistic is the plain-R sum of kernel pairs", {
+  set.seed(4)
+  x1 <- cbind(rnorm(40), rnorm(40))
+  x2 <- cbind(rnorm(30, 0.3), rnorm(30))
+  res <- kde_test(x1, x2, bandwidth = c(0.4, 0.5))
+  expect_equal(unname(res$estimate), kde_test_ref(x1, x2, c(0.4, 0.5), c(0.4, 0.5)),
+               tolerance = 1e-10)
+  x1 <- rnorm(50)
+  x2 <- rexp(40)
+  res <- kde_test(x1, x2, bandwidth = 0.3)
+  expect_equal(unname(res$estimate), kde_test_ref(x1, x2, 0.3, 0.3), tolerance = 1e-10)
+  # the null mean K(0) (1 / (n1 h) + 1 / (n2 h)) and the z statistic
+  expect_equal(res$p.value, pnorm(unname(res$statistic), lower.tail = FALSE))
+})
+
+test_that("the two-sample test agrees with ks::kde.test at the same bandwidths", {
+  skip_on_cran()  # loading ks takes seconds
+  skip_if_not_installed("ks")
+  set.seed(6)
+  x1 <- rnorm(60)
+  x2 <- rnorm(50, 0.4, 1.2)
+  res <- kde_test(x1, x2)
+  h <- c(res$bandwidths[[1]]$h, res$bandwidths[[2]]$h)
+  peer <- ks::kde.test(x1, x2, h1 = h[1], h2 = h[2])
+  expect_equal(unname(res$estimate), peer$Tstat, tolerance = 1e-8)
+  # ks estimates the variance's density gradient on a grid (binned), here exactly: z agrees to
+  # about 1e-3
+  expect_equal(unname(res$statistic), peer$zstat, tolerance = 1e-3)
+  expect_equal(res$p.value, peer$pvalue, tolerance = 1e-3)
+  x1 <- cbind(rnorm(50), rnorm(50))
+  x2 <- cbind(rnorm(40), rnorm(40, 0.5))
+  H <- matrix(c(0.3, 0.1, 0.1, 0.4), 2)
+  res <- kde_test(x1, x2, bandwidth = H)
+  peer <- ks::kde.test(x1, x2, H1 = H, H2 = H)
+  expect_equal(unname(res$estimate), peer$Tstat, tolerance = 1e-8)
+  expect_equal(unname(res$statistic), peer$zstat, tolerance = 1e-3)
+})
+
+test_that("the two-sample test accepts equal densities and rejects different ones", {
+  set.seed(8)
+  expect_gt(kde_test(rnorm(150), rnorm(120))$p.value, 0.05)
+  expect_lt(kde_test(rnorm(150), rnorm(120, 0.7))$p.value, 0.001)
+  res <- kde_test(rnorm(100), rnorm(100))
+  expect_identical(tidy(res)$B, NA_integer_)
+  expect_true(any(grepl("z = .*, p-value", capture.output(print(res)))))
+})
+
+test_that("the permutation p-value permutes the labels of the pooled sample", {
+  set.seed(9)
+  x1 <- cbind(rnorm(30), rnorm(30))
+  x2 <- cbind(rnorm(25, 0.5), rnorm(25))
+  set.seed(1)
+  res <- kde_test(x1, x2, bandwidth = c(0.5, 0.6), B = 19, verbose = FALSE)
+  expect_identical(res$parameter, c(B = 19L))
+  expect_equal(res$p.value, (1 + sum(res$replicates >= res$estimate)) / 20)
+  # the same permutations, drawn as kde_test() draws them, in plain R
+  set.seed(1)
+  pooled <- rbind(x1, x2)
+  for (b in 1:3) {
+    in1 <- sample.int(55, 30)
+    expect_equal(res$replicates[b],
+                 kde_test_ref(pooled[in1, ], pooled[-in1, ], c(0.5, 0.6), c(0.5, 0.6)),
+                 tolerance = 1e-10)
+  }
+  set.seed(1)
+  two <- kde_test(x1, x2, bandwidth = c(0.5, 0.6), B = 19, n_threads = 2, verbose = FALSE)
+  expect_identical(two$replicates, res$replicates)
+  expect_error(kde_test(x1, x2, bandwidth = diag(2) / 4, B = 19), "per-variable",
+               class = "localmean_error")
+  expect_error(kde_test(x1, x2, B = 5), "B", class = "localmean_error")
+})
+
+test_that("the two-sample test refuses bad input with classed errors", {
+  expect_error(kde_test(rnorm(20), cbind(rnorm(20), rnorm(20))), "same number of columns",
+               class = "localmean_error_mismatch")
+  expect_error(kde_test(letters, rnorm(20)), "x1", class = "localmean_error")
+  expect_error(kde_test(rnorm(20), 1), "x2", class = "localmean_error")
+  expect_error(kde_test(rnorm(20), rnorm(20), bandwidth = nn(5)), "bandwidth",
+               class = "localmean_error")
+})
