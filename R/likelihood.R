@@ -188,8 +188,15 @@ family_response <- function(y, weights, family, n, call = rlang::caller_env()) {
     y <- if (is.factor(y)) as.integer(y) - 1L else as.integer(y)
   }
   y <- check_response(y, n, call = call)
-  outside <- if (row$y_open) any(y <= row$y_lower | y >= row$y_upper) else
-    any(y < row$y_lower | y > row$y_upper)
+  # y is finite: its range decides, and no pass is needed where both bounds are infinite
+  # (elementwise comparisons allocate three vectors of n: at n = 1e6 they tripled the time of a
+  # binned fit).
+  outside <- FALSE
+  if ((is.finite(row$y_lower) || is.finite(row$y_upper)) && length(y)) {
+    extent <- range(y)
+    outside <- if (row$y_open) extent[1L] <= row$y_lower || extent[2L] >= row$y_upper else
+      extent[1L] < row$y_lower || extent[2L] > row$y_upper
+  }
   if (outside) {
     range <- sprintf("%s%s, %s%s", if (row$y_open) "(" else "[", format(row$y_lower),
                      format(row$y_upper), if (row$y_open || is.infinite(row$y_upper)) ")" else "]")
