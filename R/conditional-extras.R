@@ -78,10 +78,26 @@ simulate.local_cdens <- function(object, nsim = 1, seed = NULL, newdata = NULL,
     picked <- rows[sample.int(length(rows), nsim, replace = TRUE, prob = w)]
     draws[j, ] <- object$y[picked]
   }
-  draws <- draws + object$bandwidth$y * matrix(kernel_draws(m * nsim, object$kernel, 1L), m)
-  out <- as.data.frame(expand_rows(draws, points$ok))
-  names(out) <- paste0("sim_", seq_len(nsim))
+  out <- if (cdens_discrete(object)) {
+    lapply(seq_len(nsim), function(k) draw_levels(object, expand_rows(draws[, k], points$ok)))
+  } else {
+    draws <- draws + object$bandwidth$y * matrix(kernel_draws(m * nsim, object$kernel, 1L), m)
+    as.data.frame(expand_rows(draws, points$ok))
+  }
+  out <- stats::setNames(as.data.frame(out), paste0("sim_", seq_len(nsim)))
   structure(out, seed = seed_state$seed)
+}
+
+# Draws of a categorical response given the levels (codes) of the picked data rows: each from
+# the response kernel's column of its row's level, as a factor of the response's levels.
+draw_levels <- function(object, codes) {
+  table <- cdens_y_table(object, object$bandwidth$y)
+  drawn <- rep(NA_integer_, length(codes))
+  for (l in unique(codes[!is.na(codes)])) {
+    at <- which(codes == l)
+    drawn[at] <- sample.int(nrow(table), length(at), replace = TRUE, prob = table[, l])
+  }
+  factor(object$y_levels[drawn], levels = object$y_levels, ordered = object$y_kind == "ordered")
 }
 
 # The predictors' kernel windows at the query points (engine_windows()): rows and kernel
@@ -102,15 +118,19 @@ augment.local_cdens <- function(x, data = NULL, newdata = NULL, ...) {
   if (is.null(newdata)) {
     base <- augment_base(data, x$n, function() {
       frame <- cdens_predictor_frame(x, x$x, x$categorical$codes)
-      frame[[x$response]] <- x$y
+      frame[[x$response]] <- if (cdens_discrete(x)) {
+        factor(x$y_levels[x$y], levels = x$y_levels, ordered = x$y_kind == "ordered")
+      } else x$y
       frame
     })
   } else {
     base <- as.data.frame(newdata)
   }
   base$.density <- predict(x, newdata, verbose = FALSE)
-  base$.cdf <- predict(x, newdata, type = "distribution", verbose = FALSE)
-  base$.median <- as.vector(predict(x, newdata, type = "quantile", tau = 0.5, verbose = FALSE))
+  if (!cdens_discrete(x)) {  # a categorical response has its probabilities alone
+    base$.cdf <- predict(x, newdata, type = "distribution", verbose = FALSE)
+    base$.median <- as.vector(predict(x, newdata, type = "quantile", tau = 0.5, verbose = FALSE))
+  }
   as_tidy_frame(base)
 }
 
@@ -121,6 +141,10 @@ autoplot.local_cdens <- function(object, tau = c(0.1, 0.5, 0.9), n_grid = 101, .
   check_ggplot2()
   tau <- check_tau(tau)
   n_grid <- check_count(n_grid, min = 3)
+  if (cdens_discrete(object)) {
+    abort("{.fn autoplot} draws conditional densities of a numeric response; use {.fn plot} for
+           the probabilities of a categorical one.")
+  }
   kind <- object$predictors$kind
   if (length(kind) != 1L) {
     abort("{.fn autoplot} of a conditional density needs exactly one predictor; use

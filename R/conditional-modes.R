@@ -65,11 +65,15 @@ conditional_modes <- function(object, newdata = NULL, max_iter = 500, tol = 1e-1
   if (!inherits(object, "local_cdens")) {
     abort("{.arg object} must be a conditional density made by {.code kde(y ~ x)}.")
   }
+  if (cdens_discrete(object)) {
+    abort("{.arg object} has a categorical response, whose conditional mode is its most probable
+           level: see {.code predict(object, newdata)}.")
+  }
   max_iter <- check_count(max_iter)
   tol <- check_positive(tol)
   merge_tol <- check_positive(merge_tol)
   n_threads <- n_threads(n_threads)
-  check_flag(verbose)
+  verbose <- check_flag(verbose)
   check_local_constant(object, "conditional_modes")
   shadow <- kernel_row(object$kernel)$shadow
   if (is.na(shadow)) {
@@ -80,7 +84,8 @@ conditional_modes <- function(object, newdata = NULL, max_iter = 500, tol = 1e-1
   }
   points <- cdens_new_points(object, newdata, need_response = FALSE)
   m <- nrow(points$x)
-  found <- if (m) cdens_climb(object, points, shadow, max_iter, tol, merge_tol, n_threads) else
+  found <- if (m) cdens_climb(object, points, shadow, max_iter, tol, merge_tol, n_threads,
+                                verbose) else
     list(query = integer(0), mode = numeric(0), bound = numeric(0))
   at <- function(values, type) {
     if (!length(values)) return(numeric(0))
@@ -149,11 +154,13 @@ check_local_constant <- function(object, fn, call = rlang::caller_env()) {
 
 # Mean shift in y at every query: list(query = the query of each mode, mode, bound = the upper
 # end of each mode's basin, the antimode before the next mode, Inf for the last).
-cdens_climb <- function(object, points, shadow, max_iter, tol, merge_tol, n_threads) {
+cdens_climb <- function(object, points, shadow, max_iter, tol, merge_tol, n_threads, verbose) {
   windows <- cdens_windows(object, points, n_threads)
+  if (verbose) bar <- cli::cli_progress_bar("conditional modes", total = nrow(points$x))
   prior <- object$weights %||% rep(1, object$n)
   hy <- object$bandwidth$y
   out <- lapply(seq_len(nrow(points$x)), function(j) {
+    if (verbose) cli::cli_progress_update(id = bar)
     rows <- windows$rows[[j]]
     w <- windows$weights[[j]] * prior[rows]
     keep <- w > 0

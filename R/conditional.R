@@ -200,7 +200,8 @@ cdens_degree <- function(fit) fit$degree %||% 0L
 cdens_discrete <- function(fit) !is.null(fit$y_kind) && fit$y_kind != "numeric"
 
 # The response's discrete kernel as a c x c matrix, [z, l] the probability of level z for a
-# data point at level l (Aitchison-Aitken, or np's normalised Li-Racine for an ordered one).
+# data point at level l (Aitchison-Aitken; for an ordered one np's normalised Li-Racine or
+# Wang-van Ryzin, as `local_control(ordered_kernel)` says).
 cdens_y_table <- function(fit, lambda) {
   discrete_kernel_table(list(levels = list(fit$y_levels), ordered = fit$y_kind == "ordered"),
                         1L, lambda, fit$control)

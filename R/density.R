@@ -959,7 +959,8 @@ kde_mixed <- function(x, bandwidth, kernel, weights, gridsize, bounds, method, n
                         weights = if (!is.null(weights)) weights / sum(weights),
                         kernel = kernel, bounds = NULL, control = control, call = call),
                    class = "local_kde")
-  chosen <- resolve_kde_mixed_bandwidth(bandwidth, fit, predictors, weights, n_threads)
+  chosen <- resolve_kde_mixed_bandwidth(bandwidth, fit, predictors, weights, n_threads,
+                                        call = call)
   fit$bandwidth <- list(type = "scale", h = chosen$h, lambda = chosen$lambda)
   fit$bandwidth_method <- chosen$method
   fit$grid <- if (d) kde_grid(fit, gridsize)
@@ -1007,6 +1008,12 @@ resolve_kde_mixed_bandwidth <- function(bandwidth, fit, predictors, weights, n_t
       abort(c("{.arg bandwidth} {.val {method}} is for numeric data only.",
               i = "With categorical columns choose {.val {mixed_kde_selectors}} or give one
                    bandwidth per column."), call = call)
+    }
+    if (method == "lscv" && identical(fit$control$ordered_kernel, "wangvanryzin") &&
+        any(predictors$categorical$ordered)) {
+      abort(c("{.arg bandwidth} {.val lscv} of mixed data is written for the Li-Racine kernel of
+               ordered factors.", i = "Give one bandwidth per column, or use {.val rot}."),
+            call = call)
     }
     bandwidth <- kde_mixed_bandwidth(predictors, method, fit$kernel, weights, n_threads)
   } else if (!is.numeric(bandwidth) || is.matrix(bandwidth)) {
@@ -1137,7 +1144,7 @@ simulate_kde_mixed <- function(object, rows) {
   }
   cat <- object$categorical
   for (j in seq_along(cat$levels)) {
-    table <- discrete_kernel_table(cat, j, object$bandwidth$lambda[j])
+    table <- discrete_kernel_table(cat, j, object$bandwidth$lambda[j], object$control)
     from <- cat$codes[rows, j]
     drawn <- integer(nsim)
     for (l in unique(from)) {

@@ -1,7 +1,7 @@
 # Tests with local models: the bootstrap that every test shares (multipliers drawn in the calling
 # session, replicate responses smoothed by the fit's engine object, many per engine call), the
 # specification test of a parametric regression against a local polynomial, and the two-sample
-# test of kernel density estimates. Results are `htest` objects (class `localmean_test`).
+# test of kernel density estimates. Results are `htest` objects (class `local_test`).
 
 # ---- The bootstrap foundation ----------------------------------------------------------------
 
@@ -11,7 +11,7 @@ check_replicates <- function(B, call = rlang::caller_env()) {
     abort("{.arg B} must be a whole number of at least 19 (the bootstrap replicates).",
           call = call)
   }
-  check_count(B, min = 19, call = call)
+  as.integer(B)
 }
 
 # Wild-bootstrap multipliers (n x B, mean 0, variance 1), drawn here in the calling session so
@@ -81,11 +81,11 @@ new_local_test <- function(statistic, p_value, method, data_name, alternative, B
                  p.value = p_value, estimate = estimate, method = method,
                  data.name = data_name, alternative = alternative, replicates = replicates,
                  models = models),
-            class = c("localmean_test", "htest"))
+            class = c("local_test", "htest"))
 }
 
 #' @export
-print.localmean_test <- function(x, ...) {
+print.local_test <- function(x, digits = getOption("digits"), ...) {
   check_dots(...)
   NextMethod()
   if (!is.null(x$models)) {
@@ -111,7 +111,7 @@ print.localmean_test <- function(x, ...) {
 #' @examples
 #' fit <- local_poly(dist ~ speed, cars, bandwidth = 5)
 #' tidy(spec_test(fit, lm(dist ~ speed, cars), B = 99, verbose = FALSE))
-tidy.localmean_test <- function(x, ...) {
+tidy.local_test <- function(x, ...) {
   check_dots(...)
   glance_row(estimate = if (!is.null(x$estimate)) unname(x$estimate[1L]),
              statistic = unname(x$statistic), p.value = x$p.value,
@@ -119,9 +119,9 @@ tidy.localmean_test <- function(x, ...) {
              method = x$method, alternative = x$alternative)
 }
 
-#' @rdname tidy.localmean_test
+#' @rdname tidy.local_test
 #' @export
-glance.localmean_test <- function(x, ...) tidy.localmean_test(x, ...)
+glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 
 # ---- Is the parametric model right? ----------------------------------------------------------
 
@@ -174,7 +174,7 @@ glance.localmean_test <- function(x, ...) tidy.localmean_test(x, ...)
 #' @param verbose Show a progress bar.
 #' @param ... For `spec_test()`, must be empty. For `anova()`, the
 #'   parametric fit.
-#' @return An object of class `c("localmean_test", "htest")`: `statistic`
+#' @return An object of class `c("local_test", "htest")`: `statistic`
 #'   (F), `parameter` (B), `p.value`, `method`, `data.name`, `alternative`,
 #'   `replicates` (the bootstrap statistics) and `models` (a table of both
 #'   fits' residual degrees of freedom and sums of squares).
@@ -196,12 +196,14 @@ glance.localmean_test <- function(x, ...) tidy.localmean_test(x, ...)
 spec_test <- function(local, parametric, B = 199, multipliers = c("mammen", "rademacher"),
                       n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
+  names <- c(local = deparse1(substitute(local)), parametric = deparse1(substitute(parametric)))
   if (inherits(local, "lm") && inherits(parametric, "local_poly")) {
     swap <- local
     local <- parametric
     parametric <- swap
+    names <- rev(names)
   }
-  data_name <- paste(deparse1(substitute(parametric)), "vs", deparse1(substitute(local)))
+  data_name <- paste(names[2L], "vs", names[1L])
   plr_test(local, parametric, B, multipliers, n_threads, verbose, data_name)
 }
 
@@ -244,7 +246,8 @@ plr_test <- function(local, parametric, B, multipliers, n_threads, verbose, data
   # Responses under the null, refitted by both models (sqrt(w) scales the weighted QR).
   Y <- fit0 + res0 * wild_multipliers(length(y), B, multipliers)
   root_w <- sqrt(w)
-  F0 <- qr.fitted(parametric$qr, root_w * Y) / root_w
+  offset <- parametric$offset %||% 0  # not part of the least-squares projection
+  F0 <- offset + qr.fitted(parametric$qr, root_w * (Y - offset)) / root_w
   spec <- local$spec
   spec$values <- NULL
   F1 <- smooth_replicates(spec, Y, n_threads = n_threads, verbose = verbose)
@@ -345,7 +348,7 @@ check_model_pair <- function(local, parametric, call) {
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show progress bars for long computations.
 #' @param ... Must be empty.
-#' @return An object of class `c("localmean_test", "htest")`: `statistic`
+#' @return An object of class `c("local_test", "htest")`: `statistic`
 #'   (z), `parameter` (B, with permutations), `p.value`, `estimate` (T),
 #'   `method`, `data.name`, `alternative`, `replicates` (the permuted T), and
 #'   `bandwidths` (the two estimates' bandwidths as [kde()] records them).
@@ -420,6 +423,7 @@ kde_sample <- function(x, bandwidth, n_threads, verbose, arg, call = rlang::call
   if (!is.numeric(x) || length(x) < 2L) {
     abort("{.arg {arg}} must be a numeric vector or matrix of at least two points.", call = call)
   }
+  if (any(!is.finite(x))) abort("{.arg {arg}} has missing or non-finite values.", call = call)
   if (is.matrix(x)) storage.mode(x) <- "double" else x <- as.double(x)
   kde(x, bandwidth = bandwidth, gridsize = 0, n_threads = n_threads, verbose = verbose)
 }

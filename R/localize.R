@@ -926,18 +926,22 @@ predict.local_refits <- function(object, newdata = NULL, type = NULL, interpolat
   recipe <- object$recipe
   newdata <- if (is.null(newdata)) recipe$data else as.data.frame(newdata)
   if (check_flag(interpolate)) return(interpolated_prediction(object, newdata, type))
-  at <- localization_points(newdata[intersect(object$over, names(newdata))], object$local,
-                            recipe$data, arg = "newdata")
+  over <- newdata[intersect(object$over, names(newdata))]
+  # rows missing a localization variable predict NA (a missing column is an error below)
+  ok <- if (ncol(over)) stats::complete.cases(over) else rep(TRUE, nrow(newdata))
+  if (!any(ok)) return(rep(NA_real_, nrow(newdata)))
+  at <- localization_points(over[ok, , drop = FALSE], object$local, recipe$data, arg = "newdata")
   windows <- point_windows(object$local, point_queries(object$local, at, arg = "newdata"))
+  complete <- newdata[ok, , drop = FALSE]
   predict_row <- function(fit, i) {
-    row <- newdata[i, , drop = FALSE]
+    row <- complete[i, , drop = FALSE]
     value <- if (is.null(type)) stats::predict(fit, newdata = row) else
       stats::predict(fit, newdata = row, type = type)
     as.vector(value)[1L]
   }
   fits <- fit_windows(recipe, windows, predict_row, verbose = FALSE)
   warn_local_failures(fits, "row")
-  vapply(fits, function(f) f$value %||% NA_real_, 0)
+  expand_rows(vapply(fits, function(f) f$value %||% NA_real_, 0), ok)
 }
 
 # Predictions of `newdata` from the local coefficients interpolated linearly between the

@@ -99,8 +99,8 @@ self_local_regression <- function(formula, data = NULL, kernel = "gaussian", ban
     control = check_control(control), n_threads = n_threads(n_threads),
     terms = attr(mf, "terms"), na.action = attr(mf, "na.action")),
     class = c("local_self", "local_model"))
-  check_flag(verbose)
-  chosen <- self_local_bandwidth(bandwidth, fit)
+  verbose <- check_flag(verbose)
+  chosen <- self_local_bandwidth(bandwidth, fit, verbose)
   fit$bandwidth <- join_bandwidth(chosen$h, chosen$lambda, fit$predictors)
   fit$bandwidth_y <- chosen$hy
   fit$bandwidth_method <- chosen$method
@@ -177,29 +177,35 @@ self_local_score <- function(loo, y, w) {
 # ---- Bandwidths -------------------------------------------------------------------------------
 
 # list(h, lambda, hy, method) from numbers (one per predictor, then the response's) or "cv".
-self_local_bandwidth <- function(bandwidth, fit, call = rlang::caller_env()) {
+self_local_bandwidth <- function(bandwidth, fit, verbose, call = rlang::caller_env()) {
   vars <- c(fit$predictors$names, response_name(fit))
-  if (identical(bandwidth, "cv")) return(c(self_local_cv(fit, call), method = "cv"))
+  if (identical(bandwidth, "cv")) return(c(self_local_cv(fit, verbose, call), method = "cv"))
   if (!is.numeric(bandwidth) || is.matrix(bandwidth) || length(bandwidth) != length(vars)) {
     abort(c("{.arg bandwidth} must be {.val cv} or one value per variable ({length(vars)}), in
              the order {.field {vars}}: h for numeric ones and the response, lambda for
              categorical ones."), call = call)
+  }
+  if (!is.null(names(bandwidth))) {
+    if (!setequal(names(bandwidth), vars) || anyDuplicated(names(bandwidth))) {
+      abort(c("The names of {.arg bandwidth} must be the variables {.field {vars}}.",
+              x = "Got {.field {names(bandwidth)}}."), call = call)
+    }
+    bandwidth <- bandwidth[vars]
   }
   hy <- as.double(bandwidth[length(vars)])
   if (!is.finite(hy) || hy <= 0) {
     abort(c("{.arg bandwidth} of the response must be positive and finite.",
             x = "Got {.val {hy}}."), call = call)
   }
-  bw <- split_bandwidth(unname(bandwidth[-length(vars)]), cdens_predictors_of(fit), call = call)
+  bw <- split_bandwidth(unname(bandwidth[-length(vars)]), cdens_predictors(fit), call = call)
   list(h = bw$h, lambda = bw$lambda, hy = hy, method = "user")
 }
-
-cdens_predictors_of <- function(fit) c(fit$predictors, list(categorical = fit$categorical))
 
 # Leave-one-out cross-validation of every bandwidth: the best of a grid of multiples of the
 # rules of thumb (the predictors' and, for the response, that of its residuals from the local
 # mean at the rule-of-thumb bandwidths), then the joint search of the regression selectors.
-self_local_cv <- function(fit, call) {
+self_local_cv <- function(fit, verbose, call) {
+  tick <- search_progress(verbose)
   n <- length(fit$y)
   w <- fit$weights %||% rep(1 / n, n)
   d <- ncol(fit$x)
@@ -218,11 +224,11 @@ self_local_cv <- function(fit, call) {
     specs$joint <- with_scale(specs$joint, h, lambda = lambda)
     specs$hy <- bw$hy
     loo <- self_local_iterate(fit, specs, fit$x, fit$categorical$codes, leave_out = TRUE)$fit
+    tick()
     self_local_score(loo, fit$y, w)
   }
   mult <- c(0.25, 0.5, 1, 2)
   grid <- expand.grid(x = mult, y = c(0.5, 1, 2, 4))
-  start <- c(h0, hy0)
   values <- apply(grid, 1L, function(a) score_of(c(a[["x"]] * h0, a[["y"]] * hy0)))
   best <- grid[which.min(values), ]
   start <- c(best$x * h0, best$y * hy0)

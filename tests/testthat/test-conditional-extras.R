@@ -71,3 +71,22 @@ test_that("autoplot() draws one numeric or one categorical predictor", {
   expect_error(ggplot2::autoplot(two), class = "localmean_error", "one predictor")
   expect_error(ggplot2::autoplot(fit, tau = 1), class = "localmean_error", "tau")
 })
+
+test_that("a categorical response: simulate() draws its levels, augment() its probabilities", {
+  fit <- kde(factor(gear) ~ mpg, data = mtcars, bandwidth = c(3, 0.1))
+  sims <- simulate(fit, nsim = 2, seed = 1)
+  expect_s3_class(sims$sim_1, "factor")
+  expect_identical(levels(sims$sim_1), c("3", "4", "5"))
+  # lambda = 0: every draw is the level of a data row in the window
+  exact <- kde(factor(gear) ~ mpg, data = mtcars, bandwidth = c(0.5, 0))
+  draws <- simulate(exact, nsim = 1, seed = 2)$sim_1
+  near <- vapply(mtcars$mpg, function(v) paste(sort(unique(mtcars$gear[abs(mtcars$mpg - v) <= 4])),
+                                               collapse = ""), "")
+  expect_true(all(mapply(grepl, as.character(draws), near)))
+  aug <- augment(fit)
+  expect_named(aug, c("mpg", "factor(gear)", ".density"))
+  expect_equal(aug$.density, predict(fit))
+  expect_error(conditional_modes(fit), "categorical response", class = "localmean_error")
+  skip_if_not_installed("ggplot2")
+  expect_error(ggplot2::autoplot(fit), "numeric response", class = "localmean_error")
+})

@@ -279,3 +279,19 @@ test_that("the two-sample test refuses bad input with classed errors", {
   expect_error(kde_test(rnorm(20), rnorm(20), bandwidth = nn(5)), "bandwidth",
                class = "localmean_error")
 })
+
+test_that("spec_test() refits an lm with an offset around the offset, and names the data", {
+  d <- cars
+  d$off <- d$speed^2 / 10
+  lo <- lm(dist ~ speed + offset(off), d)
+  fit <- local_poly(dist ~ speed, d, bandwidth = 5, verbose = FALSE)
+  set.seed(3)
+  a <- spec_test(fit, lo, B = 19, verbose = FALSE)
+  # the null model's own fitted values are a fixed point of its refit
+  expect_equal(unname(lo$offset + qr.fitted(lo$qr, fitted(lo) - lo$offset)), unname(fitted(lo)))
+  set.seed(3)
+  b <- spec_test(lo, fit, B = 19, verbose = FALSE)
+  expect_identical(b$p.value, a$p.value)
+  expect_identical(b$data.name, "lo vs fit")
+  expect_error(kde_test(c(rnorm(9), NA), rnorm(10)), "x1", class = "localmean_error")
+})

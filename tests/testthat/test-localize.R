@@ -433,3 +433,11 @@ test_that("localize() gives identical results on a future plan", {
   expect_identical(par_fit$coefficients, seq_fit$coefficients)
   expect_identical(par_fit$std.error, seq_fit$std.error)
 })
+
+test_that("predict() gives NA for rows missing a localization variable", {
+  fit <- localize(lm(mpg ~ wt, mtcars), over = ~hp, bandwidth = 100, at = c(100, 200),
+                  verbose = FALSE)
+  p <- predict(fit, data.frame(wt = c(3, 3), hp = c(NA, 120)))
+  expect_true(is.na(p[1L]))
+  expect_identical(p[2L], predict(fit, data.frame(wt = 3, hp = 120)))
+})

@@ -123,3 +123,12 @@ test_that("bad input gets classed errors", {
                                           verbose = FALSE)), class = "localmean_error")
   expect_error(predict(fit, data.frame(z = 1)), class = "localmean_error")
 })
+
+test_that("named bandwidths are matched to the variables", {
+  a <- self_local_regression(dist ~ speed, cars, bandwidth = c(dist = 10, speed = 3),
+                             verbose = FALSE)
+  b <- self_local_regression(dist ~ speed, cars, bandwidth = c(3, 10), verbose = FALSE)
+  expect_identical(fitted(a), fitted(b))
+  expect_error(self_local_regression(dist ~ speed, cars, bandwidth = c(d = 10, speed = 3)),
+               "names of `bandwidth`", class = "localmean_error")
+})

@@ -233,6 +233,9 @@ test_that("glance() is one row for every class that has it", {
     expect_identical(nrow(glance(fit)), 1L, info = name)
     tried <- c(tried, class(fit))
   }
+  # tests (htest objects, not fits) have glance() too
+  expect_identical(nrow(glance(kde_test(as.double(1:20), as.double(2:21), verbose = FALSE))), 1L)
+  tried <- c(tried, "local_test")
   # every glance() method of the package was tried
   ours <- sub("^glance\\.", "", grep("^glance\\.local_", as.character(utils::methods("glance")),
                                      value = TRUE))
