@@ -1127,14 +1127,14 @@ tidy.local_refits <- function(x, ...) {
 }
 
 # The points with their local coefficients, one row per point.
-#' @rdname localize
+#' @rdname localmean-tidiers
 #' @export
 as.data.frame.local_refits <- function(x, row.names = NULL, optional = FALSE, ...) {
   check_dots(..., .known = "stringsAsFactors")
   cbind(x$at, as.data.frame(x$coefficients, optional = TRUE))
 }
 
-#' @rdname localize
+#' @rdname localmean-as-matrix
 #' @export
 as.matrix.local_refits <- function(x, ...) numeric_frame(x, ...)
 

@@ -338,3 +338,7 @@ qkv_forward_ref <- function(object, ids) {
                   qkv_block(th, lay, "output_bias", NULL, NULL), "+")
   list(attention = attention, probs = softmax_rows(logits))
 }
+
+# A function of np, the peer of several comparisons: np is not a declared dependency, so its
+# functions are looked up rather than imported with `::`.
+np_fun <- function(name) getExportedValue("np", name)

@@ -551,20 +551,21 @@ test_that("f, F, quantiles and their standard errors equal np's", {
                control = local_control(ordered_kernel = case[[2]]))
     args <- list(y ~ x + g + r, data = dat, bws = c(0.35, 0.2, 0.3, 0.4),
                  bandwidth.compute = FALSE, regtype = case[[1]], oxkertype = case[[2]])
-    bw_dens <- do.call(np::npcdensbw, args)
-    bw_dist <- do.call(np::npcdistbw, args)
-    expect_equal(predict(fit, nd), np::npcdens(bws = bw_dens, newdata = nd)$condens,
+    bw_dens <- do.call(np_fun("npcdensbw"), args)
+    bw_dist <- do.call(np_fun("npcdistbw"), args)
+    expect_equal(predict(fit, nd), np_fun("npcdens")(bws = bw_dens, newdata = nd)$condens,
                  tolerance = 1e-8)
     expect_equal(predict(fit, nd, type = "distribution"),
-                 np::npcdist(bws = bw_dist, newdata = nd)$condist, tolerance = 1e-8)
+                 np_fun("npcdist")(bws = bw_dist, newdata = nd)$condist, tolerance = 1e-8)
   }
   # quantiles and their standard errors (np inverts to its tol)
   fit <- kde(waiting ~ eruptions, data = faithful_small, bandwidth = c(0.5, 6))
-  bw <- np::npcdistbw(waiting ~ eruptions, data = faithful_small, bws = c(6, 0.5),
+  bw <- np_fun("npcdistbw")(waiting ~ eruptions, data = faithful_small, bws = c(6, 0.5),
                       bandwidth.compute = FALSE)
   nd <- data.frame(eruptions = c(1.9, 3.1, 4.4))
   for (tau in c(0.25, 0.5)) {
-    q <- np::npqreg(bws = bw, newdata = nd, tau = tau, se = TRUE, tol = 1e-12, small = 1e-14)
+    q <- np_fun("npqreg")(bws = bw, newdata = nd, tau = tau, se = TRUE, tol = 1e-12,
+                          small = 1e-14)
     ours <- predict(fit, nd, type = "quantile", tau = tau, se.fit = TRUE)
     expect_equal(unname(ours$fit[, 1]), as.vector(q$quantile), tolerance = 1e-8)
     expect_equal(unname(ours$se.fit[, 1]), as.vector(q$quanterr), tolerance = 1e-8)

@@ -391,8 +391,6 @@ test_that("the varying-coefficient fit equals np's npscoef at the same bandwidth
                  control = local_control(cutoff = 40), verbose = FALSE)
   old <- options(np.messages = FALSE)
   on.exit(options(old), add = TRUE)
-  # (np is a peer, not a declared dependency: its functions are looked up, not imported)
-  np_fun <- function(name) getExportedValue("np", name)
   bw <- np_fun("npscoefbw")(xdat = d["x"], ydat = d$y, zdat = d["z"], bws = 0.15,
                             bandwidth.compute = FALSE)
   np_fit <- np_fun("npscoef")(bws = bw, txdat = d["x"], tydat = d$y, tzdat = d["z"],
