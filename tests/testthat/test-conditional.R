@@ -21,13 +21,19 @@ cdens_weights_ref <- function(x, codes, ordered, nlev, x0, codes0, h, lambda, ke
   k * w
 }
 
-cdens_ref <- function(d, x0, codes0, y0, type = "density", leave_out = 0L) {
+# The predictors' weights k of the data at x0 and the response kernel's values v at y0.
+cdens_parts_ref <- function(d, x0, codes0, y0, type, leave_out) {
   k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, x0, codes0, d$h, d$lambda, d$kernel,
                          d$w)
   if (leave_out) k[leave_out] <- 0
   u <- (y0 - d$y) / d$hy
   v <- if (type == "density") kernel_density_ref(u, d$kernel) / d$hy else cdf_ref(u, d$kernel)
-  sum(k * v) / sum(k)
+  list(k = k, v = v)
+}
+
+cdens_ref <- function(d, x0, codes0, y0, type = "density", leave_out = 0L) {
+  p <- cdens_parts_ref(d, x0, codes0, y0, type, leave_out)
+  sum(p$k * p$v) / sum(p$k)
 }
 
 quantile_ref <- function(d, x0, codes0, tau) {
@@ -345,13 +351,9 @@ test_that("mlcv chooses every lambda of a categorical response and scores the re
 
 # The intercept of the weighted least-squares line (plane) of the y-kernel values in x - x0.
 ll_ref <- function(d, x0, codes0, y0, type = "density", leave_out = 0L) {
-  k <- cdens_weights_ref(d$x, d$codes, d$ordered, d$nlev, x0, codes0, d$h, d$lambda, d$kernel,
-                         d$w)
-  if (leave_out) k[leave_out] <- 0
-  u <- (y0 - d$y) / d$hy
-  v <- if (type == "density") kernel_density_ref(u, d$kernel) / d$hy else cdf_ref(u, d$kernel)
+  p <- cdens_parts_ref(d, x0, codes0, y0, type, leave_out)
   z <- sweep(d$x, 2L, x0)
-  unname(stats::coef(stats::lm.wfit(cbind(1, z), v, k))[1L])
+  unname(stats::coef(stats::lm.wfit(cbind(1, z), p$v, p$k))[1L])
 }
 
 test_that("local linear f and F equal the weighted least-squares reference", {

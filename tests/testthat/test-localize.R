@@ -27,6 +27,14 @@ expect_same_fits <- function(loc, ref, tolerance = 1e-10) {
   expect_equal(unname(loc$std.error), unname(ref$se), tolerance = tolerance)
 }
 
+# The squared error at row i of d0 of lm(dist ~ speed) weighted by w on the rows where w > 0.
+held_out_error <- function(d0, w, i) {
+  d <- d0[w > 0, ]
+  d$w <- w[w > 0]
+  fit <- lm(dist ~ speed, data = d, weights = w)
+  (d0$dist[i] - suppressWarnings(predict(fit, d0[i, ])))^2
+}
+
 test_that("localize(lm) equals a plain-R loop of weighted lm() fits", {
   at <- c(6, 10, 15, 20, 24.5)
   loc <- localize(lm(dist ~ speed, data = cars), over = ~speed, kernel = "epanechnikov",
@@ -216,11 +224,8 @@ test_that("bandwidth = 'cv' scores leave-one-out losses as a plain-R loop does",
     mean(vapply(seq_len(nrow(d0)), function(i) {
       w <- epan_ref((d0$speed - d0$speed[i]) / h)
       w[i] <- 0
-      d <- d0[w > 0, ]
-      d$w <- w[w > 0]
       # (a window of one distinct speed: rank-deficient, as in localize())
-      fit <- lm(dist ~ speed, data = d, weights = w)
-      (d0$dist[i] - suppressWarnings(predict(fit, d0[i, ])))^2
+      held_out_error(d0, w, i)
     }, 0))
   }, 0)
   expect_equal(loc$cv_curve$score, loo, tolerance = 1e-10)
@@ -257,10 +262,7 @@ test_that("k-fold cross-validation scores held-out folds as a plain-R loop does"
       w[fold == fold[i]] <- 0
       # (an empty window fails, and its candidate scores Inf, as in localize())
       if (!any(w > 0)) return(Inf)
-      d <- d0[w > 0, ]
-      d$w <- w[w > 0]
-      fit <- lm(dist ~ speed, data = d, weights = w)
-      (d0$dist[i] - suppressWarnings(predict(fit, d0[i, ])))^2
+      held_out_error(d0, w, i)
     }, 0))
   }, 0)
   expect_equal(loc$cv_curve$score, kfold, tolerance = 1e-10)
