@@ -139,12 +139,12 @@ fashion_file <- function(path, name, call = rlang::caller_env()) {
 
 #' A balanced subset of Fashion-MNIST
 #'
-#' The first 100 test images of each of the ten Fashion-MNIST classes, in the
+#' The first 50 test images of each of the ten Fashion-MNIST classes, in the
 #' order of the test set: small enough to ship, large enough for the
 #' embedding and imputation examples. Built by
 #' `data-raw/fashion_mnist_subset.R` from Debian's `dataset-fashion-mnist`.
 #'
-#' @format A list with `x`, an integer matrix of 1,000 images (rows) by 784
+#' @format A list with `x`, an integer matrix of 500 images (rows) by 784
 #'   pixels in row-major order (grey levels 0 to 255; the pixel in row `r` and
 #'   column `c` of an image, counted from the top left, is column
 #'   `(r - 1) * 28 + c`), `label`, a factor of the ten class names, `index`,

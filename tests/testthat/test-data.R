@@ -63,9 +63,9 @@ test_that("fashion_mnist() explains how to get missing files", {
 
 test_that("the shipped subset is balanced and equals the test images", {
   sub <- fashion_mnist_subset
-  expect_equal(dim(sub$x), c(1000, 784))
+  expect_equal(dim(sub$x), c(500, 784))
   expect_true(is.integer(sub$x) && min(sub$x) >= 0 && max(sub$x) <= 255)
-  expect_equal(as.vector(table(sub$label)), rep(100, 10))
+  expect_equal(as.vector(table(sub$label)), rep(50, 10))
   expect_equal(sub$image_dim, c(28L, 28L))
   files <- file.path(fashion_mnist_path(), "t10k-images-idx3-ubyte.gz")
   skip_if_not(file.exists(files), "Debian's dataset-fashion-mnist is not installed")
