@@ -86,6 +86,10 @@ format.local_pca <- function(x, digits = NULL, ...) printed_lines(x, digits, ...
 
 #' @rdname localmean-format
 #' @export
+format.local_propagation <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
+
+#' @rdname localmean-format
+#' @export
 format.local_embedding <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
 
 #' @rdname localmean-format

@@ -399,6 +399,9 @@ nobs.local_ridges <- nobs.local_modes
 #' @export
 nobs.local_pca <- nobs.local_modes
 
+#' @export
+nobs.local_propagation <- nobs.local_modes
+
 ## embeddings ------------------------------------------------------------------------------------
 
 #' @rdname localmean-tidiers

@@ -35,6 +35,8 @@ small_fits <- local({
       local_ridges = pc_shift(cbind(cos(arc), sin(arc)) + rnorm(400, sd = 0.1), ndim = 1,
                             bandwidth = 0.15, verbose = FALSE),
       local_pca = local_pca(blobs, bandwidth = 0.5, verbose = FALSE),
+      local_propagation = label_propagation(blobs, replace(rep(NA, 100), c(1, 51), c("a", "b")),
+                                            verbose = FALSE),
       lle = lle(as.matrix(iris[, 1:4]) + rnorm(600, sd = 1e-3), k = 25, verbose = FALSE),
       trimap = trimap(iris[, 1:4], n_iter = 30, verbose = FALSE),
       local_imputation = local_impute(holes, verbose = FALSE),
