@@ -17,7 +17,9 @@
 #' unchanged); the iterations are sparse products over it. With the default
 #' `nn(10)` bandwidth every point's window reaches its 10 nearest neighbours
 #' (variables standardised). Points that no chain connects to a labelled point
-#' get `NA` probabilities, with a warning.
+#' get `NA` probabilities, with a warning. With many tied rows (rounded data),
+#' the `nn(k)` window of a compact kernel can hold the copies of a point and
+#' nothing else, cutting them off: use a larger `k` or a fixed bandwidth.
 #'
 #' @param x Numeric predictors: a vector, matrix or data frame.
 #' @param y The classes of the labelled points and `NA` for the others:
