@@ -121,6 +121,10 @@ cpp_fit_sums <- function(values, fitted, leverage, prior, n_threads) {
     .Call(`_localmean_cpp_fit_sums`, values, fitted, leverage, prior, n_threads)
 }
 
+cpp_local_axes <- function(means, d) {
+    .Call(`_localmean_cpp_local_axes`, means, d)
+}
+
 cpp_shared_neighbours <- function(xt, obs_t, query, k, n_threads, verbose) {
     .Call(`_localmean_cpp_shared_neighbours`, xt, obs_t, query, k, n_threads, verbose)
 }

@@ -351,3 +351,50 @@ autoplot.local_classify <- function(object, which = c("fit", "conditional"), n_g
                   subtitle = paste(c(fit_bandwidth_note(object), conditional_note(object)),
                                    collapse = "\n"))
 }
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_pca <- function(object, ...) {
+  check_dots(...)
+  check_ggplot2()
+  if (ncol(object$x) != 2L) abort("{.fn autoplot} draws the local axes of two variables.")
+  vars <- colnames(object$x)
+  shown <- sample_rows(nrow(object$at), 30L)
+  shown <- shown[!is.na(object$dimension[shown])]
+  axes <- do.call(rbind, lapply(1:2, function(k) {
+    half <- t(matrix(object$axes[, k, shown], 2L)) * sqrt(object$variances[shown, k])
+    data.frame(x = object$at[shown, 1L] - half[, 1L], y = object$at[shown, 2L] - half[, 2L],
+               xend = object$at[shown, 1L] + half[, 1L],
+               yend = object$at[shown, 2L] + half[, 2L], axis = factor(k, 1:2))
+  }))
+  data <- stats::setNames(as.data.frame(object$x), c("x", "y"))
+  ggplot2::ggplot(data, ggplot2::aes(x = .data$x, y = .data$y)) +
+    ggplot2::geom_point(colour = "grey75", size = 0.8) +
+    ggplot2::geom_segment(ggplot2::aes(xend = .data$xend, yend = .data$yend,
+                                       colour = .data$axis), data = axes, linewidth = 0.8) +
+    ggplot2::scale_colour_manual(values = c("grey10", "steelblue")) +
+    ggplot2::coord_equal() +
+    ggplot2::labs(x = vars[1L], y = vars[2L], colour = "axis", title = "Local principal axes",
+                  subtitle = "one local standard deviation along each axis")
+}
+
+#' @rdname localmean-autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.local_propagation <- function(object, ...) {
+  check_dots(...)
+  check_ggplot2()
+  if (ncol(object$x) < 2L) abort("{.fn autoplot} draws propagations of two or more variables.")
+  vars <- colnames(object$x)[1:2]
+  data <- data.frame(x = object$x[, 1L], y = object$x[, 2L], class = object$fitted,
+                     label = object$labels, labelled = object$labelled)
+  ggplot2::ggplot(data, ggplot2::aes(x = .data$x, y = .data$y)) +
+    ggplot2::geom_point(ggplot2::aes(colour = .data$class), size = 1, alpha = 0.7) +
+    ggplot2::geom_point(ggplot2::aes(fill = .data$label), data = data[data$labelled, ],
+                        shape = 21, size = 3, colour = "black", show.legend = FALSE) +
+    ggplot2::scale_colour_manual(values = group_colours(nlevels(object$labels)),
+                                 na.value = "grey70", aesthetics = c("colour", "fill")) +
+    ggplot2::labs(x = vars[1L], y = vars[2L], colour = "class",
+                  title = sprintf("Label propagation from %d labelled points",
+                                  sum(object$labelled)),
+                  subtitle = "large circles: the labelled points")
+}

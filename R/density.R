@@ -582,7 +582,7 @@ complete_points <- function(newdata, d) {
 }
 
 # New points as a matrix with the fit's columns.
-kde_points <- function(object, newdata, call = rlang::caller_env()) {
+kde_points <- function(object, newdata, arg = "newdata", call = rlang::caller_env()) {
   vars <- object$vars %||% colnames(object$x)
   if (is.data.frame(newdata) || is.matrix(newdata)) {
     if (!is.null(colnames(newdata)) && all(vars %in% colnames(newdata))) {
@@ -590,13 +590,13 @@ kde_points <- function(object, newdata, call = rlang::caller_env()) {
     }
   } else if (is.numeric(newdata) && length(vars) > 1L) {
     if (length(newdata) != length(vars)) {
-      abort("{.arg newdata} must have {length(vars)} columns ({.field {vars}}).", call = call)
+      abort("{.arg {arg}} must have {length(vars)} columns ({.field {vars}}).", call = call)
     }
     newdata <- matrix(newdata, nrow = 1L)
   }
-  points <- check_predictors(newdata, arg = "newdata", call = call)
+  points <- check_predictors(newdata, arg = arg, call = call)
   if (ncol(points) != length(vars)) {
-    abort("{.arg newdata} must have {length(vars)} column{?s} ({.field {vars}}).", call = call)
+    abort("{.arg {arg}} must have {length(vars)} column{?s} ({.field {vars}}).", call = call)
   }
   colnames(points) <- vars
   points

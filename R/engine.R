@@ -641,6 +641,9 @@ metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap, n_
 # representative lies within `tol`. 1-based groups.
 group_within <- function(points, tol) cpp_merge_modes(points, tol)
 
+# Local principal axes from the local means of the coordinates and their products (local_pca()).
+local_axes <- function(means, d) cpp_local_axes(means, d)
+
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.
 column_ranges <- function(x) cpp_column_ranges(x)$range
 

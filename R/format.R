@@ -82,6 +82,14 @@ format.local_ridges <- function(x, digits = NULL, ...) printed_lines(x, digits, 
 
 #' @rdname localmean-format
 #' @export
+format.local_pca <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
+
+#' @rdname localmean-format
+#' @export
+format.local_propagation <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
+
+#' @rdname localmean-format
+#' @export
 format.local_embedding <- function(x, digits = NULL, ...) printed_lines(x, digits, ...)
 
 #' @rdname localmean-format

@@ -334,7 +334,7 @@ shift_setup <- function(x, bandwidth, kernel, weights, method, max_iter, tol, n_
   method <- check_choice(method, c("auto", "tree", "exact"), call = call)
   control <- check_control(control, call = call)
   if (!is.null(control$gridsize)) {
-    abort("{.code local_control(gridsize =)} does not apply: mode seeking never bins.",
+    abort("{.code local_control(gridsize =)} does not apply: this method never bins.",
           call = call)
   }
   n_threads <- n_threads(n_threads)

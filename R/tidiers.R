@@ -396,6 +396,12 @@ fitted.local_ridges <- function(object, ...) {
 #' @export
 nobs.local_ridges <- nobs.local_modes
 
+#' @export
+nobs.local_pca <- nobs.local_modes
+
+#' @export
+nobs.local_propagation <- nobs.local_modes
+
 ## embeddings ------------------------------------------------------------------------------------
 
 #' @rdname localmean-tidiers

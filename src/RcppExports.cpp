@@ -439,6 +439,18 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_local_axes
+List cpp_local_axes(NumericMatrix means, int d);
+RcppExport SEXP _localmean_cpp_local_axes(SEXP meansSEXP, SEXP dSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type means(meansSEXP);
+    Rcpp::traits::input_parameter< int >::type d(dSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_local_axes(means, d));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_shared_neighbours
 List cpp_shared_neighbours(NumericMatrix xt, NumericMatrix obs_t, LogicalVector query, int k, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_shared_neighbours(SEXP xtSEXP, SEXP obs_tSEXP, SEXP querySEXP, SEXP kSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
@@ -725,6 +737,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_engine_candidate_sums", (DL_FUNC) &_localmean_cpp_engine_candidate_sums, 3},
     {"_localmean_cpp_interpolate_nodes", (DL_FUNC) &_localmean_cpp_interpolate_nodes, 6},
     {"_localmean_cpp_fit_sums", (DL_FUNC) &_localmean_cpp_fit_sums, 5},
+    {"_localmean_cpp_local_axes", (DL_FUNC) &_localmean_cpp_local_axes, 2},
     {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},

@@ -748,3 +748,21 @@ List cpp_fit_sums(SEXP values, SEXP fitted, SEXP leverage, NumericVector prior, 
                                localmean_r::parallel_for(n_threads, static_cast<double>(n) * nv));
   return fit_sums_list(sums);
 }
+
+// Local principal axes at m points from the local means of the coordinates and of their
+// products (m x (d + d (d + 1) / 2), see localmean::local_axes()): variances (m x d, largest
+// first) and axes (d x d x m, column k of slice i the axis of variances[i, k]).
+// [[Rcpp::export]]
+List cpp_local_axes(NumericMatrix means, int d) {
+  const std::size_t m = means.nrow(), dd = static_cast<std::size_t>(d), nv = means.ncol();
+  NumericMatrix variances(m, d);
+  NumericVector axes(dd * dd * m);
+  std::vector<double> mean(nv), var(dd);
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t v = 0; v < nv; ++v) mean[v] = means[v * m + i];
+    localmean::local_axes(mean.data(), dd, var.data(), &axes[i * dd * dd]);
+    for (std::size_t k = 0; k < dd; ++k) variances[k * m + i] = var[k];
+  }
+  axes.attr("dim") = IntegerVector::create(d, d, static_cast<int>(m));
+  return List::create(Named("variances") = variances, Named("axes") = axes);
+}

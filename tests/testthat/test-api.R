@@ -150,7 +150,7 @@ test_that("plot() methods reject unknown parameters and pass graphical ones", {
     unlink(file)
   })
   for (name in c("local_poly", "local_classify", "kde_1d", "kde_2d", "mean_shift", "local_ridges",
-                 "lle", "local_imputation", "local_qkv")) {
+                 "local_pca", "local_propagation", "lle", "local_imputation", "local_qkv")) {
     err <- tryCatch(plot(fits[[name]], colour = "red"), error = identity)
     expect_s3_class(err, "localmean_error")
     expect_match(conditionMessage(err), "colour", info = name)

@@ -153,6 +153,8 @@ test_that("autoplot() draws every class as a ggplot", {
     ggplot2::autoplot(fits$mean_shift, paths = TRUE),
     ggplot2::autoplot(fits$medoid_shift),
     ggplot2::autoplot(fits$local_ridges),
+    ggplot2::autoplot(fits$local_pca),
+    ggplot2::autoplot(fits$local_propagation),
     ggplot2::autoplot(fits$lle, labels = iris$Species),
     ggplot2::autoplot(fits$trimap),
     ggplot2::autoplot(fits$local_imputation)

@@ -69,6 +69,38 @@ inline std::vector<double> shift_values(const double* x, std::size_t n, std::siz
   return v;
 }
 
+// The local covariance (row-major d x d) from the local means `mean` of the coordinates and of
+// their products x_j x_k, j <= k (the values of shift_values()).
+inline void local_covariance(const double* mean, std::size_t d, std::vector<double>& cov) {
+  cov.assign(d * d, 0.0);
+  std::size_t t = d;
+  for (std::size_t j = 0; j < d; ++j)
+    for (std::size_t k = j; k < d; ++k, ++t)
+      cov[j * d + k] = cov[k * d + j] = mean[t] - mean[j] * mean[k];
+}
+
+// Local principal axes: the eigenvalues of the local covariance, largest first (`variances`, d),
+// and their unit eigenvectors (`axes`, column k for variances[k], column-major d x d), each
+// signed so that its largest component is positive (a reproducible orientation).
+inline void local_axes(const double* mean, std::size_t d, double* variances, double* axes) {
+  std::vector<double> cov, values, vectors;
+  local_covariance(mean, d, cov);
+  symmetric_eigen(cov, d, values, vectors);
+  std::vector<std::size_t> order(d);
+  for (std::size_t k = 0; k < d; ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return values[a] > values[b]; });
+  for (std::size_t r = 0; r < d; ++r) {
+    const std::size_t k = order[r];
+    variances[r] = values[k];
+    std::size_t top = 0;
+    for (std::size_t j = 1; j < d; ++j)
+      if (std::fabs(vectors[j * d + k]) > std::fabs(vectors[top * d + k])) top = j;
+    const double sign = vectors[top * d + k] < 0 ? -1.0 : 1.0;
+    for (std::size_t j = 0; j < d; ++j) axes[r * d + j] = sign * vectors[j * d + k];
+  }
+}
+
 struct ShiftSettings {
   int max_iter = 500;
   double tol = 1e-8;  // a point stops when its step is shorter (scaled units)
@@ -101,11 +133,7 @@ inline void shift_step(const double* x, const double* mean, std::size_t d, int n
     for (std::size_t j = 0; j < d; ++j) next[j] = mean[j];
     return;
   }
-  cov.assign(d * d, 0.0);
-  std::size_t t = d;
-  for (std::size_t j = 0; j < d; ++j)
-    for (std::size_t k = j; k < d; ++k, ++t)
-      cov[j * d + k] = cov[k * d + j] = mean[t] - mean[j] * mean[k];
+  local_covariance(mean, d, cov);
   symmetric_eigen(cov, d, values, vectors);
   // Project the mean-shift step onto the d - ndim directions of least local variance.
   std::vector<std::pair<double, std::size_t>> order(d);
