@@ -93,7 +93,7 @@ self_local_regression <- function(formula, data = NULL, kernel = "gaussian", ban
   fit <- structure(list(
     x = predictors$x, y = y, categorical = predictors$categorical,
     predictors = predictors[c("names", "kind")],
-    weights = if (!is.null(prior)) prior / sum(prior), degree = 0L, kernel = kernel,
+    weights = prior, degree = 0L, kernel = kernel,
     max_iter = check_count(max_iter), tol = check_positive(tol),
     method = check_choice(method, c("auto", "exact", "tree")),
     control = check_control(control), n_threads = n_threads(n_threads),
@@ -110,7 +110,7 @@ self_local_regression <- function(formula, data = NULL, kernel = "gaussian", ban
   fit$fitted <- at_data$fit
   fit$residuals <- y - at_data$fit
   fit$iterations <- at_data$iterations
-  w <- fit$weights %||% rep(1 / n, n)
+  w <- fit$weights %||% rep(1, n)
   ok <- is.finite(fit$fitted)
   fit$sigma <- sqrt(sum((w * fit$residuals^2)[ok]) / sum(w[ok]))
   spread <- sum(w * (y - sum(w * y) / sum(w))^2)
@@ -124,7 +124,7 @@ self_local_regression <- function(formula, data = NULL, kernel = "gaussian", ban
 # predictors (the starting local mean) and `joint` on (x, y), both with the response as values.
 self_local_specs <- function(fit, bw) {
   common <- function(data, scale) {
-    engine_spec(data, fit$kernel, scale, values = fit$y, prior = fit$weights,
+    engine_spec(data, fit$kernel, scale, values = fit$y, prior = probabilities(fit$weights),
                 method = fit$method, control = fit$control, categorical = fit$categorical,
                 lambda = bw$lambda, n_threads = fit$n_threads)
   }
@@ -168,6 +168,9 @@ self_local_iterate <- function(fit, specs, points, codes, leave_out = FALSE) {
 # A local mean with one point's weight `own` and value `y` removed from its sums.
 drop_own <- function(mean, wsum, own, y) (mean * wsum - own * y) / (wsum - own)
 
+# Prior weights as probabilities (the engine's prior), NULL without weights.
+probabilities <- function(w) if (!is.null(w)) w / sum(w)
+
 # Mean squared leave-one-out residual (prior weights w), Inf where a fit is missing.
 self_local_score <- function(loo, y, w) {
   if (any(!is.finite(loo))) return(Inf)
@@ -207,7 +210,7 @@ self_local_bandwidth <- function(bandwidth, fit, verbose, call = rlang::caller_e
 self_local_cv <- function(fit, verbose, call) {
   tick <- search_progress(verbose)
   n <- length(fit$y)
-  w <- fit$weights %||% rep(1 / n, n)
+  w <- fit$weights %||% rep(1, n)
   d <- ncol(fit$x)
   h0 <- if (d) bw_rot(fit$x, fit$kernel) else numeric(0)
   lambda0 <- lambda_rot(fit$categorical, n, d)
@@ -252,6 +255,8 @@ self_local_cv <- function(fit, verbose, call) {
 #' @param newdata A data frame with the predictors; by default the fitted values.
 #' @param n_grid For `plot()`: points of the curve.
 #' @param digits Significant digits shown.
+#' @param n_threads,verbose For `predict()`: threads and progress, as in
+#'   [self_local_regression()].
 #' @param ... Unused, or for `plot()` graphical parameters.
 #' @return `predict()`: a vector of fits. `summary()`: an object of class
 #'   `summary.local_self`.
@@ -268,9 +273,15 @@ NULL
 
 #' @rdname self-local-methods
 #' @export
-predict.local_self <- function(object, newdata = NULL, ...) {
+predict.local_self <- function(object, newdata = NULL, n_threads = NULL, verbose = FALSE, ...) {
   check_dots(...)
+  threads <- n_threads(n_threads)
+  verbose <- check_flag(verbose)
   if (is.null(newdata)) return(stats::fitted(object))
+  for (part in c("x", "joint")) {
+    object$spec[[part]]$n_threads <- threads
+    object$spec[[part]]$verbose <- verbose
+  }
   queries <- new_predictors(object, newdata)
   fit <- if (nrow(queries$x)) {
     self_local_iterate(object, object$spec, queries$x, queries$codes)$fit

@@ -132,3 +132,18 @@ test_that("named bandwidths are matched to the variables", {
   expect_error(self_local_regression(dist ~ speed, cars, bandwidth = c(d = 10, speed = 3)),
                "names of `bandwidth`", class = "localmean_error")
 })
+
+test_that("local_self keeps the prior weights as given; predict() takes threads and progress", {
+  w <- rep(c(1, 3), length.out = nrow(cars))
+  fit <- self_local_regression(dist ~ speed, cars, bandwidth = c(4, 15), weights = w,
+                               verbose = FALSE)
+  expect_identical(weights(fit), w)
+  scaled <- self_local_regression(dist ~ speed, cars, bandwidth = c(4, 15), weights = 10 * w,
+                                  verbose = FALSE)
+  expect_equal(fitted(scaled), fitted(fit), tolerance = 1e-12)
+  expect_equal(scaled$cv, fit$cv, tolerance = 1e-12)
+  new <- data.frame(speed = c(7, 15, 22))
+  expect_identical(predict(fit, new, n_threads = 2, verbose = FALSE),
+                   predict(fit, new, n_threads = 1))
+  expect_error(predict(fit, new, n_threads = 0), "n_threads", class = "localmean_error")
+})
