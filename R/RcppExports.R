@@ -165,6 +165,10 @@ cpp_metric_loss <- function(x, y, prior, A, degree, categorical, cutoff, min_gap
     .Call(`_localmean_cpp_metric_loss`, x, y, prior, A, degree, categorical, cutoff, min_gap, n_threads, verbose, diagonal, lambda_gradient, kernel)
 }
 
+cpp_propagate_labels <- function(prob, row, from, to, weight, wsum, max_iter, tol) {
+    .Call(`_localmean_cpp_propagate_labels`, prob, row, from, to, weight, wsum, max_iter, tol)
+}
+
 cpp_temporal_local_mean <- function(qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose) {
     .Call(`_localmean_cpp_temporal_local_mean`, qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose)
 }

@@ -644,6 +644,11 @@ group_within <- function(points, tol) cpp_merge_modes(points, tol)
 # Local principal axes from the local means of the coordinates and their products (local_pca()).
 local_axes <- function(means, d) cpp_local_axes(means, d)
 
+# Jacobi sweeps of label propagation over the kernel graph of the free rows (label_propagation()).
+propagate_labels <- function(prob, free, from, to, weight, wsum, max_iter, tol) {
+  cpp_propagate_labels(prob, free, from, to, weight, wsum, max_iter, tol)
+}
+
 # Column minima (row 1) and maxima (row 2) of a numeric matrix.
 column_ranges <- function(x) cpp_column_ranges(x)$range
 

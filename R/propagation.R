@@ -4,8 +4,9 @@
 #' rest. Every point carries a distribution over the classes; the labelled
 #' points keep theirs (their class, with probability one) and every unlabelled
 #' point is moved, again and again, to the local mean of the distributions
-#' around it, `p(x_i) <- sum_j K(x_i, x_j) p(x_j) / sum_j K(x_i, x_j)`, until
-#' they stop changing. This is relaxation labeling, and label propagation on
+#' of the other points around it,
+#' `p(x_i) <- sum_{j != i} K(x_i, x_j) p(x_j) / sum_{j != i} K(x_i, x_j)`,
+#' until they stop changing. This is relaxation labeling, and label propagation on
 #' the kernel graph (Zhu and Ghahramani, 2002): the limit is the harmonic
 #' function of the graph with the labelled points fixed, so that a class
 #' reaches an unlabelled point along chains of near neighbours, through
@@ -13,8 +14,9 @@
 #' draws its boundary between them.
 #'
 #' The kernel graph is found once by the engine (the windows of the kernel at
-#' the data points, the point itself included, which leaves the limit
-#' unchanged); the iterations are sparse products over it. With the default
+#' the data points, each point's edge to itself left out, which leaves the
+#' limit unchanged and speeds the sweeps up); the iterations are sparse
+#' products over it, in C++. With the default
 #' `nn(10)` bandwidth every point's window reaches its 10 nearest neighbours
 #' (variables standardised). Points that no chain connects to a labelled point
 #' get `NA` probabilities, with a warning. With many tied rows (rounded data),
@@ -53,7 +55,7 @@
 #' fit
 #' table(fit$fitted, iris$Species)
 label_propagation <- function(x, y, kernel = "tricube", bandwidth = nn(10),
-                              max_iter = 2000, tol = 1e-4, method = "auto", n_threads = NULL,
+                              max_iter = 10000, tol = 1e-4, method = "auto", n_threads = NULL,
                               verbose = interactive(), control = local_control(), ...) {
   check_dots(...)
   x <- check_predictors(x)
@@ -65,8 +67,8 @@ label_propagation <- function(x, y, kernel = "tricube", bandwidth = nn(10),
   verbose <- check_flag(verbose)
   spec <- propagation_spec(x, kernel, bandwidth, method, check_control(control), n_threads,
                            verbose)
-  graph <- kernel_graph(spec, x)
-  res <- propagate(graph, labels, max_iter, tol, verbose)
+  graph <- kernel_graph(spec, x, self = FALSE)
+  res <- propagate(graph, labels, max_iter, tol)
   unreached <- is.na(res$prob[, 1L])
   if (any(unreached)) {
     warn(c("{sum(unreached)} point{?s} {?is/are} connected to no labelled point: their
@@ -123,46 +125,38 @@ propagation_spec <- function(x, kernel, bandwidth, method, control, n_threads, v
               n_threads = n_threads, verbose = verbose, call = call)
 }
 
-# The kernel graph at the data: for every point i the rows j of its window and K(x_i, x_j).
-kernel_graph <- function(spec, queries) {
+# The kernel graph at the queries: for every query i the rows j of its window and K(x_i, x_j),
+# without the edge from a data point to itself when `self = FALSE` (the queries are the data).
+kernel_graph <- function(spec, queries, self = TRUE) {
   win <- engine_windows(spec, queries)
-  list(from = rep.int(seq_len(nrow(queries)), win$size), to = unlist(win$rows),
-       weight = unlist(win$weights), wsum = win$wsum)
+  graph <- list(from = rep.int(seq_len(nrow(queries)), win$size), to = unlist(win$rows),
+                weight = unlist(win$weights))
+  if (!self) graph <- lapply(graph, `[`, graph$from != graph$to)
+  sums <- rowsum(graph$weight, graph$from)
+  graph$wsum <- numeric(nrow(queries))
+  graph$wsum[as.integer(rownames(sums))] <- sums
+  graph
 }
 
 # Iterated local means of the class distributions over the graph, the labelled rows fixed. The
 # unlabelled rows start at zero, so that a row no chain of the graph links to a labelled point
 # stays at zero (NA in the result) rather than at a made-up start.
-propagate <- function(graph, labels, max_iter, tol, verbose) {
+propagate <- function(graph, labels, max_iter, tol) {
   n <- length(labels)
-  k <- nlevels(labels)
   labelled <- !is.na(labels)
-  prob <- matrix(0, n, k)
+  prob <- matrix(0, n, nlevels(labels))
   prob[cbind(which(labelled), as.integer(labels[labelled]))] <- 1
   free <- which(!labelled)
   keep <- !labelled[graph$from]
-  from <- factor(graph$from[keep], levels = free)
-  to <- graph$to[keep]
-  weight <- graph$weight[keep]
-  wsum <- graph$wsum[free]
-  if (verbose) bar <- cli::cli_progress_bar("label propagation", total = max_iter)
-  change <- Inf
-  iter <- 0L
-  while (iter < max_iter && change > tol && length(free)) {
-    iter <- iter + 1L
-    moved <- rowsum(weight * prob[to, , drop = FALSE], from, reorder = TRUE) / wsum
-    moved[!(wsum > 0), ] <- 0
-    change <- max(abs(moved - prob[free, , drop = FALSE]))
-    prob[free, ] <- moved
-    if (verbose) cli::cli_progress_update(id = bar)
-  }
-  if (verbose) cli::cli_progress_done(id = bar)
+  res <- propagate_labels(prob, free, match(graph$from[keep], free), graph$to[keep],
+                          graph$weight[keep], graph$wsum[free], max_iter, tol)
+  prob <- res$prob
   mass <- rowSums(prob)
   prob[mass < 1e-12, ] <- NA_real_
   prob <- prob / rowSums(prob)
   colnames(prob) <- levels(labels)
-  list(prob = prob, iterations = iter, converged = change <= tol || !length(free),
-       change = if (length(free)) change else 0)
+  list(prob = prob, iterations = res$iterations, converged = res$change <= tol,
+       change = res$change)
 }
 
 #' Methods for label propagation

@@ -614,6 +614,24 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_propagate_labels
+List cpp_propagate_labels(NumericMatrix prob, IntegerVector row, IntegerVector from, IntegerVector to, NumericVector weight, NumericVector wsum, int max_iter, double tol);
+RcppExport SEXP _localmean_cpp_propagate_labels(SEXP probSEXP, SEXP rowSEXP, SEXP fromSEXP, SEXP toSEXP, SEXP weightSEXP, SEXP wsumSEXP, SEXP max_iterSEXP, SEXP tolSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::RNGScope rcpp_rngScope_gen;
+    Rcpp::traits::input_parameter< NumericMatrix >::type prob(probSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type row(rowSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type from(fromSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type to(toSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type weight(weightSEXP);
+    Rcpp::traits::input_parameter< NumericVector >::type wsum(wsumSEXP);
+    Rcpp::traits::input_parameter< int >::type max_iter(max_iterSEXP);
+    Rcpp::traits::input_parameter< double >::type tol(tolSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_propagate_labels(prob, row, from, to, weight, wsum, max_iter, tol));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_temporal_local_mean
 List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix vt, std::string kernel, double bandwidth, std::string time_kernel, double time_bandwidth, bool want_weights, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_temporal_local_mean(SEXP qtSEXP, SEXP ktSEXP, SEXP vtSEXP, SEXP kernelSEXP, SEXP bandwidthSEXP, SEXP time_kernelSEXP, SEXP time_bandwidthSEXP, SEXP want_weightsSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
@@ -748,6 +766,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_loss_table", (DL_FUNC) &_localmean_cpp_loss_table, 0},
     {"_localmean_cpp_loss_eval", (DL_FUNC) &_localmean_cpp_loss_eval, 5},
     {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 13},
+    {"_localmean_cpp_propagate_labels", (DL_FUNC) &_localmean_cpp_propagate_labels, 8},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_layout", (DL_FUNC) &_localmean_cpp_qkv_layout, 1},

@@ -3,6 +3,7 @@
 propagation_ref <- function(x, labels, h, steps = NULL) {
   d2 <- as.matrix(stats::dist(sweep(x, 2L, h, `/`)))^2
   w <- pmax(1 - d2, 0)  # Epanechnikov
+  diag(w) <- 0  # no edge from a point to itself
   y <- outer(as.integer(labels), seq_len(nlevels(labels)), `==`) * 1
   free <- is.na(labels)
   y[free, ] <- 0
