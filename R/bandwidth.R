@@ -182,7 +182,7 @@ fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_
     return(res)
   }
   n <- NROW(spec$x)
-  if (!want_var && identical(spec$family, "gaussian") && one_call(spec, n) &&
+  if (!want_var && n > 0L && identical(spec$family, "gaussian") && one_call(spec, n) &&
       (is.null(spec$prior) || length(spec$prior) == n)) {
     return(engine_fit_at_data(spec, n_threads, verbose))
   }
