@@ -164,8 +164,9 @@ if (identical(args[1L], "save")) {
   exprs <- as.list(calls)[-1L]
   out <- lapply(exprs, outcome, env = env)
   saveRDS(out, args[2L])
-  cat(length(out), "calls;", sum(vapply(out, function(o) inherits(o$value, "captured_error"), TRUE)),
-      "errors;", sum(lengths(lapply(out, `[[`, "warnings"))), "warnings\n")
+  errors <- sum(vapply(out, function(o) inherits(o$value, "captured_error"), TRUE))
+  cat(length(out), "calls;", errors, "errors;", sum(lengths(lapply(out, `[[`, "warnings"))),
+      "warnings\n")
 } else if (identical(args[1L], "compare")) {
   a <- readRDS(args[2L])
   b <- readRDS(args[3L])
