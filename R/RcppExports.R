@@ -57,6 +57,14 @@ cpp_engine_fit <- function(engine, spec, request) {
     .Call(`_localmean_cpp_engine_fit`, engine, spec, request)
 }
 
+cpp_engine_values <- function(engine, spec, request) {
+    .Call(`_localmean_cpp_engine_values`, engine, spec, request)
+}
+
+cpp_engine_data_fit <- function(engine, spec, request) {
+    .Call(`_localmean_cpp_engine_data_fit`, engine, spec, request)
+}
+
 cpp_engine_windows <- function(engine, spec, request) {
     .Call(`_localmean_cpp_engine_windows`, engine, spec, request)
 }

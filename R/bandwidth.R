@@ -181,6 +181,11 @@ fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = FALSE, want_
     res$status_counts <- res$sums$status
     return(res)
   }
+  n <- NROW(spec$x)
+  if (!want_var && n > 0L && identical(spec$family, "gaussian") && one_call(spec, n) &&
+      (is.null(spec$prior) || length(spec$prior) == n)) {
+    return(engine_fit_at_data(spec, n_threads, verbose))
+  }
   res <- engine_run(spec, spec$x, want_var = want_var, n_threads = n_threads, verbose = verbose,
                     query_codes = spec$categorical$codes)
   fitted <- matrix(res$coef[, 1L, ], nrow = NROW(spec$x))

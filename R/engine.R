@@ -497,6 +497,31 @@ engine_data_fit <- function(spec, keep_fits = TRUE, keep_residuals = FALSE,
   res
 }
 
+# Least-squares fits at the data points of `spec` in one engine call, as fit_at_data() returns
+# them (fitted, leverage, status, status_counts) with the fit's summaries (`sums`, see
+# fit_sums()), for least squares where one_call() allows it.
+engine_fit_at_data <- function(spec, n_threads = spec$n_threads, verbose = spec$verbose) {
+  if (!is.null(attributes(spec$kernel))) spec$kernel <- engine_kernel(spec$kernel)
+  cpp_engine_data_fit(engine_pointer(spec), spec, list(n_threads = n_threads, verbose = verbose))
+}
+
+# The local polynomial's value at `queries` (m x d, original units) in one engine call, as
+# engine_run() fits it without variances: list(coef (m x 1 x 1, the intercept of the first
+# value column), status), where one_call() allows it.
+engine_values <- function(spec, queries, n_threads = spec$n_threads, verbose = spec$verbose) {
+  if (!is.null(attributes(spec$kernel))) spec$kernel <- engine_kernel(spec$kernel)
+  cpp_engine_values(engine_pointer(spec), spec,
+                    list(queries = queries, n_threads = n_threads, verbose = verbose))
+}
+
+# Whether fits of `spec` at m queries can take one engine call (engine_fit_at_data(),
+# engine_values()): values to fit, the exact or tree strategy in one chunk, without nn() radii
+# or categorical variables.
+one_call <- function(spec, m) {
+  !is.null(spec$values) && is.null(spec$nn) && is.null(spec$categorical) &&
+    spec$numeric_vars > 0L && spec$method != "binned" && m <= spec$chunk_size
+}
+
 # Selector summaries (as fit_sums() gives them) of least-squares fits at the data points of a
 # one-variable specification for many bandwidths `scales` at once, each truncated at `reach`
 # bandwidths (Inf: none): one engine pass instead of one per bandwidth. A list per bandwidth.

@@ -618,8 +618,9 @@ model_queries <- function(object, newdata, call = rlang::caller_env()) {
 # Engine fits of a model at query points (model_queries()), with NA and a warning where the
 # fit does not exist. `method` overrides the fit's strategy (e.g. exact predictions from a
 # binned fit).
+# `values_only`: only the fits' values (coef[, 1L, 1L]) are needed.
 predict_engine <- function(object, queries, want_var, n_threads, verbose, method = NULL,
-                           call = rlang::caller_env()) {
+                           call = rlang::caller_env(), values_only = FALSE) {
   if (is.null(object$spec)) {
     abort(c("A fit with a weight matrix as {.arg kernel} predicts only at its own data.",
             i = "Refit with the weights of the new points, e.g. {.fn local_smooth} with a
@@ -628,10 +629,15 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
   spec <- object$spec
   x <- metric_transform(object, queries$x)
   if (!is.null(method)) spec$method <- choose_method(spec, method, nrow(x), call = call)
-  res <- engine_run(spec, x, want_var = want_var,
-                    n_threads = n_threads(if (is.null(n_threads)) object$n_threads else n_threads),
-                    verbose = verbose,
-                    query_codes = queries$codes, nodes = object$nodes)
+  # (n_threads() of one thread is that thread)
+  threads <- if (is.null(n_threads) && identical(object$n_threads, 1L)) 1L else
+    n_threads(if (is.null(n_threads)) object$n_threads else n_threads)
+  res <- if (values_only && !want_var && is.null(method) && one_call(spec, nrow(x))) {
+    engine_values(spec, x, threads, verbose)
+  } else {
+    engine_run(spec, x, want_var = want_var, n_threads = threads, verbose = verbose,
+               query_codes = queries$codes, nodes = object$nodes)
+  }
   if (any(res$status != 0L)) {
     warn_missing_fits(status_counts(res$status), "prediction", spec$family %||% "gaussian")
   }
@@ -761,7 +767,8 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   if (!is.null(newdata) && !inherits(newdata, "local_queries")) {
     warn_outside_range(object, x, queries$range)
   }
-  res <- predict_engine(object, queries, want_var, n_threads, verbose, method)
+  res <- predict_engine(object, queries, want_var, n_threads, verbose, method,
+                        values_only = deriv == 0L)
   cols <- deriv_columns(res$powers, deriv)
   mult <- if (deriv == 2L) 2 else 1
   fit <- metric_gradient(object, mult * res$coef[, cols, 1L], deriv)

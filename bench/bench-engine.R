@@ -42,22 +42,18 @@ loess_a <- function() predict(stats::loess(dist ~ speed, cars), at)
 # the 50 points) on an engine object built anew, as every fit builds one; the rest is R's work.
 ns <- asNamespace("localmean")
 spec_a <- local_poly(dist ~ speed, cars, bandwidth = 3)$spec
-request <- function(queries) {
-  list(queries = queries, radius = numeric(0), want_var = FALSE, rtol = 0, query_codes = NULL,
-       leave_out = NULL, n_threads = 1L, verbose = FALSE)
+# (the fit and the predictions each in one engine call, as a fixed-bandwidth fit makes them)
+engine_calls <- function() {
+  spec_a$engine <- ns$engine_handle()
+  ns$engine_fit_at_data(spec_a, 1L, FALSE)
+  ns$engine_values(spec_a, as.matrix(at), 1L, FALSE)
 }
 floor_a <- function() {
   stats::model.frame(dist ~ speed, cars)
-  spec_a$engine <- ns$engine_handle()
-  ns$cpp_engine_fit(ns$engine_pointer(spec_a), spec_a, request(spec_a$x))
-  ns$cpp_engine_fit(ns$engine_pointer(spec_a), spec_a, request(as.matrix(at)))
+  engine_calls()
 }
 # A plain formula's fit builds no model frame (only its terms): the engine calls alone.
-engine_a <- function() {
-  spec_a$engine <- ns$engine_handle()
-  ns$cpp_engine_fit(ns$engine_pointer(spec_a), spec_a, request(spec_a$x))
-  ns$cpp_engine_fit(ns$engine_pointer(spec_a), spec_a, request(as.matrix(at)))
-}
+engine_a <- engine_calls
 invisible(ours_a()); invisible(loess_a()); invisible(floor_a()); invisible(engine_a())
 a <- interleaved(list(localmean = ours_a, loess = loess_a, floor = floor_a, engine = engine_a))
 cat(sprintf("(a) cars fit + predict(50): localmean %.3f ms, loess %.3f ms, ratio %.2f: %s\n",

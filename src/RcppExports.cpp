@@ -211,6 +211,30 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_engine_values
+List cpp_engine_values(SEXP engine, List spec, List request);
+RcppExport SEXP _localmean_cpp_engine_values(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    Rcpp::traits::input_parameter< List >::type request(requestSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_values(engine, spec, request));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_engine_data_fit
+List cpp_engine_data_fit(SEXP engine, List spec, List request);
+RcppExport SEXP _localmean_cpp_engine_data_fit(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    Rcpp::traits::input_parameter< List >::type request(requestSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_data_fit(engine, spec, request));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_engine_windows
 List cpp_engine_windows(SEXP engine, List spec, List request);
 RcppExport SEXP _localmean_cpp_engine_windows(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
@@ -739,6 +763,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_engine_alive", (DL_FUNC) &_localmean_cpp_engine_alive, 1},
     {"_localmean_cpp_engine_builds", (DL_FUNC) &_localmean_cpp_engine_builds, 0},
     {"_localmean_cpp_engine_fit", (DL_FUNC) &_localmean_cpp_engine_fit, 3},
+    {"_localmean_cpp_engine_values", (DL_FUNC) &_localmean_cpp_engine_values, 3},
+    {"_localmean_cpp_engine_data_fit", (DL_FUNC) &_localmean_cpp_engine_data_fit, 3},
     {"_localmean_cpp_engine_windows", (DL_FUNC) &_localmean_cpp_engine_windows, 3},
     {"_localmean_cpp_shift_points", (DL_FUNC) &_localmean_cpp_shift_points, 15},
     {"_localmean_cpp_merge_modes", (DL_FUNC) &_localmean_cpp_merge_modes, 2},

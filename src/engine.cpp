@@ -232,36 +232,47 @@ bool cpp_engine_alive(SEXP engine) {
 // [[Rcpp::export]]
 int cpp_engine_builds() { return engine_builds; }
 
-// Local polynomial fits at the request's queries from the engine specification `spec` (see
-// engine_spec() in R/engine.R: x (n x d, or a vector), values (n x nv, or a vector; NULL: none),
-// prior, point_scale, scale, kernel, degree, method, cutoff, gridsize, grid_range (2 x d, the
-// binned grid, which must cover the data and queries), categorical, family, max_iter, tol) held
-// by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
-// units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
-// want_var, rtol (> 0: weight sums within that relative error), query_codes (the queries'
-// 1-based levels, m x count), leave_out (likelihood families: per query a 1-based data row left
-// out of its window, 0 none; empty: none), n_threads, verbose.
-// [[Rcpp::export(rng = false)]]
-List cpp_engine_fit(SEXP engine, List spec, List request) {
+namespace {
+
+// The summaries of fit_summary() as an R list; `status` counts points per QueryStatus.
+List fit_sums_list(const localmean::FitSums& s) {
+  IntegerVector status(4);
+  for (int k = 0; k < 4; ++k) status[k] = static_cast<int>(s.status[k]);
+  return List::create(_["count"] = s.count, _["weight"] = s.weight, _["rss"] = s.rss,
+                      _["trace"] = s.trace, _["loo"] = s.loo, _["mean"] = s.mean,
+                      _["spread"] = s.spread, _["near_one"] = s.near_one, _["status"] = status);
+}
+
+// A request of cpp_engine_fit() (see there).
+struct FitRequest {
+  SEXP queries = R_NilValue, radius = R_NilValue, query_codes = R_NilValue,
+       leave_out = R_NilValue;
+  bool want_var = false, verbose = false;
+  double rtol = 0.0;
+  int n_threads = 1;
+};
+
+// The local polynomial fits of cpp_engine_fit().
+FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
   EngineObject one_off;
   EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
   const SEXP x = spec["x"];
   const Points pts(x);
   const NumericVector scale = spec["scale"];
   const SEXP values = or_nil(spec["values"]);
-  const NumericMatrix queries = request["queries"];
-  const std::size_t n = pts.n, d = pts.d, m = queries.nrow();
+  const Points queries(request.queries);
+  const std::size_t n = pts.n, d = pts.d, m = queries.n;
   const std::size_t nv = Rf_isNull(values) ? 0 : Rf_xlength(values) / n;
   const double* vals = Rf_isNull(values) ? nullptr : read_only(values);
   const std::vector<double> qs = scaled(queries, scale);
   const std::string method = as<std::string>(spec["method"]);
-  const bool want_var = as<bool>(request["want_var"]), verbose = as<bool>(request["verbose"]);
+  const bool want_var = request.want_var, verbose = request.verbose;
   localmean::EngineSettings set;
   set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
   set.degree = as<int>(spec["degree"]);
   set.want_var = want_var;
   set.cutoff = as<double>(spec["cutoff"]);
-  set.rtol = field<double>(request, "rtol", 0.0);
+  set.rtol = request.rtol;
   set.family = loss_type(field<std::string>(spec, "family", "gaussian"));
   set.loss_param = field<double>(spec, "loss_param", NA_REAL);
   set.max_iter = field<int>(spec, "max_iter", 25);
@@ -271,7 +282,7 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
   // (binned: the grid's work is not counted in points; small fits never bin)
   const double visits = method == "binned" ? localmean_r::kSerialWork : static_cast<double>(m) * n;
-  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]), visits);
+  const auto pfor = localmean_r::parallel_for(request.n_threads, visits);
   const SEXP prior = or_nil(spec["prior"]);
   const double* w = Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior);
   bool done;
@@ -292,14 +303,15 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
     set.use_tree = method == "tree";
     localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, nv);
     data.use_kernel(set.kernel);
-    std::vector<int> qcodes = int_vector(request["query_codes"]);
+    std::vector<int> qcodes = int_vector(request.query_codes);
     for (int& c : qcodes) --c;
-    std::vector<int> left = int_vector(request["leave_out"]);
+    std::vector<int> left = int_vector(request.leave_out);
     for (int& r : left) --r;
     if (!left.empty() && left.size() != m) stop("leave_out must have one row per query");
     for (int r : left)
       if (r >= static_cast<int>(n)) stop("leave_out rows must be data rows");
-    const NumericVector radius = request["radius"];
+    const NumericVector radius =
+        Rf_isNull(request.radius) ? NumericVector(0) : NumericVector(request.radius);
     done = localmean::local_fit(data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
                                 qcodes.empty() ? nullptr : qcodes.data(), set,
                                 res.output(want_var), pfor, monitor.callback(),
@@ -307,7 +319,89 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   }
   monitor.finish();
   if (!done) stop("the computation was stopped");
-  return res.as_list();
+  return res;
+}
+
+}  // namespace
+
+// Local polynomial fits at the request's queries from the engine specification `spec` (see
+// engine_spec() in R/engine.R: x (n x d, or a vector), values (n x nv, or a vector; NULL: none),
+// prior, point_scale, scale, kernel, degree, method, cutoff, gridsize, grid_range (2 x d, the
+// binned grid, which must cover the data and queries), categorical, family, max_iter, tol) held
+// by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
+// units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
+// want_var, rtol (> 0: weight sums within that relative error), query_codes (the queries'
+// 1-based levels, m x count), leave_out (likelihood families: per query a 1-based data row left
+// out of its window, 0 none; empty: none), n_threads, verbose.
+// [[Rcpp::export(rng = false)]]
+List cpp_engine_fit(SEXP engine, List spec, List request) {
+  FitRequest req;
+  // (a matrix: converted if need be, and kept alive here)
+  const NumericMatrix queries = request["queries"];
+  req.queries = queries;
+  req.radius = request["radius"];
+  req.want_var = as<bool>(request["want_var"]);
+  req.verbose = as<bool>(request["verbose"]);
+  req.rtol = field<double>(request, "rtol", 0.0);
+  req.query_codes = request["query_codes"];
+  req.leave_out = request["leave_out"];
+  req.n_threads = as<int>(request["n_threads"]);
+  return engine_fit(engine, spec, req).as_list();
+}
+
+// The value of the local polynomial (its intercept, of the first value column) at the request's
+// queries (queries, n_threads, verbose), fitted as cpp_engine_fit() fits it: list(coef (m x 1 x
+// 1; NA where the query has no usable window), status), what predict() needs of plain
+// predictions.
+// [[Rcpp::export(rng = false)]]
+List cpp_engine_values(SEXP engine, List spec, List request) {
+  FitRequest req;
+  const NumericMatrix queries = request["queries"];
+  req.queries = queries;
+  req.n_threads = as<int>(request["n_threads"]);
+  req.verbose = as<bool>(request["verbose"]);
+  const FitArrays res = engine_fit(engine, spec, req);
+  const std::size_t m = res.s00.size();
+  NumericVector coef(Dimension(m, 1, 1));
+  for (std::size_t i = 0; i < m; ++i) coef[i] = res.status[i] == 0 ? res.coef[i] : NA_REAL;
+  return List::create(_["coef"] = coef, _["status"] = res.status);
+}
+
+// Least-squares fits at the data points of `spec` (see cpp_engine_fit(); the exact or tree
+// strategy, without nn radii or categorical variables) in one call, with what a fit keeps of
+// them: list(fitted (n x nv; NA where no fit exists), leverage (the prior weight times
+// [S^-1]_00), status (per point), status_counts (points per status), sums (as cpp_fit_sums()
+// gives them for these fits)). The request: n_threads, verbose.
+// [[Rcpp::export(rng = false)]]
+List cpp_engine_data_fit(SEXP engine, List spec, List request) {
+  FitRequest req;
+  req.queries = spec["x"];
+  req.n_threads = as<int>(request["n_threads"]);
+  req.verbose = as<bool>(request["verbose"]);
+  const FitArrays res = engine_fit(engine, spec, req);
+  const SEXP values = spec["values"], prior = or_nil(spec["prior"]);
+  const std::size_t n = res.s00.size(), nv = Rf_xlength(values) / n;
+  const double* w = Rf_isNull(prior) || Rf_xlength(prior) == 0 ? nullptr : read_only(prior);
+  NumericMatrix fitted(no_init(n, nv));
+  NumericVector leverage(no_init(n));
+  IntegerVector counts(4);
+  const std::size_t nb = res.coef.size() / (n * nv);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int status = res.status[i];
+    // (the NA, not any NaN: as R marks the queries without a usable window)
+    const bool ok = status == 0;
+    for (std::size_t v = 0; v < nv; ++v)
+      fitted[v * n + i] = ok ? res.coef[v * n * nb + i] : NA_REAL;
+    const double s00 = ok ? res.s00[i] : NA_REAL;
+    leverage[i] = w ? w[i] * s00 : s00;
+    if (status >= 0 && status < 4) ++counts[status];
+  }
+  localmean::FitSums sums;
+  localmean::given_fit_summary(n, read_only(values), nv, w, fitted.begin(), leverage.begin(),
+                               &sums, localmean_r::parallel_for(req.n_threads,
+                                                                static_cast<double>(n) * nv));
+  return List::create(_["fitted"] = fitted, _["leverage"] = leverage, _["status"] = res.status,
+                      _["status_counts"] = counts, _["sums"] = fit_sums_list(sums));
 }
 
 // The kernel windows of the request's queries (see cpp_engine_fit() for `spec` and the request:
@@ -580,19 +674,6 @@ bool cpp_all_finite(SEXP x) {
   for (R_xlen_t i = 0; i < n; ++i) acc += v[i] - v[i];
   return acc == 0.0;
 }
-
-namespace {
-
-// The summaries of fit_summary() as an R list; `status` counts points per QueryStatus.
-List fit_sums_list(const localmean::FitSums& s) {
-  IntegerVector status(4);
-  for (int k = 0; k < 4; ++k) status[k] = static_cast<int>(s.status[k]);
-  return List::create(_["count"] = s.count, _["weight"] = s.weight, _["rss"] = s.rss,
-                      _["trace"] = s.trace, _["loo"] = s.loo, _["mean"] = s.mean,
-                      _["spread"] = s.spread, _["near_one"] = s.near_one, _["status"] = status);
-}
-
-}  // namespace
 
 // Fits at the data points `x` (n x d, or a vector) of the binned least-squares fit of `values`
 // (n x nv, or a vector), in one pass after binning: the node fits and [S^-1]_00 interpolated to

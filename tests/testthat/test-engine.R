@@ -508,6 +508,9 @@ engine_layer <- c(
   "linear_bin", "hermite_pair_sums", "metric_loss", "group_within", "basis_powers",
   "engine_candidate_sums", "engine_windows", "local_axes"
 )
+# the one-call fits at the data and plain predictions
+engine_entry_points <- c(engine_entry_points, "cpp_engine_data_fit", "cpp_engine_values")
+engine_layer <- c(engine_layer, "engine_fit_at_data", "engine_values")
 
 # Names of every symbol in an object: function bodies and defaults, lists of functions.
 symbols_in <- function(obj, depth = 0L) {

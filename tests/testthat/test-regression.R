@@ -895,3 +895,49 @@ test_that("a plain formula's kept terms follow the data's columns and the formul
   expect_identical(environment(local_poly(y ~ a, d, bandwidth = 1, verbose = FALSE)$terms),
                    environment())
 })
+
+test_that("fits and predictions in one engine call equal those of the chunked engine path", {
+  # chunk_size below n sends fits at the data and predictions through engine_run()'s chunks
+  parts <- local_control(chunk_size = 40)
+  same_fit <- function(a, b) {
+    for (field in c("fitted", "leverage", "residuals", "df", "sigma", "r.squared", "cv")) {
+      expect_identical(a[[field]], b[[field]], label = field)
+    }
+  }
+  d <- make_data_1d(90)
+  w <- seq(0.5, 1.5, length.out = 90)
+  q <- c(0.05, 0.5, 0.93)
+  one <- local_poly(d$x, d$y, bandwidth = 0.08, weights = w, verbose = FALSE)
+  many <- local_poly(d$x, d$y, bandwidth = 0.08, weights = w, control = parts, verbose = FALSE)
+  same_fit(one, many)
+  expect_identical(predict(one, q), predict(many, q))
+  # windows too small for a fit: the same NA fits, leverages and warnings
+  sparse <- function(control = local_control()) {
+    local_poly(d$x, d$y, bandwidth = 0.004, kernel = "epanechnikov", control = control,
+               verbose = FALSE)
+  }
+  with_warnings <- function(expr) {
+    msgs <- character(0)
+    value <- withCallingHandlers(expr, warning = function(w) {
+      msgs <<- c(msgs, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+    list(value = value, warnings = msgs)
+  }
+  a <- with_warnings(sparse())
+  b <- with_warnings(sparse(parts))
+  expect_true(anyNA(a$value$fitted))
+  same_fit(a$value, b$value)
+  expect_identical(a$warnings, b$warnings)
+  expect_identical(with_warnings(predict(a$value, q)),
+                   with_warnings(predict(b$value, q)))
+  # 2-D, degree 2, the kd-tree
+  d2 <- make_data_2d(80)
+  q2 <- cbind(x1 = c(0.2, 0.7), x2 = c(0.4, 0.6))
+  one <- local_poly(d2$x, d2$y, degree = 2, bandwidth = c(0.4, 0.5), kernel = "tricube",
+                    method = "tree", verbose = FALSE)
+  many <- local_poly(d2$x, d2$y, degree = 2, bandwidth = c(0.4, 0.5), kernel = "tricube",
+                     method = "tree", control = parts, verbose = FALSE)
+  same_fit(one, many)
+  expect_identical(predict(one, q2), predict(many, q2))
+})
