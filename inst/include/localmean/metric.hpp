@@ -25,8 +25,10 @@
 //
 // What comes from the engine: the kernel profile (the registry's kernel_shapes()), the level tables and
 // level weights (local_data.hpp, shared with LocalData), the products of the sweep (product()),
-// the Cholesky factorisation and solve (moments.hpp), the chunked parallel run (run_chunked) and
-// the best build (simd.hpp).
+// the moments of the local design (the sweep's accumulate_weighted() into Moments, kLanes lanes
+// flushed in its order), the walk over blocks (walk_blocks()), the lane sums of the gradient
+// (add_product(), lanes_total()), the Cholesky factorisation and solve (moments.hpp), the chunked
+// parallel run (run_chunked) and the best build (simd.hpp).
 // What stays here, and why:
 // - z = A x: the engine scales each variable; a full metric needs the matrix product.
 // - the slope weights v and the lambda derivative tables: the engine never differentiates.
@@ -35,8 +37,8 @@
 // - the general pass (a full metric, or more than kFusedMaxD variables) keeps the differences
 //   z_j - z_i of every point (the sweep's squared_distances() keeps none and reads LocalData's
 //   tree), for the local design, g_j and the gradient's sums of d d'.
-// - the fused passes keep their own window (FusedData: one variable, sorted) and their sums in
-//   v4d registers; see the note above FusedData.
+// - the fused passes keep their own window (FusedData: one variable, sorted); see the note above
+//   FusedData.
 #pragma once
 
 #include <localmean/engine.hpp>
@@ -345,17 +347,15 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
 //
 // At a diagonal metric with at most kFusedMaxD numeric variables (the "cv" bandwidth search),
 // each point takes two passes over the data in blocks of kBlock points instead of a pass per
-// moment, with the number of variables known at compile time so that the sums stay in registers:
+// moment, with the number of variables known at compile time:
 // the first computes the weights and adds the moments of the local design, the second (after the
 // small solve) adds the gradient terms. Both sweep only the blocks of the point's window in one
-// variable (see FusedData). They add the terms of loo_contribution() in the sorted order (the
-// point at position j into lane j % 4), so the two give the same loss and gradient up to
+// variable (see FusedData). They add the terms of loo_contribution() in the sorted order, with
+// the sweep's accumulation and lanes, so the two give the same loss and gradient up to
 // rounding, and each point's sums do not depend on the threads.
-// Why not the engine's sweep here: its moments live in memory, kLanes (8) lanes each, loaded and
-// stored per block (Moments), where these passes keep 4 lanes per sum in registers (at D = 4,
-// degree 1: 15 + 5 sums, 20 v4d; the engine's layout would double them); and its window is the
-// kd-tree of a LocalData, whose points are x / h (not the metric's A x: other last bits) and
-// which a search over A would rebuild or rescale at every evaluation.
+// Why not the engine's window here: it is the kd-tree of a LocalData, whose points are x / h
+// (the metric's are A x) and which a search over A would rebuild or rescale at every evaluation;
+// the sorted key variable costs one sort per evaluation.
 constexpr std::size_t kFusedMaxD = 4;
 
 // `size` zeros in `store`, from a 64-byte boundary: the fused passes load whole v4d of
@@ -534,36 +534,36 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   const double pi = p.prior ? p.prior[i] : 1.0;
   *sq_res = pi * r * r;
   const double scale = 2.0 * pi * r;
-  // Pass 2, in the sweep's lanes: m_k = sum_j c_j z_jk^2 with c_j = 2 p_i r_i g_j v_j, and
-  // sum_j g_j dw_j/dlambda_c.
+  // Pass 2, in the sweep's lanes (point j into lane j % kLanes, two v4d per sum, kept in
+  // registers): m_k = sum_j c_j z_jk^2 with c_j = 2 p_i r_i g_j v_j, and sum_j g_j dw_j/dlambda_c.
+  static_assert(kLanes == 8 && kBlock % kLanes == 0, "a lane group is two v4d");
   const double* slope = vrow ? vrow : wrow;
   double* lanes = s.tmp.data();
   std::fill(lanes, lanes + kLanes * (D + n_cat), 0.0);
+  const v4d zero = {0.0, 0.0, 0.0, 0.0};
+  v4d accM[D][2];
+  for (std::size_t k = 0; k < D; ++k) accM[k][0] = accM[k][1] = zero;
   walk_blocks(first, last, [&](std::size_t j, auto, std::size_t) LOCALMEAN_LAMBDA_INLINE {
-    double phi[(D + 1) * kBlock], G[kBlock], C[kBlock], cd[kBlock];
-    differences(j, phi, nullptr);
+    double G[kBlock];
     for (std::size_t t = 0; t < kBlock; t += 4) {
+      const std::size_t half = t / 4 % 2;
+      v4d dz[D];
+      for (std::size_t k = 0; k < D; ++k) dz[k] = LOCALMEAN_LOAD4(z + k * stride + j + t) - zi[k];
       const v4d Y = LOCALMEAN_LOAD4(y + j + t);
       v4d g;
       if (Degree == 0) {
         g = (Y - fb[0]) / ga[0];
       } else {
-        const v4d zero = {0.0, 0.0, 0.0, 0.0};
         v4d lin = zero + ga[0], fit = zero + fb[0];
         for (std::size_t k = 0; k < D; ++k) {
-          const v4d dz = LOCALMEAN_LOAD4(phi + (k + 1) * kBlock + t);
-          lin += ga[k + 1] * dz;
-          fit += fb[k + 1] * dz;
+          lin += ga[k + 1] * dz[k];
+          fit += fb[k + 1] * dz[k];
         }
         g = lin * (Y - fit);
       }
       LOCALMEAN_STORE4(G + t, g);
-      LOCALMEAN_STORE4(C + t, scale * g * LOCALMEAN_LOAD4(slope + j + t));
-    }
-    for (std::size_t k = 0; k < D; ++k) {
-      const double* dz = phi + (k + 1) * kBlock;
-      product(cd, C, dz, block);
-      add_product(lanes + k * kLanes, cd, dz, block);
+      const v4d C = scale * g * LOCALMEAN_LOAD4(slope + j + t);
+      for (std::size_t k = 0; k < D; ++k) accM[k][half] += C * dz[k] * dz[k];
     }
     // dw_j / dlambda_c = (numeric weight) dL_c prod_{c' != c} L_c'
     for (std::size_t cv = 0; cv < n_cat && want_lam; ++cv) {
@@ -573,6 +573,10 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
       add_product(lanes + (D + cv) * kLanes, G, dw, block);
     }
   });
+  for (std::size_t k = 0; k < D; ++k) {
+    LOCALMEAN_STORE4(lanes + k * kLanes, accM[k][0]);
+    LOCALMEAN_STORE4(lanes + k * kLanes + 4, accM[k][1]);
+  }
   for (std::size_t k = 0; k < D; ++k) m[k] = lanes_total(lanes + k * kLanes);
   for (std::size_t cv = 0; cv < n_cat && want_lam; ++cv)
     lam[cv] = -scale * lanes_total(lanes + (D + cv) * kLanes);
