@@ -20,7 +20,9 @@ if (length(compare) == 2L) {
                same_failed = p$failed == q$failed, identical = identical(p, q),
                loss = if (is.finite(p$loss)) abs(p$loss - q$loss) / abs(p$loss) else 0,
                gradient = rel(p$gradient, q$gradient),  # relative to the largest entry
-               lambda = if (length(p$lambda_gradient)) rel(p$lambda_gradient, q$lambda_gradient) else 0,
+               lambda = if (length(p$lambda_gradient)) {
+                 rel(p$lambda_gradient, q$lambda_gradient)
+               } else 0,
                gap = p$gap)
   }))
   cat(sprintf("%d cases, %d with a finite loss, %d bit-identical, failed counts equal in %d\n",

@@ -32,6 +32,7 @@ for (cs in cases) {
     fit$metric$loss
   }, 1)
   out <- rbind(out, data.frame(case = cs[[1]], degree = cs[[3]], orig = sc[1], min = min(sc),
-                               median = median(sc), max = max(sc), evals = ev / length(perms), cpu = cpu))
+                               median = median(sc), max = max(sc), evals = ev / length(perms),
+                               cpu = cpu))
 }
 print(out, digits = 5)

@@ -11,7 +11,11 @@ n <- 200
 set.seed(5)
 d <- data.frame(x1 = rexp(n), x2 = runif(n), g = factor(sample(letters[1:3], n, TRUE)))
 d$y <- log1p(d$x1) + sin(4 * d$x2) + as.integer(d$g) / 3 + rnorm(n, sd = 0.2)
-perms <- c(list(seq_len(n)), lapply(1:as.integer(Sys.getenv("BENCH_NPERM", "5")), function(s) { set.seed(100 + s); sample(n) }))
+n_perm <- as.integer(Sys.getenv("BENCH_NPERM", "5"))
+perms <- c(list(seq_len(n)), lapply(seq_len(n_perm), function(s) {
+  set.seed(100 + s)
+  sample(n)
+}))
 kern <- strsplit(Sys.getenv("BENCH_KERNELS", paste(kernels()$kernel, collapse = ",")), ",")[[1]]
 out <- NULL
 for (kernel in kern) for (degree in 0:1) {

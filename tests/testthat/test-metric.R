@@ -253,7 +253,7 @@ test_that("a metric is learned for a compact kernel, and refused for a kernel of
 # kinked scores, so their results are pinned by plain-R scores and by the data's order, not by
 # one path's exact optimum.
 
-test_that("the loss and gradient at fixed parameters change by rounding only with the data's order and the pass", {
+test_that("at fixed parameters, the data's order and the pass change the loss by rounding only", {
   d <- kernel_search_data(80)
   h <- c(0.45, 0.6)
   shuffle <- c(41:80, 40:1)
