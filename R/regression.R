@@ -216,7 +216,8 @@
 #' # bootstrap bands, pointwise and simultaneous over the points
 #' set.seed(1)
 #' predict(fit, data.frame(speed = c(10, 15, 20)), interval = "bootstrap", B = 199)
-#' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "bootstrap", B = 199,
+#' counts <- local_poly(carb ~ wt, data = mtcars, family = "poisson", bandwidth = 1)
+#' predict(counts, data.frame(wt = c(2, 3, 4)), interval = "bootstrap", B = 199,
 #'         simultaneous = TRUE)
 #' # robustness iterations, as loess(dist ~ speed, cars, span = 0.5, family = "symmetric")
 #' robust <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn(25), n_robust = 3)
@@ -723,7 +724,9 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' "local"`), so that the band holds under heteroscedastic errors. The fit being linear, a
 #' replicate's deviation is \eqn{l(x)'(e V)}{l(x)'(e V)}, and the engine smooths many replicates in
 #' one pass. Binomial and Poisson families: responses drawn from the fitted means, each refitted at
-#' the fit's bandwidth (on the link scale, then mapped to the response's). Pointwise, the band is
+#' the fit's bandwidth (on the link scale, then mapped to the response's); a replicate without a
+#' fit at some point (a window its draws separate) is left out there, with a warning. Pointwise,
+#' the band is
 #' the basic bootstrap interval \eqn{[\hat m(x) - q_{1-\alpha/2}(x), \hat m(x) -
 #' q_{\alpha/2}(x)]}{[mhat(x) - q_(1-alpha/2)(x), mhat(x) - q_(alpha/2)(x)]}, \eqn{q}{q} the quantiles of
 #' the replicates' deviations from their mean; simultaneous (`simultaneous = TRUE`), \eqn{\hat
