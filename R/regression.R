@@ -789,8 +789,8 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
     abort("Standard errors and confidence intervals are not available for the {.val
            {family$family}} loss.")
   }
-  if ((likelihood || !is.null(object$categorical)) && (simultaneous || variance == "local") &&
-      !bootstrap) {
+  if ((likelihood || !is.null(object$categorical)) &&
+      ((simultaneous && !bootstrap) || variance == "local")) {
     abort("Simultaneous bands and {.code variance = \"local\"} are for Gaussian fits on numeric
            predictors.")
   }
@@ -802,7 +802,8 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                        variance)
   response <- type == "response" && deriv == 0L
   want_var <- se.fit || interval %in% c("confidence", "prediction")
-  if (is.null(newdata) && !want_var && deriv == 0L && is.null(method) && response) {
+  if (is.null(newdata) && !want_var && !bootstrap && deriv == 0L && is.null(method) &&
+      response) {
     return(fitted(object))
   }
   queries <- model_queries(object, newdata)

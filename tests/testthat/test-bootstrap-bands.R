@@ -104,7 +104,9 @@ test_that("bootstrap bands are the same for 1 and 2 threads with the same seed",
     predict(fit, interval = "bootstrap", B = 29, simultaneous = TRUE, n_threads = threads,
             verbose = FALSE)
   }
-  expect_identical(band(1), band(2))
+  one <- band(1)
+  expect_equal(dim(one), c(nrow(cars), 3L))
+  expect_identical(one, band(2))
   k <- kde(faithful$waiting, bandwidth = 4)
   kband <- function(threads) {
     set.seed(5)
