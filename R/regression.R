@@ -718,12 +718,14 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' @section Bootstrap bands:
 #' `interval = "bootstrap"` draws `B` replicates of the fit at the evaluation points. Least
 #' squares (Gaussian family): the wild bootstrap (Hardle and Marron 1991), responses
-#' \eqn{y^*_i = y_i + e_i V_i}{y*_i = y_i + e_i V_i} with Mammen's multipliers \eqn{V_i}{V_i}
-#' (mean 0, variance 1) and \eqn{e_i}{e_i} the residual divided by the root of its expectation
-#' factor \eqn{1 - 2 L_{ii} + p_i \|l(x_i)\|^2}{1 - 2 L_ii + p_i ||l(x_i)||^2} (as for `variance =
-#' "local"`), so that the band holds under heteroscedastic errors. The fit being linear, a
-#' replicate's deviation is \eqn{l(x)'(e V)}{l(x)'(e V)}, and the engine smooths many replicates in
-#' one pass. Binomial and Poisson families: responses drawn from the fitted means, each refitted at
+#' \eqn{y^*_i = y_i + s_i V_i}{y*_i = y_i + s_i V_i} with Mammen's multipliers \eqn{V_i}{V_i}
+#' (mean 0, variance 1) and \eqn{s_i^2 = \tilde\sigma^2(x_i) / p_i}{s_i^2 = sigmatilde^2(x_i) / p_i},
+#' so that the band holds under heteroscedastic errors. \eqn{\tilde\sigma^2}{sigmatilde^2} is
+#' the estimate of `variance = "local"` at three times the bandwidth: the squared residuals
+#' themselves (the classical wild bootstrap) make the band's width as noisy as a variance
+#' estimated from one window, and simultaneous bands then cover too little (measured in the
+#' package's `bench/README.md`). The fit being linear, a replicate's deviation is
+#' \eqn{l(x)'(s V)}{l(x)'(s V)}, and the engine smooths many replicates in one pass. Binomial and Poisson families: responses drawn from the fitted means, each refitted at
 #' the fit's bandwidth (on the link scale, then mapped to the response's); a replicate without a
 #' fit at some point (a window its draws separate) is left out there, with a warning. Pointwise,
 #' the band is

@@ -121,9 +121,10 @@ if ("bands" %in% which_tests) {
   cat(sprintf("\n(c) bootstrap bands, R = %d, n = %d, B = %d, 95%% bands on 50 points\n",
               reps, n, B_bands))
   grid <- seq(0.02, 0.98, length.out = 50)
+  # (where a data set has no fit at a grid point, that point is left out of its coverage)
   coverage <- function(band, target) {
     inside <- band[, "lwr"] <= target & target <= band[, "upr"]
-    c(pointwise = mean(inside), simultaneous = all(inside))
+    c(pointwise = mean(inside, na.rm = TRUE), simultaneous = all(inside, na.rm = TRUE))
   }
   band_rows <- list()
   add_row <- function(label, cover, cpu) {

@@ -39,7 +39,10 @@ test_that("the wild-bootstrap band of a local linear fit matches a plain-R refer
   q <- c(5, 10, 15.5, 20, 25)
   B <- 19
   L <- local_linear_ref(x, x, h)
-  e <- (y - drop(L %*% y)) / sqrt(1 - 2 * diag(L) + rowSums(L^2))
+  # the pilot variance: corrected squared residuals, local mean at 3 h
+  corrected <- (y - drop(L %*% y))^2 / (1 - 2 * diag(L) + rowSums(L^2))
+  K <- outer(x, x, function(a, b) dnorm((a - b) / (3 * h)))
+  e <- sqrt(drop(K %*% corrected) / rowSums(K))
   Lq <- local_linear_ref(x, q, h)
   for (simultaneous in c(FALSE, TRUE)) {
     set.seed(3)
