@@ -570,10 +570,9 @@ NULL
 
 #' @rdname kde-methods
 #' @export
-predict.local_kde <- function(object, newdata, rtol = 0, method = "tree",
-                              interval = c("none", "bootstrap"), level = 0.95,
-                              simultaneous = FALSE, B = 999, n_threads = NULL,
-                              verbose = interactive(), ...) {
+predict.local_kde <- function(object, newdata, rtol = 0, interval = c("none", "bootstrap"),
+                              level = 0.95, simultaneous = FALSE, B = 999, method = "tree",
+                              n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
   method <- check_choice(method, c("tree", "exact"))

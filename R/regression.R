@@ -760,8 +760,8 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                type = c("response", "link"),
                                interval = c("none", "confidence", "prediction"),
                                level = 0.95, simultaneous = FALSE,
-                               variance = c("constant", "local"), method = NULL,
-                               B = 999, n_threads = NULL, verbose = interactive(), ...) {
+                               variance = c("constant", "local"), B = 999, method = NULL,
+                               n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   # (arguments left at their defaults need no checks)
   type <- if (missing(type)) "response" else match_choice(type, c("response", "link"))
