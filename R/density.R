@@ -512,6 +512,21 @@ kde_binning_grid <- function(fit, range) {
 #'   Gray and Moore 2003, as scikit-learn's `KernelDensity(rtol =)`); the
 #'   error is guaranteed to stay below `rtol` times the density. Not for
 #'   `nn(k)` bandwidths.
+#' @param interval For `predict()`: `"none"`, or `"bootstrap"` for a
+#'   confidence band of the density at `newdata` by the smoothed bootstrap:
+#'   `B` samples of `n` points drawn from the estimate itself (the draws of
+#'   `simulate()`: data points resampled plus kernel noise at the bandwidth;
+#'   Silverman 1986, section 6.4), each estimated with the fit's kernel and
+#'   bandwidth. Pointwise, the basic bootstrap interval of the replicates'
+#'   deviations from their mean; with `simultaneous = TRUE` the max-t band
+#'   over the points of `newdata`. Like every such band it covers the
+#'   expectation of the estimate (the density smoothed by the kernel), not
+#'   the smoothing bias; lower limits are cut at 0. Numeric data and fixed
+#'   bandwidths; `set.seed()` fixes the band for any number of threads.
+#' @param level Coverage probability of the band.
+#' @param simultaneous `FALSE` for a pointwise band, `TRUE` for a band that
+#'   covers the density at every point of `newdata` at once.
+#' @param B Number of bootstrap samples, a whole number of at least 19.
 #' @param probs Probability masses of the highest-density regions.
 #' @param rug Draw the data as a rug (1-D) or points (2-D).
 #' @param nsim Number of points to draw: at most 5e7 values in all (`nsim`
@@ -523,7 +538,8 @@ kde_binning_grid <- function(fit, range) {
 #' @param row.names,optional Unused, for compatibility.
 #' @inheritParams kde
 #' @param ... Unused, or passed to the plotting functions.
-#' @return `predict()`: density values; `simulate()`: a vector (1-D) or a
+#' @return `predict()`: density values (with `interval = "bootstrap"`, a
+#'   matrix with columns `fit`, `lwr` and `upr`); `simulate()`: a vector (1-D) or a
 #'   matrix of draws (a data frame with categorical columns), with the
 #'   attribute `seed`; `summary()`: an object of class `summary.local_kde`;
 #'   `logLik()`: the log-likelihood of the estimate at the data,
@@ -536,12 +552,17 @@ kde_binning_grid <- function(fit, range) {
 #'   `df` is `NA` and `AIC()` an error.
 #' @references Loader, C. (1999). *Local Regression and Likelihood*.
 #'   Springer, chapter 5.
+#'
+#'   Silverman, B. W. (1986). *Density Estimation for Statistics and Data
+#'   Analysis*. Chapman and Hall.
 #' @name kde-methods
 #' @family density
 #' @examples
 #' fit <- kde(faithful$waiting)
 #' summary(fit)
 #' predict(fit, c(55, 80))
+#' set.seed(1)
+#' predict(fit, c(55, 65, 80), interval = "bootstrap", B = 199)
 #' hist(simulate(fit, 1000, seed = 1), breaks = 30)
 #' fit2 <- kde(faithful)
 #' plot(fit2)
@@ -549,13 +570,22 @@ NULL
 
 #' @rdname kde-methods
 #' @export
-predict.local_kde <- function(object, newdata, rtol = 0, method = "tree", n_threads = NULL,
-                              verbose = interactive(), ...) {
+predict.local_kde <- function(object, newdata, rtol = 0, interval = c("none", "bootstrap"),
+                              level = 0.95, simultaneous = FALSE, B = 999, method = "tree",
+                              n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   if (missing(newdata)) abort("{.arg newdata} is required: the points at which to evaluate.")
   method <- check_choice(method, c("tree", "exact"))
   rtol <- check_positive(rtol, zero = TRUE)
   if (rtol >= 1) abort("{.arg rtol} must be below 1.")
+  interval <- match_choice(interval, c("none", "bootstrap"))
+  if (interval == "bootstrap") {
+    return(predict_kde_band(object, newdata, check_level(level), check_flag(simultaneous),
+                            check_replicates(B), n_threads(n_threads), check_flag(verbose)))
+  }
+  if (!missing(B) || !missing(simultaneous) || !missing(level)) {
+    abort("{.arg level}, {.arg simultaneous} and {.arg B} need {.code interval = \"bootstrap\"}.")
+  }
   if (!is.null(object$categorical)) {
     if (rtol > 0) abort("{.arg rtol} is for numeric data only; this fit has categorical columns.")
     points <- new_predictors(object, newdata)

@@ -213,6 +213,12 @@
 #' # local logistic regression, with a 95% confidence interval
 #' logistic <- local_poly(am ~ wt, data = mtcars, family = "binomial", bandwidth = 1.5)
 #' predict(logistic, data.frame(wt = c(2.5, 3.5)), interval = "confidence")
+#' # bootstrap bands, pointwise and simultaneous over the points
+#' set.seed(1)
+#' predict(fit, data.frame(speed = c(10, 15, 20)), interval = "bootstrap", B = 199)
+#' counts <- local_poly(carb ~ wt, data = mtcars, family = "poisson", bandwidth = 1)
+#' predict(counts, data.frame(wt = c(2, 3, 4)), interval = "bootstrap", B = 199,
+#'         simultaneous = TRUE)
 #' # robustness iterations, as loess(dist ~ speed, cars, span = 0.5, family = "symmetric")
 #' robust <- local_poly(dist ~ speed, cars, kernel = "tricube", bandwidth = nn(25), n_robust = 3)
 local_poly <- function(x, ...) UseMethod("local_poly")
@@ -661,13 +667,17 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #'   observation of the response (Gaussian family), whose standard error adds
 #'   the residual variance to the fit's, \eqn{\sqrt{se.fit^2 + \sigma^2}}{sqrt(se.fit^2 +
 #'   sigma^2)} (with `variance = "local"`, \eqn{\hat\sigma^2(x)}{sigmahat^2(x)}), as
-#'   `predict.lm()` does for a new observation of unit weight. See
-#'   "Confidence bands" below.
+#'   `predict.lm()` does for a new observation of unit weight, or
+#'   `"bootstrap"`: a confidence band from `B` bootstrap replicates (see
+#'   "Bootstrap bands"). See "Confidence bands" below.
 #' @param level Coverage probability of the band.
 #' @param simultaneous `FALSE` for a pointwise band, `TRUE` for a band that
 #'   covers the whole curve (or surface) over the range of the data, or of
 #'   `newdata`, with probability `level` (one or two numeric predictors, a
-#'   fixed bandwidth, the Gaussian family).
+#'   fixed bandwidth, the Gaussian family); with `interval = "bootstrap"`, a
+#'   band that covers the fit at all the evaluation points at once (any fit).
+#' @param B Number of bootstrap replicates of `interval = "bootstrap"`, a
+#'   whole number of at least 19.
 #' @param variance `"constant"`: one residual variance, `sigma^2`;
 #'   `"local"`: a heteroscedastic estimate \eqn{\sigma^2(x)}{sigma^2(x)}, the local mean
 #'   of the leverage-corrected squared residuals (Gaussian family, numeric
@@ -711,9 +721,42 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' first binned linearly (1,000 nodes; 40 x 40 in 2-D). The formula assumes a band without bias:
 #' with a bandwidth chosen for prediction the band covers the smoothed curve, as all such bands do.
 #' It needs a fixed bandwidth and a kernel that is continuous at its edge (not `"uniform"`).
+#' @section Bootstrap bands:
+#' `interval = "bootstrap"` draws `B` replicates of the fit at the evaluation points. Least
+#' squares (Gaussian family): the wild bootstrap (Hardle and Marron 1991), responses
+#' \eqn{y^*_i = y_i + s_i V_i}{y*_i = y_i + s_i V_i} with Mammen's multipliers \eqn{V_i}{V_i}
+#' (mean 0, variance 1) and \eqn{s_i^2 = \tilde\sigma^2(x_i) / p_i}{s_i^2 = sigmatilde^2(x_i) / p_i},
+#' so that the band holds under heteroscedastic errors. \eqn{\tilde\sigma^2}{sigmatilde^2} is
+#' the estimate of `variance = "local"` at three times the bandwidth: the squared residuals
+#' themselves (the classical wild bootstrap) make the band's width as noisy as a variance
+#' estimated from one window, and simultaneous bands then cover too little (measured in the
+#' package's `bench/README.md`). The fit being linear, a replicate's deviation is
+#' \eqn{l(x)'(s V)}{l(x)'(s V)}, and the engine smooths many replicates in one pass. Binomial and Poisson families: responses drawn from the fitted means, each refitted at
+#' the fit's bandwidth (on the link scale, then mapped to the response's); a replicate without a
+#' fit at some point (a window its draws separate) is left out there, with a warning. Pointwise,
+#' the band is
+#' the basic bootstrap interval \eqn{[\hat m(x) - q_{1-\alpha/2}(x), \hat m(x) -
+#' q_{\alpha/2}(x)]}{[mhat(x) - q_(1-alpha/2)(x), mhat(x) - q_(alpha/2)(x)]}, \eqn{q}{q} the quantiles of
+#' the replicates' deviations from their mean; simultaneous (`simultaneous = TRUE`), \eqn{\hat
+#' m(x) \pm c\, s(x)}{mhat(x) +/- c s(x)} with \eqn{s(x)}{s(x)} the replicates' standard deviation
+#' and \eqn{c}{c} the `level` quantile of their maximum of \eqn{|deviation| / s(x)}{|deviation| / s(x)}
+#' over the evaluation points (the max-t band; it covers those points, not the range between
+#' them). Unlike the tube formula it needs no Gaussian errors, fixed bandwidth or continuous
+#' kernel, and serves categorical predictors and local likelihood. **Bias:** the replicates are
+#' centred at their bootstrap mean, so the band, like the tube formula's, covers the expectation
+#' of the smoother (the variability band of Bowman and Azzalini 1997) and not the bias
+#' that smoothing adds: undersmooth (a bandwidth below the selector's) for a band about the curve
+#' itself. The draws are made in the R session before any fit: `set.seed()` gives the same band
+#' for any `n_threads` and under any `future` plan. `se.fit = TRUE` adds `bootstrap.sd`.
 #' @references
 #' Sun, J. and Loader, C. R. (1994). Simultaneous confidence bands for linear
 #' regression and smoothing. *Annals of Statistics* 22, 1328-1345.
+#'
+#' Hardle, W. and Marron, J. S. (1991). Bootstrap simultaneous error bars for
+#' nonparametric regression. *Annals of Statistics* 19, 778-796.
+#'
+#' Bowman, A. W. and Azzalini, A. (1997). *Applied Smoothing Techniques for
+#' Data Analysis*. Oxford University Press.
 #'
 #' Cleveland, W. S. and Devlin, S. J. (1988). Locally weighted regression: an
 #' approach to regression analysis by local fitting. *JASA* 83, 596-610.
@@ -723,7 +766,7 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
                                type = c("response", "link"),
                                interval = c("none", "confidence", "prediction"),
                                level = 0.95, simultaneous = FALSE,
-                               variance = c("constant", "local"), method = NULL,
+                               variance = c("constant", "local"), B = 999, method = NULL,
                                n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   # (arguments left at their defaults need no checks)
@@ -731,12 +774,18 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
   check_flag(se.fit)
   deriv <- if (missing(deriv)) 0L else check_count(deriv, min = 0)
   interval <- if (missing(interval)) "none" else
-    match_choice(interval, c("none", "confidence", "prediction"))
+    match_choice(interval, c("none", "confidence", "prediction", "bootstrap"))
+  bootstrap <- interval == "bootstrap"
+  if (!missing(B)) {
+    if (!bootstrap) abort("{.arg B} needs {.code interval = \"bootstrap\"}.")
+    B <- check_replicates(B)
+  }
   variance <- if (missing(variance)) "constant" else match_choice(variance, c("constant", "local"))
   if (!missing(level)) level <- check_level(level)
   check_flag(simultaneous)
-  if (simultaneous && interval != "confidence") {
-    abort("{.code simultaneous = TRUE} needs {.code interval = \"confidence\"}.")
+  if (simultaneous && !interval %in% c("confidence", "bootstrap")) {
+    abort("{.code simultaneous = TRUE} needs {.code interval = \"confidence\"} or
+           {.val bootstrap}.")
   }
   if (deriv > object$degree) {
     abort("{.arg deriv} = {deriv} needs a local polynomial of degree at least {deriv}.")
@@ -748,7 +797,8 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
     abort("Standard errors and confidence intervals are not available for the {.val
            {family$family}} loss.")
   }
-  if ((likelihood || !is.null(object$categorical)) && (simultaneous || variance == "local")) {
+  if ((likelihood || !is.null(object$categorical)) &&
+      ((simultaneous && !bootstrap) || variance == "local")) {
     abort("Simultaneous bands and {.code variance = \"local\"} are for Gaussian fits on numeric
            predictors.")
   }
@@ -756,10 +806,12 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
     abort("{.code interval = \"prediction\"} is for the response of a Gaussian fit
            ({.code deriv = 0}).")
   }
-  check_metric_predict(object, deriv, se.fit || interval != "none", simultaneous, variance)
+  check_metric_predict(object, deriv, se.fit || interval != "none", simultaneous && !bootstrap,
+                       variance)
   response <- type == "response" && deriv == 0L
-  want_var <- se.fit || interval != "none"
-  if (is.null(newdata) && !want_var && deriv == 0L && is.null(method) && response) {
+  want_var <- se.fit || interval %in% c("confidence", "prediction")
+  if (is.null(newdata) && !want_var && !bootstrap && deriv == 0L && is.null(method) &&
+      response) {
     return(fitted(object))
   }
   queries <- model_queries(object, newdata)
@@ -780,8 +832,19 @@ predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0
     colnames(v) <- colnames(object$x)
     expand_rows(v, queries$ok)
   }
+  if (interval != "none" && length(cols) > 1L) {
+    abort("{.arg interval} with {.arg deriv} > 0 needs one predictor.")
+  }
+  if (bootstrap) {
+    band <- bootstrap_predict_band(object, queries, fit, cols, mult, level, simultaneous, B,
+                                   n_threads, verbose)
+    if (response && likelihood) band$band[] <- family$linkinv(band$band)
+    band$band <- expand_rows(band$band, queries$ok)
+    if (!se.fit) return(band$band)
+    return(list(fit = band$band, se.fit = shape(se), df = noise$df, residual.scale = noise$scale,
+                critical = band$critical, bootstrap.sd = shape(band$sd)))
+  }
   if (interval != "none") {
-    if (length(cols) > 1L) abort("{.arg interval} with {.arg deriv} > 0 needs one predictor.")
     # Local likelihood: a normal band on the link scale, mapped to the response's.
     # a new observation varies about the fit with the residual variance (as predict.lm())
     spread <- if (interval == "prediction") sqrt(se^2 + noise$scale^2) else se
