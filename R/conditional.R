@@ -79,7 +79,8 @@
 #' - "mlcv", likelihood cross-validation (np's `bwmethod = "cv.ml"`): every bandwidth
 #'   jointly maximises the leave-one-out log-likelihood
 #'   \eqn{\sum_i w_i \log \hat f_{-i}(y_i \mid x_i)}{sum_i w_i log fhat_-i(y_i | x_i)}, from the rule of
-#'   thumb, by the joint search of the regression selectors;
+#'   thumb, by the joint search of the regression selectors (the Gaussian kernel with numeric
+#'   predictors at degree 0: by Newton's method on its exact gradient and Hessian);
 #' - "lscv", least-squares cross-validation (np's `bwmethod = "cv.ls"`): every bandwidth
 #'   jointly minimises \eqn{\sum_i w_i [\int \hat f_{-i}(y \mid x_i)^2 dy - 2 \hat f_{-i}(y_i \mid
 #'   x_i)]}{sum_i w_i [int fhat_-i(y | x_i)^2 dy - 2 fhat_-i(y_i | x_i)]} (the integral a sum over the levels
@@ -855,8 +856,9 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #' \eqn{\hat f(y \mid x)}{fhat(y | x)} (`type = "density"`), the conditional distribution
 #' function \eqn{\hat F(y \mid x)}{Fhat(y | x)} (`"distribution"`) or the conditional
 #' quantiles \eqn{\hat q_\tau(x) = \min\{y : \hat F(y \mid x) \ge \tau\}}{qhat_tau(x) = min{y :
-#' Fhat(y | x) >= tau}} (`"quantile"`), found by inverting \eqn{\hat F}{Fhat}: bracketed on a
-#' grid of \eqn{y}{y}, then Newton steps on the exact estimate, to about 1e-13 relative.
+#' Fhat(y | x) >= tau}} (`"quantile"`), found by inverting \eqn{\hat F}{Fhat} with safeguarded
+#' Newton steps on the exact estimate (local linear: after bracketing on a grid of \eqn{y}{y}),
+#' to about 1e-12 relative.
 #' A row with a missing predictor (or response) gets `NA`.
 #'
 #' `plot()` draws, for one numeric predictor, the conditional density as an
