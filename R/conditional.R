@@ -415,8 +415,8 @@ log_sum_derivatives <- function(sums, k, wu) {
 # common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search(), within
 # the same bounds; a Hessian that is not positive definite is shifted until it is, every step
 # halved until the score decreases (Armijo), bandwidths at a bound whose gradient points outward
-# held there. Converged when the step changes every log-bandwidth by less than 1e-9 or the
-# score by less than 1e-13 relative.
+# held there. Converged when the gradient of the bandwidths not held falls below 1e-8, or the
+# step changes every log-bandwidth by less than 1e-9 or the score by less than 1e-13 relative.
 cdens_mlcv_newton <- function(fit, specs, call) {
   start <- cdens_pack(fit, cdens_rot(fit, call)$bandwidth)$h
   self <- cdens_self_weight(fit, NULL)
@@ -435,7 +435,8 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   for (iter in seq_len(100L)) {
     g <- now$gradient
     free <- !((theta <= lower & g > 0) | (theta >= upper & g < 0))
-    if (!any(free)) break
+    # (below 1e-8 the gradient is rounding: the score is flat to about 1e-15 there)
+    if (!any(free) || max(abs(g[free])) <= 1e-8) break
     step <- numeric(length(theta))
     step[free] <- newton_direction(now$hessian[free, free, drop = FALSE], g[free])
     slope <- sum(g * step)
