@@ -133,6 +133,14 @@ cpp_local_axes <- function(means, d) {
     .Call(`_localmean_cpp_local_axes`, means, d)
 }
 
+cpp_engine_cdens_quantiles <- function(engine, spec, request) {
+    .Call(`_localmean_cpp_engine_cdens_quantiles`, engine, spec, request)
+}
+
+cpp_engine_scale_moments <- function(engine, spec, request) {
+    .Call(`_localmean_cpp_engine_scale_moments`, engine, spec, request)
+}
+
 cpp_shared_neighbours <- function(xt, obs_t, query, k, n_threads, verbose) {
     .Call(`_localmean_cpp_shared_neighbours`, xt, obs_t, query, k, n_threads, verbose)
 }

@@ -79,7 +79,8 @@
 #' - "mlcv", likelihood cross-validation (np's `bwmethod = "cv.ml"`): every bandwidth
 #'   jointly maximises the leave-one-out log-likelihood
 #'   \eqn{\sum_i w_i \log \hat f_{-i}(y_i \mid x_i)}{sum_i w_i log fhat_-i(y_i | x_i)}, from the rule of
-#'   thumb, by the joint search of the regression selectors;
+#'   thumb, by the joint search of the regression selectors (the Gaussian kernel with numeric
+#'   predictors at degree 0: by Newton's method on its exact gradient and Hessian);
 #' - "lscv", least-squares cross-validation (np's `bwmethod = "cv.ls"`): every bandwidth
 #'   jointly minimises \eqn{\sum_i w_i [\int \hat f_{-i}(y \mid x_i)^2 dy - 2 \hat f_{-i}(y_i \mid
 #'   x_i)]}{sum_i w_i [int fhat_-i(y | x_i)^2 dy - 2 fhat_-i(y_i | x_i)]} (the integral a sum over the levels
@@ -325,11 +326,19 @@ cdens_rot <- function(fit, call = rlang::caller_env()) {
 # Likelihood cross-validation: minimises the mean negative leave-one-out log-likelihood
 # -sum_i w_i log f_-i(y_i | x_i) over the log-bandwidths and the lambdas' logits with the joint
 # search of the regression selectors (joint_search()), from the best common multiple of the rule
-# of thumb's bandwidths on a grid. A zero (or undefined) leave-one-out density scores as the
-# smallest positive double, as np's cv.ml does, so that the score stays finite.
+# of thumb's bandwidths on a grid; for the Gaussian product kernel of numeric variables at
+# degree 0, by Newton's method on the analytic gradient and Hessian (cdens_mlcv_newton()). A
+# zero (or undefined) leave-one-out density scores as the smallest positive double, as np's
+# cv.ml does, so that the score stays finite.
 cdens_mlcv <- function(fit, n_threads, verbose, call = rlang::caller_env()) {
   check_spread(cdens_numeric(fit), fit$weights, "mlcv", call = call)
   specs <- cdens_search_specs(fit, n_threads)
+  if (gaussian_mlcv_applies(fit)) return(cdens_mlcv_newton(fit, specs, call))
+  cdens_mlcv_search(fit, specs, call)
+}
+
+# Likelihood cross-validation by the joint search of cdens_joint_search() (cdens_mlcv()).
+cdens_mlcv_search <- function(fit, specs, call) {
   w <- fit$weights %||% rep(1 / fit$n, fit$n)
   score <- function(bw) {
     dens <- cdens_at_data(fit, bw, specs, leave_out = TRUE)
@@ -339,6 +348,131 @@ cdens_mlcv <- function(fit, n_threads, verbose, call = rlang::caller_env()) {
   best <- cdens_joint_search(fit, specs, score, call)
   warn_mlcv_floor(specs$joint$x, best$h, best$floor)
   list(bandwidth = best$bandwidth, curve = NULL, cv_loglik = -best$value)
+}
+
+# Whether the likelihood cross-validation can follow its analytic gradient and Hessian in the
+# log-bandwidths (cdens_mlcv_newton()): the Gaussian kernel, a numeric response, local
+# constant, numeric predictors only.
+gaussian_mlcv_applies <- function(fit) {
+  fit$kernel == "gaussian" && !cdens_discrete(fit) && cdens_degree(fit) == 0L &&
+    is.null(fit$categorical) && fit$d > 0L
+}
+
+# The mean negative leave-one-out log-likelihood of the Gaussian product kernel at log-bandwidths
+# `theta` (the predictors', then the response's) with its gradient and Hessian in theta.
+# With W_ij the joint kernel weights on (x, y) and V_ij those on x,
+#   log f_-i(y_i | x_i) = log sum_j W_ij - log sum_j V_ij - log h_y + constant,
+# and d W / d log h_k = W u_k^2, d^2 W / d log h_k d log h_l = W (u_k^2 u_l^2 - 2 [k = l] u_k^2):
+# the engine's weight sums with their derivatives (engine_scale_moments()) give all three in
+# two passes. Each point's own weight is removed from its sums (leave-one-out); a leave-one-out
+# density that is not positive scores as the smallest positive double (cdens_mlcv()) and adds
+# nothing to the derivatives.
+gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE) {
+  q <- length(theta)
+  h <- exp(theta)
+  z <- cbind(fit$x, fit$y)
+  joint <- engine_scale_moments(with_scale(specs$joint, h), z, derivatives = derivatives)
+  marginal <- engine_scale_moments(with_scale(specs$x, h[-q]), fit$x, derivatives = derivatives)
+  joint[, 1L] <- joint[, 1L] - self
+  marginal[, 1L] <- marginal[, 1L] - self
+  dens <- joint[, 1L] / marginal[, 1L] * kernel_row("gaussian")$constant / h[q]
+  floor <- .Machine$double.xmin
+  used <- is.finite(dens) & dens > floor
+  value <- -sum(w[used] * log(dens[used])) - sum(w[!used]) * log(floor)
+  if (!derivatives) return(list(value = value))
+  wu <- w * used
+  dj <- log_sum_derivatives(joint, q, wu)
+  dm <- log_sum_derivatives(marginal, q - 1L, wu)
+  x_vars <- seq_len(q - 1L)
+  gradient <- -dj$gradient
+  gradient[x_vars] <- gradient[x_vars] + dm$gradient
+  gradient[q] <- gradient[q] + sum(wu)
+  hessian <- -dj$hessian
+  hessian[x_vars, x_vars] <- hessian[x_vars, x_vars] + dm$hessian
+  list(value = value, gradient = gradient, hessian = hessian)
+}
+
+# The weighted sums over the points (weights wu) of the first and second derivatives of
+# log sum_j W_ij in the k log-scales from the weight sums and their derivatives `sums`
+# (engine_scale_moments()): list(gradient, hessian).
+log_sum_derivatives <- function(sums, k, wu) {
+  s0 <- sums[, 1L]
+  first <- sums[, 1L + seq_len(k), drop = FALSE] / s0
+  second <- array(0, c(k, k))
+  at <- 1L + k
+  for (a in seq_len(k)) {
+    for (b in a:k) {
+      at <- at + 1L
+      v <- sums[, at] / s0 - first[, a] * first[, b] - if (a == b) 2 * first[, a] else 0
+      second[a, b] <- second[b, a] <- sum(wu * v, na.rm = TRUE)
+    }
+  }
+  list(gradient = colSums(wu * first, na.rm = TRUE), hessian = second)
+}
+
+# Likelihood cross-validation of the Gaussian product kernel by Newton's method on the
+# log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from the best
+# common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search(), within
+# the same bounds; a Hessian that is not positive definite is shifted until it is, every step
+# halved until the score decreases (Armijo), bandwidths at a bound whose gradient points outward
+# held there. Converged when the gradient of the bandwidths not held falls below 1e-8, or the
+# step changes every log-bandwidth by less than 1e-9 or the score by less than 1e-13 relative.
+cdens_mlcv_newton <- function(fit, specs, call) {
+  start <- cdens_pack(fit, cdens_rot(fit, call)$bandwidth)$h
+  self <- cdens_self_weight(fit, NULL)
+  w <- fit$weights %||% rep(1 / fit$n, fit$n)
+  score <- function(theta, derivatives = TRUE) {
+    gaussian_mlcv_score(fit, specs, theta, self, w, derivatives)
+  }
+  bounds <- bandwidth_bounds(specs$joint)
+  mult <- exp(seq(log(0.25), log(2), length.out = 10L))
+  values <- vapply(mult, function(a) score(log(a * start), FALSE)$value, 1)
+  bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, start))
+  lower <- log(bounds[1L, ])
+  upper <- log(bounds[2L, ])
+  theta <- pmin(pmax(log(mult[which.min(values)] * start), lower), upper)
+  now <- score(theta)
+  for (iter in seq_len(100L)) {
+    g <- now$gradient
+    free <- !((theta <= lower & g > 0) | (theta >= upper & g < 0))
+    # (below 1e-8 the gradient is rounding: the score is flat to about 1e-15 there)
+    if (!any(free) || max(abs(g[free])) <= 1e-8) break
+    step <- numeric(length(theta))
+    step[free] <- newton_direction(now$hessian[free, free, drop = FALSE], g[free])
+    slope <- sum(g * step)
+    t <- 1
+    repeat {
+      trial <- pmin(pmax(theta + t * step, lower), upper)
+      nxt <- score(trial)
+      if (nxt$value <= now$value + 1e-4 * t * slope || t < 1e-10) break
+      t <- t / 2
+    }
+    moved <- max(abs(trial - theta))
+    gain <- now$value - nxt$value
+    if (nxt$value <= now$value) {
+      theta <- trial
+      now <- nxt
+    }
+    if (moved < 1e-9 || abs(gain) <= 1e-13 * max(1, abs(now$value))) break
+  }
+  h <- exp(theta)
+  warn_mlcv_floor(specs$joint$x, h, bounds[1L, ])
+  list(bandwidth = cdens_unpack(fit, h, NULL), curve = NULL, cv_loglik = -now$value)
+}
+
+# The Newton step -H^-1 g, with H shifted by a multiple of the identity until it is positive
+# definite (a descent direction whatever the curvature), each step at most 1 (a factor e) in
+# every log-bandwidth.
+newton_direction <- function(hessian, gradient) {
+  shift <- 0
+  scale <- max(abs(diag(hessian)), 1e-12)
+  repeat {
+    factor <- tryCatch(chol(hessian + diag(shift, nrow(hessian))), error = function(e) NULL)
+    if (!is.null(factor)) break
+    shift <- if (shift == 0) 1e-6 * scale else 10 * shift
+  }
+  step <- -backsolve(factor, forwardsolve(t(factor), gradient))
+  step / max(1, max(abs(step)))
 }
 
 # The joint search of every bandwidth (log h and the lambdas' logits, joint_search()) for a
@@ -587,7 +721,9 @@ cdens_pairs_gaussian <- function(fit, points, codes, at, bw, specs, self = NULL)
   dens
 }
 
-# Conditional quantiles at the rows of `points` for every tau: m x length(tau). F(. | x) is
+# Conditional quantiles at the rows of `points` for every tau: m x length(tau). Local constant
+# estimates, whose F(. | x) is nondecreasing, are solved by the engine in each query's window,
+# every tau at once (cdens_quantile_spec()). Otherwise (cdens_quantiles_grid()) F(. | x) is
 # tabulated on a grid of y spanning the data and the kernel's reach, which brackets every
 # quantile (the bracket widens where tau lies beyond the grid's F, for kernels with unbounded
 # support); a safeguarded Newton iteration on the exact F and f then converges within the
@@ -595,6 +731,19 @@ cdens_pairs_gaussian <- function(fit, points, codes, at, bw, specs, self = NULL)
 # with F(y | x) >= tau up to the tolerance.
 cdens_quantiles <- function(fit, points, codes, tau, n_threads = 1L, n_grid = 101L,
                             max_iter = 100L) {
+  m <- nrow(points)
+  hy <- fit$bandwidth$y
+  spec <- cdens_quantile_spec(fit, m, n_threads)
+  if (!is.null(spec)) {
+    return(engine_cdens_quantiles(spec, points, codes, fit$y, fit$kernel, hy, tau, max_iter))
+  }
+  cdens_quantiles_grid(fit, points, codes, tau, n_threads, n_grid, max_iter)
+}
+
+# Conditional quantiles by the first crossing of tau on a grid of y, then Newton steps
+# (cdens_quantiles()): local linear estimates, binned fits.
+cdens_quantiles_grid <- function(fit, points, codes, tau, n_threads = 1L, n_grid = 101L,
+                                 max_iter = 100L) {
   m <- nrow(points)
   hy <- fit$bandwidth$y
   row <- kernel_row(fit$kernel)
@@ -613,6 +762,19 @@ cdens_quantiles <- function(fit, points, codes, tau, n_threads = 1L, n_grid = 10
     out[, t] <- cdens_invert(fit, points, codes, tau[t], lo, hi, grid, n_threads, max_iter)
   }
   out
+}
+
+# The engine specification of the predictors under which the engine solves F(y | x) = tau
+# itself, every tau of a query in one pass over its window (engine_cdens_quantiles()): local
+# constant estimates, whose F is nondecreasing in y, swept point by point (not binned). NULL
+# otherwise: the grid and Newton steps of cdens_quantiles() then find the first crossing.
+cdens_quantile_spec <- function(fit, m, n_threads) {
+  if (cdens_degree(fit) != 0L) return(NULL)
+  bw <- fit$bandwidth
+  spec <- engine_spec(fit$x, fit$kernel, bw$h, prior = fit$weights, method = fit$method,
+                      control = fit$control, m = m, categorical = fit$categorical,
+                      lambda = bw$lambda, n_threads = n_threads)
+  if (spec$method == "binned") NULL else spec
 }
 
 # Pointwise standard errors of conditional quantiles q (m x length(tau)), np's (npqreg's)
@@ -695,8 +857,9 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #' \eqn{\hat f(y \mid x)}{fhat(y | x)} (`type = "density"`), the conditional distribution
 #' function \eqn{\hat F(y \mid x)}{Fhat(y | x)} (`"distribution"`) or the conditional
 #' quantiles \eqn{\hat q_\tau(x) = \min\{y : \hat F(y \mid x) \ge \tau\}}{qhat_tau(x) = min{y :
-#' Fhat(y | x) >= tau}} (`"quantile"`), found by inverting \eqn{\hat F}{Fhat}: bracketed on a
-#' grid of \eqn{y}{y}, then Newton steps on the exact estimate, to about 1e-13 relative.
+#' Fhat(y | x) >= tau}} (`"quantile"`), found by inverting \eqn{\hat F}{Fhat} with safeguarded
+#' Newton steps on the exact estimate (local linear: after bracketing on a grid of \eqn{y}{y}),
+#' to about 1e-12 relative.
 #' A row with a missing predictor (or response) gets `NA`.
 #'
 #' `plot()` draws, for one numeric predictor, the conditional density as an

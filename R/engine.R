@@ -446,6 +446,33 @@ engine_windows <- function(spec, queries, query_codes = NULL, sizes_only = FALSE
   c(list(rows = unname(split(res$row, query)), weights = unname(split(res$weight, query))), out)
 }
 
+# Conditional quantiles of kde(y ~ x) at degree 0 at `queries` (m x d, `query_codes` their
+# levels): F(y | x) = tau solved in each query's window of the specification (of the predictors,
+# without values) for responses `y` with the registry kernel `y_kernel` of bandwidth `hy`, every
+# tau of a query from one window. m x length(tau), NA where no data weigh.
+engine_cdens_quantiles <- function(spec, queries, query_codes, y, y_kernel, hy, tau,
+                                   max_iter = 100L, n_threads = spec$n_threads,
+                                   verbose = spec$verbose) {
+  if (spec$numeric_vars == 0L) queries <- matrix(0, nrow(queries), 1L)
+  cpp_engine_cdens_quantiles(engine_pointer(spec), spec,
+                             list(queries = queries, query_codes = query_codes,
+                                  y = as.double(y), y_kernel = y_kernel, hy = as.double(hy),
+                                  tau = as.double(tau), max_iter = as.integer(max_iter),
+                                  n_threads = n_threads, verbose = verbose))
+}
+
+# The Gaussian weight sums of the specification (Gaussian kernel, without values) at `queries`
+# with their first and second derivatives in the log-scales: m x (1 + d + d (d + 1) / 2), the
+# sums S, then S_k = sum W u_k^2, then S_kl = sum W u_k^2 u_l^2 (k <= l, row by row), u in
+# scales (conditional.hpp); without `derivatives`, m x 1, the sums alone.
+engine_scale_moments <- function(spec, queries, query_codes = NULL, derivatives = TRUE,
+                                 n_threads = spec$n_threads, verbose = FALSE) {
+  cpp_engine_scale_moments(engine_pointer(spec), spec,
+                           list(queries = queries, query_codes = query_codes,
+                                derivatives = derivatives, n_threads = n_threads,
+                                verbose = verbose))
+}
+
 # ---- The engine object ---------------------------------------------------------------------
 
 # The handle of a specification's engine object: an environment (shared by every copy of the

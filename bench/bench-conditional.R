@@ -4,7 +4,8 @@
 # installed (np runs once per size). CPU time (user + sys) of this process, so that other load on
 # the machine counts less; the load average is printed.
 #
-#   Rscript bench/bench-conditional.R
+#   BENCH_SIZES=500,1000,2000 BENCH_REPS=2 R_LIBS=<np's library>:<localmean's> \
+#     Rscript bench/bench-conditional.R
 # Environment: BENCH_SIZES ("500,1000,2000"), BENCH_REPS (3).
 
 suppressPackageStartupMessages(library(localmean))
@@ -25,6 +26,14 @@ cond_data <- function(n) {
   set.seed(1)
   x <- runif(n)
   data.frame(x = x, y = sin(2 * pi * x) + rnorm(n, sd = 0.2 + 0.4 * x))
+}
+
+# One small untimed run first: R compiles the package's functions to byte code on their first
+# calls (the package is installed without byte compilation), a one-off cost per session.
+# (twice: the compiler takes some functions only at their second call)
+for (warm_up in 1:2) {
+  warm <- kde(y ~ x, cond_data(100), bandwidth = "mlcv", n_threads = 1, verbose = FALSE)
+  invisible(predict(warm, data.frame(x = 0.5), type = "quantile", tau = 0.5, n_threads = 1))
 }
 
 cat(sprintf("load average: %s\n", paste(readLines("/proc/loadavg"), collapse = " ")))

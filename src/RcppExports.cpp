@@ -475,6 +475,30 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_engine_cdens_quantiles
+NumericMatrix cpp_engine_cdens_quantiles(SEXP engine, List spec, List request);
+RcppExport SEXP _localmean_cpp_engine_cdens_quantiles(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    Rcpp::traits::input_parameter< List >::type request(requestSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_cdens_quantiles(engine, spec, request));
+    return rcpp_result_gen;
+END_RCPP
+}
+// cpp_engine_scale_moments
+NumericMatrix cpp_engine_scale_moments(SEXP engine, List spec, List request);
+RcppExport SEXP _localmean_cpp_engine_scale_moments(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    Rcpp::traits::input_parameter< List >::type request(requestSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_scale_moments(engine, spec, request));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_shared_neighbours
 List cpp_shared_neighbours(NumericMatrix xt, NumericMatrix obs_t, LogicalVector query, int k, int n_threads, bool verbose);
 RcppExport SEXP _localmean_cpp_shared_neighbours(SEXP xtSEXP, SEXP obs_tSEXP, SEXP querySEXP, SEXP kSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
@@ -782,6 +806,8 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_interpolate_nodes", (DL_FUNC) &_localmean_cpp_interpolate_nodes, 6},
     {"_localmean_cpp_fit_sums", (DL_FUNC) &_localmean_cpp_fit_sums, 5},
     {"_localmean_cpp_local_axes", (DL_FUNC) &_localmean_cpp_local_axes, 2},
+    {"_localmean_cpp_engine_cdens_quantiles", (DL_FUNC) &_localmean_cpp_engine_cdens_quantiles, 3},
+    {"_localmean_cpp_engine_scale_moments", (DL_FUNC) &_localmean_cpp_engine_scale_moments, 3},
     {"_localmean_cpp_shared_neighbours", (DL_FUNC) &_localmean_cpp_shared_neighbours, 6},
     {"_localmean_cpp_impute", (DL_FUNC) &_localmean_cpp_impute, 17},
     {"_localmean_cpp_spatial_links", (DL_FUNC) &_localmean_cpp_spatial_links, 5},

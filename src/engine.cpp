@@ -2,6 +2,7 @@
 #include "r_policies.h"
 
 #include <localmean/binning.hpp>
+#include <localmean/conditional.hpp>
 #include <localmean/data_fit.hpp>
 #include <localmean/modes.hpp>
 
@@ -846,4 +847,83 @@ List cpp_local_axes(NumericMatrix means, int d) {
   }
   axes.attr("dim") = IntegerVector::create(d, d, static_cast<int>(m));
   return List::create(Named("variances") = variances, Named("axes") = axes);
+}
+
+// Conditional quantiles of kde(y ~ x) at degree 0 (conditional_quantiles() in conditional.hpp)
+// from the engine specification `spec` of the predictors (see cpp_engine_fit(); its values are
+// not used) held by `engine`. The request: queries (m x d), query_codes (m x count, 1-based),
+// y (the responses, n), y_kernel, hy (the response's kernel and bandwidth), tau, max_iter,
+// n_threads, verbose. Returns the quantiles, m x length(tau) (NA where no data weigh).
+// [[Rcpp::export(rng = false)]]
+NumericMatrix cpp_engine_cdens_quantiles(SEXP engine, List spec, List request) {
+  EngineObject one_off;
+  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
+  const SEXP x = spec["x"];
+  const Points pts(x);
+  const NumericVector scale = spec["scale"];
+  const NumericMatrix queries = request["queries"];
+  const NumericVector y = request["y"], tau = request["tau"];
+  const std::size_t n = pts.n, m = queries.nrow();
+  if (static_cast<std::size_t>(y.size()) != n) stop("internal error: one response per point");
+  const std::vector<double> qs = scaled(queries, scale);
+  localmean::EngineSettings set;
+  set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
+  set.cutoff = as<double>(spec["cutoff"]);
+  set.use_tree = as<std::string>(spec["method"]) != "exact";
+  localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, 0);
+  data.use_kernel(set.kernel);
+  std::vector<int> qcodes = int_vector(request["query_codes"]);
+  for (int& c : qcodes) --c;
+  NumericMatrix out(m, tau.size());
+  localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(m),
+                               "conditional quantiles");
+  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]),
+                                              static_cast<double>(m) * n);
+  const bool done = localmean::conditional_quantiles(
+      data, qs.data(), m, qcodes.empty() ? nullptr : qcodes.data(), set, y.begin(),
+      localmean_r::kernel_type(as<std::string>(request["y_kernel"])), as<double>(request["hy"]),
+      tau.begin(), tau.size(), as<int>(request["max_iter"]), out.begin(), pfor,
+      monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  for (double& v : out)
+    if (std::isnan(v)) v = NA_REAL;
+  return out;
+}
+
+// The Gaussian weight sums of the request's queries with their derivatives in the log-scales
+// (gaussian_scale_moments() in conditional.hpp: m x (1 + d + d (d + 1) / 2)) from the engine
+// specification `spec` (Gaussian kernel, values not used) held by `engine`. The request:
+// queries (m x d), query_codes (m x count, 1-based), derivatives (FALSE: the sums alone, m x 1),
+// n_threads, verbose.
+// [[Rcpp::export(rng = false)]]
+NumericMatrix cpp_engine_scale_moments(SEXP engine, List spec, List request) {
+  EngineObject one_off;
+  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
+  const SEXP x = spec["x"];
+  const Points pts(x);
+  const NumericVector scale = spec["scale"];
+  const NumericMatrix queries = request["queries"];
+  const std::size_t n = pts.n, d = pts.d, m = queries.nrow();
+  const std::vector<double> qs = scaled(queries, scale);
+  localmean::EngineSettings set;
+  set.kernel = localmean::KernelType::gaussian;
+  set.cutoff = as<double>(spec["cutoff"]);
+  set.use_tree = as<std::string>(spec["method"]) != "exact";
+  localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, 0);
+  data.use_kernel(set.kernel);
+  std::vector<int> qcodes = int_vector(request["query_codes"]);
+  for (int& c : qcodes) --c;
+  const bool derivatives = as<bool>(request["derivatives"]);
+  NumericMatrix out(m, derivatives ? 1 + d + d * (d + 1) / 2 : 1);
+  localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(m),
+                               "cross-validation sums");
+  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]),
+                                              static_cast<double>(m) * n);
+  const bool done = localmean::gaussian_scale_moments(
+      data, qs.data(), m, qcodes.empty() ? nullptr : qcodes.data(), set, derivatives, out.begin(),
+      pfor, monitor.callback());
+  monitor.finish();
+  if (!done) stop("the computation was stopped");
+  return out;
 }

@@ -5,6 +5,7 @@
 // the tests record() (sweeps, binned fits, metric losses, sequence and imputation loops).
 #include <localmean/bandwidth.hpp>
 #include <localmean/binning.hpp>
+#include <localmean/conditional.hpp>
 #include <localmean/data_fit.hpp>
 #include <localmean/engine.hpp>
 #include <localmean/impute.hpp>
@@ -643,6 +644,55 @@ int main(int argc, char** argv) {
       }
       expect(worst < 1e-10, "the engine equals the direct local mean");
     }
+  }
+
+  // Conditional quantiles: F(q | x) = tau by a direct sum at every query, for kernels in y
+  // with and without the approximate first steps; the Gaussian scale moments against direct
+  // sums; serial and threaded runs identical.
+  {
+    EngineSettings set;
+    set.use_tree = false;
+    const double tau[3] = {0.05, 0.5, 0.9}, hy = 0.4;
+    for (KernelType ky : {KernelType::gaussian, KernelType::epanechnikov}) {
+      std::vector<double> qs(3 * m), qs2(3 * m);
+      conditional_quantiles(data, q.data(), m, nullptr, set, y.data(), ky, hy, tau, 3, 100,
+                            qs.data());
+      conditional_quantiles(data, q.data(), m, nullptr, set, y.data(), ky, hy, tau, 3, 100,
+                            qs2.data(), two_threads);
+      expect(qs == qs2, "serial and threaded conditional quantiles are identical");
+      record(qs);
+      double worst = 0.0;
+      for (std::size_t k = 0; k < m; ++k)
+        for (std::size_t t = 0; t < 3; ++t) {
+          double sw = 0.0, sf = 0.0;
+          for (std::size_t i = 0; i < n; ++i) {
+            const double u0 = x[i] - q[k], u1 = x[n + i] - q[m + k];
+            const double w = std::exp(-0.5 * (u0 * u0 + u1 * u1));
+            sw += w;
+            sf += w * kernel_cdf(ky, (qs[t * m + k] - y[i]) / hy);
+          }
+          worst = std::max(worst, std::fabs(sf / sw - tau[t]));
+        }
+      expect(worst < 1e-10, "conditional quantiles solve F(q | x) = tau");
+    }
+    std::vector<double> mom(6 * m), mom2(6 * m);
+    gaussian_scale_moments(data, q.data(), m, nullptr, set, true, mom.data());
+    gaussian_scale_moments(data, q.data(), m, nullptr, set, true, mom2.data(), two_threads);
+    expect(mom == mom2, "serial and threaded scale moments are identical");
+    record(mom);
+    double worst = 0.0;
+    for (std::size_t k = 0; k < m; ++k) {
+      double ref[6] = {0, 0, 0, 0, 0, 0};
+      for (std::size_t i = 0; i < n; ++i) {
+        const double a = (x[i] - q[k]) * (x[i] - q[k]), b = (x[n + i] - q[m + k]) * (x[n + i] - q[m + k]);
+        const double w = std::exp(-0.5 * (a + b));
+        const double terms[6] = {w, w * a, w * b, w * a * a, w * a * b, w * b * b};
+        for (int c = 0; c < 6; ++c) ref[c] += terms[c];
+      }
+      for (int c = 0; c < 6; ++c)
+        worst = std::max(worst, std::fabs(mom[c * m + k] - ref[c]) / (1e-300 + std::fabs(ref[c])));
+    }
+    expect(worst < 1e-10, "Gaussian scale moments equal direct sums");
   }
 
   // The k-th neighbour distance against a sort.

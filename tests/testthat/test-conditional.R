@@ -573,3 +573,63 @@ test_that("f, F, quantiles and their standard errors equal np's", {
     expect_equal(unname(ours$se.fit[, 1]), as.vector(q$quanterr), tolerance = 1e-8)
   }
 })
+
+test_that("the engine's quantiles equal the grid-and-Newton inversion, for any thread count", {
+  ns <- asNamespace("localmean")
+  set.seed(7)
+  n <- 600
+  dat <- data.frame(x = runif(n), g = factor(sample(c("a", "b"), n, TRUE)))
+  dat$y <- sin(2 * pi * dat$x) + rnorm(n, sd = 0.3)
+  w <- runif(n, 0.5, 2)
+  pts <- matrix(c(-0.1, seq(0, 1, length.out = 200), 3), dimnames = list(NULL, "x"))
+  codes <- matrix(rep(1:2, length.out = nrow(pts)), dimnames = list(NULL, "g"))
+  tau <- c(0.02, 0.5, 0.97)
+  for (kernel in c("gaussian", "epanechnikov", "laplace", "cauchy")) {
+    fit <- kde(y ~ x + g, data = dat, kernel = kernel, weights = w,
+               bandwidth = c(0.05, 0.3, 0.25))
+    fast <- ns$cdens_quantiles(fit, pts, codes, tau)
+    expect_equal(fast, ns$cdens_quantiles_grid(fit, pts, codes, tau), tolerance = 1e-10)
+    expect_identical(ns$cdens_quantiles(fit, pts, codes, tau, n_threads = 2L), fast)
+  }
+  expect_false(anyNA(fast))  # the Cauchy reaches every point
+  expect_true(all(is.na(ns$cdens_quantiles(
+    kde(y ~ x, data = dat, kernel = "epanechnikov", bandwidth = c(0.05, 0.3)),
+    pts[nrow(pts), , drop = FALSE], NULL, tau))))  # no data within a compact kernel's reach
+})
+
+test_that("the Gaussian mlcv score's gradient and Hessian are its derivatives; Newton's optimum", {
+  ns <- asNamespace("localmean")
+  set.seed(8)
+  n <- 120
+  dat <- data.frame(x = runif(n), z = rnorm(n))
+  dat$y <- dat$x + dat$z^2 / 2 + rnorm(n, sd = 0.4)
+  w <- runif(n, 0.5, 2)
+  fit <- kde(y ~ x + z, data = dat, weights = w, bandwidth = c(0.2, 0.5, 0.4))
+  specs <- ns$cdens_search_specs(fit, 1L)
+  self <- ns$cdens_self_weight(fit, NULL)
+  score <- function(theta) ns$gaussian_mlcv_score(fit, specs, theta, self, fit$weights)
+  theta <- log(c(0.2, 0.5, 0.4))
+  at <- score(theta)
+  d <- ref_data(fit)
+  ref <- vapply(seq_len(n), function(i) {
+    cdens_ref(d, d$x[i, ], integer(0), d$y[i], leave_out = i)
+  }, 1)
+  expect_equal(at$value, -sum(fit$weights * log(ref)), tolerance = 1e-10)
+  eps <- 1e-5
+  for (k in 1:3) {
+    step <- replace(numeric(3), k, eps)
+    up <- score(theta + step)
+    down <- score(theta - step)
+    expect_equal(at$gradient[k], (up$value - down$value) / (2 * eps), tolerance = 1e-6)
+    expect_equal(at$hessian[, k], (up$gradient - down$gradient) / (2 * eps), tolerance = 1e-6)
+  }
+  chosen <- kde(y ~ x + z, data = dat, weights = w, bandwidth = "mlcv")
+  best <- score(log(c(chosen$bandwidth$h, chosen$bandwidth$y)))
+  expect_equal(chosen$cv_loglik, -best$value, tolerance = 1e-12)
+  expect_lt(max(abs(best$gradient)), 1e-6)
+  skip_on_cran()
+  search <- ns$cdens_mlcv_search(fit, specs, NULL)  # the general joint search
+  expect_gte(chosen$cv_loglik, search$cv_loglik - 1e-9)
+  expect_equal(c(chosen$bandwidth$h, chosen$bandwidth$y),
+               unname(c(search$bandwidth$h, search$bandwidth$y)), tolerance = 1e-3)
+})

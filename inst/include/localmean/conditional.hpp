@@ -1,0 +1,313 @@
+// Conditional distributions on the engine's windows: the kernel on the predictors is the
+// engine's (its data, windows and weights); the kernel in the response y comes from the
+// registry. Two requests of kde(y ~ x): conditional quantiles (F(y | x) = tau solved in each
+// query's window) and the moments of the likelihood cross-validation score of the Gaussian
+// product kernel with its derivatives in the log-bandwidths.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "engine.hpp"
+
+namespace localmean {
+
+// Beyond this many bandwidths the y-kernel's distribution function of a registry kernel is 0 or
+// 1 to within 1e-17 (its support's edge for compact kernels): the points beyond count whole or
+// not at all. Infinite for the Cauchy's heavy tails.
+inline double cdf_reach(KernelType kernel) {
+  if (kernel_info(kernel).compact) return 1.0;
+  if (kernel == KernelType::gaussian) return 8.5;
+  if (kernel == KernelType::laplace) return 40.0;
+  return kInf;
+}
+
+namespace detail {
+
+// sums[0] = sum_b w[b] G(u_b) and sums[1] = sum_b w[b] exp(-u_b^2 / 2), u_b = (y - ys[b]) inv_h,
+// G the standard normal distribution function within 1.5e-7 (Abramowitz and Stegun 7.1.26:
+// erfc(a) = t (a1 + t (a2 + ...)) exp(-a^2), t = 1 / (1 + p a), a = |u| / sqrt(2)).
+LOCALMEAN_INLINE void approximate_gaussian_cdf(const double* ys, const double* w, std::size_t len,
+                                               double y, double inv_h, double* sums) {
+  constexpr double p = 0.3275911, a1 = 0.254829592, a2 = -0.284496736, a3 = 1.421413741,
+                   a4 = -1.453152027, a5 = 1.061405429;
+  double cdf = 0.0, dens = 0.0;
+  for (std::size_t b = 0; b < len; ++b) {
+    const double u = (y - ys[b]) * inv_h;
+    const double a = std::fabs(u) * 0.70710678118654752440;
+    const double t = 1.0 / (1.0 + p * a);
+    const double e = exp_nonpositive(-0.5 * u * u);
+    const double tail = 0.5 * t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5)))) * e;
+    cdf += w[b] * (u >= 0.0 ? 1.0 - tail : tail);
+    dens += w[b] * e;
+  }
+  sums[0] = cdf;
+  sums[1] = dens;
+}
+
+}  // namespace detail
+
+// The responses of one query's window, ascending, with their weights normalised to sum to one
+// and the running sums of those weights: F(y | x) and f(y | x) at any y in one pass over the
+// points within the y-kernel's reach of y.
+class ResponseWindow {
+public:
+  ResponseWindow(KernelType kernel, double hy)
+      : kernel_(kernel), hy_(hy), reach_(cdf_reach(kernel) * hy),
+        constant_(kernel_info(kernel).constant) {}
+  // The window `win` (tree positions and weights) of responses y_tree (tree order). False when
+  // no weight is positive.
+  bool load(const Window& win, const double* y_tree) {
+    const std::size_t k = win.pos.size();
+    idx_.resize(k);
+    std::iota(idx_.begin(), idx_.end(), std::size_t{0});
+    std::sort(idx_.begin(), idx_.end(), [&](std::size_t a, std::size_t b) {
+      const double ya = y_tree[win.pos[a]], yb = y_tree[win.pos[b]];
+      return ya < yb || (ya == yb && win.pos[a] < win.pos[b]);
+    });
+    double total = 0.0;
+    for (double w : win.weight) total += w;
+    if (!(total > 0.0)) return false;
+    y_.resize(k);
+    w_.resize(k);
+    cum_.assign(k + 1, 0.0);
+    for (std::size_t b = 0; b < k; ++b) {
+      y_[b] = y_tree[win.pos[idx_[b]]];
+      w_[b] = win.weight[idx_[b]] / total;
+      cum_[b + 1] = cum_[b] + w_[b];
+    }
+    return true;
+  }
+  // F (and f, when asked) at y.
+  void at(double y, double* F, double* f) const {
+    const std::size_t lo = std::isfinite(reach_) ? static_cast<std::size_t>(
+        std::lower_bound(y_.begin(), y_.end(), y - reach_) - y_.begin()) : 0;
+    const std::size_t hi = std::isfinite(reach_) ? static_cast<std::size_t>(
+        std::upper_bound(y_.begin(), y_.end(), y + reach_) - y_.begin()) : y_.size();
+    double cdf = cum_[lo], dens = 0.0;
+    for (std::size_t b = lo; b < hi; ++b) {
+      const double u = (y - y_[b]) / hy_;
+      cdf += w_[b] * kernel_cdf(kernel_, u);
+      if (f) dens += w_[b] * kernel_shape(kernel_, u * u);
+    }
+    *F = cdf;
+    if (f) *f = dens * constant_ / hy_;
+  }
+  // For the Gaussian kernel: F and f at y within 1e-7 (absolute, in F): the distribution
+  // function from the rational approximation of erfc of Abramowitz and Stegun (7.1.26, error
+  // below 1.5e-7) sharing one exponential with the density. Cheap and vectorised: the first steps
+  // of invert_cdf(), whose last step takes the exact at().
+  void at_approximately(double y, double* F, double* f) const {
+    const std::size_t lo = static_cast<std::size_t>(
+        std::lower_bound(y_.begin(), y_.end(), y - reach_) - y_.begin());
+    const std::size_t hi = static_cast<std::size_t>(
+        std::upper_bound(y_.begin(), y_.end(), y + reach_) - y_.begin());
+    double sums[2];
+    best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+      detail::approximate_gaussian_cdf(y_.data() + lo, w_.data() + lo, hi - lo, y, 1.0 / hy_,
+                                       sums);
+    });
+    *F = cum_[lo] + sums[0];
+    *f = sums[1] * constant_ / hy_;
+  }
+  bool gaussian() const { return kernel_ == KernelType::gaussian; }
+  // The weighted empirical tau-quantile of the responses: a start within a bandwidth or so.
+  double start(double tau) const {
+    const std::size_t b = static_cast<std::size_t>(
+        std::lower_bound(cum_.begin() + 1, cum_.end(), tau) - cum_.begin() - 1);
+    return y_[std::min(b, y_.size() - 1)];
+  }
+  double bandwidth() const { return hy_; }
+
+private:
+  KernelType kernel_;
+  double hy_, reach_, constant_;
+  std::vector<std::size_t> idx_;
+  std::vector<double> y_, w_, cum_;
+};
+
+// The root of F(y | x) = tau (F nondecreasing) by a safeguarded Newton iteration from y with
+// F and f from evaluate(y, &F, &f): the points evaluated bracket the root as they come; while one
+// side is open a step moves at most a bandwidth, doubling each time it is cut back, and once
+// both are known a step that leaves the bracket (or a vanishing f) is replaced by bisection.
+// Converged at a change of `tol` relative (the step then taken), or at a Newton step within the
+// bracket below `final_step` (the root then lies within about final_step^2 / bandwidth of the
+// step's end), at most max_iter steps.
+template <class Evaluate>
+double newton_root(const ResponseWindow& rw, double tau, double y, double tol, double final_step,
+                   int max_iter, Evaluate&& evaluate) {
+  double lo = -kInf, hi = kInf, reach = rw.bandwidth();
+  for (int iter = 0; iter < max_iter; ++iter) {
+    double F, f;
+    evaluate(y, &F, &f);
+    const double gap = F - tau;
+    if (std::fabs(gap) <= 1e-14) break;
+    (gap < 0.0 ? lo : hi) = y;
+    double next = y - gap / f;
+    if (std::isfinite(next) && next > lo && next < hi && std::fabs(next - y) <= final_step)
+      return next;
+    if (!std::isfinite(lo) || !std::isfinite(hi)) {
+      // toward the open side: Newton's step, at most `reach`
+      const double toward = gap < 0.0 ? y + reach : y - reach;
+      if (!std::isfinite(next) || std::fabs(next - y) > reach) {
+        next = toward;
+        reach *= 2.0;
+      }
+    } else if (!(std::isfinite(next) && next > lo && next < hi)) {
+      next = 0.5 * (lo + hi);
+    }
+    const double scale = std::max(std::max(std::fabs(y), std::fabs(next)), 1.0);
+    const bool converged = (std::isfinite(lo) && std::isfinite(hi) && hi - lo <= tol * scale) ||
+                           std::fabs(next - y) <= tol * scale;
+    y = next;
+    if (converged) break;
+  }
+  return y;
+}
+
+// The quantile: F(y | x) = tau solved from the weighted empirical quantile to 1e-13 relative.
+// For the Gaussian kernel the approximate F (at_approximately()) leads to within about 1e-6
+// bandwidths of the root, and Newton steps on the exact F finish: a last step below 1e-5
+// bandwidths leaves an error below about 1e-10 bandwidths (f' / f is at most of the order of
+// 1 / bandwidth), so one exact pass, rarely two, instead of five.
+inline double invert_cdf(const ResponseWindow& rw, double tau, int max_iter) {
+  const double h = rw.bandwidth();
+  auto exact = [&](double y, double* F, double* f) { rw.at(y, F, f); };
+  double y = rw.start(tau);
+  if (rw.gaussian()) {
+    y = newton_root(rw, tau, y, 1e-9, 0.0, max_iter,
+                    [&](double at, double* F, double* f) { rw.at_approximately(at, F, f); });
+    return newton_root(rw, tau, y, 1e-13, 1e-5 * h, max_iter, exact);
+  }
+  return newton_root(rw, tau, y, 1e-13, 0.0, max_iter, exact);
+}
+
+// Conditional quantiles of the local constant estimate F(y | x) = sum_i W_i G((y - y_i) / hy) /
+// sum_i W_i, W_i the engine's weights (kernel, levels, prior) of query i's window (scaled
+// coordinates, level codes as local_fit()): out[t * m + i] for tau[t] (NaN where the window
+// carries no weight). y: the responses in the caller's order. Each query's window is collected
+// once for all its tau. Returns false if the monitor stopped it.
+inline bool conditional_quantiles(const LocalData& data, const double* queries, std::size_t m,
+                                  const int* query_codes, const EngineSettings& set,
+                                  const double* y, KernelType y_kernel, double hy,
+                                  const double* tau, std::size_t n_tau, int max_iter, double* out,
+                                  const ParallelFor& parallel_for = serial_for,
+                                  const Monitor& monitor = {}) {
+  const std::size_t d = data.d(), n = data.n();
+  const Reach how(set);
+  std::vector<double> y_tree(n);
+  for (std::size_t t = 0; t < n; ++t) y_tree[t] = y[data.tree().order()[t]];
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    with_kernel(set.kernel, [&](auto kern) {
+      using K = decltype(kern);
+      std::vector<double> q(d), table(data.table_size());
+      Window win;
+      ResponseWindow rw(y_kernel, hy);
+      for (std::size_t i = begin; i < end; ++i) {
+        const double* levels = load_query(data, queries, query_codes, m, i, q, table);
+        win.clear();
+        collect_window<K>(data, q.data(), levels, 1.0, how, win);
+        const bool ok = rw.load(win, y_tree.data());
+        for (std::size_t t = 0; t < n_tau; ++t)
+          out[t * m + i] = ok ? invert_cdf(rw, tau[t], max_iter)
+                              : std::numeric_limits<double>::quiet_NaN();
+      }
+      return 0;
+    });
+  };
+  return run_chunked(m, chunk_size(n), parallel_for, monitor, fn);
+}
+
+namespace detail {
+
+// Adds the points at tree positions [begin, end) to a query's lane sums of
+// gaussian_scale_moments(): the weights W (kernel, levels, prior) and, with kDerivatives,
+// W u_k^2 and W u_k^2 u_l^2, in the engine's lanes (independent chains, as
+// accumulate_weighted()). u2 and wu2 hold d x kBlock doubles each.
+template <bool kDerivatives>
+LOCALMEAN_INLINE void scale_moment_sums(const LocalData& data, const double* q,
+                                        const double* levels, double cut2, DistanceRange range,
+                                        std::size_t begin, std::size_t end, double* u2,
+                                        double* wu2, double* lanes) {
+  const std::size_t d = data.d(), n = data.n();
+  const double* pts = data.tree().points();
+  const double* prior = data.prior();
+  walk_blocks(begin, end, [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
+    double w[kBlock];
+    block_weights<Gaussian>(data, q, levels, 1.0, cut2, range, s, len, w);
+    for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+    if (prior) product(w, w, prior + s, len);
+    add_lanes(lanes, w, len);
+    if (!kDerivatives) return;
+    for (std::size_t j = 0; j < d; ++j) {
+      const double* col = pts + j * n + s;
+      double* uj = u2 + j * kBlock;
+      for (std::size_t k = 0; k < len; ++k) {
+        const double t = col[k] - q[j];
+        uj[k] = t * t;
+      }
+      product(wu2 + j * kBlock, w, uj, len);
+      add_lanes(lanes + (1 + j) * kLanes, wu2 + j * kBlock, len);
+    }
+    std::size_t at = 1 + d;
+    for (std::size_t j = 0; j < d; ++j)
+      for (std::size_t l = j; l < d; ++l, ++at)
+        add_product(lanes + at * kLanes, wu2 + j * kBlock, u2 + l * kBlock, len);
+  });
+}
+
+}  // namespace detail
+
+// The weight sums of the Gaussian kernel exp(-|u|^2 / 2) at m queries (scaled coordinates, level
+// codes as local_fit()) with their first and second derivatives in the log-scales of the
+// numeric variables: per query S = sum_i W_i, S_k = sum_i W_i u_k^2 and S_kl = sum_i W_i u_k^2
+// u_l^2 (k <= l), u = x_i - q, W_i the engine's weights (kernel, levels, prior) of its window.
+// Since d W / d log h_k = W u_k^2, these give the likelihood cross-validation score of the
+// Gaussian product kernel with its gradient and Hessian. out: m x (1 + d + d (d + 1) / 2),
+// column-major, S first, then the S_k, then the S_kl row by row; without `derivatives`, m x 1,
+// the sums S alone. Returns false if the monitor stopped it.
+inline bool gaussian_scale_moments(const LocalData& data, const double* queries, std::size_t m,
+                                   const int* query_codes, const EngineSettings& set,
+                                   bool derivatives, double* out,
+                                   const ParallelFor& parallel_for = serial_for,
+                                   const Monitor& monitor = {}) {
+  const std::size_t d = data.d(), n = data.n();
+  const std::size_t width = derivatives ? 1 + d + d * (d + 1) / 2 : 1;
+  const Reach how(set);
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    std::vector<double> q(d), table(data.table_size()), lanes(width * kLanes),
+        u2(d * kBlock), wu2(d * kBlock);
+    for (std::size_t i = begin; i < end; ++i) {
+      const double* levels = load_query(data, queries, query_codes, m, i, q, table);
+      std::fill(lanes.begin(), lanes.end(), 0.0);
+      visit_window<Gaussian>(data, q.data(), 1.0, how,
+                             [&](std::size_t b, std::size_t e, detail::DistanceRange range,
+                                 double cut2) {
+        if (derivatives)
+          best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+            detail::scale_moment_sums<true>(data, q.data(), levels, cut2, range, b, e,
+                                            u2.data(), wu2.data(), lanes.data());
+          });
+        else
+          best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+            detail::scale_moment_sums<false>(data, q.data(), levels, cut2, range, b, e,
+                                             u2.data(), wu2.data(), lanes.data());
+          });
+      });
+      for (std::size_t c = 0; c < width; ++c) {
+        const double* lane = lanes.data() + c * kLanes;
+        double sum = 0.0;
+        for (std::size_t k = 0; k < kLanes; ++k) sum += lane[k];
+        out[c * m + i] = sum;
+      }
+    }
+  };
+  return run_chunked(m, chunk_size(n), parallel_for, monitor, fn);
+}
+
+}  // namespace localmean
