@@ -345,12 +345,13 @@ List cpp_engine_windows(SEXP engine, List spec, List request) {
                                               static_cast<double>(m) * n);
   std::vector<std::vector<std::size_t>> rows;
   std::vector<std::vector<double>> weights;
+  const bool sizes_only = field<bool>(request, "sizes_only", false);
   const bool done = localmean::kernel_windows(
       data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
-      qcodes.empty() ? nullptr : qcodes.data(), set, rows, weights, pfor, monitor.callback());
+      qcodes.empty() ? nullptr : qcodes.data(), set, rows, weights, pfor, monitor.callback(),
+      sizes_only);
   monitor.finish();
   if (!done) stop("the computation was stopped");
-  const bool sizes_only = field<bool>(request, "sizes_only", false);
   IntegerVector start(m + 1), size(m);
   NumericVector wsum(m);
   for (std::size_t i = 0; i < m; ++i) {
