@@ -214,8 +214,9 @@ model_recipe <- function(model, data, env, call = rlang::caller_env()) {
   }
   # the rows the model uses: those it drops for missing values enter no window
   used <- model_rows(model, data, in_data)
-  data <- data[used, , drop = FALSE]
-  rownames(data) <- NULL
+  if (!all(used)) data <- data[used, , drop = FALSE]
+  # (automatic row names: no copy)
+  if (.row_names_info(data) > 0L) rownames(data) <- NULL
   other <- setdiff(names(args), c("data", data_arguments))
   list(fun = fun, args = lapply(args[other], eval, env), data = data,
        prior = in_data$weights[used], offset = in_data$offset[used], env = env, call = mcall)
@@ -744,14 +745,20 @@ registry_fits <- function(recipe, local, queries, loss) {
   spec$max_iter <- loss$max_iter
   if (identical(spec$method, "binned")) spec$method <- "tree"
   sizes <- fast_path_sizes(spec, local, queries)
-  res <- engine_run(spec, queries$x)
+  # binomial and Poisson fits (canonical links, dispersion 1): the standard errors from the
+  # engine's inverse information of each fit's last step
+  engine_se <- loss_row(loss$family)$scale == "fixed" && is.null(loss$psi)
+  res <- engine_run(spec, queries$x, want_inverse = engine_se)
   level <- res$coef[, 1L, 1L]
   slope <- res$coef[, 2L, 1L]
   names <- c("(Intercept)", local$vars)
   fitted <- res$status == 0L & is.finite(level) & is.finite(slope)
   coef <- cbind(level - slope * queries$x[, 1L], slope)
   se <- matrix(NA_real_, m, 2L)
-  if (loss$family != "quantile") {
+  if (engine_se) {
+    se <- local_linear_se(res$inverse, queries$x[, 1L], spec$scale * (res$radius %||% 1))
+    fitted <- fitted & !is.na(se[, 1L])
+  } else if (loss$family != "quantile") {
     windows <- point_windows(local, queries)
     family <- family_of(loss$family)
     fixed_dispersion <- loss_row(loss$family)$scale == "fixed"
@@ -770,6 +777,17 @@ registry_fits <- function(recipe, local, queries, loss) {
   coef[!fitted, ] <- NA_real_
   dimnames(coef) <- dimnames(se) <- list(NULL, names)
   list(coef = coef, se = se, fitted = fitted, sizes = sizes[c("size", "wsum")])
+}
+
+# Standard errors of the coefficients (a0, a1) of a + b z from the inverse information
+# `inverse` (m x 2 x 2) of the engine's local linear fits in the scaled basis u = (z - q) / s at
+# the points q with scales s: a1 = b1 / s, a0 = b0 - b1 q / s. m x 2.
+local_linear_se <- function(inverse, q, s) {
+  v00 <- inverse[, 1L, 1L]
+  v01 <- inverse[, 1L, 2L]
+  v11 <- inverse[, 2L, 2L]
+  shift <- q / s
+  cbind(sqrt(pmax(v00 - 2 * shift * v01 + shift^2 * v11, 0)), sqrt(pmax(v11, 0)) / s)
 }
 
 # Standard errors of a local glm() fit `coef` as its vcov() computes them: from the working

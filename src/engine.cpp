@@ -17,11 +17,14 @@ namespace {
 using localmean_r::categorical_vars;
 
 struct FitArrays {
-  NumericVector coef, var, s00, wsum;
+  NumericVector coef, var, s00, wsum, inverse;
   IntegerVector status;
-  FitArrays(std::size_t m, std::size_t nb, std::size_t nv, bool want_var)
+  FitArrays(std::size_t m, std::size_t nb, std::size_t nv, bool want_var,
+            bool want_inverse = false)
       : coef(Dimension(m, nb, nv)), var(want_var ? NumericVector(Dimension(m, nb)) : NumericVector(0)),
-        s00(m), wsum(m), status(m) {}
+        s00(m), wsum(m),
+        inverse(want_inverse ? NumericVector(Dimension(m, nb, nb)) : NumericVector(0)),
+        status(m) {}
   localmean::EngineOutput output(bool want_var) {
     localmean::EngineOutput out;
     out.coef = coef.begin();
@@ -29,11 +32,14 @@ struct FitArrays {
     out.s00 = s00.begin();
     out.wsum = wsum.begin();
     out.status = status.begin();
+    out.inverse = inverse.size() ? inverse.begin() : nullptr;
     return out;
   }
   List as_list() const {
-    return List::create(_["coef"] = coef, _["var"] = var, _["s00"] = s00, _["wsum"] = wsum,
-                        _["status"] = status);
+    List res = List::create(_["coef"] = coef, _["var"] = var, _["s00"] = s00,
+                            _["wsum"] = wsum, _["status"] = status);
+    if (inverse.size()) res.push_back(inverse, "inverse");
+    return res;
   }
 };
 
@@ -238,7 +244,9 @@ int cpp_engine_builds() { return engine_builds; }
 // binned grid, which must cover the data and queries), categorical, family, max_iter, tol) held
 // by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
 // units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
-// want_var, rtol (> 0: weight sums within that relative error), query_codes (the queries'
+// want_var, want_inverse (optional: also `inverse`, m x nb x nb, S^-1 of each query's last
+// solve in the scaled basis), rtol (> 0: weight sums within that relative error), query_codes
+// (the queries'
 // 1-based levels, m x count), leave_out (likelihood families: per query a 1-based data row left
 // out of its window, 0 none; empty: none), n_threads, verbose.
 // [[Rcpp::export(rng = false)]]
@@ -267,7 +275,9 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   set.max_iter = field<int>(spec, "max_iter", 25);
   set.tol = field<double>(spec, "tol", 1e-8);
   const std::size_t nb = localmean::Basis(static_cast<int>(d), set.degree).size();
-  FitArrays res(m, nb, nv, want_var);
+  // (want_inverse: S^-1 of each query's last solve, not interpolated by the binned strategy)
+  FitArrays res(m, nb, nv, want_var,
+                method != "binned" && field<bool>(request, "want_inverse", false));
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
   // (binned: the grid's work is not counted in points; small fits never bin)
   const double visits = method == "binned" ? localmean_r::kSerialWork : static_cast<double>(m) * n;

@@ -441,3 +441,23 @@ test_that("predict() gives NA for rows missing a localization variable", {
   expect_true(is.na(p[1L]))
   expect_identical(p[2L], predict(fit, data.frame(wt = 3, hp = 120)))
 })
+
+test_that("the engine's check-loss optimum over wide windows equals weighted rq() fits", {
+  skip_if_not_installed("quantreg")
+  # windows of about 400 rows: the pivots' weighted selections go beyond their first candidates
+  set.seed(11)
+  n <- 400
+  d <- data.frame(x = runif(n, 0, 3))
+  d$y <- sin(2 * d$x) + rnorm(n, sd = 0.3)
+  at <- c(0.2, 1.5, 2.9)
+  for (tau in c(0.1, 0.5, 0.9)) {
+    loc <- localize(quantreg::rq(y ~ x, tau = tau, data = d), over = ~x, bandwidth = 1,
+                    at = at, verbose = FALSE)
+    expect_true(all(loc$engine_fitted))
+    ref <- t(vapply(at, function(z0) {
+      d$w <- gauss_ref((d$x - z0) / 1)
+      coef(quantreg::rq(y ~ x, tau = tau, data = d, weights = w))
+    }, c(1, 1)))
+    expect_equal(unname(loc$coefficients), unname(ref), tolerance = 1e-8)
+  }
+})
