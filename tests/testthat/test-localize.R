@@ -461,3 +461,19 @@ test_that("the engine's check-loss optimum over wide windows equals weighted rq(
     expect_equal(unname(loc$coefficients), unname(ref), tolerance = 1e-8)
   }
 })
+
+test_that("the engine's glm() standard errors follow nn() bandwidths", {
+  set.seed(5)
+  n <- 80
+  d <- data.frame(x = runif(n, 0, 3))
+  d$count <- rpois(n, exp(0.5 + sin(d$x)))
+  model <- glm(count ~ x, family = poisson, data = d, control = list(epsilon = 1e-14))
+  at <- c(0.3, 1.2, 2.6)
+  fast <- localize(model, over = ~x, bandwidth = nn(40), at = at, verbose = FALSE)
+  slow <- localize(model, over = ~x, bandwidth = nn(40), at = at, fast = FALSE,
+                   verbose = FALSE)
+  expect_true(all(fast$engine_fitted))
+  expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-10)
+  # (glm()'s vcov() from the working weights of the step before its last)
+  expect_equal(fast$std.error, slow$std.error, tolerance = 1e-6)
+})
