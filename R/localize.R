@@ -145,26 +145,24 @@ localize <- function(model, over, kernel = "gaussian", bandwidth, at = NULL, dat
                              verbose)
   at <- localization_points(at, local, recipe$data)
   queries <- point_queries(local, at)
-  sizes <- engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
-  fits <- vector("list", nrow(at))
-  loss <- NULL
-  if (check_flag(fast) && moment_fit_applies(recipe)) {
-    fits <- lm_moment_fits(recipe, local, queries, sizes$size)
-  } else if (fast && !is.null(loss <- registry_loss(recipe, model, local))) {
-    fits <- registry_fits(recipe, local, queries, loss)
-  }
-  todo <- which(vapply(fits, is.null, TRUE))
-  engine_fitted <- !seq_len(nrow(at)) %in% todo
+  m <- nrow(at)
+  engine <- if (check_flag(fast)) engine_estimates(recipe, model, local, queries)
+  sizes <- engine$sizes %||%
+    engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
+  engine_fitted <- if (is.null(engine)) rep(FALSE, m) else engine$fitted
+  todo <- which(!engine_fitted)
+  fits <- list()
   if (length(todo)) {
     windows <- point_windows(local, some_queries(queries, todo))
-    fits[todo] <- fit_windows(recipe, windows, local_estimates, verbose)
+    fits <- fit_windows(recipe, windows, local_estimates, verbose)
   }
-  est <- estimate_matrices(fits)
+  est <- merge_estimates(engine, fits, todo, m)
   warn_local_failures(fits, "point")
+  failed <- rep(FALSE, m)
+  failed[todo] <- !vapply(fits, function(f) is.null(f$error), TRUE)
   structure(list(coefficients = est$coef, std.error = est$se, at = at,
                  n_window = sizes$size, weight_sum = sizes$wsum,
-                 failed = !vapply(fits, function(f) is.null(f$error), TRUE),
-                 engine_fitted = engine_fitted,
+                 failed = failed, engine_fitted = engine_fitted,
                  global = stats::coef(model), over = vars, kernel = local$kernel,
                  bandwidth = local$bandwidth, bandwidth_label = local$label,
                  bandwidth_method = if (is.null(selection)) "user" else "cv",
@@ -216,8 +214,9 @@ model_recipe <- function(model, data, env, call = rlang::caller_env()) {
   }
   # the rows the model uses: those it drops for missing values enter no window
   used <- model_rows(model, data, in_data)
-  data <- data[used, , drop = FALSE]
-  rownames(data) <- NULL
+  if (!all(used)) data <- data[used, , drop = FALSE]
+  # (automatic row names: no copy)
+  if (.row_names_info(data) > 0L) rownames(data) <- NULL
   other <- setdiff(names(args), c("data", data_arguments))
   list(fun = fun, args = lapply(args[other], eval, env), data = data,
        prior = in_data$weights[used], offset = in_data$offset[used], env = env, call = mcall)
@@ -488,22 +487,56 @@ moment_fit_applies <- function(recipe) {
        identical(recipe$args$na.action, stats::na.exclude))
 }
 
+# The fits of the engine's fast paths (see `fast` in localize()): list(coef, se, fitted, sizes)
+# with coefficient and standard error matrices (points x coefficients, NA where `fitted` is
+# FALSE: points refitted by the model's own function) and the windows' sizes
+# (engine_windows()), or NULL when no fast path applies.
+engine_estimates <- function(recipe, model, local, queries) {
+  if (moment_fit_applies(recipe)) return(lm_moment_fits(recipe, local, queries))
+  loss <- registry_loss(recipe, model, local)
+  if (!is.null(loss)) registry_fits(recipe, local, queries, loss)
+}
+
+# The estimates of localize(): the engine's (engine_estimates(), NULL: none) with the fits of
+# the points `todo` (fit_windows() of local_estimates()) in their rows, matched by name.
+merge_estimates <- function(engine, fits, todo, m) {
+  if (is.null(engine)) return(estimate_matrices(fits))
+  if (!length(todo)) return(engine[c("coef", "se")])
+  refits <- estimate_matrices(fits)
+  terms <- union(colnames(engine$coef), colnames(refits$coef))
+  coef <- se <- matrix(NA_real_, m, length(terms), dimnames = list(NULL, terms))
+  coef[, colnames(engine$coef)] <- engine$coef
+  se[, colnames(engine$se)] <- engine$se
+  coef[todo, colnames(refits$coef)] <- refits$coef
+  se[todo, colnames(refits$se)] <- refits$se
+  list(coef = coef, se = se)
+}
+
+# The kernel windows' sizes (n_window, weight_sum of localize()) from `spec`, the localization's
+# specification with a fast path's values and prior weights, whose engine data a later
+# engine_run() of `spec` reuses; by the localization's own specification (kernel weights alone)
+# when some prior weight is 0. `counts`: the rows of positive weight, kernel times prior.
+fast_path_sizes <- function(spec, local, queries) {
+  sizes <- engine_windows(spec, queries$x, queries$codes, sizes_only = TRUE)
+  if (all(spec$prior > 0)) return(c(sizes, list(counts = sizes$size)))
+  kernel_only <- engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
+  c(kernel_only, list(counts = sizes$size))
+}
+
 # Weighted least squares at every point from one engine pass: the local means of the products
 # of the design's columns and the response (the design centred at its global means, which keeps
-# the normal equations well conditioned), times the weight sums, give X'WX, X'Wy and y'Wy; the
-# standard errors follow as vcov.lm() computes them, with the window's rows of positive weight
-# as the observations (`sizes`: the windows' numbers of rows of positive kernel weight). A list
-# per point as fit_windows() gives it; NULL at points whose local design is nearly singular, or
-# has no residual degrees of freedom (refitted by lm() itself), and NULL for the whole model
-# when its frame is not a plain design (a matrix response, say).
-lm_moment_fits <- function(recipe, local, queries, sizes) {
+# the normal equations well conditioned), times the weight sums, give X'WX, X'Wy and y'Wy,
+# solved at all points at once (batch_cholesky()); the standard errors follow as vcov.lm()
+# computes them, with the window's rows of positive weight as the observations. As
+# engine_estimates(); points whose local design is nearly singular, or has no residual degrees
+# of freedom, are left to lm() itself, and the whole model when its frame is not a plain design
+# (a matrix response, say).
+lm_moment_fits <- function(recipe, local, queries) {
   m <- nrow(queries$x)
   mf <- stats::model.frame(recipe$args$formula, data = recipe$data, na.action = stats::na.pass)
   y <- stats::model.response(mf)
   X <- stats::model.matrix(attr(mf, "terms"), mf)
-  if (!is.numeric(y) || !is.null(dim(y)) || nrow(X) != nrow(recipe$data)) {
-    return(vector("list", m))
-  }
+  if (!is.numeric(y) || !is.null(dim(y)) || nrow(X) != nrow(recipe$data)) return(NULL)
   p <- ncol(X)
   prior <- (recipe$prior %||% rep(1, length(y))) * stats::complete.cases(X, y)
   prior[is.na(prior)] <- 0
@@ -521,37 +554,80 @@ lm_moment_fits <- function(recipe, local, queries, sizes) {
   spec <- local$spec
   spec$values <- values
   spec$prior <- prior[local$rows]
-  method <- if (identical(spec$method, "binned")) "tree" else spec$method
-  res <- engine_run(spec, queries$x, method = method, query_codes = queries$codes)
+  if (identical(spec$method, "binned")) spec$method <- "tree"
+  sizes <- fast_path_sizes(spec, local, queries)
+  res <- engine_run(spec, queries$x, query_codes = queries$codes)
   sums <- matrix(res$coef[, 1L, ], m) * res$wsum
-  # the rows of positive weight (kernel times prior weight) of each window: `sizes`, the
-  # windows' rows of positive kernel weight, when every prior weight is positive
-  counts <- if (all(spec$prior > 0)) sizes else {
-    engine_windows(spec, queries$x, queries$codes, sizes_only = TRUE)$size
-  }
-  # back from the centred design: beta_0 = beta_0c + ymean - sum_j beta_j centre_j
-  back <- diag(p)
-  back[1L, ] <- back[1L, ] - centre
   npairs <- nrow(pairs)
-  lower <- lower.tri(diag(p))
-  out <- vector("list", m)
-  for (i in seq_len(m)) {
-    if (anyNA(sums[i, ]) || counts[i] <= p) next
-    S <- matrix(0, p, p)
-    S[pairs] <- sums[i, seq_len(npairs)]
-    S[lower] <- t(S)[lower]
-    Xy <- sums[i, npairs + seq_len(p)]
-    if (rcond(S) < 1e-10) next
-    inv <- solve(S)
-    beta <- drop(inv %*% Xy)
-    rss <- max(sums[i, ncol(sums)] - sum(beta * Xy), 0)
-    coef <- drop(back %*% beta)
-    if (intercept) coef[1L] <- coef[1L] + ymean
-    V <- rss / (counts[i] - p) * (back %*% inv %*% t(back))
-    out[[i]] <- list(value = list(coef = stats::setNames(coef, colnames(X)),
-                                  se = sqrt(pmax(diag(V), 0))))
+  S <- matrix(0, p, p)
+  S[pairs] <- seq_len(npairs)
+  S[lower.tri(S)] <- t(S)[lower.tri(S)]
+  chol <- batch_cholesky(sums[, seq_len(npairs), drop = FALSE], S)
+  ok <- chol$ok & sizes$counts > p & !is.na(chol$ok)
+  # L w = X'y, L' beta = w; rss = y'y - |w|^2
+  w <- batch_forward(chol$L, sums[, npairs + seq_len(p), drop = FALSE])
+  beta <- batch_backward(chol$L, w)
+  rss <- pmax(sums[, ncol(sums)] - rowSums(w^2), 0)
+  # the variances: sigma^2 |L^-1 b_j|^2 for the rows b_j of the map back from the centred
+  # design, e_j, and for the intercept e_1 - centre (beta_0 = beta_0c - sum_j beta_j centre_j)
+  unit <- diag(p)
+  unit[1L, ] <- unit[1L, ] - centre
+  quad <- matrix(vapply(seq_len(p), function(j) {
+    rowSums(batch_forward(chol$L, matrix(unit[j, ], m, p, byrow = TRUE))^2)
+  }, numeric(m)), m, p)
+  sigma2 <- rss / (sizes$counts - p)
+  coef <- beta
+  coef[, 1L] <- drop(beta %*% unit[1L, ]) + ymean
+  se <- sqrt(pmax(quad * sigma2, 0))
+  coef[!ok, ] <- NA_real_
+  se[!ok, ] <- NA_real_
+  colnames(coef) <- colnames(se) <- colnames(X)
+  list(coef = coef, se = se, fitted = ok, sizes = sizes[c("size", "wsum")])
+}
+
+# Cholesky factors L (S = L L') of m symmetric p x p matrices at once: `sums` (m x k) holds
+# their distinct entries, `index` (p x p) the column of sums of each entry. list(L: a p x p list
+# of length-m columns (lower triangle), ok: the pivots above 1e-10 of their diagonal entries,
+# the well-conditioned matrices).
+batch_cholesky <- function(sums, index) {
+  p <- nrow(index)
+  m <- nrow(sums)
+  L <- matrix(list(), p, p)
+  ok <- rep(TRUE, m)
+  for (k in seq_len(p)) {
+    pivot <- sums[, index[k, k]]
+    for (c in seq_len(k - 1L)) pivot <- pivot - L[[k, c]]^2
+    ok <- ok & pivot > 1e-10 * sums[, index[k, k]]
+    L[[k, k]] <- sqrt(pmax(pivot, 0))
+    for (r in seq_len(p - k) + k) {
+      v <- sums[, index[r, k]]
+      for (c in seq_len(k - 1L)) v <- v - L[[r, c]] * L[[k, c]]
+      L[[r, k]] <- v / L[[k, k]]
+    }
   }
-  out
+  list(L = L, ok = ok)
+}
+
+# Solves L w = b (batch_forward) and L' x = b (batch_backward) at m points at once: b and the
+# result m x p.
+batch_forward <- function(L, b) {
+  p <- ncol(b)
+  for (r in seq_len(p)) {
+    v <- b[, r]
+    for (c in seq_len(r - 1L)) v <- v - L[[r, c]] * b[, c]
+    b[, r] <- v / L[[r, r]]
+  }
+  b
+}
+
+batch_backward <- function(L, b) {
+  p <- ncol(b)
+  for (r in rev(seq_len(p))) {
+    v <- b[, r]
+    for (c in seq_len(p - r) + r) v <- v - L[[c, r]] * b[, c]
+    b[, r] <- v / L[[r, r]]
+  }
+  b
 }
 
 # ---- The fast path: losses of the registry fitted by the engine -----------------------------
@@ -645,18 +721,18 @@ rlm_standard_errors <- function(X, r, w, loss) {
 }
 
 # The local linear fits in the localization variable by the engine (registry_loss()), as
-# fit_windows() gives them: the coefficients of y ~ z, beta_0 = f(z*) - z* f'(z*) and
+# engine_estimates(): the coefficients of y ~ z, beta_0 = f(z*) - z* f'(z*) and
 # beta_1 = f'(z*), with standard errors as vcov() computes them for glm() (from the window's
 # working weights at the fit, the dispersion 1 or the Pearson estimate), as summary.rlm() for
-# rlm() (rlm_standard_errors()) and NA for rq(); NULL
-# at points where the engine finds no fit (refitted by the model's function itself).
+# rlm() (rlm_standard_errors()) and NA for rq(); points where the engine finds no fit are left
+# to the model's function itself.
 registry_fits <- function(recipe, local, queries, loss) {
   m <- nrow(queries$x)
   mf <- stats::model.frame(recipe$args$formula, data = recipe$data, na.action = stats::na.pass)
   y <- stats::model.response(mf)
   if (is.factor(y)) y <- as.numeric(y != levels(y)[1L])
   if (is.logical(y)) y <- as.numeric(y)
-  if (!is.numeric(y) || !is.null(dim(y))) return(vector("list", m))
+  if (!is.numeric(y) || !is.null(dim(y))) return(NULL)
   z <- recipe$data[[local$vars]]
   prior <- recipe$prior %||% rep(1, length(y))
   spec <- local$spec
@@ -667,42 +743,66 @@ registry_fits <- function(recipe, local, queries, loss) {
   spec$loss_param <- loss$loss_param
   spec$tol <- loss$tol
   spec$max_iter <- loss$max_iter
-  method <- if (identical(spec$method, "binned")) "tree" else spec$method
-  res <- engine_run(spec, queries$x, method = method)
+  if (identical(spec$method, "binned")) spec$method <- "tree"
+  sizes <- fast_path_sizes(spec, local, queries)
+  # binomial and Poisson fits (canonical links, dispersion 1): the standard errors from the
+  # engine's inverse information of each fit's last step
+  engine_se <- loss_row(loss$family)$scale == "fixed" && is.null(loss$psi)
+  res <- engine_run(spec, queries$x, want_inverse = engine_se)
   level <- res$coef[, 1L, 1L]
   slope <- res$coef[, 2L, 1L]
   names <- c("(Intercept)", local$vars)
-  windows <- if (loss$family != "quantile") point_windows(local, queries)
-  family <- family_of(loss$family)
-  fixed_dispersion <- loss_row(loss$family)$scale == "fixed"
-  out <- vector("list", m)
-  for (i in seq_len(m)) {
-    if (res$status[i] != 0L || !is.finite(level[i]) || !is.finite(slope[i])) next
-    coef <- c(level[i] - slope[i] * queries$x[i, 1L], slope[i])
-    se <- c(NA_real_, NA_real_)
-    if (!is.null(loss$psi)) {
+  fitted <- res$status == 0L & is.finite(level) & is.finite(slope)
+  coef <- cbind(level - slope * queries$x[, 1L], slope)
+  se <- matrix(NA_real_, m, 2L)
+  if (engine_se) {
+    se <- local_linear_se(res$inverse, queries$x[, 1L], spec$scale * (res$radius %||% 1))
+    fitted <- fitted & !is.na(se[, 1L])
+  } else if (loss$family != "quantile") {
+    windows <- point_windows(local, queries)
+    family <- family_of(loss$family)
+    fixed_dispersion <- loss_row(loss$family)$scale == "fixed"
+    for (i in which(fitted)) {
       rows <- windows$rows[[i]]
       X <- cbind(1, z[rows])
-      se <- rlm_standard_errors(X, y[rows] - drop(X %*% coef),
-                                windows$weights[[i]] * prior[rows], loss)
-      if (is.null(se)) next
-    } else if (!is.null(windows)) {
-      rows <- windows$rows[[i]]
       w <- windows$weights[[i]] * prior[rows]
-      X <- cbind(1, z[rows])
-      eta <- drop(X %*% coef)
-      mu <- family$linkinv(eta)
-      working <- w * family$mu.eta(eta)^2 / family$variance(mu)
-      info <- crossprod(X * working, X)
-      if (rcond(info) < 1e-10) next
-      dispersion <- if (fixed_dispersion) 1 else {
-        sum((w * (y[rows] - mu)^2 / family$variance(mu))[w > 0]) / (sum(w > 0) - 2)
+      se_i <- if (!is.null(loss$psi)) {
+        rlm_standard_errors(X, y[rows] - drop(X %*% coef[i, ]), w, loss)
+      } else {
+        glm_standard_errors(X, y[rows], w, coef[i, ], family, fixed_dispersion)
       }
-      se <- sqrt(pmax(diag(solve(info)) * dispersion, 0))
+      if (is.null(se_i)) fitted[i] <- FALSE else se[i, ] <- se_i
     }
-    out[[i]] <- list(value = list(coef = stats::setNames(coef, names), se = se))
   }
-  out
+  coef[!fitted, ] <- NA_real_
+  dimnames(coef) <- dimnames(se) <- list(NULL, names)
+  list(coef = coef, se = se, fitted = fitted, sizes = sizes[c("size", "wsum")])
+}
+
+# Standard errors of the coefficients (a0, a1) of a + b z from the inverse information
+# `inverse` (m x 2 x 2) of the engine's local linear fits in the scaled basis u = (z - q) / s at
+# the points q with scales s: a1 = b1 / s, a0 = b0 - b1 q / s. m x 2.
+local_linear_se <- function(inverse, q, s) {
+  v00 <- inverse[, 1L, 1L]
+  v01 <- inverse[, 1L, 2L]
+  v11 <- inverse[, 2L, 2L]
+  shift <- q / s
+  cbind(sqrt(pmax(v00 - 2 * shift * v01 + shift^2 * v11, 0)), sqrt(pmax(v11, 0)) / s)
+}
+
+# Standard errors of a local glm() fit `coef` as its vcov() computes them: from the working
+# weights at the fit of the window's design X, responses y and weights w (kernel times prior),
+# the dispersion 1 or the Pearson estimate; NULL when the information is nearly singular.
+glm_standard_errors <- function(X, y, w, coef, family, fixed_dispersion) {
+  eta <- drop(X %*% coef)
+  mu <- family$linkinv(eta)
+  working <- w * family$mu.eta(eta)^2 / family$variance(mu)
+  info <- crossprod(X * working, X)
+  if (rcond(info) < 1e-10) return(NULL)
+  dispersion <- if (fixed_dispersion) 1 else {
+    sum((w * (y - mu)^2 / family$variance(mu))[w > 0]) / (sum(w > 0) - 2)
+  }
+  sqrt(pmax(diag(solve(info)) * dispersion, 0))
 }
 
 # ---- Local fits ------------------------------------------------------------------------------

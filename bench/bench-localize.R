@@ -8,20 +8,22 @@
 #       their covariate) against the generic path: target >= 50x;
 #   (d) local linear quantile regression, local_poly(family = "quantile"), against
 #       quantreg::lprq() at n = 2000 and 100 points, the same Gaussian kernel: target >= 50x.
-# Run: R_LIBS=/work/lib/peers:<lib> Rscript bench/bench-localize.R (BENCH_PARTS="b" runs part b
-# alone)
+# Run: BENCH_REPS=3 R_LIBS=/work/lib/peers:<lib> Rscript bench/bench-localize.R (BENCH_PARTS="b"
+# runs part b alone; the fast contenders are timed over 10 or 20 calls in a row)
 suppressPackageStartupMessages(library(localmean))
 reps <- as.integer(Sys.getenv("BENCH_REPS", "3"))
 parts <- strsplit(Sys.getenv("BENCH_PARTS", "abcd"), "")[[1L]]
 cat("load average at start:", readLines("/proc/loadavg")[1L], "\n")
-cpu <- function(expr_fun) {
-  st <- system.time(expr_fun())
-  st[["user.self"]] + st[["sys.self"]]
+# the processor time of one call, from `times` calls in a row (the fast contenders take a few
+# milliseconds, near the 1 ms resolution of system.time())
+cpu <- function(expr_fun, times = 1L) {
+  st <- system.time(for (i in seq_len(times)) expr_fun())
+  (st[["user.self"]] + st[["sys.self"]]) / times
 }
-interleaved <- function(funs) {
-  times <- matrix(NA_real_, reps, length(funs), dimnames = list(NULL, names(funs)))
-  for (r in seq_len(reps)) for (k in seq_along(funs)) times[r, k] <- cpu(funs[[k]])
-  apply(times, 2L, stats::median)
+interleaved <- function(funs, times = rep(1L, length(funs))) {
+  out <- matrix(NA_real_, reps, length(funs), dimnames = list(NULL, names(funs)))
+  for (r in seq_len(reps)) for (k in seq_along(funs)) out[r, k] <- cpu(funs[[k]], times[k])
+  apply(out, 2L, stats::median)
 }
 
 # (a) n = 2000, 100 points: y = b0(z) + b1(z) x1 + b2(z) x2 + noise, localized over z
@@ -41,7 +43,7 @@ slow_fit <- run(FALSE)()
 cat(sprintf("(a) max |fast - generic| coefficients %.2g, standard errors %.2g\n",
             max(abs(fast_fit$coefficients - slow_fit$coefficients)),
             max(abs(fast_fit$std.error - slow_fit$std.error))))
-a <- interleaved(list(fast = run(TRUE), generic = run(FALSE)))
+a <- interleaved(list(fast = run(TRUE), generic = run(FALSE)), times = c(20L, 1L))
 cat(sprintf("(a) localize(lm) n = %d, %d points: fast %.3f s, generic %.3f s, ratio %.0fx: %s\n",
             n, length(at), a[["fast"]], a[["generic"]], a[["generic"]] / a[["fast"]],
             if (a[["generic"]] / a[["fast"]] >= 50) "met" else "NOT met"))
@@ -82,10 +84,11 @@ for (name in names(models)) {
   }
   fast_fit <- run(TRUE)()
   slow_fit <- run(FALSE)()
-  cat(sprintf("(c) %s: max |fast - generic| coefficients %.2g (all points by the engine: %s)\n",
+  cat(sprintf(paste("(c) %s: max |fast - generic| coefficients %.2g, standard errors %.2g",
+                    "(all points by the engine: %s)\n"),
               name, max(abs(fast_fit$coefficients - slow_fit$coefficients)),
-              all(fast_fit$engine_fitted)))
-  ct <- interleaved(list(fast = run(TRUE), generic = run(FALSE)))
+              max(abs(fast_fit$std.error - slow_fit$std.error)), all(fast_fit$engine_fitted)))
+  ct <- interleaved(list(fast = run(TRUE), generic = run(FALSE)), times = c(20L, 1L))
   cat(sprintf("(c) localize(%s) n = %d, %d points: fast %.3f s, generic %.3f s, ratio %.0fx: %s\n",
               name, n, length(at), ct[["fast"]], ct[["generic"]], ct[["generic"]] / ct[["fast"]],
               if (ct[["generic"]] / ct[["fast"]] >= 50) "met" else "NOT met"))
@@ -118,7 +121,7 @@ cat(sprintf(paste("(d) max |localize(rq) - lprq| at lprq's points %.2g (all by t
                   "|local_poly - lprq| %.2g\n"),
             max(abs(loc$coefficients[, 1] + loc$coefficients[, 2] * ref$xx - ref$fv)),
             all(loc$engine_fitted), max(abs(poly() - ref$fv))))
-dt <- interleaved(list(localize = ours, local_poly = poly, lprq = theirs))
+dt <- interleaved(list(localize = ours, local_poly = poly, lprq = theirs), times = c(10L, 1L, 1L))
 for (who in c("localize", "local_poly")) {
   cat(sprintf(paste("(d) local linear quantile n = %d, %d points: %s %.3f s, lprq %.3f s,",
                     "ratio %.0fx: %s\n"),

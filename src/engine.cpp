@@ -18,11 +18,14 @@ namespace {
 using localmean_r::categorical_vars;
 
 struct FitArrays {
-  NumericVector coef, var, s00, wsum;
+  NumericVector coef, var, s00, wsum, inverse;
   IntegerVector status;
-  FitArrays(std::size_t m, std::size_t nb, std::size_t nv, bool want_var)
+  FitArrays(std::size_t m, std::size_t nb, std::size_t nv, bool want_var,
+            bool want_inverse = false)
       : coef(Dimension(m, nb, nv)), var(want_var ? NumericVector(Dimension(m, nb)) : NumericVector(0)),
-        s00(m), wsum(m), status(m) {}
+        s00(m), wsum(m),
+        inverse(want_inverse ? NumericVector(Dimension(m, nb, nb)) : NumericVector(0)),
+        status(m) {}
   localmean::EngineOutput output(bool want_var) {
     localmean::EngineOutput out;
     out.coef = coef.begin();
@@ -30,11 +33,14 @@ struct FitArrays {
     out.s00 = s00.begin();
     out.wsum = wsum.begin();
     out.status = status.begin();
+    out.inverse = inverse.size() ? inverse.begin() : nullptr;
     return out;
   }
   List as_list() const {
-    return List::create(_["coef"] = coef, _["var"] = var, _["s00"] = s00, _["wsum"] = wsum,
-                        _["status"] = status);
+    List res = List::create(_["coef"] = coef, _["var"] = var, _["s00"] = s00,
+                            _["wsum"] = wsum, _["status"] = status);
+    if (inverse.size()) res.push_back(inverse, "inverse");
+    return res;
   }
 };
 
@@ -248,7 +254,7 @@ List fit_sums_list(const localmean::FitSums& s) {
 struct FitRequest {
   SEXP queries = R_NilValue, radius = R_NilValue, query_codes = R_NilValue,
        leave_out = R_NilValue;
-  bool want_var = false, verbose = false;
+  bool want_var = false, want_inverse = false, verbose = false;
   double rtol = 0.0;
   int n_threads = 1;
 };
@@ -279,7 +285,8 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
   set.max_iter = field<int>(spec, "max_iter", 25);
   set.tol = field<double>(spec, "tol", 1e-8);
   const std::size_t nb = localmean::Basis(static_cast<int>(d), set.degree).size();
-  FitArrays res(m, nb, nv, want_var);
+  // (want_inverse: S^-1 of each query's last solve, not interpolated by the binned strategy)
+  FitArrays res(m, nb, nv, want_var, method != "binned" && request.want_inverse);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
   // (binned: the grid's work is not counted in points; small fits never bin)
   const double visits = method == "binned" ? localmean_r::kSerialWork : static_cast<double>(m) * n;
@@ -331,9 +338,10 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
 // binned grid, which must cover the data and queries), categorical, family, max_iter, tol) held
 // by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
 // units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
-// want_var, rtol (> 0: weight sums within that relative error), query_codes (the queries'
-// 1-based levels, m x count), leave_out (likelihood families: per query a 1-based data row left
-// out of its window, 0 none; empty: none), n_threads, verbose.
+// want_var, want_inverse (optional: also `inverse`, m x nb x nb, S^-1 of each query's last
+// solve in the scaled basis), rtol (> 0: weight sums within that relative error), query_codes
+// (the queries' 1-based levels, m x count), leave_out (likelihood families: per query a 1-based
+// data row left out of its window, 0 none; empty: none), n_threads, verbose.
 // [[Rcpp::export(rng = false)]]
 List cpp_engine_fit(SEXP engine, List spec, List request) {
   FitRequest req;
@@ -342,6 +350,7 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   req.queries = queries;
   req.radius = request["radius"];
   req.want_var = as<bool>(request["want_var"]);
+  req.want_inverse = field<bool>(request, "want_inverse", false);
   req.verbose = as<bool>(request["verbose"]);
   req.rtol = field<double>(request, "rtol", 0.0);
   req.query_codes = request["query_codes"];
@@ -440,12 +449,13 @@ List cpp_engine_windows(SEXP engine, List spec, List request) {
                                               static_cast<double>(m) * n);
   std::vector<std::vector<std::size_t>> rows;
   std::vector<std::vector<double>> weights;
+  const bool sizes_only = field<bool>(request, "sizes_only", false);
   const bool done = localmean::kernel_windows(
       data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
-      qcodes.empty() ? nullptr : qcodes.data(), set, rows, weights, pfor, monitor.callback());
+      qcodes.empty() ? nullptr : qcodes.data(), set, rows, weights, pfor, monitor.callback(),
+      sizes_only);
   monitor.finish();
   if (!done) stop("the computation was stopped");
-  const bool sizes_only = field<bool>(request, "sizes_only", false);
   IntegerVector start(m + 1), size(m);
   NumericVector wsum(m);
   for (std::size_t i = 0; i < m; ++i) {

@@ -441,3 +441,39 @@ test_that("predict() gives NA for rows missing a localization variable", {
   expect_true(is.na(p[1L]))
   expect_identical(p[2L], predict(fit, data.frame(wt = 3, hp = 120)))
 })
+
+test_that("the engine's check-loss optimum over wide windows equals weighted rq() fits", {
+  skip_if_not_installed("quantreg")
+  # windows of about 400 rows: the pivots' weighted selections go beyond their first candidates
+  set.seed(11)
+  n <- 400
+  d <- data.frame(x = runif(n, 0, 3))
+  d$y <- sin(2 * d$x) + rnorm(n, sd = 0.3)
+  at <- c(0.2, 1.5, 2.9)
+  for (tau in c(0.1, 0.5, 0.9)) {
+    loc <- localize(quantreg::rq(y ~ x, tau = tau, data = d), over = ~x, bandwidth = 1,
+                    at = at, verbose = FALSE)
+    expect_true(all(loc$engine_fitted))
+    ref <- t(vapply(at, function(z0) {
+      d$w <- gauss_ref((d$x - z0) / 1)
+      coef(quantreg::rq(y ~ x, tau = tau, data = d, weights = w))
+    }, c(1, 1)))
+    expect_equal(unname(loc$coefficients), unname(ref), tolerance = 1e-8)
+  }
+})
+
+test_that("the engine's glm() standard errors follow nn() bandwidths", {
+  set.seed(5)
+  n <- 80
+  d <- data.frame(x = runif(n, 0, 3))
+  d$count <- rpois(n, exp(0.5 + sin(d$x)))
+  model <- glm(count ~ x, family = poisson, data = d, control = list(epsilon = 1e-14))
+  at <- c(0.3, 1.2, 2.6)
+  fast <- localize(model, over = ~x, bandwidth = nn(40), at = at, verbose = FALSE)
+  slow <- localize(model, over = ~x, bandwidth = nn(40), at = at, fast = FALSE,
+                   verbose = FALSE)
+  expect_true(all(fast$engine_fitted))
+  expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-10)
+  # (glm()'s vcov() from the working weights of the step before its last)
+  expect_equal(fast$std.error, slow$std.error, tolerance = 1e-6)
+})

@@ -318,82 +318,155 @@ inline void lu_solve(const std::vector<double>& LU, std::size_t k,
 
 }  // namespace detail
 
+namespace detail {
+
+// A candidate of a weighted selection: its key, a tie-breaking index and its weight.
+struct Weighted {
+  double key;
+  std::size_t index;
+  double weight;
+  bool operator<(const Weighted& o) const {
+    return key < o.key || (key == o.key && index < o.index);
+  }
+};
+
+// The position, in `items` (reordered), of the first item in (key, index) order whose
+// cumulative weight reaches `target`; items.size() if the total weight does not. Quickselect:
+// expected linear time.
+inline std::size_t weighted_select(std::vector<Weighted>& items, double target) {
+  std::size_t lo = 0, hi = items.size();
+  double below = 0.0;  // the weight of the items before lo
+  while (hi - lo > 32) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(items.begin() + lo, items.begin() + mid, items.begin() + hi);
+    double part = 0.0;
+    for (std::size_t k = lo; k < mid; ++k) part += items[k].weight;
+    if (below + part >= target) {
+      hi = mid;
+    } else if (below + part + items[mid].weight >= target) {
+      return mid;
+    } else {
+      below += part + items[mid].weight;
+      lo = mid + 1;
+    }
+  }
+  std::sort(items.begin() + lo, items.begin() + hi);
+  for (std::size_t k = lo; k < hi; ++k) {
+    below += items[k].weight;
+    if (below >= target) return k;
+  }
+  return items.size();
+}
+
+// The kSmallest least items (in order) of a stream: a bounded max-heap.
+class SmallestItems {
+public:
+  static constexpr std::size_t kSmallest = 16;
+  void clear() { heap_.clear(); }
+  void offer(const Weighted& item) {
+    if (heap_.size() < kSmallest) {
+      heap_.push_back(item);
+      std::push_heap(heap_.begin(), heap_.end());
+    } else if (item < heap_.front()) {
+      std::pop_heap(heap_.begin(), heap_.end());
+      heap_.back() = item;
+      std::push_heap(heap_.begin(), heap_.end());
+    }
+  }
+  // The items kept, ascending.
+  std::vector<Weighted>& sorted() {
+    std::sort_heap(heap_.begin(), heap_.end());
+    return heap_;
+  }
+
+private:
+  std::vector<Weighted> heap_;
+};
+
+}  // namespace detail
+
 // The check loss at query q (of m): the local polynomial minimising
 // sum_i W_i rho_tau(y_i - phi_i' beta), rho_tau(r) = r (tau - [r < 0]), tau = set.loss_param,
 // exactly. A weighted linear program, whose optimum interpolates nb window points (a basis).
-// IRLS steps (weights (tau or 1 - tau) / |r|) bring the fit near the optimum; the basis of the
-// nb points with the smallest residuals that span the polynomial then descends by simplex
+// The start: the kernel-weighted least-squares fit with its constant moved to the weighted tau
+// quantile of its residuals (the optimum for its other coefficients), and the basis of the nb
+// points with the smallest residuals that span the polynomial. The basis then descends by simplex
 // pivots (Barrodale and Roberts' algorithm for L1 fits): while the subgradient condition fails
 // for a basis point j (its multiplier v_j outside [tau - 1, tau]), the fit moves along the edge
 // that frees j to the minimum of the (convex, piecewise linear) loss along it, where another
-// point enters the basis. Ends when the condition holds at every basis point: the exact optimum
-// (kNoFit if that takes more than max_iter * (nb + count) pivots). Outputs: the coefficients;
-// [S^-1]_00 and the variance of the final basis' interpolation are not defined (NaN).
+// point enters the basis: the first of the points whose residuals cross 0 along the edge, in the
+// order they do, at which their weights outweigh the descent rate (a weighted selection, linear
+// time). Ends when the condition holds at every basis point: the exact optimum (kNoFit if that
+// takes more than max_iter * (nb + count) pivots). Each pivot takes two passes over the window.
+// Outputs: the coefficients; [S^-1]_00 and the variance of the final basis' interpolation are
+// not defined (NaN).
 inline void quantile_solve(const LocalData& data, const Basis& basis, const double* q, double h,
                            const EngineSettings& set, const Window& win, Moments& mo,
                            std::size_t i, std::size_t m, const EngineOutput& out) {
   const std::size_t nb = basis.size(), count = win.pos.size();
   const double* y = data.values();
+  const double* w = win.weight.data();
   const double tau = set.loss_param, nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> beta(nb), W(win.weight), z(count), r(count);
+  std::vector<double> beta(nb), z(count), r(count);
   detail::StepOutput step(beta.data());
   auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (count == 0) return fail(kNoWeight);
   const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
-  double yscale = 0.0;
+  double yscale = 0.0, total = 0.0;
   for (std::size_t b = 0; b < count; ++b) {
     z[b] = y[win.pos[b]];
     yscale = std::max(yscale, std::fabs(z[b]));
+    total += w[b];
   }
-  detail::window_moments(phi, win, W.data(), z.data(), mo);
+  detail::window_moments(phi, win, w, z.data(), mo);
   solve_moments(mo, 0, 1, step.out);
   if (step.status != kOk) return fail(step.status);
-  // A few IRLS steps towards the optimum (approximate: the weights are unbounded at r = 0).
-  const double floor = 1e-6 * (yscale > 0.0 ? yscale : 1.0);
-  for (int iter = 0; iter < 10; ++iter) {
-    detail::window_residuals(phi, win, y, beta, r);
-    for (std::size_t b = 0; b < count; ++b)
-      W[b] = win.weight[b] * loss_weight(Loss::quantile, r[b], tau, floor);
-    detail::window_moments(phi, win, W.data(), z.data(), mo);
-    const std::vector<double> keep = beta;
-    solve_moments(mo, 0, 1, step.out);
-    if (step.status != kOk) {
-      beta = keep;
-      break;
-    }
-  }
   detail::window_residuals(phi, win, y, beta, r);
-  // The starting basis: the points with the smallest |r| whose basis rows are independent
-  // (Gram-Schmidt with the rank rule).
-  std::vector<std::size_t> order(count), in_basis;
-  for (std::size_t b = 0; b < count; ++b) order[b] = b;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return std::fabs(r[a]) < std::fabs(r[b]);
-  });
-  std::vector<double> ortho;  // orthonormal rows of the chosen points
-  for (std::size_t k = 0; k < count && in_basis.size() < nb; ++k) {
-    const double* ph = phi.data() + order[k] * nb;
-    std::vector<double> v(ph, ph + nb);
-    double norm0 = 0.0;
-    for (double e : v) norm0 += e * e;
-    for (std::size_t s = 0; s < in_basis.size(); ++s) {
-      double dot = 0.0;
-      for (std::size_t a = 0; a < nb; ++a) dot += v[a] * ortho[s * nb + a];
-      for (std::size_t a = 0; a < nb; ++a) v[a] -= dot * ortho[s * nb + a];
+  // The constant (phi_0 = 1) moved to the weighted tau quantile of the residuals.
+  std::vector<detail::Weighted> items(count);
+  for (std::size_t b = 0; b < count; ++b) items[b] = {r[b], b, w[b]};
+  const std::size_t at = detail::weighted_select(items, tau * total);
+  const double shift = r[items[std::min(at, count - 1)].index];
+  beta[0] += shift;
+  for (std::size_t b = 0; b < count; ++b) r[b] -= shift;
+  // The starting basis: the points with the smallest |r| (ties: the first) whose basis rows are
+  // independent (Gram-Schmidt with the rank rule), among the kSmallest nearest, else among all.
+  detail::SmallestItems nearest;
+  for (std::size_t b = 0; b < count; ++b) nearest.offer({std::fabs(r[b]), b, 0.0});
+  std::vector<std::size_t> in_basis;
+  std::vector<double> ortho, v(nb);  // orthonormal rows of the chosen points
+  auto choose_basis = [&](const std::vector<detail::Weighted>& order) {
+    in_basis.clear();
+    ortho.clear();
+    for (std::size_t k = 0; k < order.size() && in_basis.size() < nb; ++k) {
+      const double* ph = phi.data() + order[k].index * nb;
+      std::copy(ph, ph + nb, v.begin());
+      double norm0 = 0.0;
+      for (double e : v) norm0 += e * e;
+      for (std::size_t s = 0; s < in_basis.size(); ++s) {
+        double dot = 0.0;
+        for (std::size_t a = 0; a < nb; ++a) dot += v[a] * ortho[s * nb + a];
+        for (std::size_t a = 0; a < nb; ++a) v[a] -= dot * ortho[s * nb + a];
+      }
+      double norm = 0.0;
+      for (double e : v) norm += e * e;
+      if (!(norm > 1e-10 * norm0)) continue;
+      for (double& e : v) e /= std::sqrt(norm);
+      ortho.insert(ortho.end(), v.begin(), v.end());
+      in_basis.push_back(order[k].index);
     }
-    double norm = 0.0;
-    for (double e : v) norm += e * e;
-    if (!(norm > 1e-10 * norm0)) continue;
-    for (double& e : v) e /= std::sqrt(norm);
-    ortho.insert(ortho.end(), v.begin(), v.end());
-    in_basis.push_back(order[k]);
+  };
+  choose_basis(nearest.sorted());
+  if (in_basis.size() < nb && count > detail::SmallestItems::kSmallest) {
+    for (std::size_t b = 0; b < count; ++b) items[b] = {std::fabs(r[b]), b, 0.0};
+    std::sort(items.begin(), items.end());
+    choose_basis(items);
   }
   if (in_basis.size() < nb) return fail(kSingular);
   std::vector<char> basic(count, 0);
   for (std::size_t b : in_basis) basic[b] = 1;
-  std::vector<double> A(nb * nb), u(nb), delta(nb), cross(count);
+  std::vector<double> A(nb * nb), u(nb), delta(nb);
   std::vector<std::size_t> perm;
-  std::vector<std::pair<double, std::size_t>> breaks;
   const std::size_t max_pivots = static_cast<std::size_t>(set.max_iter) * (nb + count);
   const double slack = 1e-10;  // tolerance of the multipliers' condition
   // The pivots run on responses moved by a tiny fixed jitter (1e-9 of their scale): with tied
@@ -406,13 +479,6 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
     const std::uint64_t hash = static_cast<std::uint64_t>(b + 1) * 0x9E3779B97F4A7C15ull;
     zp[b] = z[b] + jitter * (static_cast<double>(hash >> 11) / 9007199254740992.0 - 0.5);
   }
-  auto residuals = [&] {
-    for (std::size_t b = 0; b < count; ++b) {
-      double fit = 0.0;
-      for (std::size_t a = 0; a < nb; ++a) fit += phi[b * nb + a] * beta[a];
-      r[b] = zp[b] - fit;
-    }
-  };
   for (std::size_t pivot = 0; pivot <= max_pivots; ++pivot) {
     for (std::size_t s = 0; s < nb; ++s)
       std::copy(phi.begin() + in_basis[s] * nb, phi.begin() + (in_basis[s] + 1) * nb,
@@ -420,21 +486,25 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
     if (!detail::lu_factor(A, nb, perm)) return fail(kNoFit);
     for (std::size_t s = 0; s < nb; ++s) beta[s] = zp[in_basis[s]];
     detail::lu_solve(A, nb, perm, false, beta.data());
-    residuals();
-    // The multipliers: sum_{j in basis} W_j v_j phi_j = -g, g the off-basis subgradient.
+    // The residuals and the multipliers: sum_{j in basis} W_j v_j phi_j = -g, g the off-basis
+    // subgradient (a zero residual counts as positive).
     std::fill(u.begin(), u.end(), 0.0);
     for (std::size_t b = 0; b < count; ++b) {
+      const double* ph = phi.data() + b * nb;
+      double fit = 0.0;
+      for (std::size_t a = 0; a < nb; ++a) fit += ph[a] * beta[a];
+      r[b] = zp[b] - fit;
       if (basic[b]) continue;
-      const double psi = loss_psi(Loss::quantile, r[b], tau) * win.weight[b];
-      for (std::size_t a = 0; a < nb; ++a) u[a] -= psi * phi[b * nb + a];
+      const double psi = (r[b] < 0.0 ? tau - 1.0 : tau) * w[b];
+      for (std::size_t a = 0; a < nb; ++a) u[a] -= psi * ph[a];
     }
     detail::lu_solve(A, nb, perm, true, u.data());
     std::size_t leave = nb;
     double worst = slack, direction = 0.0;
     for (std::size_t s = 0; s < nb; ++s) {
-      const double v = u[s] / win.weight[in_basis[s]];
-      if (v - tau > worst) { worst = v - tau; leave = s; direction = -1.0; }
-      if (tau - 1.0 - v > worst) { worst = tau - 1.0 - v; leave = s; direction = 1.0; }
+      const double vs = u[s] / w[in_basis[s]];
+      if (vs - tau > worst) { worst = vs - tau; leave = s; direction = -1.0; }
+      if (tau - 1.0 - vs > worst) { worst = tau - 1.0 - vs; leave = s; direction = 1.0; }
     }
     if (leave == nb) {
       // The optimum: its coefficients, the moments' weight sum, no variance.
@@ -444,41 +514,49 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
       if (out.var)
         for (std::size_t a = 0; a < nb; ++a) out.var[i + m * a] = nan;
       if (out.s00) out.s00[i] = nan;
-      if (out.wsum) {
-        double sw = 0.0;
-        for (double w : win.weight) sw += w;
-        out.wsum[i] = sw;
-      }
+      if (out.inverse)
+        for (std::size_t k = 0; k < nb * nb; ++k) out.inverse[i + m * k] = nan;
+      if (out.wsum) out.wsum[i] = total;
       if (out.status) out.status[i] = kOk;
       return;
     }
     // The edge: phi_j' delta = direction for the leaving point j, 0 for the others; along it
     // the loss falls at the rate W_j * worst and each off-basis point whose residual reaches 0
-    // raises the rate by W_b |phi_b' delta|.
+    // (at step r_b / c_b, c_b = phi_b' delta) raises the rate by W_b |c_b|.
     std::fill(delta.begin(), delta.end(), 0.0);
     delta[leave] = direction;
     detail::lu_solve(A, nb, perm, false, delta.data());
-    breaks.clear();
+    const double rate = w[in_basis[leave]] * worst;
+    items.clear();
+    nearest.clear();
+    double rise = 0.0;
     for (std::size_t b = 0; b < count; ++b) {
       if (basic[b]) continue;
+      const double* ph = phi.data() + b * nb;
       double c = 0.0;
-      for (std::size_t a = 0; a < nb; ++a) c += phi[b * nb + a] * delta[a];
-      // (a zero residual counts as positive, as in the multipliers)
+      for (std::size_t a = 0; a < nb; ++a) c += ph[a] * delta[a];
       if (!(c > 0.0 ? r[b] >= 0.0 : c < 0.0 && r[b] < 0.0)) continue;
-      breaks.emplace_back(r[b] / c, b);
-      cross[b] = std::fabs(c);
+      const detail::Weighted item{r[b] / c, b, w[b] * std::fabs(c)};
+      items.push_back(item);
+      nearest.offer(item);
+      rise += item.weight;
     }
-    std::sort(breaks.begin(), breaks.end());
-    double slope = -win.weight[in_basis[leave]] * worst;
+    // unbounded: cannot happen with a full-rank basis
+    if (!(rise >= rate)) return fail(kNoFit);
     std::size_t enter = count;
-    for (const auto& br : breaks) {
-      slope += win.weight[br.second] * cross[br.second];
-      if (slope >= 0.0) {
-        enter = br.second;
+    double crossed = 0.0;
+    for (const detail::Weighted& item : nearest.sorted()) {
+      crossed += item.weight;
+      if (crossed >= rate) {
+        enter = item.index;
         break;
       }
     }
-    if (enter == count) return fail(kNoFit);  // unbounded: cannot happen with a full-rank basis
+    if (enter == count) {
+      const std::size_t k = detail::weighted_select(items, rate);
+      if (k == items.size()) return fail(kNoFit);
+      enter = items[k].index;
+    }
     basic[in_basis[leave]] = 0;
     basic[enter] = 1;
     in_basis[leave] = enter;
@@ -539,6 +617,8 @@ inline void multinomial_solve(const LocalData& data, const Basis& basis, const d
     if (out.var)
       for (std::size_t a = 0; a < nb; ++a) out.var[i + m * a] = nan;
     if (out.s00) out.s00[i] = s00;
+    if (out.inverse)
+      for (std::size_t k = 0; k < nb * nb; ++k) out.inverse[i + m * k] = nan;
     if (out.status) out.status[i] = status;
   };
   auto fail = [&](int why) { finish(why, nullptr, nullptr, nan); };

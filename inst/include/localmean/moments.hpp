@@ -155,6 +155,9 @@ struct EngineOutput {
   double* s00 = nullptr;   // m: [S^-1]_00, the leverage of a data point divided by its weight
   double* wsum = nullptr;  // m: sum of the weights W_i
   int* status = nullptr;   // m: QueryStatus
+  // m x nb x nb: S^-1 of the last solve (the information's inverse of the iterative fits:
+  // localize()'s standard errors); NaN where the solver has none (check loss, multinomial)
+  double* inverse = nullptr;
 };
 
 // The one Cholesky factorisation of the package: A = L L' of a symmetric dim x dim matrix whose
@@ -210,6 +213,8 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
     if (out.var)
       for (std::size_t b = 0; b < nb; ++b) out.var[q + m * b] = nan;
     if (out.s00) out.s00[q] = nan;
+    if (out.inverse)
+      for (std::size_t k = 0; k < nb * nb; ++k) out.inverse[q + m * k] = nan;
     return;
   }
   // inv = S^-1, column by column.
@@ -228,6 +233,9 @@ inline void solve_moments(Moments& mo, std::size_t q, std::size_t m, const Engin
       out.coef[q + m * (a + nb * j)] = s;
     }
   if (out.s00) out.s00[q] = inv[0];
+  if (out.inverse)
+    for (std::size_t a = 0; a < nb; ++a)
+      for (std::size_t c = 0; c < nb; ++c) out.inverse[q + m * (a + nb * c)] = inv[a * nb + c];
   if (out.var) {
     auto s2 = [&](std::size_t a, std::size_t b) {
       return a <= b ? mo.S2[a * nb + b] : mo.S2[b * nb + a];
