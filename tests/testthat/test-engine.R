@@ -496,7 +496,8 @@ engine_entry_points <- c(
   "cpp_shift_points", "cpp_merge_modes", "cpp_nearest_index", "cpp_knn_radius",
   "cpp_knn_distinct_radius", "cpp_basis_powers", "cpp_radial_constant", "cpp_binned_data_fit",
   "cpp_interpolate_nodes", "cpp_fit_sums", "cpp_linear_bin", "cpp_hermite_pair_sums",
-  "cpp_metric_loss", "cpp_knn_graph", "cpp_engine_candidate_sums", "cpp_engine_windows"
+  "cpp_metric_loss", "cpp_knn_graph", "cpp_engine_candidate_sums", "cpp_engine_windows",
+  "cpp_engine_set_values"
 )
 not_entry_points <- c("cpp_kernel_table", "cpp_kernel_value", "cpp_kernel_cdf",
                       "cpp_column_ranges", "cpp_all_finite")
@@ -505,7 +506,7 @@ engine_layer <- c(
   "engine_chunk", "engine_pointer", "engine_builds", "engine_data_fit", "fit_sums",
   "engine_shift", "nn_radius", "nearest_index", "knn_radius", "knn_graph", "radial_constant",
   "linear_bin", "hermite_pair_sums", "metric_loss", "group_within", "basis_powers",
-  "engine_candidate_sums", "engine_windows"
+  "engine_candidate_sums", "engine_windows", "engine_set_values"
 )
 
 # Names of every symbol in an object: function bodies and defaults, lists of functions.
