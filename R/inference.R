@@ -44,15 +44,17 @@ smooth_replicates <- function(spec, Y, n_threads = spec$n_threads, verbose = FAL
 # One engine call handles a block of replicate columns at once, the blocks on the user's future
 # plan when one is set. The replicates get an engine object of their own (so that the fit's stays
 # as it is for predict()), which builds its data once and then takes each block's values in
-# place of the last (engine_set_values()). A block holds at most `cells` values, and its size
-# does not depend on the threads or the plan, so neither do the results. `progress`: a cli
-# progress bar to advance (else one of its own with `verbose`).
+# place of the last (engine_set_values()). A block holds at most `cells` values and `columns`
+# columns (the engine's sums of a query's moments over the block's columns then stay in the
+# processor's fastest cache: 64 columns took a fifth less time than 399 at n = 500), and its
+# size does not depend on the threads or the plan, so neither do the results. `progress`: a
+# cli progress bar to advance (else one of its own with `verbose`).
 replicate_blocks <- function(spec, Y, per_block, n_threads = spec$n_threads, verbose = FALSE,
-                             progress = NULL, cells = 2e6) {
+                             progress = NULL, cells = 2e6, columns = 64L) {
   n <- nrow(Y)
   B <- ncol(Y)
   spec$engine <- engine_handle()
-  block <- max(1L, min(B, floor(cells / n)))
+  block <- max(1L, min(B, columns, floor(cells / n)))
   blocks <- split(seq_len(B), ceiling(seq_len(B) / block))
   run <- function(cols, threads) {
     spec$values <- Y[, cols, drop = FALSE]
