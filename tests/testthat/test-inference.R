@@ -269,10 +269,15 @@ test_that("the relevance statistics and replicates are those of plain-R fits", {
   res <- relevance_test(fit, B = 19, verbose = FALSE)
   own <- mixed_operators_ref(d, 0.15, 0.3)
   at <- lapply(levels(d$g), function(l) mixed_operators_ref(d, 0.15, 0.3, l)$fit)
-  slope_stat <- function(Y) colMeans((own$slope %*% Y)^2)
-  level_stat <- function(Y) colMeans((at[[2]] %*% Y - at[[1]] %*% Y)^2 +
-                                       (at[[3]] %*% Y - at[[1]] %*% Y)^2)
-  expect_equal(res$Statistic, c(slope_stat(d$y), level_stat(d$y)), tolerance = 1e-10)
+  slope_effect <- function(Y) colMeans((own$slope %*% Y)^2)
+  level_effect <- function(Y) colMeans((at[[2]] %*% Y - at[[1]] %*% Y)^2 +
+                                         (at[[3]] %*% Y - at[[1]] %*% Y)^2)
+  expect_equal(res$Effect, c(slope_effect(d$y), level_effect(d$y)), tolerance = 1e-10)
+  # T: the effect over the residual variance RSS / (n - tr L), for every response
+  variance <- function(Y) colSums((Y - own$fit %*% Y)^2) / (40 - sum(diag(own$fit)))
+  slope_stat <- function(Y) slope_effect(Y) / variance(Y)
+  level_stat <- function(Y) level_effect(Y) / variance(Y)
+  expect_equal(res$T, c(slope_stat(d$y), level_stat(d$y)), tolerance = 1e-10)
   # the null models: x held at its median, g at its most frequent level; residuals rescaled
   set.seed(4)
   v <- list(localmean:::wild_multipliers(40, 19), localmean:::wild_multipliers(40, 19))
@@ -284,12 +289,13 @@ test_that("the relevance statistics and replicates are those of plain-R fits", {
   held_g <- drop(mixed_operators_ref(d, 0.15, 0.3, mode)$fit %*% d$y)
   star <- function(held, v) {
     e <- d$y - held
-    held + (e - mean(e)) / sd(e) * sd(d$y - fitted(fit)) * v
+    sigma <- sqrt(sum((d$y - fitted(fit))^2) / (40 - sum(diag(own$fit))))
+    held + (e - mean(e)) / sd(e) * sigma * v
   }
   tests <- attr(res, "tests")
   expect_equal(tests$x$replicates, slope_stat(star(held_x, v[[1]])), tolerance = 1e-8)
   expect_equal(tests$g$replicates, level_stat(star(held_g, v[[2]])), tolerance = 1e-8)
-  expect_equal(res[["Pr(>T)"]][1], (1 + sum(tests$x$replicates >= res$Statistic[1])) / 20)
+  expect_equal(res[["Pr(>T)"]][1], (1 + sum(tests$x$replicates >= res$T[1])) / 20)
 })
 
 test_that("the relevance test agrees with np::npsigtest on mtcars", {
@@ -304,9 +310,9 @@ test_that("the relevance test agrees with np::npsigtest on mtcars", {
   fit <- local_poly(mpg ~ wt + drat, mtcars, bandwidth = c(1, 0.5), verbose = FALSE)
   set.seed(1)
   res <- relevance_test(fit, B = 399, verbose = FALSE)
-  # the same statistics (np's local linear gradients are the local slopes); wt relevant, drat
+  # the same effects (np's local linear gradients are the local slopes); wt relevant, drat
   # not (np: p = 0 and 0.57)
-  expect_equal(res$Statistic, peer$In, tolerance = 1e-8)
+  expect_equal(res$Effect, peer$In, tolerance = 1e-8)
   # the same bootstrap with other draws: p-values within Monte Carlo error (4 s.e. of the
   # difference of two estimates from 399 replicates)
   se <- sqrt(2 * pmax(peer$P, 0.01) * (1 - pmin(peer$P, 0.99)) / 399)
