@@ -427,6 +427,7 @@ check_model_pair <- function(local, parametric, call) {
 #'   `"factor(cyl)"`) or positions; by default all.
 #' @param B Number of bootstrap replicates per predictor, a whole number of
 #'   at least 19.
+#' @param ... Must be empty.
 #' @inheritParams spec_test
 #' @return An object of class `c("local_relevance", "anova", "data.frame")`,
 #'   an anova-style table with one row per tested predictor and the columns
