@@ -280,7 +280,8 @@ test_that("the relevance statistics and replicates are those of plain-R fits", {
   expect_equal(res$T, c(slope_stat(d$y), level_stat(d$y)), tolerance = 1e-10)
   # the null models: x held at its median, g at its most frequent level; residuals rescaled
   set.seed(4)
-  v <- list(localmean:::wild_multipliers(40, 19), localmean:::wild_multipliers(40, 19))
+  v <- list(localmean:::wild_multipliers(40, 19, "rademacher"),
+            localmean:::wild_multipliers(40, 19, "rademacher"))
   held_x <- sapply(seq_len(40), function(i) {
     prior <- ifelse(d$g == d$g[i], 0.7, 0.15)
     local_poly_ref(d$x, d$y, median(d$x), 0.15, "gaussian", 1, prior = prior)$coef[1, 1]
@@ -313,10 +314,11 @@ test_that("the relevance test agrees with np::npsigtest on mtcars", {
   # the same effects (np's local linear gradients are the local slopes); wt relevant, drat
   # not (np: p = 0 and 0.57)
   expect_equal(res$Effect, peer$In, tolerance = 1e-8)
-  # the same bootstrap with other draws: p-values within Monte Carlo error (4 s.e. of the
-  # difference of two estimates from 399 replicates)
-  se <- sqrt(2 * pmax(peer$P, 0.01) * (1 - pmin(peer$P, 0.99)) / 399)
-  expect_true(all(abs(res[["Pr(>T)"]] - peer$P) < 4 * se))
+  # T divides the effect by the residual variance (np's unstudentised statistic is liberal),
+  # so the p-values differ by more than Monte Carlo error (drat: about 0.7 against np's 0.6,
+  # bench/README.md); the conclusions agree
+  expect_true(res[["Pr(>T)"]][1] < 0.01 && peer$P[1] < 0.01)
+  expect_true(res[["Pr(>T)"]][2] > 0.3 && peer$P[2] > 0.3)
 })
 
 test_that("the relevance test finds the relevant predictor, for any threads and via anova()", {
