@@ -53,6 +53,10 @@ cpp_engine_builds <- function() {
     .Call(`_localmean_cpp_engine_builds`)
 }
 
+cpp_engine_set_values <- function(engine, spec) {
+    .Call(`_localmean_cpp_engine_set_values`, engine, spec)
+}
+
 cpp_engine_fit <- function(engine, spec, request) {
     .Call(`_localmean_cpp_engine_fit`, engine, spec, request)
 }

@@ -501,6 +501,15 @@ engine_pointer <- function(spec) {
 # The number of times an engine object built its data (for tests: a search builds once).
 engine_builds <- function() cpp_engine_builds()
 
+# Gives the engine object of `spec` the specification's values (n x nv) in place of those it
+# holds, which C++ permutes into its tree order, when it holds the same data otherwise (points,
+# prior weights, levels): replicates of a fit swap responses without rebuilding its tree.
+# FALSE when it did not (no data built yet, or other data: the next request builds them).
+engine_set_values <- function(spec) {
+  handle <- spec$engine
+  !is.null(handle) && cpp_engine_set_values(handle$ptr, spec)
+}
+
 # Whether fits at the data points of `spec` can come from one pass over the binned grid's fits
 # (engine_data_fit()): binned least squares, without variances.
 one_pass_fit <- function(spec, want_var = FALSE) {

@@ -10,10 +10,22 @@
 #       N(0.3, 1) under the alternative, 1-D, at kde()'s rule of thumb; beside ks::kde.test() (its
 #       plug-in bandwidths), and the 2-D case (standard normals, the second mean shifted by 0.3
 #       in the first coordinate under the alternative).
+#       INFERENCE_SPEC chooses the bandwidths of (a): "fixed" (0.15), "cv" (CV, reselected in
+#       each replicate, spec_test()'s default for a selected bandwidth), "cv-kept" (CV, kept
+#       fixed in the replicates: reselect = FALSE); default all three. INFERENCE_POWER=false
+#       leaves the alternatives out.
+#   (c) relevance_test(): speed beside np::npsigtest() at n = 500, B = 399 (np run once), and the
+#       p-values of both on mtcars (mpg ~ wt + drat, np's statistic without studentising,
+#       pivot = FALSE, and wild bootstrap, as relevance_test()).
+#   (d) relevance_test() calibration ("relevance-size"): n = 200, B = 199, x1, x2 ~ U(0, 1) and g
+#       a factor of three equally likely levels; null for x2 and g: y = sin(2 pi x1) + e,
+#       e ~ N(0, 0.3^2); alternative: + 0.4 x2 + 0.2 (g == "b"). Fixed bandwidths
+#       (0.1, 0.2, lambda 0.3). Rates of rejecting x2 and g (and x1, relevant in both).
 # Each test is replicated R times (INFERENCE_REPS, default 20; the issue asks 500). The Monte
 # Carlo standard error of a rejection rate p is sqrt(p (1 - p) / R): 0.97 points at p = 0.05,
 # R = 500; 2.2 points at R = 100.
-# INFERENCE_TESTS chooses "spec", "kde", "bands" or several ("spec,kde"; default "spec,kde").
+# INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size" or several
+# ("spec,kde", the default).
 # Run: INFERENCE_REPS=100 R_LIBS=<lib>:/work/lib/peers Rscript bench/bench-inference.R
 suppressPackageStartupMessages(library(localmean))
 reps <- as.integer(Sys.getenv("INFERENCE_REPS", "20"))
@@ -40,11 +52,15 @@ report <- function(label, p_values, cpu) {
               100 * rate, 100 * mc_se(rate), mean(cpu)))
 }
 
+spec_variants <- strsplit(Sys.getenv("INFERENCE_SPEC", "fixed,cv,cv-kept"), ",")[[1]]
+power <- !identical(tolower(Sys.getenv("INFERENCE_POWER", "true")), "false")
 if ("spec" %in% which_tests) {
-  for (bandwidth in list(0.15, "cv")) {
+  for (variant in spec_variants) {
+    bandwidth <- if (variant == "fixed") 0.15 else "cv"
+    reselect <- if (variant == "cv-kept") FALSE
     cat(sprintf("\n(a) specification test, lm(y ~ x) against local linear, bandwidth %s\n",
-                bandwidth))
-    for (alternative in c(FALSE, TRUE)) {
+                variant))
+    for (alternative in if (power) c(FALSE, TRUE) else FALSE) {
       p_ours <- p_sm <- cpu_ours <- cpu_sm <- numeric(reps)
       for (r in seq_len(reps)) {
         set.seed(1000 + r)
@@ -54,7 +70,7 @@ if ("spec" %in% which_tests) {
         d <- data.frame(x = x, y = y)
         ours <- cpu_of(function() {
           fit <- local_poly(y ~ x, d, bandwidth = bandwidth, verbose = FALSE)
-          spec_test(fit, lm(y ~ x, d), B = B, verbose = FALSE)
+          spec_test(fit, lm(y ~ x, d), B = B, reselect = reselect, verbose = FALSE)
         })
         p_ours[r] <- ours$value$p.value
         cpu_ours[r] <- ours$cpu
@@ -214,6 +230,76 @@ if ("bands" %in% which_tests) {
   for (i in seq_len(nrow(tab))) {
     cat(sprintf("  %-62s %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.3f\n", rownames(tab)[i],
                 100 * tab[i, 1], 100 * tab[i, 2], 100 * tab[i, 3], 100 * tab[i, 4], tab[i, 5]))
+  }
+}
+if ("relevance" %in% which_tests) {
+  cat("\n(d) relevance tests: speed at n = 500, B = 399 (CPU seconds, one thread)\n")
+  set.seed(3000)
+  nr <- 500L
+  d <- data.frame(x1 = runif(nr), x2 = runif(nr),
+                  g = factor(sample(c("a", "b", "c"), nr, replace = TRUE)))
+  d$y <- sin(2 * pi * d$x1) + 0.3 * (d$g == "b") + rnorm(nr, sd = 0.3)
+  bws <- c(0.08, 0.15, 0.2)
+  fit <- local_poly(y ~ x1 + x2 + g, d, bandwidth = bws, verbose = FALSE)
+  ours <- lapply(1:3, function(r) {
+    cpu_of(function() relevance_test(fit, B = 399, verbose = FALSE))
+  })
+  cat(sprintf("  relevance_test(), 3 predictors: cpu %s s (3 runs)\n",
+              paste(sprintf("%.2f", vapply(ours, `[[`, 0, "cpu")), collapse = ", ")))
+  print(ours[[1]]$value)
+  if (have("np")) {
+    options(np.messages = FALSE)
+    xdat <- d[c("x1", "x2", "g")]
+    bw <- np::npregbw(xdat = xdat, ydat = d$y, bws = bws, bandwidth.compute = FALSE,
+                      regtype = "ll")
+    peer <- cpu_of(function() {
+      np::npsigtest(bw, xdat = xdat, ydat = d$y, B = 399, boot.method = "wild",
+                    pivot = FALSE)
+    })
+    cat(sprintf("  np::npsigtest(pivot = FALSE, wild), 3 predictors: cpu %.1f s (one run)\n",
+                peer$cpu))
+    cat("  np's statistics and p-values:", format(peer$value$In, digits = 4),
+        format(peer$value$P, digits = 3), "\n")
+    cat(sprintf("  ratio (np / median of ours): %.0f\n",
+                peer$cpu / stats::median(vapply(ours, `[[`, 0, "cpu"))))
+    cat("\n(e) relevance tests on mtcars, mpg ~ wt + drat, bandwidths (1, 0.5), B = 399\n")
+    xdat <- mtcars[c("wt", "drat")]
+    bw <- np::npregbw(xdat = xdat, ydat = mtcars$mpg, bws = c(1, 0.5),
+                      bandwidth.compute = FALSE, regtype = "ll")
+    peer <- np::npsigtest(bw, xdat = xdat, ydat = mtcars$mpg, B = 399, boot.method = "wild",
+                          pivot = FALSE)
+    cars_fit <- local_poly(mpg ~ wt + drat, mtcars, bandwidth = c(1, 0.5), verbose = FALSE)
+    ours <- vapply(1:5, function(seed) {
+      set.seed(seed)
+      relevance_test(cars_fit, B = 399, verbose = FALSE)[["Pr(>T)"]]
+    }, numeric(2))
+    cat("  np p-values:", format(peer$P, digits = 3), "\n")
+    cat("  relevance_test() p-values, seeds 1 to 5 (rows wt, drat):\n")
+    print(round(ours, 4))
+  }
+}
+if ("relevance-size" %in% which_tests) {
+  cat(sprintf("\n(f) relevance tests, n = %d, B = %d, fixed bandwidths (0.1, 0.2, 0.3)\n", n, B))
+  for (alternative in if (power) c(FALSE, TRUE) else FALSE) {
+    p_values <- matrix(NA_real_, reps, 3L)
+    cpu <- numeric(reps)
+    for (r in seq_len(reps)) {
+      set.seed(4000 + r)
+      d <- data.frame(x1 = runif(n), x2 = runif(n),
+                      g = factor(sample(c("a", "b", "c"), n, replace = TRUE)))
+      d$y <- sin(2 * pi * d$x1) + rnorm(n, sd = 0.3) +
+        (if (alternative) 0.4 * d$x2 + 0.2 * (d$g == "b") else 0)
+      run <- cpu_of(function() {
+        fit <- local_poly(y ~ x1 + x2 + g, d, bandwidth = c(0.1, 0.2, 0.3), verbose = FALSE)
+        relevance_test(fit, B = B, verbose = FALSE)
+      })
+      p_values[r, ] <- run$value[["Pr(>T)"]]
+      cpu[r] <- run$cpu
+    }
+    cat(if (alternative) " alternative (+ 0.4 x2 + 0.2 (g == 'b')):\n" else " null (x2, g):\n")
+    report("relevance_test(), x1 (relevant)", p_values[, 1], cpu)
+    report("relevance_test(), x2", p_values[, 2], cpu)
+    report("relevance_test(), g", p_values[, 3], cpu)
   }
 }
 cat("\nload average at end:", readLines("/proc/loadavg")[1L], "\n")

@@ -199,6 +199,17 @@ BEGIN_RCPP
     return rcpp_result_gen;
 END_RCPP
 }
+// cpp_engine_set_values
+bool cpp_engine_set_values(SEXP engine, List spec);
+RcppExport SEXP _localmean_cpp_engine_set_values(SEXP engineSEXP, SEXP specSEXP) {
+BEGIN_RCPP
+    Rcpp::RObject rcpp_result_gen;
+    Rcpp::traits::input_parameter< SEXP >::type engine(engineSEXP);
+    Rcpp::traits::input_parameter< List >::type spec(specSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_engine_set_values(engine, spec));
+    return rcpp_result_gen;
+END_RCPP
+}
 // cpp_engine_fit
 List cpp_engine_fit(SEXP engine, List spec, List request);
 RcppExport SEXP _localmean_cpp_engine_fit(SEXP engineSEXP, SEXP specSEXP, SEXP requestSEXP) {
@@ -786,6 +797,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_engine_new", (DL_FUNC) &_localmean_cpp_engine_new, 0},
     {"_localmean_cpp_engine_alive", (DL_FUNC) &_localmean_cpp_engine_alive, 1},
     {"_localmean_cpp_engine_builds", (DL_FUNC) &_localmean_cpp_engine_builds, 0},
+    {"_localmean_cpp_engine_set_values", (DL_FUNC) &_localmean_cpp_engine_set_values, 2},
     {"_localmean_cpp_engine_fit", (DL_FUNC) &_localmean_cpp_engine_fit, 3},
     {"_localmean_cpp_engine_values", (DL_FUNC) &_localmean_cpp_engine_values, 3},
     {"_localmean_cpp_engine_data_fit", (DL_FUNC) &_localmean_cpp_engine_data_fit, 3},

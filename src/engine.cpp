@@ -160,10 +160,8 @@ std::vector<int> int_vector(SEXP x) {
   return std::vector<int>(v.begin(), v.end());
 }
 
-// The data of `spec` (an engine specification of R/engine.R) in `obj`, rebuilt when the data
-// differ from those it holds, rescaled when only the scales do.
-localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& spec,
-                                  const Points& pts, const NumericVector& scale, std::size_t nv) {
+// The R objects and categorical description of the data of `spec`.
+DataKey data_key(const List& spec) {
   DataKey key;
   key.x = spec["x"];
   key.values = or_nil(spec["values"]);
@@ -181,6 +179,23 @@ localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& sp
       for (int& o : key.ordered) o *= 2;  // the ordered kernel is part of the data's key
     key.unit_mass = as<bool>(categorical["unit_mass"]);
   }
+  return key;
+}
+
+// The data's R objects stay alive as long as the engine holds them.
+void protect_data(SEXP engine, const DataKey& key) {
+  if (TYPEOF(engine) == EXTPTRSXP)
+    R_SetExternalPtrProtected(
+        engine, List::create(key.x, key.values, key.prior, key.point_scale, key.codes));
+}
+
+// The data of `spec` (an engine specification of R/engine.R) in `obj`, rebuilt when the data
+// differ from those it holds, rescaled when only the scales do.
+localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& spec,
+                                  const Points& pts, const NumericVector& scale, std::size_t nv) {
+  const DataKey key = data_key(spec);
+  const SEXP cat_spec = spec["categorical"];
+  const List categorical = Rf_isNull(cat_spec) ? List() : List(cat_spec);
   const SEXP values = key.values, prior = key.prior, point_scale = key.point_scale;
   if (!obj.data || !(obj.key == key)) {
     const std::size_t n = pts.n, d = pts.d;
@@ -199,10 +214,7 @@ localmean::LocalData& engine_data(SEXP engine, EngineObject& obj, const List& sp
     obj.key = key;
     obj.scale.clear();
     ++engine_builds;
-    // The data's R objects stay alive as long as the engine holds them.
-    if (TYPEOF(engine) == EXTPTRSXP)
-      R_SetExternalPtrProtected(engine,
-                                List::create(key.x, values, prior, point_scale, key.codes));
+    protect_data(engine, key);
   }
   if (!std::equal(obj.scale.begin(), obj.scale.end(), scale.begin(), scale.end())) {
     obj.data->rescale(pts.data(), scale.begin());
@@ -238,6 +250,27 @@ bool cpp_engine_alive(SEXP engine) {
 // The number of times an engine object built its data since the package was loaded.
 // [[Rcpp::export]]
 int cpp_engine_builds() { return engine_builds; }
+
+// Gives the engine object the values of `spec` (n x nv, or a vector) in place of those it holds,
+// permuted into its tree order, when it holds the same data otherwise (points, prior weights,
+// point scales, categorical codes): bootstrap replicates of a fit swap responses without
+// rebuilding the tree. Returns whether it did (false: no data yet, or other data; the next
+// request builds them).
+// [[Rcpp::export(rng = false)]]
+bool cpp_engine_set_values(SEXP engine, List spec) {
+  if (!cpp_engine_alive(engine)) return false;
+  EngineObject& obj = *XPtr<EngineObject>(engine);
+  DataKey key = data_key(spec);
+  const SEXP values = key.values;
+  key.values = obj.key.values;
+  if (!obj.data || !(obj.key == key) || Rf_isNull(values)) return false;
+  const std::size_t n = obj.data->n();
+  if (Rf_xlength(values) % n != 0) stop("values must have one row per data point");
+  obj.data->set_values(read_only(values), Rf_xlength(values) / n);
+  obj.key.values = values;
+  protect_data(engine, obj.key);
+  return true;
+}
 
 namespace {
 

@@ -695,6 +695,24 @@ int main(int argc, char** argv) {
     expect(worst < 1e-10, "Gaussian scale moments equal direct sums");
   }
 
+  // Values swapped into an object built with others give the fits of one built with them.
+  {
+    std::vector<double> other(2 * n, 1.0), both(2 * n);
+    for (std::size_t i = 0; i < n; ++i) both[i] = both[n + i] = y[i];
+    LocalData swapped(x.data(), n, d, other.data(), 1, nullptr);
+    swapped.set_values(both.data(), 2);
+    EngineSettings set;
+    std::vector<double> built(m), twice(2 * m);
+    EngineOutput out;
+    out.coef = built.data();
+    local_fit(data, q.data(), m, nullptr, nullptr, set, out);
+    out.coef = twice.data();
+    local_fit(swapped, q.data(), m, nullptr, nullptr, set, out);
+    expect(std::equal(built.begin(), built.end(), twice.begin()) &&
+               std::equal(built.begin(), built.end(), twice.begin() + m),
+           "values swapped into an engine object give the fits of a rebuilt one");
+  }
+
   // The k-th neighbour distance against a sort.
   std::vector<double> radius(m);
   knn_radius(x.data(), n, d, q.data(), m, 5, radius.data());

@@ -497,7 +497,8 @@ engine_entry_points <- c(
   "cpp_knn_distinct_radius", "cpp_basis_powers", "cpp_radial_constant", "cpp_binned_data_fit",
   "cpp_interpolate_nodes", "cpp_fit_sums", "cpp_linear_bin", "cpp_hermite_pair_sums",
   "cpp_metric_loss", "cpp_knn_graph", "cpp_engine_candidate_sums", "cpp_engine_windows",
-  "cpp_local_axes", "cpp_engine_cdens_quantiles", "cpp_engine_scale_moments"
+  "cpp_local_axes", "cpp_engine_cdens_quantiles", "cpp_engine_scale_moments",
+  "cpp_engine_set_values"
 )
 not_entry_points <- c("cpp_kernel_table", "cpp_kernel_value", "cpp_kernel_cdf",
                       "cpp_column_ranges", "cpp_all_finite")
@@ -507,7 +508,7 @@ engine_layer <- c(
   "engine_shift", "nn_radius", "nearest_index", "knn_radius", "knn_graph", "radial_constant",
   "linear_bin", "hermite_pair_sums", "metric_loss", "group_within", "basis_powers",
   "engine_candidate_sums", "engine_windows", "local_axes", "engine_cdens_quantiles",
-  "engine_scale_moments"
+  "engine_scale_moments", "engine_set_values"
 )
 # the one-call fits at the data and plain predictions
 engine_entry_points <- c(engine_entry_points, "cpp_engine_data_fit", "cpp_engine_values")

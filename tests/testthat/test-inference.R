@@ -29,9 +29,10 @@ test_that("replicate responses are smoothed by the fit's engine object, as fits 
   set.seed(2)
   Y <- matrix(rnorm(60 * 7), 60, 7)
   before <- localmean:::engine_builds()
-  # blocks of 3 columns: three engine calls, one build of the engine's data for each block
+  # blocks of 3 columns: three engine calls, one build of the engine's data; the next blocks
+  # swap their values in
   F <- localmean:::smooth_replicates(fit$spec, Y, cells = 180)
-  expect_identical(localmean:::engine_builds() - before, 3L)
+  expect_identical(localmean:::engine_builds() - before, 1L)
   # the fit's own engine object is left as it was
   before <- localmean:::engine_builds()
   predict(fit, data.frame(x = 0.5))
@@ -40,6 +41,38 @@ test_that("replicate responses are smoothed by the fit's engine object, as fits 
   expect_equal(F, L %*% Y, tolerance = 1e-10)
   expect_identical(localmean:::smooth_replicates(fit$spec, Y), F)
   expect_identical(localmean:::smooth_replicates(fit$spec, Y, n_threads = 2L), F)
+})
+
+test_that("swapping the values of an engine object gives the fits of a rebuilt one", {
+  set.seed(3)
+  n <- 70
+  d <- data.frame(x1 = runif(n), x2 = runif(n), g = factor(sample(c("a", "b", "c"), n, TRUE)),
+                  w = runif(n, 0.5, 2))
+  d$y <- d$x1 + as.integer(d$g) / 3 + rnorm(n, sd = 0.2)
+  fit <- local_poly(y ~ x1 + x2 + g, d, bandwidth = c(0.3, 0.4, 0.3), weights = w,
+                    verbose = FALSE)
+  Y <- matrix(rnorm(n * 5), n, 5)
+  # blocks of 2 columns (the last of 1), each with an engine object built for it
+  rebuilt <- do.call(cbind, lapply(list(1:2, 3:4, 5), function(cols) {
+    spec <- fit$spec
+    spec$engine <- localmean:::engine_handle()
+    spec$values <- Y[, cols, drop = FALSE]
+    localmean:::fit_at_data(spec)$fitted
+  }))
+  before <- localmean:::engine_builds()
+  swapped <- localmean:::smooth_replicates(fit$spec, Y, cells = 2 * n)
+  expect_identical(localmean:::engine_builds() - before, 1L)
+  expect_identical(swapped, rebuilt)
+  # an object without data, or with other data, is not swapped into
+  spec <- fit$spec
+  spec$engine <- localmean:::engine_handle()
+  spec$values <- Y[, 1:2]
+  expect_false(localmean:::engine_set_values(spec))
+  localmean:::fit_at_data(spec)
+  spec$values <- Y[, 3:5]
+  expect_true(localmean:::engine_set_values(spec))
+  spec$prior <- rep(1, n)
+  expect_false(localmean:::engine_set_values(spec))
 })
 
 test_that("the bootstrap p-value counts the replicates at least as large", {
@@ -129,6 +162,32 @@ test_that("the specification test accepts a true model and rejects a wrong one",
   expect_equal(res$p.value, 0.01)
 })
 
+test_that("the specification test reselects a selected bandwidth in every replicate", {
+  d <- spec_data(60, seed = 2)
+  fit <- local_poly(y ~ x, d, bandwidth = "cv", verbose = FALSE)
+  lin <- lm(y ~ x, d)
+  set.seed(1)
+  res <- spec_test(fit, lin, B = 19, verbose = FALSE)
+  expect_match(res$method, "reselected")
+  set.seed(1)
+  v <- localmean:::wild_multipliers(60, 19)
+  Y <- fitted(lin) + residuals(lin) * v
+  for (b in c(1, 7)) {
+    refit <- local_poly(Y[, b] ~ d$x, bandwidth = "cv", verbose = FALSE)
+    r0 <- sum((Y[, b] - qr.fitted(lin$qr, Y[, b]))^2)
+    r1 <- sum((Y[, b] - fitted(refit))^2)
+    expect_equal(res$replicates[b], (r0 - r1) / r1, tolerance = 1e-8)
+  }
+  set.seed(1)
+  kept <- spec_test(fit, lin, B = 19, reselect = FALSE, verbose = FALSE)
+  expect_identical(kept$statistic, res$statistic)
+  expect_false(grepl("reselected", kept$method))
+  fixed <- local_poly(y ~ x, d, bandwidth = 0.2, verbose = FALSE)
+  expect_error(spec_test(fixed, lin, B = 19, reselect = TRUE), "selector",
+               class = "localmean_error")
+  expect_error(spec_test(fit, lin, B = 19, reselect = NA), "reselect", class = "localmean_error")
+})
+
 test_that("the specification test prints as a test and tidies to one row", {
   fit <- local_poly(dist ~ speed, cars, bandwidth = 5)
   set.seed(1)
@@ -159,7 +218,6 @@ test_that("the specification test refuses bad input with classed errors", {
                class = "localmean_error")
   expect_error(spec_test(fit, fit, B = 19), "parametric", class = "localmean_error")
   expect_error(spec_test(lin, lin, B = 19), "local", class = "localmean_error")
-  expect_error(anova(fit), "one parametric model", class = "localmean_error")
   expect_error(anova(fit, lin, lin), "one parametric model", class = "localmean_error")
   expect_error(spec_test(fit, lin, B = 19, multipliers = "normal"), "multipliers",
                class = "localmean_error")
@@ -180,6 +238,153 @@ test_that("the bootstrap gives the same p-value under a future plan", {
   old <- future::plan(future::multisession, workers = 2)
   on.exit(future::plan(old), add = TRUE)
   expect_identical(localmean:::smooth_replicates(fit$spec, Y, cells = 120), serial)
+})
+
+# ---- The relevance tests ---------------------------------------------------------------------
+
+relevance_data <- function(n = 40, seed = 7) {
+  set.seed(seed)
+  d <- data.frame(x = runif(n), g = factor(sample(c("a", "b", "c"), n, TRUE)))
+  d$y <- sin(2 * pi * d$x) + 0.5 * (d$g == "b") + rnorm(n, sd = 0.3)
+  d
+}
+
+# Local linear fits in x at the data points with the Aitchison-Aitken weights of g (lambda) at
+# level `level` of every query (NULL: each point's own level): the fit operators (n x n) of the
+# intercept and the slope.
+mixed_operators_ref <- function(d, h, lambda, level = NULL) {
+  c <- nlevels(d$g)
+  rows <- lapply(seq_len(nrow(d)), function(i) {
+    at <- if (is.null(level)) d$g[i] else level
+    prior <- ifelse(d$g == at, 1 - lambda, lambda / (c - 1))
+    local_poly_ref(d$x, d$y, d$x[i], h, "gaussian", 1, prior = prior)$ops[[1]]
+  })
+  list(fit = t(sapply(rows, function(A) A[1, ])), slope = t(sapply(rows, function(A) A[2, ])))
+}
+
+test_that("the relevance statistics and replicates are those of plain-R fits", {
+  d <- relevance_data()
+  fit <- local_poly(y ~ x + g, d, bandwidth = c(0.15, 0.3), verbose = FALSE)
+  set.seed(4)
+  res <- relevance_test(fit, B = 19, verbose = FALSE)
+  own <- mixed_operators_ref(d, 0.15, 0.3)
+  at <- lapply(levels(d$g), function(l) mixed_operators_ref(d, 0.15, 0.3, l)$fit)
+  slope_effect <- function(Y) colMeans((own$slope %*% Y)^2)
+  level_effect <- function(Y) colMeans((at[[2]] %*% Y - at[[1]] %*% Y)^2 +
+                                         (at[[3]] %*% Y - at[[1]] %*% Y)^2)
+  expect_equal(res$Effect, c(slope_effect(d$y), level_effect(d$y)), tolerance = 1e-10)
+  # T: the effect over the residual variance RSS / (n - tr L), for every response
+  variance <- function(Y) colSums((Y - own$fit %*% Y)^2) / (40 - sum(diag(own$fit)))
+  slope_stat <- function(Y) slope_effect(Y) / variance(Y)
+  level_stat <- function(Y) level_effect(Y) / variance(Y)
+  expect_equal(res$T, c(slope_stat(d$y), level_stat(d$y)), tolerance = 1e-10)
+  # the null models: x held at its median, g at its most frequent level; residuals rescaled
+  set.seed(4)
+  v <- list(localmean:::wild_multipliers(40, 19, "rademacher"),
+            localmean:::wild_multipliers(40, 19, "rademacher"))
+  held_x <- sapply(seq_len(40), function(i) {
+    prior <- ifelse(d$g == d$g[i], 0.7, 0.15)
+    local_poly_ref(d$x, d$y, median(d$x), 0.15, "gaussian", 1, prior = prior)$coef[1, 1]
+  })
+  mode <- names(which.max(table(d$g)))
+  held_g <- drop(mixed_operators_ref(d, 0.15, 0.3, mode)$fit %*% d$y)
+  star <- function(held, v) {
+    e <- d$y - held
+    sigma <- sqrt(sum((d$y - fitted(fit))^2) / (40 - sum(diag(own$fit))))
+    held + (e - mean(e)) / sd(e) * sigma * v
+  }
+  tests <- attr(res, "tests")
+  expect_equal(tests$x$replicates, slope_stat(star(held_x, v[[1]])), tolerance = 1e-8)
+  expect_equal(tests$g$replicates, level_stat(star(held_g, v[[2]])), tolerance = 1e-8)
+  expect_equal(res[["Pr(>T)"]][1], (1 + sum(tests$x$replicates >= res$T[1])) / 20)
+})
+
+test_that("the relevance test agrees with np::npsigtest on mtcars", {
+  skip_on_cran()  # np's test takes seconds
+  skip_if_not_installed("np")
+  options(np.messages = FALSE)
+  xdat <- mtcars[c("wt", "drat")]
+  bw <- np_fun("npregbw")(xdat = xdat, ydat = mtcars$mpg, bws = c(1, 0.5),
+                          bandwidth.compute = FALSE, regtype = "ll")
+  peer <- np_fun("npsigtest")(bw, xdat = xdat, ydat = mtcars$mpg, B = 399,
+                              boot.method = "wild", pivot = FALSE, random.seed = 1)
+  fit <- local_poly(mpg ~ wt + drat, mtcars, bandwidth = c(1, 0.5), verbose = FALSE)
+  set.seed(1)
+  res <- relevance_test(fit, B = 399, verbose = FALSE)
+  # the same effects (np's local linear gradients are the local slopes); wt relevant, drat
+  # not (np: p = 0 and 0.57)
+  expect_equal(res$Effect, peer$In, tolerance = 1e-8)
+  # T divides the effect by the residual variance (np's unstudentised statistic is liberal),
+  # so the p-values differ by more than Monte Carlo error (drat: about 0.7 against np's 0.6,
+  # bench/README.md); the conclusions agree
+  expect_true(res[["Pr(>T)"]][1] < 0.01 && peer$P[1] < 0.01)
+  expect_true(res[["Pr(>T)"]][2] > 0.3 && peer$P[2] > 0.3)
+})
+
+test_that("the relevance test finds the relevant predictor, for any threads and via anova()", {
+  set.seed(2)
+  n <- 80
+  d <- data.frame(x1 = runif(n), x2 = runif(n))
+  d$y <- 2 * d$x1 + rnorm(n, sd = 0.3)
+  fit <- local_poly(y ~ x1 + x2, d, bandwidth = c(0.3, 0.3), verbose = FALSE)
+  set.seed(1)
+  one <- relevance_test(fit, B = 49, n_threads = 1, verbose = FALSE)
+  expect_equal(one[["Pr(>T)"]][1], 0.02)
+  expect_gt(one[["Pr(>T)"]][2], 0.05)
+  set.seed(1)
+  two <- relevance_test(fit, B = 49, n_threads = 2, verbose = FALSE)
+  expect_identical(two, one)
+  set.seed(1)
+  via_anova <- anova(fit, B = 49, verbose = FALSE)
+  expect_identical(unclass(via_anova), unclass(one))
+  set.seed(1)
+  second <- relevance_test(fit, which = 2, B = 49, verbose = FALSE)
+  expect_identical(rownames(second), "x2")
+  out <- capture.output(print(one))
+  expect_true(any(grepl("Relevance tests", out)))
+  expect_true(any(grepl("B = 49", out)))
+  row <- tidy(one)
+  expect_identical(row$term, c("x1", "x2"))
+  expect_equal(row$p.value, one[["Pr(>T)"]])
+  expect_s3_class(attr(one, "tests")$x1, "htest")
+})
+
+test_that("the relevance test gives the same p-values under a future plan", {
+  skip_on_cran()
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  d <- relevance_data(50)
+  fit <- local_poly(y ~ x + g, d, bandwidth = c(0.15, 0.3), verbose = FALSE)
+  set.seed(1)
+  Y <- matrix(rnorm(50 * 4), 50, 4)
+  contrast <- localmean:::predictor_contrast(fit, "g")
+  serial <- localmean:::replicate_blocks(fit$spec, Y, contrast$statistic, cells = 100)
+  old <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(old), add = TRUE)
+  expect_identical(localmean:::replicate_blocks(fit$spec, Y, contrast$statistic, cells = 100),
+                   serial)
+})
+
+test_that("the relevance test refuses bad input with classed errors", {
+  d <- relevance_data()
+  fit <- local_poly(y ~ x + g, d, bandwidth = c(0.15, 0.3), verbose = FALSE)
+  for (B in list(18, 99.5, NA, "99")) {
+    expect_error(relevance_test(fit, B = B), "B", class = "localmean_error")
+  }
+  expect_error(relevance_test(fit, which = "z"), "which", class = "localmean_error")
+  expect_error(relevance_test(fit, which = 3), "which", class = "localmean_error")
+  expect_error(relevance_test(fit, which = c("x", "x")), "which", class = "localmean_error")
+  expect_error(relevance_test(lm(y ~ x, d)), "fit", class = "localmean_error")
+  flat <- local_mean(y ~ x + g, d, bandwidth = c(0.15, 0.3), verbose = FALSE)
+  expect_error(relevance_test(flat, B = 19), "degree 1", class = "localmean_error")
+  set.seed(1)
+  expect_identical(rownames(relevance_test(flat, which = "g", B = 19, verbose = FALSE)), "g")
+  d$k <- rbinom(40, 1, 0.5)
+  logit <- local_poly(k ~ x, d, bandwidth = 0.3, family = "binomial", verbose = FALSE)
+  expect_error(relevance_test(logit, B = 19), "least-squares", class = "localmean_error")
+  knn <- local_poly(y ~ x, d, bandwidth = nn(15), verbose = FALSE)
+  expect_error(relevance_test(knn, B = 19), "nn", class = "localmean_error")
+  expect_error(relevance_test(fit, B = 19, reps = 3), class = "localmean_error")
 })
 
 # ---- The two-sample density test -------------------------------------------------------------

@@ -251,7 +251,9 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     localized = localized <- localize(lm(dist ~ speed, data = cars), over = ~speed,
                                       bandwidth = 5, at = c(10, 20), verbose = FALSE),
     summary.local_refits = summary(localized),
-    local_test = kde_test(as.double(1:20), as.double(2:21), verbose = FALSE)
+    local_test = kde_test(as.double(1:20), as.double(2:21), verbose = FALSE),
+    local_relevance = relevance_test(local_poly(dist ~ speed, cars, bandwidth = 5,
+                                                verbose = FALSE), B = 19, verbose = FALSE)
   ))
   methods <- getNamespaceInfo("localmean", "S3methods")
   # autoplot() is tested with the tidiers; formula and default methods are the fitting

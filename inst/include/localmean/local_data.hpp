@@ -103,6 +103,16 @@ public:
   // The points x (the constructor's, caller's order) divided by per-variable scales.
   void rescale(const double* x, const double* scale) { tree_.rescale(x, scale); }
   void set_lambda(const std::vector<double>& lambda) { cat_.lambda = lambda; }
+  // Other values (n x nv, the constructor's order) for the same points: permuted into tree
+  // order, the tree, weights and levels kept (bootstrap replicates of one fit).
+  void set_values(const double* values, std::size_t nv) {
+    const std::size_t n = this->n();
+    const std::vector<std::size_t>& ord = tree_.order();
+    nv_ = nv;
+    values_.assign(n * nv, 0.0);
+    for (std::size_t j = 0; j < nv; ++j)
+      for (std::size_t i = 0; i < n; ++i) values_[j * n + i] = values[j * n + ord[i]];
+  }
   std::size_t n() const { return tree_.size(); }
   std::size_t d() const { return tree_.dim(); }
   std::size_t nv() const { return nv_; }
