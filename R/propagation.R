@@ -4,9 +4,8 @@
 #' rest. Every point carries a distribution over the classes; the labelled
 #' points keep theirs (their class, with probability one) and every unlabelled
 #' point is moved, again and again, to the local mean of the distributions
-#' of the other points around it,
-#' `p(x_i) <- sum_{j != i} K(x_i, x_j) p(x_j) / sum_{j != i} K(x_i, x_j)`,
-#' until they stop changing. This is relaxation labeling, and label propagation on
+#' of the other points around it (the sums of `K(x_i, x_j) p(x_j)` and of
+#' `K(x_i, x_j)` over `j` other than `i`, divided), until they stop changing. This is relaxation labeling, and label propagation on
 #' the kernel graph (Zhu and Ghahramani, 2002): the limit is the harmonic
 #' function of the graph with the labelled points fixed, so that a class
 #' reaches an unlabelled point along chains of near neighbours, through

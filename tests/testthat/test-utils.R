@@ -237,6 +237,8 @@ test_that("every S3 method rejects a misspelt argument in its dots", {
     summary.local_modes = summary(fits$mean_shift),
     summary.local_qkv = summary(fits$local_qkv),
     summary.local_ridges = summary(fits$local_ridges),
+    summary.local_pca = summary(fits$local_pca),
+    summary.local_propagation = summary(fits$local_propagation),
     summary.local_embedding = summary(fits$lle),
     summary.local_imputation = summary(fits$local_imputation),
     summary.local_fuzzy = summary(fits$local_fuzzy),
