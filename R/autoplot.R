@@ -357,7 +357,13 @@ autoplot.local_classify <- function(object, which = c("fit", "conditional"), n_g
 autoplot.local_pca <- function(object, ...) {
   check_dots(...)
   check_ggplot2()
-  if (ncol(object$x) != 2L) abort("{.fn autoplot} draws the local axes of two variables.")
+  if (ncol(object$x) != 2L) {
+    counts <- as.data.frame(table(dimension = factor(object$dimension,
+                                                      levels = seq_len(ncol(object$x)))))
+    return(ggplot2::ggplot(counts, ggplot2::aes(x = .data$dimension, y = .data$Freq)) +
+             ggplot2::geom_col(fill = "grey60") +
+             ggplot2::labs(x = "local intrinsic dimension", y = "points", title = "Local PCA"))
+  }
   vars <- colnames(object$x)
   shown <- sample_rows(nrow(object$at), 30L)
   shown <- shown[!is.na(object$dimension[shown])]
@@ -368,14 +374,16 @@ autoplot.local_pca <- function(object, ...) {
                yend = object$at[shown, 2L] + half[, 2L], axis = factor(k, 1:2))
   }))
   data <- stats::setNames(as.data.frame(object$x), c("x", "y"))
-  ggplot2::ggplot(data, ggplot2::aes(x = .data$x, y = .data$y)) +
+  p <- ggplot2::ggplot(data, ggplot2::aes(x = .data$x, y = .data$y)) +
     ggplot2::geom_point(colour = "grey75", size = 0.8) +
     ggplot2::geom_segment(ggplot2::aes(xend = .data$xend, yend = .data$yend,
                                        colour = .data$axis), data = axes, linewidth = 0.8) +
-    ggplot2::scale_colour_manual(values = c("grey10", "steelblue")) +
-    ggplot2::coord_equal() +
-    ggplot2::labs(x = vars[1L], y = vars[2L], colour = "axis", title = "Local principal axes",
-                  subtitle = "one local standard deviation along each axis")
+    ggplot2::scale_colour_manual(values = c("grey10", "steelblue"))
+  # equal scales where the variables' spreads are alike (as plot() draws them)
+  spread <- apply(object$x, 2L, stats::sd)
+  if (max(spread) <= 5 * min(spread)) p <- p + ggplot2::coord_equal()
+  p + ggplot2::labs(x = vars[1L], y = vars[2L], colour = "axis", title = "Local principal axes",
+                    subtitle = "one local standard deviation along each axis")
 }
 
 #' @rdname localmean-autoplot

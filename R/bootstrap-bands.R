@@ -33,8 +33,9 @@ check_bootstrap_fit <- function(object, call = rlang::caller_env()) {
 }
 
 # The data of the replicates (n x B), drawn in the calling session:
-# - least squares: the noise of the wild bootstrap, s_i V_ib, with V Mammen's multipliers and
-#   s_i^2 = pilot_variance() / p_i, the variance of y_i; the replicate fits are then
+# - least squares: the noise of the wild bootstrap, s_i V_ib, with V Rademacher signs and
+#   s_i^2 = pilot_variance() / p_i, the variance of y_i (s_i >= 0 carries no sign, so skewed
+#   multipliers such as Mammen's would skew every band the same way); the replicate fits are then
 #   l(x)'(s V_b), the deviations of the smoother from its mean;
 # - binomial and Poisson: responses drawn from the fitted means (the model-based bootstrap),
 #   binomial with the prior weights as the numbers of trials.
@@ -44,7 +45,7 @@ bootstrap_draws <- function(object, B, family, call = rlang::caller_env()) {
   if (family == "gaussian") {
     s <- sqrt(pilot_variance(object) / p)
     s[!is.finite(s)] <- 0
-    return(s * wild_multipliers(n, B))
+    return(s * wild_multipliers(n, B, "rademacher"))
   }
   mu <- object$fitted
   mu[!is.finite(mu)] <- 0
@@ -139,9 +140,11 @@ order_quantile <- function(v, prob) {
 
 # The band about `fit` (a vector at the m queries) from the deviations D (m x B).
 # Pointwise: the basic bootstrap interval [fit - q_hi(x), fit - q_lo(x)], q the (1 +- level) / 2
-# quantiles of D(x). Simultaneous: fit +- c s(x), s(x) the root mean square of D(x) and c the
+# quantiles of D(x), or with `percentile` the percentile interval [fit + q_lo(x), fit + q_hi(x)]
+# (model-based replicates of local likelihood: a replicate that separates a window has a huge
+# link value, which the basic interval would throw into the other tail). Simultaneous: fit +- c s(x), s(x) the root mean square of D(x) and c the
 # level quantile of max_x |D_b(x)| / s(x) over the evaluation points (the max-t statistic).
-bootstrap_band <- function(fit, D, level, simultaneous) {
+bootstrap_band <- function(fit, D, level, simultaneous, percentile = FALSE) {
   failed <- sum(colSums(!is.finite(D[is.finite(fit), , drop = FALSE])) > 0)
   if (failed) {
     warn(c("{failed} of the {ncol(D)} bootstrap replicate{?s} had no fit at some point and
@@ -154,7 +157,11 @@ bootstrap_band <- function(fit, D, level, simultaneous) {
     alpha <- 1 - level
     lo <- apply(D, 1L, order_quantile, prob = alpha / 2)
     hi <- apply(D, 1L, order_quantile, prob = 1 - alpha / 2)
-    band <- cbind(fit = fit, lwr = fit - hi, upr = fit - lo)
+    band <- if (percentile) {
+      cbind(fit = fit, lwr = fit + lo, upr = fit + hi)
+    } else {
+      cbind(fit = fit, lwr = fit - hi, upr = fit - lo)
+    }
     return(list(band = band, critical = NA_real_, sd = s))
   }
   usable <- is.finite(s) & s > 0 & is.finite(fit)
@@ -173,7 +180,7 @@ bootstrap_predict_band <- function(object, queries, fit, col, mult, level, simul
   family <- check_bootstrap_fit(object, call)
   draws <- bootstrap_draws(object, B, family, call)
   D <- mult * replicate_deviations(object, queries, draws, col, family, n_threads, verbose)
-  bootstrap_band(fit, D, level, simultaneous)
+  bootstrap_band(fit, D, level, simultaneous, percentile = family != "gaussian")
 }
 
 # ---- Density bands ------------------------------------------------------------------------

@@ -9,7 +9,10 @@
 #' least `variance_share` of the local variance (the local PCA estimate of
 #' Fukunaga and Olsen, 1971).
 #'
-#' The covariance is in the data's units. Like every local estimate it mixes
+#' The covariance is in the data's units, so that, as in PCA without
+#' scaling, the axes and the dimension depend on the variables' scales (a
+#' variable in larger units dominates): standardise variables measured in
+#' different units first, e.g. with [scale()]. Like every local estimate it mixes
 #' the data's shape with the kernel's window: along a curve or surface, the
 #' variance along it grows with the bandwidth, the variance across it is the
 #' noise; the dimension is read reliably when the bandwidth is well above the
@@ -172,8 +175,11 @@ plot.local_pca <- function(x, ...) {
                       main = "Local PCA", col = "grey70", border = NA, ...)
     return(invisible(x))
   }
-  # equal axis scales, so that the axes drawn look as orthogonal as they are
-  plot_with_defaults(x$x, NULL, col = "grey75", pch = 20, asp = 1,
+  # equal axis scales where the variables' spreads are alike, so that the axes drawn look as
+  # orthogonal as they are (other units would squash the data into a sliver)
+  spread <- apply(x$x, 2L, stats::sd)
+  alike <- max(spread) <= 5 * min(spread)
+  plot_with_defaults(x$x, NULL, col = "grey75", pch = 20, asp = if (alike) 1 else NA,
                      main = "Local principal axes", ...)
   bandwidth_note(sprintf("bandwidth %s (%s), %s kernel",
                          named_values(x$bandwidth, colnames(x$x)), x$bandwidth_method, x$kernel))

@@ -12,15 +12,18 @@
 #' dense regions, where a supervised classifier of the labelled points alone
 #' draws its boundary between them.
 #'
-#' The kernel graph is found once by the engine (the windows of the kernel at
-#' the data points, each point's edge to itself left out, which leaves the
-#' limit unchanged and speeds the sweeps up); the iterations are sparse
-#' products over it, in C++. With the default
+#' The kernel graph is found once by the engine: the windows of the kernel at
+#' the data points, each point's edge to itself left out (which leaves the
+#' limit unchanged and speeds the sweeps up), made symmetric (points `i` and
+#' `j` linked with weight `K_i(x_j) + K_j(x_i)`, so that with `nn()` windows,
+#' whose radii differ, a point reaches every point whose window holds it).
+#' The iterations are sparse products over it, in C++. With the default
 #' `nn(10)` bandwidth every point's window reaches its 10 nearest neighbours
 #' (variables standardised). Points that no chain connects to a labelled point
-#' get `NA` probabilities, with a warning. With many tied rows (rounded data),
-#' the `nn(k)` window of a compact kernel can hold the copies of a point and
-#' nothing else, cutting them off: use a larger `k` or a fixed bandwidth.
+#' get `NA` probabilities, with a warning. The iterations stop when no
+#' probability moved by more than `tol` in the last sweep; where the graph
+#' mixes slowly (few labels, weak links), the probabilities can still be
+#' farther than that from their limit: a smaller `tol` gets closer.
 #'
 #' @param x Numeric predictors: a vector, matrix or data frame.
 #' @param y The classes of the labelled points and `NA` for the others:
@@ -66,7 +69,7 @@ label_propagation <- function(x, y, kernel = "tricube", bandwidth = nn(10),
   verbose <- check_flag(verbose)
   spec <- propagation_spec(x, kernel, bandwidth, method, check_control(control), n_threads,
                            verbose)
-  graph <- kernel_graph(spec, x, self = FALSE)
+  graph <- symmetric_graph(kernel_graph(spec, x, self = FALSE), nrow(x))
   res <- propagate(graph, labels, max_iter, tol)
   unreached <- is.na(res$prob[, 1L])
   if (any(unreached)) {
@@ -120,8 +123,11 @@ propagation_spec <- function(x, kernel, bandwidth, method, control, n_threads, v
     abort("{.arg bandwidth} must be a positive number, one per variable ({d}), or {.fn nn}.",
           call = call)
   }
-  engine_spec(x, kernel, h, nn = nn, method = method, control = control, binnable = FALSE,
-              n_threads = n_threads, verbose = verbose, call = call)
+  # (degree 1: nn() radii then reach beyond the nearest distinct distance, so that a compact
+  # kernel, which vanishes at the radius, gives some other point positive weight even when the
+  # k nearest are copies of the point; see nn_radius())
+  engine_spec(x, kernel, h, nn = nn, degree = 1L, method = method, control = control,
+              binnable = FALSE, n_threads = n_threads, verbose = verbose, call = call)
 }
 
 # The kernel graph at the queries: for every query i the rows j of its window and K(x_i, x_j),
@@ -135,6 +141,21 @@ kernel_graph <- function(spec, queries, self = TRUE) {
   graph$wsum <- numeric(nrow(queries))
   graph$wsum[as.integer(rownames(sums))] <- sums
   graph
+}
+
+# The graph with every edge also in the other direction: i and j linked with weight
+# K_i(x_j) + K_j(x_i). With nn() windows (whose radii differ between points) a point whose window
+# holds only its own copies (tied data) is still reached from the windows that hold it. A
+# symmetric kernel (a fixed bandwidth) only doubles every weight, which leaves local means alone.
+symmetric_graph <- function(graph, n) {
+  from <- c(graph$from, graph$to)
+  order <- order(from)
+  both <- list(from = from[order], to = c(graph$to, graph$from)[order],
+               weight = rep(graph$weight, 2L)[order])
+  sums <- rowsum(both$weight, both$from)
+  both$wsum <- numeric(n)
+  both$wsum[as.integer(rownames(sums))] <- sums
+  both
 }
 
 # Iterated local means of the class distributions over the graph, the labelled rows fixed. The
@@ -163,7 +184,8 @@ propagate <- function(graph, labels, max_iter, tol) {
 #' `predict()` classifies new points by one local mean of the propagated
 #' distributions: `p(x*) = sum_j K(x*, x_j) p(x_j) / sum_j K(x*, x_j)`,
 #' with the kernel and bandwidth of the fit (`NA` where the window holds no
-#' point). `plot()` draws two-dimensional data (or the first two variables)
+#' point, and for rows of `newdata` with a missing value). `plot()` draws
+#' two-dimensional data (or the first two variables)
 #' coloured by the propagated class, the labelled points as large circles.
 #'
 #' @param object,x A `local_propagation` object.
@@ -183,20 +205,32 @@ NULL
 #' @rdname local_propagation
 #' @export
 predict.local_propagation <- function(object, newdata = NULL, type = c("class", "prob"),
-                                      n_threads = NULL, verbose = FALSE, ...) {
+                                      n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   type <- match.arg(type)
   if (is.null(newdata)) return(if (type == "class") object$fitted else object$prob)
-  points <- kde_points(list(x = object$x), newdata)
-  spec <- object$spec
-  spec$n_threads <- n_threads(n_threads)
-  spec$verbose <- check_flag(verbose)
-  graph <- kernel_graph(spec, points)
-  known <- !is.na(object$prob[graph$to, 1L])
-  sums <- rowsum(graph$weight[known] * object$prob[graph$to[known], , drop = FALSE],
-                 factor(graph$from[known], levels = seq_len(nrow(points))), reorder = TRUE)
-  total <- rowSums(sums)
-  prob <- sums / ifelse(total > 0, total, NA_real_)
+  rows <- if (is.null(dim(newdata))) {
+    if (ncol(object$x) > 1L) !anyNA(newdata) else !is.na(newdata)
+  } else {
+    stats::complete.cases(newdata)
+  }
+  prob <- matrix(NA_real_, length(rows), ncol(object$prob),
+                 dimnames = list(NULL, colnames(object$prob)))
+  if (any(rows)) {
+    kept <- if (is.null(dim(newdata))) newdata[!is.na(newdata)] else newdata[rows, , drop = FALSE]
+    points <- kde_points(list(x = object$x), kept)
+    spec <- object$spec
+    spec$n_threads <- n_threads(n_threads)
+    spec$verbose <- check_flag(verbose)
+    graph <- kernel_graph(spec, points)
+    known <- !is.na(object$prob[graph$to, 1L])
+    sums <- rowsum(graph$weight[known] * object$prob[graph$to[known], , drop = FALSE],
+                   graph$from[known])
+    local <- matrix(NA_real_, nrow(points), ncol(prob))
+    total <- rowSums(sums)
+    local[as.integer(rownames(sums)), ] <- sums / ifelse(total > 0, total, NA_real_)
+    prob[rows, ] <- local
+  }
   if (type == "prob") return(prob)
   labels <- levels(object$labels)
   factor(labels[max.col(prob, ties.method = "first")], levels = labels)

@@ -724,20 +724,23 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' @section Bootstrap bands:
 #' `interval = "bootstrap"` draws `B` replicates of the fit at the evaluation points. Least
 #' squares (Gaussian family): the wild bootstrap (Hardle and Marron 1991), responses
-#' \eqn{y^*_i = y_i + s_i V_i}{y*_i = y_i + s_i V_i} with Mammen's multipliers \eqn{V_i}{V_i}
-#' (mean 0, variance 1) and \eqn{s_i^2 = \tilde\sigma^2(x_i) / p_i}{s_i^2 = sigmatilde^2(x_i) / p_i},
+#' \eqn{y^*_i = y_i + s_i V_i}{y*_i = y_i + s_i V_i} with Rademacher signs \eqn{V_i}{V_i}
+#' (symmetric: the scale \eqn{s_i}{s_i} carries no sign) and \eqn{s_i^2 = \tilde\sigma^2(x_i) / p_i}{s_i^2 = sigmatilde^2(x_i) / p_i},
 #' so that the band holds under heteroscedastic errors. \eqn{\tilde\sigma^2}{sigmatilde^2} is
 #' the estimate of `variance = "local"` at three times the bandwidth: the squared residuals
 #' themselves (the classical wild bootstrap) make the band's width as noisy as a variance
-#' estimated from one window, and simultaneous bands then cover too little (measured in the
-#' package's `bench/README.md`). The fit being linear, a replicate's deviation is
+#' estimated from one window, and simultaneous bands then cover too little (82% for a nominal
+#' 95% in the package's simulations). The fit being linear, a replicate's deviation is
 #' \eqn{l(x)'(s V)}{l(x)'(s V)}, and the engine smooths many replicates in one pass. Binomial and Poisson families: responses drawn from the fitted means, each refitted at
 #' the fit's bandwidth (on the link scale, then mapped to the response's); a replicate without a
 #' fit at some point (a window its draws separate) is left out there, with a warning. Pointwise,
 #' the band is
 #' the basic bootstrap interval \eqn{[\hat m(x) - q_{1-\alpha/2}(x), \hat m(x) -
 #' q_{\alpha/2}(x)]}{[mhat(x) - q_(1-alpha/2)(x), mhat(x) - q_(alpha/2)(x)]}, \eqn{q}{q} the quantiles of
-#' the replicates' deviations from their mean; simultaneous (`simultaneous = TRUE`), \eqn{\hat
+#' the replicates' deviations from their mean (least squares), or the percentile interval
+#' \eqn{[\hat m(x) + q_{\alpha/2}(x), \hat m(x) + q_{1-\alpha/2}(x)]}{[mhat(x) + q_(alpha/2)(x),
+#' mhat(x) + q_(1-alpha/2)(x)]} (local likelihood, where a replicate that separates a window
+#' would throw a huge link value into the other tail); simultaneous (`simultaneous = TRUE`), \eqn{\hat
 #' m(x) \pm c\, s(x)}{mhat(x) +/- c s(x)} with \eqn{s(x)}{s(x)} the replicates' standard deviation
 #' and \eqn{c}{c} the `level` quantile of their maximum of \eqn{|deviation| / s(x)}{|deviation| / s(x)}
 #' over the evaluation points (the max-t band; it covers those points, not the range between
@@ -764,7 +767,7 @@ predict_engine <- function(object, queries, want_var, n_threads, verbose, method
 #' @export
 predict.local_poly <- function(object, newdata = NULL, se.fit = FALSE, deriv = 0,
                                type = c("response", "link"),
-                               interval = c("none", "confidence", "prediction"),
+                               interval = c("none", "confidence", "prediction", "bootstrap"),
                                level = 0.95, simultaneous = FALSE,
                                variance = c("constant", "local"), B = 999, method = NULL,
                                n_threads = NULL, verbose = interactive(), ...) {

@@ -47,6 +47,7 @@
 #'   response's bandwidth.
 #' @param weights Optional non-negative prior weights, evaluated in `data`.
 #' @param subset,na.action As in [stats::lm()].
+#' @param method Strategy of the engine: `"auto"`, `"exact"` or `"tree"`.
 #' @inheritParams local_poly
 #' @param ... Must be empty.
 #' @return An object of class `local_self` (also a `local_model`): `fitted`,
@@ -273,7 +274,8 @@ NULL
 
 #' @rdname self-local-methods
 #' @export
-predict.local_self <- function(object, newdata = NULL, n_threads = NULL, verbose = FALSE, ...) {
+predict.local_self <- function(object, newdata = NULL, n_threads = NULL, verbose = interactive(),
+                               ...) {
   check_dots(...)
   threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)

@@ -5,10 +5,11 @@
 # The k-th smallest of v, k = ceiling(prob (B + 1)) within 1..B.
 order_stat_ref <- function(v, prob) sort(v)[min(length(v), max(1, ceiling(prob * (length(v) + 1))))]
 
-band_ref <- function(fit, D, level, simultaneous) {
+band_ref <- function(fit, D, level, simultaneous, percentile = FALSE) {
   if (!simultaneous) {
     lo <- apply(D, 1, order_stat_ref, prob = (1 - level) / 2)
     hi <- apply(D, 1, order_stat_ref, prob = (1 + level) / 2)
+    if (percentile) return(cbind(fit = fit, lwr = fit + lo, upr = fit + hi))
     return(cbind(fit = fit, lwr = fit - hi, upr = fit - lo))
   }
   s <- sqrt(rowMeans(D^2))
@@ -16,11 +17,8 @@ band_ref <- function(fit, D, level, simultaneous) {
   cbind(fit = fit, lwr = fit - crit * s, upr = fit + crit * s)
 }
 
-# Mammen's two-point multipliers, drawn as the package draws them.
-mammen_ref <- function(n, B) {
-  r5 <- sqrt(5)
-  matrix(ifelse(runif(n * B) < (r5 + 1) / (2 * r5), (1 - r5) / 2, (1 + r5) / 2), n, B)
-}
+# Rademacher signs, drawn as the package draws them.
+rademacher_ref <- function(n, B) matrix(2 * rbinom(n * B, 1, 0.5) - 1, n, B)
 
 # Local linear equivalent kernels (rows) at points q, Gaussian kernel of bandwidth h.
 local_linear_ref <- function(x, q, h) {
@@ -49,7 +47,7 @@ test_that("the wild-bootstrap band of a local linear fit matches a plain-R refer
     band <- predict(fit, data.frame(speed = q), interval = "bootstrap", B = B, level = 0.8,
                     simultaneous = simultaneous, verbose = FALSE)
     set.seed(3)
-    D <- Lq %*% (e * mammen_ref(length(y), B))
+    D <- Lq %*% (e * rademacher_ref(length(y), B))
     expect_equal(band, band_ref(drop(Lq %*% y), D, 0.8, simultaneous), tolerance = 1e-8)
   }
 })
@@ -73,6 +71,11 @@ test_that("the model-based bootstrap band of a local logistic fit matches weight
   D <- E - rowMeans(E)
   fit_q <- vapply(q, eta, 1, yb = mtcars$am)
   expect_equal(band, band_ref(fit_q, D, 0.8, TRUE), tolerance = 1e-5)
+  # pointwise: the percentile interval (a separating replicate stays in its own tail)
+  set.seed(2)
+  pointwise <- predict(fit, data.frame(wt = q), interval = "bootstrap", B = B, level = 0.8,
+                       type = "link", verbose = FALSE)
+  expect_equal(pointwise, band_ref(fit_q, D, 0.8, FALSE, percentile = TRUE), tolerance = 1e-5)
   # on the response scale, the same band through the inverse link
   set.seed(2)
   response <- predict(fit, data.frame(wt = q), interval = "bootstrap", B = B, level = 0.8,

@@ -43,6 +43,12 @@ test_that("label_propagation() iterates plain-R local means and reaches the harm
   w <- pmax(1 - colSums((t(x) - p)^2) / 1.5^2, 0)
   expect_equal(as.vector(predict(limit, p, type = "prob")),
                as.vector(colSums(w * limit$prob) / sum(w)), tolerance = 1e-12)
+  # rows with a missing value predict NA
+  new <- rbind(p, c(NA, 0), p)
+  probs <- predict(limit, new, type = "prob")
+  expect_true(all(is.na(probs[2, ])))
+  expect_equal(probs[c(1, 3), ], rbind(probs[1, ], probs[1, ]), ignore_attr = TRUE)
+  expect_identical(as.integer(is.na(predict(limit, new))), c(0L, 1L, 0L))
 })
 
 test_that("label_propagation() follows the data's shape, with any thread count", {
@@ -57,6 +63,14 @@ test_that("label_propagation() follows the data's shape, with any thread count",
   fit <- label_propagation(x, labels, n_threads = 1, verbose = FALSE)
   expect_gt(mean(fit$fitted == truth), 0.95)
   expect_identical(label_propagation(x, labels, n_threads = 2, verbose = FALSE)$prob, fit$prob)
+})
+
+test_that("label_propagation() reaches tied rows with its default nn() windows", {
+  y <- rep(NA, 150)
+  y[c(1, 51, 101)] <- as.character(iris$Species[c(1, 51, 101)])
+  fit <- label_propagation(iris$Petal.Length, y, verbose = FALSE)
+  expect_false(anyNA(fit$prob))
+  expect_gt(mean(fit$fitted == iris$Species), 0.8)
 })
 
 test_that("label_propagation() marks unreached points and refuses bad input", {
