@@ -531,8 +531,8 @@ model_fields <- function(x, digits) {
   num <- function(v) show_num(v, digits)
   list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x, digits), x$bandwidth_method),
        Family = if (likelihood) sprintf("%s (%s link)", x$family$family, x$family$link),
-       Loss = if (!is.null(x$loss)) sprintf("%s, %s", loss_label(x$family), num(x$loss)),
-       `Effective df` = num(x$df),
+       Loss = if (!is.null(x$loss)) sprintf("%s, total %s", loss_label(x$family), num(x$loss)),
+       `Effective df` = if (length(x$df) && !is.na(x$df)) num(x$df),
        Deviance = if (likelihood) sprintf("%s (null %s)", num(x$deviance), num(x$null.deviance)),
        `Residual se` = if (!likelihood && !is.null(x$sigma)) num(x$sigma),
        `R-squared` = if (!likelihood && !is.null(x$r.squared)) num(x$r.squared),
