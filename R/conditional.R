@@ -637,13 +637,15 @@ cdens_values <- function(fit, at, type, hy = fit$bandwidth$y) {
 # Local means of the columns of `values` under the x-weights at the rows of `points` (numeric
 # predictors) with level codes `codes`: list(mean = m x ncol(values), NA where no data weigh;
 # wsum = the weight sums).
-cdens_local_means <- function(fit, values, points, codes, bw = fit$bandwidth, n_threads = 1L) {
+cdens_local_means <- function(fit, values, points, codes, bw = fit$bandwidth, n_threads = 1L,
+                              want_var = FALSE) {
   spec <- engine_spec(fit$x, fit$kernel, bw$h, values = values, prior = fit$weights,
                       degree = cdens_degree(fit), method = fit$method, control = fit$control,
                       m = nrow(points), categorical = fit$categorical, lambda = bw$lambda,
                       n_threads = n_threads)
-  res <- engine_run(spec, points, query_codes = codes)
-  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum, s00 = res$s00)
+  res <- engine_run(spec, points, want_var = want_var, query_codes = codes)
+  list(mean = matrix(res$coef[, 1L, ], nrow(points)), wsum = res$wsum, s00 = res$s00,
+       var = res$var)
 }
 
 # Leave-one-out estimates at the data from the local fits `res` (cdens_local_means()) at the
@@ -777,23 +779,12 @@ cdens_quantile_spec <- function(fit, m, n_threads) {
   if (spec$method == "binned") NULL else spec
 }
 
-# Pointwise standard errors of conditional quantiles q (m x length(tau)), np's (npqreg's)
-# asymptotic formula: the standard error of Fhat(q | x), sqrt(tau (1 - tau) R(K) / (n h f(x))),
-# over fhat(q | x) (the delta method). n h f(x) = c sum_i w_i K_x(x, x_i) (times the effective
-# number of observations 1 / sum w_i^2 with prior weights w summing to one; c is the kernel's
-# normalising constant) and R(K) = int K^2, both to the power of the number of numeric
-# predictors (a product kernel: the Gaussian, or one numeric predictor). NA where fhat <= 0.
+# Pointwise standard errors of conditional quantiles q (m x length(tau)) by the delta method:
+# the standard error of Fhat(q | x), sqrt(tau (1 - tau) v(x)), over fhat(q | x), with v(x) the
+# variance factor of cdens_variance_factor(). NA where fhat <= 0.
 cdens_quantile_se <- function(fit, points, codes, q, tau, n_threads = 1L,
                               call = rlang::caller_env()) {
-  d <- fit$d
-  if (d > 1L && fit$kernel != "gaussian") {
-    abort("{.arg se.fit} with {d} numeric predictors needs {.code kernel = \"gaussian\"}.",
-          call = call)
-  }
-  row <- kernel_row(fit$kernel)
-  wsum <- cdens_local_means(fit, matrix(1, fit$n, 1L), points, codes, n_threads = n_threads)$wsum
-  local_n <- row$constant^d * wsum *
-    if (is.null(fit$weights)) 1 else weight_summary(fit$weights, fit$n)$n
+  v <- cdens_variance_factor(fit, points, codes, n_threads, call)
   se <- q
   for (t in seq_along(tau)) {
     has <- !is.na(q[, t])
@@ -802,10 +793,38 @@ cdens_quantile_se <- function(fit, points, codes, q, tau, n_threads = 1L,
       dens[has] <- cdens_pairs(fit, points[has, , drop = FALSE], codes[has, , drop = FALSE],
                                q[has, t], "density", n_threads = n_threads)[, 1L]
     }
-    se[, t] <- sqrt(tau[t] * (1 - tau[t]) * row$roughness^d / local_n) / dens
+    se[, t] <- sqrt(tau[t] * (1 - tau[t]) * v) / dens
   }
   se[!is.finite(se) | se <= 0] <- NA_real_
   se
+}
+
+# The variance factor v(x) of Fhat(y | x) = sum_i l_i(x) G((y - y_i) / h_y): Var Fhat = F (1 - F)
+# v(x) to first order, v = sum_i l_i(x)^2 for the estimate's weights l_i (summing to one).
+# Local constant: np's (npqreg's) asymptotic form R(K) / (n h f(x)), n h f(x) = c sum_i w_i
+# K_x(x, x_i) (times the effective number of observations 1 / sum w_i^2 with prior weights w
+# summing to one; c is the kernel's normalising constant) and R(K) = int K^2, both to the power
+# of the number of numeric predictors (a product kernel: the Gaussian, or one numeric
+# predictor). Local linear: the sum itself, over the local linear weights l_i = w_i K_i
+# e_1' S^-1 (1, x_i - x) (S = sum_i w_i K_i (1, x_i - x) (1, x_i - x)'), as the engine's
+# variance of the intercept gives it, sum_i w_i K_i^2 (e_1' S^-1 (1, x_i - x))^2, times
+# sum_i w_i^2 with prior weights (as the local constant form: exact with equal weights), so that
+# the design's larger variance near the ends of the data shows.
+cdens_variance_factor <- function(fit, points, codes, n_threads, call) {
+  kish <- if (is.null(fit$weights)) 1 else sum(fit$weights^2)
+  if (cdens_degree(fit) == 1L) {
+    res <- cdens_local_means(fit, matrix(1, fit$n, 1L), points, codes, n_threads = n_threads,
+                             want_var = TRUE)
+    return(res$var[, 1L] * kish)
+  }
+  d <- fit$d
+  if (d > 1L && fit$kernel != "gaussian") {
+    abort("{.arg se.fit} with {d} numeric predictors needs {.code kernel = \"gaussian\"}.",
+          call = call)
+  }
+  row <- kernel_row(fit$kernel)
+  wsum <- cdens_local_means(fit, matrix(1, fit$n, 1L), points, codes, n_threads = n_threads)$wsum
+  row$roughness^d / (row$constant^d * wsum / kish)
 }
 
 # The root of F(y | x_j) = tau within (lo_j, hi_j] (an infinite end is widened first).
@@ -878,14 +897,19 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #'   default) takes each row's own response from `newdata` (a vector).
 #' @param type "density", "distribution" or "quantile".
 #' @param tau Probabilities of the quantiles, strictly between 0 and 1.
-#' @param se.fit For quantiles: also their pointwise standard errors, np's
-#'   asymptotic formula (as `np::npqreg()`): the standard error of
-#'   \eqn{\hat F(\hat q \mid x)}{Fhat(qhat | x)}, \eqn{\sqrt{\tau (1 - \tau) R(K)^d / (n h_1 \cdots h_d
-#'   \hat f(x))}}{sqrt(tau (1 - tau) R(K)^d / (n h_1 ... h_d fhat(x)))}, divided by
-#'   \eqn{\hat f(\hat q \mid x)}{fhat(qhat | x)} (\eqn{R(K) = \int K^2}{R(K) = int K^2}, \eqn{\hat f(x)}{fhat(x)} the kernel
+#' @param se.fit For quantiles: also their pointwise standard errors by the
+#'   delta method, the standard error of \eqn{\hat F(\hat q \mid x)}{Fhat(qhat | x)}
+#'   divided by \eqn{\hat f(\hat q \mid x)}{fhat(qhat | x)}. Local constant: np's
+#'   asymptotic formula (as `np::npqreg()`), \eqn{\sqrt{\tau (1 - \tau) R(K)^d / (n h_1 \cdots h_d
+#'   \hat f(x))}}{sqrt(tau (1 - tau) R(K)^d / (n h_1 ... h_d fhat(x)))} for the standard error of
+#'   \eqn{\hat F}{Fhat} (\eqn{R(K) = \int K^2}{R(K) = int K^2}, \eqn{\hat f(x)}{fhat(x)} the kernel
 #'   density of the predictors, \eqn{n}{n} the effective number of observations with prior
-#'   weights). First-order and local constant in form; more than one numeric predictor
-#'   needs the Gaussian kernel. `NA` where the density estimate is not positive.
+#'   weights); more than one numeric predictor needs the Gaussian kernel. Local linear
+#'   (`degree = 1`): \eqn{\sqrt{\tau (1 - \tau) \sum_i l_i(x)^2}}{sqrt(tau (1 - tau) sum_i l_i(x)^2)}
+#'   with the local linear weights \eqn{l_i(x)}{l_i(x)} of the estimate (summing to one; with prior
+#'   weights, their sum of squares is taken as with equal weights and multiplied by the sum of the
+#'   squared normalised prior weights), which grows near the ends of the data as the design
+#'   does. Both are first-order. `NA` where the density estimate is not positive.
 #' @param n_grid For `plot()`: grid points per axis of the image.
 #' @param points For `plot()`: draw the data.
 #' @inheritParams kde

@@ -533,6 +533,68 @@ test_that("quantile standard errors follow the asymptotic formula", {
   expect_error(predict(fit, nd, y = 60, se.fit = TRUE), "se.fit", class = "localmean_error")
 })
 
+# The local linear weights l_i(x0) = w_i K_i e_1' S^-1 (1, x_i - x0) of one numeric predictor
+# (Gaussian kernel), by weighted least squares in plain R.
+linear_weights_ref <- function(x, x0, h, w) {
+  z <- cbind(1, x - x0)
+  k <- dnorm((x - x0) / h) * w
+  drop(k * (z %*% solve(crossprod(z, k * z))[, 1L]))
+}
+
+test_that("local linear quantile standard errors use the local linear weights", {
+  dat <- faithful_small
+  w <- rep(c(1, 2), length.out = nrow(dat))
+  nd <- data.frame(eruptions = c(1.7, 3.1, 5))
+  tau <- c(0.25, 0.5)
+  for (weights in list(NULL, w)) {
+    fit <- kde(waiting ~ eruptions, data = dat, bandwidth = c(0.5, 6), degree = 1,
+               weights = weights)
+    p <- predict(fit, nd, type = "quantile", tau = tau, se.fit = TRUE)
+    expect_equal(p$fit, predict(fit, nd, type = "quantile", tau = tau))
+    p_w <- if (is.null(weights)) rep(1, nrow(dat)) else weights / sum(weights)
+    for (i in 1:3) {
+      l <- linear_weights_ref(dat$eruptions, nd$eruptions[i], 0.5, p_w)
+      # with prior weights: sum w K^2 a^2 (a = l / (w K)) times sum w^2
+      k <- dnorm((dat$eruptions - nd$eruptions[i]) / 0.5)
+      v <- if (is.null(weights)) sum(l^2) else sum(p_w * k^2 * (l / (p_w * k))^2) * sum(p_w^2)
+      for (t in 1:2) {
+        dens <- sum(l * dnorm((p$fit[i, t] - dat$waiting) / 6) / 6)
+        expect_equal(unname(p$se.fit[i, t]), sqrt(tau[t] * (1 - tau[t]) * v) / dens,
+                     tolerance = 1e-10)
+      }
+    }
+  }
+  # no restriction to the Gaussian kernel with two numeric predictors; larger at the ends
+  dat2 <- data.frame(x = runif(80), z = runif(80))
+  dat2$y <- dat2$x + rnorm(80)
+  fit2 <- kde(y ~ x + z, data = dat2, bandwidth = c(0.3, 0.3, 0.5), kernel = "epanechnikov",
+              degree = 1)
+  se2 <- predict(fit2, data.frame(x = c(0.5, 0.01), z = 0.5), type = "quantile",
+                 se.fit = TRUE)$se.fit
+  expect_true(all(is.finite(se2)))
+  fit0 <- kde(waiting ~ eruptions, data = dat, bandwidth = c(0.5, 6))
+  fit1 <- kde(waiting ~ eruptions, data = dat, bandwidth = c(0.5, 6), degree = 1)
+  edge <- data.frame(eruptions = min(dat$eruptions))
+  ratio <- predict(fit1, edge, type = "quantile", se.fit = TRUE)$se.fit /
+    predict(fit0, edge, type = "quantile", se.fit = TRUE)$se.fit
+  expect_gt(drop(ratio), 1.2)
+})
+
+test_that("local linear quantile standard errors match the spread of simulated quantiles", {
+  skip_on_cran()
+  set.seed(31)
+  at <- data.frame(x = c(0.02, 0.5))
+  sims <- replicate(200, {
+    x <- runif(300)
+    dat <- data.frame(x = x, y = x + rnorm(300, sd = 0.5))
+    fit <- kde(y ~ x, data = dat, bandwidth = c(0.1, 0.1), degree = 1)
+    p <- predict(fit, at, type = "quantile", tau = 0.5, se.fit = TRUE)
+    c(p$fit[, 1], p$se.fit[, 1])
+  })
+  ratio <- apply(sims[1:2, ], 1L, sd) / rowMeans(sims[3:4, ])
+  expect_true(all(ratio > 0.8 & ratio < 1.25), label = paste(signif(ratio, 3), collapse = ", "))
+})
+
 # ---- np at the same bandwidths (np's raw bandwidths: the response's first) -----------------------
 
 test_that("f, F, quantiles and their standard errors equal np's", {
