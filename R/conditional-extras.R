@@ -2,7 +2,8 @@
 #
 # f(y | x) is a mixture: the kernel in y centred on each response y_i, with weights proportional
 # to w_i K_x(x, x_i) (the engine's windows at x). So an exact draw picks a data row with those
-# weights and adds a draw of the y-kernel scaled by h_y.
+# weights and adds a draw of the y-kernel scaled by h_y. At degree 1 the weights are the local
+# linear fit's, of either sign: draws of the estimate's positive part by rejection.
 
 #' Simulate, augment and plot conditional densities
 #'
@@ -12,7 +13,11 @@
 #' kernel in \eqn{y}{y} centred on the responses, weighted by the predictors'
 #' kernel weights, so each draw picks a data row with probability
 #' \eqn{w_i K_x(x, x_i) / \sum_j w_j K_x(x, x_j)}{w_i K_x(x, x_i) / sum_j w_j K_x(x, x_j)} and adds a draw of the kernel scaled
-#' by \eqn{h_y}{h_y}. These are exact draws. With `seed`, the draws use
+#' by \eqn{h_y}{h_y}. These are exact draws. A local linear fit (`degree = 1`) has
+#' weights of either sign, and its estimate may be negative in the tails: the
+#' draws are then exact draws of its positive part, normalised (by rejection from
+#' the mixture of the positive weights; for a categorical response, from its
+#' probabilities with those below zero set to zero). With `seed`, the draws use
 #' `set.seed(seed)` and the caller's random number stream is restored
 #' afterwards, as [stats::simulate()] methods do.
 #'
@@ -61,27 +66,34 @@ simulate.local_cdens <- function(object, nsim = 1, seed = NULL, newdata = NULL,
   check_dots(...)
   nsim <- check_count(nsim)
   n_threads <- n_threads(n_threads)
-  check_local_constant(object, "simulate")
   points <- cdens_new_points(object, newdata, need_response = FALSE)
   m <- nrow(points$x)
   check_size(as.double(m) * nsim, size_limits$simulated_values, "draws", "nsim")
-  # the windows first: they use no random numbers, and the draws then depend on the seed alone
-  windows <- if (m) cdens_windows(object, points, n_threads)
+  # the weights first: they use no random numbers, and the draws then depend on the seed alone
+  windows <- if (m) cdens_point_weights(object, points, n_threads)
   seed_state <- use_seed(seed)
   on.exit(seed_state$restore(), add = TRUE)
-  prior <- object$weights %||% rep(1, object$n)
+  linear <- cdens_degree(object) == 1L
   draws <- matrix(NA_real_, m, nsim)
   for (j in seq_len(m)) {
     rows <- windows$rows[[j]]
-    w <- windows$weights[[j]] * prior[rows]
+    w <- windows$weights[[j]]
     if (!any(w > 0)) next
-    picked <- rows[sample.int(length(rows), nsim, replace = TRUE, prob = w)]
-    draws[j, ] <- object$y[picked]
+    draws[j, ] <- if (linear) {
+      draw_signed_mixture(object, object$y[rows], w, nsim)
+    } else {
+      object$y[rows[sample.int(length(rows), nsim, replace = TRUE, prob = w)]]
+    }
   }
   out <- if (cdens_discrete(object)) {
-    lapply(seq_len(nsim), function(k) draw_levels(object, expand_rows(draws[, k], points$ok)))
+    lapply(seq_len(nsim), function(k) {
+      codes <- expand_rows(draws[, k], points$ok)
+      if (linear) level_factor(object, codes) else draw_levels(object, codes)
+    })
   } else {
-    draws <- draws + object$bandwidth$y * matrix(kernel_draws(m * nsim, object$kernel, 1L), m)
+    if (!linear) {
+      draws <- draws + object$bandwidth$y * matrix(kernel_draws(m * nsim, object$kernel, 1L), m)
+    }
     as.data.frame(expand_rows(draws, points$ok))
   }
   out <- stats::setNames(as.data.frame(out), paste0("sim_", seq_len(nsim)))
@@ -97,18 +109,72 @@ draw_levels <- function(object, codes) {
     at <- which(codes == l)
     drawn[at] <- sample.int(nrow(table), length(at), replace = TRUE, prob = table[, l])
   }
-  factor(object$y_levels[drawn], levels = object$y_levels, ordered = object$y_kind == "ordered")
+  level_factor(object, drawn)
 }
 
-# The predictors' kernel windows at the query points (engine_windows()): rows and kernel
-# weights (prior weights not included).
-cdens_windows <- function(object, points, n_threads) {
+# Level codes of a categorical response as a factor of its levels.
+level_factor <- function(object, codes) {
+  factor(object$y_levels[codes], levels = object$y_levels, ordered = object$y_kind == "ordered")
+}
+
+# nsim draws from the positive part, normalised, of a local linear estimate at one point:
+# f(y) = sum_b l_b k_hy(y - y_b) with weights l of either sign summing to one (a categorical
+# response: the level probabilities sum_b l_b L(z, y_b), those below zero set to zero). The
+# mixture of the positive weights alone, g(y) = sum_(l_b > 0) l_b k_hy(y - y_b), bounds f from
+# above, so a draw of g (a response picked with probability l_b, plus a kernel draw) is kept with
+# probability max(f(y), 0) / g(y): exact draws of max(f, 0) / int max(f, 0), by rejection.
+draw_signed_mixture <- function(object, y, l, nsim, max_rounds = 1000L) {
+  if (cdens_discrete(object)) {
+    prob <- pmax(drop(cdens_y_table(object, object$bandwidth$y)[, y, drop = FALSE] %*% l), 0)
+    return(sample.int(length(prob), nsim, replace = TRUE, prob = prob))
+  }
+  hy <- object$bandwidth$y
+  positive <- which(l > 0)
+  out <- numeric(0)
+  for (round in seq_len(max_rounds)) {
+    need <- nsim - length(out)
+    if (need == 0L) break
+    picked <- positive[sample.int(length(positive), need, replace = TRUE, prob = l[positive])]
+    draw <- y[picked] + hy * as.vector(kernel_draws(need, object$kernel, 1L))
+    k <- matrix(kernel_value(outer(draw, y, "-") / hy, object$kernel), need)
+    f <- drop(k %*% l)
+    g <- drop(k[, positive, drop = FALSE] %*% l[positive])
+    out <- c(out, draw[stats::runif(need) * g < f])
+  }
+  c(out, rep(NA_real_, nsim - length(out)))
+}
+
+# The weights of the estimate at the query points: per query the data rows of its window
+# (`rows`) and their weights l_i (`weights`), the estimate being sum_i l_i k_hy(y - y_i) /
+# sum_i l_i. Local constant: the predictors' kernel weights (the engine's windows) times the
+# prior weights. Local linear: l_i = w_i K_i e_1' S^-1 (1, (x_i - x) / h), the weights of the
+# intercept of the local linear fit (summing to one, some possibly negative), from the windows
+# and the engine's S^-1 of the same windows. No rows where no estimate exists.
+cdens_point_weights <- function(object, points, n_threads) {
   bw <- object$bandwidth
-  spec <- engine_spec(object$x, object$kernel, bw$h, prior = object$weights,
+  spec <- engine_spec(object$x, object$kernel, bw$h, values = matrix(1, object$n, 1L),
+                      prior = object$weights, degree = cdens_degree(object),
                       method = object$method, control = object$control,
                       categorical = object$categorical, lambda = bw$lambda,
                       n_threads = n_threads)
-  engine_windows(spec, points$x, points$codes)
+  windows <- engine_windows(spec, points$x, points$codes)
+  prior <- object$weights %||% rep(1, object$n)
+  weights <- Map(function(rows, k) k * prior[rows], windows$rows, windows$weights)
+  if (cdens_degree(object) == 1L) {
+    # (the windows' sweep: the binned strategy has none, its tree's are given)
+    res <- engine_run(spec, points$x, method = if (spec$method == "exact") "exact" else "tree",
+                      query_codes = points$codes, want_inverse = TRUE)
+    for (j in seq_along(weights)) {
+      a <- res$inverse[j, 1L, ]  # S^-1's first row: the constant, then each predictor
+      u <- sweep(object$x[windows$rows[[j]], , drop = FALSE], 2L, points$x[j, ]) /
+        rep(bw$h, each = length(windows$rows[[j]]))
+      weights[[j]] <- weights[[j]] * drop(a[1L] + u %*% a[-1L])
+    }
+  }
+  empty <- !vapply(weights, function(w) length(w) > 0L && all(is.finite(w)) && sum(w) > 0, TRUE)
+  windows$rows[empty] <- list(integer(0))
+  weights[empty] <- list(numeric(0))
+  list(rows = windows$rows, weights = weights)
 }
 
 #' @rdname cdens-simulate

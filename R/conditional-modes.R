@@ -7,7 +7,9 @@
 # the y-kernel: the Gaussian for the Gaussian, the uniform for the Epanechnikov, ...). One step
 # on a fine grid of y brackets every mode and antimode by the sign of the step; a climb from
 # each bracket gives the mode, bisection on the sign the antimodes, and every mode is reported
-# with f(mode | x*) and the probability F gives its basin.
+# with f(mode | x*) and the probability F gives its basin. At degree 1 the weights are the local
+# linear fit's, of either sign: the slope's sign comes from the engine's local means of the
+# positive and the negative weights apart, and bisection finds modes too (signed_crossings()).
 
 #' Conditional modes of a conditional density
 #'
@@ -29,14 +31,19 @@
 #' ripple narrower than \eqn{h_y / 32}{h_y / 32}) are missed.
 #'
 #' The kernel must have a shadow: "gaussian", "epanechnikov", "biweight" or
-#' "triweight". The modes are those of the local constant estimate.
+#' "triweight". With a local linear fit (`degree = 1`) the weights of the
+#' estimate may be negative and mean shift would not climb it: each change of
+#' sign of the slope of \eqn{\hat f(y \mid x)}{fhat(y | x)} on the same grid is located by
+#' bisection to `tol` bandwidths instead, and local maxima where the estimate is not
+#' positive (in a negative tail) are not reported.
 #'
 #' @param object A `local_cdens` object made by `kde(y ~ x)`.
 #' @param newdata A data frame with the predictors; by default the data of the
 #'   fit. A row with a missing predictor gets one row of `NA`.
 #' @param max_iter Most mean-shift steps per climb.
 #' @param tol A climb stops when its step is shorter than `tol` times the
-#'   bandwidth of the response.
+#'   bandwidth of the response (at `degree = 1`: bisection stops within `tol`
+#'   bandwidths).
 #' @param merge_tol Modes closer than this (in bandwidths of the response)
 #'   are one.
 #' @inheritParams kde
@@ -74,7 +81,6 @@ conditional_modes <- function(object, newdata = NULL, max_iter = 500, tol = 1e-1
   merge_tol <- check_positive(merge_tol)
   n_threads <- n_threads(n_threads)
   verbose <- check_flag(verbose)
-  check_local_constant(object, "conditional_modes")
   shadow <- kernel_row(object$kernel)$shadow
   if (is.na(shadow)) {
     abort(c("{.arg object} has the {.val {object$kernel}} kernel, which has no shadow kernel:
@@ -105,35 +111,45 @@ conditional_modes <- function(object, newdata = NULL, max_iter = 500, tol = 1e-1
 }
 
 # The modes of the weighted density of `y` that `spec` (the shadow kernel, bandwidth hy) climbs,
-# and the antimodes between them: one mean-shift step on a grid 1/32 of a bandwidth apart
-# spanning the responses (with compact kernels also on either side of every kink of the
-# density), then a full climb from each grid point whose step is upwards while the next one's
-# is not (a mode lies between them). Every mode whose rising and falling sides each hold a grid
-# point is found, and each only once; climbs are few. Where a step downwards is followed by one
-# that is not, an antimode (or a gap without data) lies between; bisection on the step's sign
-# locates it to about 1e-10 bandwidths. list(modes, antimodes), both ascending.
+# and the antimodes between them: one mean-shift step on the grid of crossing_grid(), then a
+# full climb from each grid point whose step is upwards while the next one's is not (a mode
+# lies between them). Every mode whose rising and falling sides each hold a grid point is found,
+# and each only once; climbs are few. Where a step downwards is followed by one that is not, an
+# antimode (or a gap without data) lies between; bisection on the step's sign locates it to
+# about 1e-10 bandwidths. list(modes, antimodes), both ascending.
 climb_from_crossings <- function(spec, y, hy, max_iter, tol) {
-  grid <- seq(min(y) - hy / 32, max(y) + hy / 32, by = hy / 32)
-  if (kernel_row(spec$kernel)$compact) {
-    # the slope of the density jumps where a response enters or leaves the window, at
-    # y_i -+ h_y: a mode just beside such a kink is bracketed by points on either side of it
-    kinks <- unique(y) + rep(c(-1, 1), each = length(unique(y))) * hy
-    grid <- sort(c(grid, kinks - 1e-7 * hy, kinks + 1e-7 * hy))
-  }
-  rising <- step_sign(spec, grid)
+  grid <- crossing_grid(y, hy, kernel_row(spec$kernel)$compact)
+  sign_at <- function(at) step_sign(spec, at)
+  rising <- sign_at(grid)
   up <- which(rising[-length(grid)] > 0 & rising[-1L] <= 0)
   if (!length(up)) return(list(modes = numeric(0), antimodes = numeric(0)))
   res <- engine_shift(spec, matrix(grid[up]), max_iter, tol, verbose = FALSE)
   down <- which(rising[-length(grid)] < 0 & rising[-1L] >= 0)
-  lo <- grid[down]
-  hi <- grid[down + 1L]
-  for (iter in seq_len(if (length(down)) 30L else 0L)) {
+  list(modes = sort(res$points[res$wsum > 0, 1L]),
+       antimodes = bisect_sign(sign_at, grid[down], grid[down + 1L], -1, 30L))
+}
+
+# A grid of y 1/32 of a bandwidth apart spanning the responses; with compact kernels also on
+# either side of every kink of the density: its slope jumps where a response enters or leaves
+# the window, at y_i -+ h_y, and a mode just beside such a kink is bracketed by points on either
+# side of it.
+crossing_grid <- function(y, hy, compact) {
+  grid <- seq(min(y) - hy / 32, max(y) + hy / 32, by = hy / 32)
+  if (!compact) return(grid)
+  kinks <- unique(y) + rep(c(-1, 1), each = length(unique(y))) * hy
+  sort(c(grid, kinks - 1e-7 * hy, kinks + 1e-7 * hy))
+}
+
+# The points where sign_at() changes within the brackets (lo, hi], sign_at(lo) == `side`, by
+# `iterations` bisections.
+bisect_sign <- function(sign_at, lo, hi, side, iterations) {
+  for (iter in seq_len(if (length(lo)) iterations else 0L)) {
     mid <- (lo + hi) / 2
-    falling <- step_sign(spec, mid) < 0
-    lo[falling] <- mid[falling]
-    hi[!falling] <- mid[!falling]
+    same <- sign_at(mid) == side
+    lo[same] <- mid[same]
+    hi[!same] <- mid[!same]
   }
-  list(modes = sort(res$points[res$wsum > 0, 1L]), antimodes = (lo + hi) / 2)
+  (lo + hi) / 2
 }
 
 # The sign of the mean-shift step at `at` (0 where no data weigh).
@@ -142,41 +158,80 @@ step_sign <- function(spec, at) {
   ifelse(step$wsum > 0, sign(step$points[, 1L] - at), 0)
 }
 
-# Modes and draws use the local constant estimate's x-weights: a fit local linear in x (when
-# kde(y ~ x) offers one) is refused rather than silently treated as local constant.
-check_local_constant <- function(object, fn, call = rlang::caller_env()) {
-  degree <- object$degree %||% 0L
-  if (degree > 0L) {
-    abort("{.fn {fn}} needs the local constant estimate (degree 0); {.arg object} has degree
-           {degree}.", call = call)
+# The modes and antimodes of a local linear estimate f(y) = sum_b l_b k_hy(y - y_b), whose
+# weights l may be negative, so that mean shift does not climb it. The slope of f has the sign
+# of sum_b l_b g((y - y_b) / h_y) (y_b - y), g the shadow of k: the engine's local means of y
+# under the shadow kernel (weight sums D and means N / D), for the positive and the negative
+# weights apart (the engine's weights are nonnegative), give it as N+ - y D+ - (N- - y D-). Each
+# change of sign on the grid of crossing_grid() is bisected to `tol` bandwidths: from rising to
+# falling a mode, the other way an antimode. Local maxima where f is not positive (in a negative
+# tail of the estimate) are not modes of a density and are dropped. list(modes, antimodes).
+signed_crossings <- function(object, y, l, shadow, tol) {
+  hy <- object$bandwidth$y
+  parts <- lapply(c(1, -1), function(side) {
+    keep <- side * l > 0
+    if (any(keep)) {
+      engine_spec(matrix(y[keep], dimnames = list(NULL, object$response)), shadow, hy,
+                  values = matrix(y[keep]), prior = side * l[keep], method = "exact",
+                  control = object$control, binnable = FALSE)
+    }
+  })
+  sign_at <- function(at) {
+    slope <- 0
+    for (k in 1:2) {
+      if (is.null(parts[[k]])) next
+      res <- engine_run(parts[[k]], matrix(at), n_threads = 1L, verbose = FALSE)
+      term <- res$wsum * (res$coef[, 1L, 1L] - at)
+      slope <- slope + c(1, -1)[k] * ifelse(res$wsum > 0, term, 0)
+    }
+    sign(slope)
   }
+  grid <- crossing_grid(y, hy, kernel_row(object$kernel)$compact)
+  rising <- sign_at(grid)
+  last <- length(grid)
+  up <- which(rising[-last] > 0 & rising[-1L] <= 0)
+  down <- which(rising[-last] < 0 & rising[-1L] >= 0)
+  iterations <- max(1L, ceiling(log2(1 / (32 * tol))))
+  modes <- bisect_sign(sign_at, grid[up], grid[up + 1L], 1, iterations)
+  density <- drop(matrix(kernel_value(outer(modes, y, "-") / hy, object$kernel),
+                         length(modes)) %*% l)
+  list(modes = modes[density > 0],
+       antimodes = bisect_sign(sign_at, grid[down], grid[down + 1L], -1, iterations))
 }
 
-# Mean shift in y at every query: list(query = the query of each mode, mode, bound = the upper
-# end of each mode's basin, the antimode before the next mode, Inf for the last).
+# Mean shift in y at every query (at degree 1, signed_crossings()): list(query = the query of
+# each mode, mode, bound = the upper end of each mode's basin, the antimode before the next mode
+# (the lowest of several), Inf for the last).
 cdens_climb <- function(object, points, shadow, max_iter, tol, merge_tol, n_threads, verbose) {
-  windows <- cdens_windows(object, points, n_threads)
+  windows <- cdens_point_weights(object, points, n_threads)
   if (verbose) bar <- cli::cli_progress_bar("conditional modes", total = nrow(points$x))
-  prior <- object$weights %||% rep(1, object$n)
   hy <- object$bandwidth$y
   out <- lapply(seq_len(nrow(points$x)), function(j) {
     if (verbose) cli::cli_progress_update(id = bar)
-    rows <- windows$rows[[j]]
-    w <- windows$weights[[j]] * prior[rows]
-    keep <- w > 0
-    if (!any(keep)) return(NULL)
-    y <- object$y[rows[keep]]
+    w <- windows$weights[[j]]
+    keep <- w != 0
+    if (!any(w > 0)) return(NULL)
+    y <- object$y[windows$rows[[j]][keep]]
     w <- w[keep]
-    climb_spec <- engine_spec(matrix(y, dimnames = list(NULL, object$response)), shadow, hy,
-                              prior = w / sum(w), method = "exact", control = object$control,
-                              binnable = FALSE, n_threads = n_threads)
-    found <- climb_from_crossings(climb_spec, y, hy, max_iter, tol)
+    found <- if (cdens_degree(object) == 1L) {
+      signed_crossings(object, y, w, shadow, tol)
+    } else {
+      climb_spec <- engine_spec(matrix(y, dimnames = list(NULL, object$response)), shadow, hy,
+                                prior = w / sum(w), method = "exact", control = object$control,
+                                binnable = FALSE, n_threads = n_threads)
+      climb_from_crossings(climb_spec, y, hy, max_iter, tol)
+    }
     if (!length(found$modes)) return(NULL)
     groups <- group_within(matrix(found$modes / hy), merge_tol)
     modes <- sort(unname(vapply(split(found$modes, groups), mean, 1)))
     k <- length(modes)
     bound <- vapply(seq_len(k - 1L), function(i) {
       between <- found$antimodes[found$antimodes > modes[i] & found$antimodes < modes[i + 1L]]
+      if (length(between) > 1L) {  # (a dropped mode between: the lowest antimode)
+        dens <- matrix(kernel_value(outer(between, y, "-") / hy, object$kernel),
+                       length(between)) %*% w
+        between <- between[which.min(dens)]
+      }
       if (length(between)) between[1L] else (modes[i] + modes[i + 1L]) / 2
     }, 1)
     cbind(modes, c(bound, Inf))

@@ -24,7 +24,10 @@ cmodes_ref <- function(x, y, x0, h, hy, kernel = "gaussian", kx = NULL) {
     # the probability of each basin, between the antimodes
     antimodes <- vapply(which(slope[-length(grid)] < 0 & slope[-1L] >= 0), root, 1)
     cdf <- function(t) sum(kx * pnorm((t - y) / hy)) / sum(kx)
-    out$probability <- diff(c(0, vapply(antimodes, cdf, 1), 1))
+    # (signed weights: antimodes in a negative tail have no mode beyond them)
+    if (length(antimodes) == length(modes) - 1L) {
+      out$probability <- diff(c(0, vapply(antimodes, cdf, 1), 1))
+    }
   }
   out
 }
@@ -90,8 +93,56 @@ test_that("conditional_modes() rejects what it cannot climb", {
   fit <- kde(waiting ~ eruptions, data = faithful, bandwidth = c(0.5, 5))
   expect_error(conditional_modes(fit, tol = -1), class = "localmean_error", "tol")
   expect_error(conditional_modes(fit, foo = 1), class = "localmean_error")
-  linear <- fit
-  linear$degree <- 1L
-  expect_error(conditional_modes(linear), class = "localmean_error", "degree")
-  expect_error(simulate(linear), class = "localmean_error", "degree")
+})
+
+# The local linear weights l_i(x0) = K_i e_1' S^-1 (1, x_i - x0) of one numeric predictor
+# (Gaussian kernel), by weighted least squares in plain R.
+linear_weights <- function(x, x0, h) {
+  z <- cbind(1, x - x0)
+  k <- dnorm((x - x0) / h)
+  drop(k * (z %*% solve(crossprod(z, k * z))[, 1L]))
+}
+
+test_that("conditional modes of a local linear fit: the reference with its signed weights", {
+  fit <- kde(waiting ~ eruptions, data = faithful, bandwidth = c(0.4, 3), degree = 1)
+  at <- c(1.6, 2.5, 3, 4.5, 5.1)
+  modes <- conditional_modes(fit, data.frame(eruptions = at), verbose = FALSE)
+  for (j in seq_along(at)) {
+    l <- linear_weights(faithful$eruptions, at[j], 0.4)
+    ref <- cmodes_ref(NULL, faithful$waiting, NULL, NULL, 3, kx = l)
+    ref <- ref[ref$density > 0, ]
+    got <- modes[modes$row == j, ]
+    got <- got[order(got$mode), ]
+    expect_equal(got$mode, ref$mode, tolerance = 1e-8)
+    expect_equal(got$density, ref$density, tolerance = 1e-10)
+    expect_equal(sum(got$probability), 1)
+  }
+  expect_true(any(linear_weights(faithful$eruptions, 5.1, 0.4) < 0))  # the case that matters
+  expect_identical(conditional_modes(fit, data.frame(eruptions = at), n_threads = 2,
+                                     verbose = FALSE), modes)
+})
+
+test_that("simulate() of a local linear fit draws the positive part of its estimate", {
+  fit <- kde(waiting ~ eruptions, data = faithful, bandwidth = c(0.4, 3), degree = 1)
+  nd <- data.frame(eruptions = c(1.6, 3, 5.1))
+  sims <- simulate(fit, nsim = 4000, seed = 1, newdata = nd)
+  grid <- seq(30, 110, by = 0.05)
+  for (j in seq_len(nrow(nd))) {
+    l <- linear_weights(faithful$eruptions, nd$eruptions[j], 0.4)
+    dens <- pmax(0, colSums(l * dnorm(outer(faithful$waiting, grid, "-") / 3)))
+    cdf <- cumsum(dens) / sum(dens)
+    draws <- unlist(sims[j, ])
+    expect_lt(max(abs(ecdf(draws)(grid) - cdf)), 0.035)
+  }
+  expect_identical(simulate(fit, nsim = 20, seed = 2, newdata = nd, n_threads = 2),
+                   simulate(fit, nsim = 20, seed = 2, newdata = nd, n_threads = 1))
+  # a categorical response: its probabilities, those below zero set to zero
+  fit3 <- kde(factor(gear) ~ mpg, data = mtcars, bandwidth = c(3, 0.1), degree = 1)
+  at <- data.frame(mpg = c(12, 30))
+  prob <- pmax(predict(fit3, at, y = c("3", "4", "5")), 0)
+  draws <- simulate(fit3, nsim = 4000, seed = 3, newdata = at)
+  for (j in 1:2) {
+    freq <- as.vector(table(unlist(draws[j, ]))) / 4000
+    expect_equal(freq, as.vector(prob[j, ] / sum(prob[j, ])), tolerance = 0.03)
+  }
 })
