@@ -371,8 +371,10 @@ gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE) 
   q <- length(theta)
   h <- exp(theta)
   z <- cbind(fit$x, fit$y)
-  joint <- engine_scale_moments(with_scale(specs$joint, h), z, derivatives = derivatives)
-  marginal <- engine_scale_moments(with_scale(specs$x, h[-q]), fit$x, derivatives = derivatives)
+  joint <- engine_scale_moments(with_scale(specs$joint, h), z, derivatives = derivatives,
+                                at_data = TRUE)
+  marginal <- engine_scale_moments(with_scale(specs$x, h[-q]), fit$x, derivatives = derivatives,
+                                   at_data = TRUE)
   joint[, 1L] <- joint[, 1L] - self
   marginal[, 1L] <- marginal[, 1L] - self
   dens <- joint[, 1L] / marginal[, 1L] * kernel_row("gaussian")$constant / h[q]
@@ -412,11 +414,13 @@ log_sum_derivatives <- function(sums, k, wu) {
 
 # Likelihood cross-validation of the Gaussian product kernel by Newton's method on the
 # log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from the best
-# common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search(), within
+# common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search() (scanned
+# from the smallest until the score rises, scan_until_rising()), within
 # the same bounds; a Hessian that is not positive definite is shifted until it is, every step
 # halved until the score decreases (Armijo), bandwidths at a bound whose gradient points outward
-# held there. Converged when the gradient of the bandwidths not held falls below 1e-8, or the
-# step changes every log-bandwidth by less than 1e-9 or the score by less than 1e-13 relative.
+# held there. Converged when the gradient of the bandwidths not held falls below 1e-8, the
+# Newton decrement below 1e-14, or the step changes every log-bandwidth by less than 1e-9 or the
+# score by less than 1e-13 relative.
 cdens_mlcv_newton <- function(fit, specs, call) {
   start <- cdens_pack(fit, cdens_rot(fit, call)$bandwidth)$h
   self <- cdens_self_weight(fit, NULL)
@@ -426,7 +430,7 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   }
   bounds <- bandwidth_bounds(specs$joint)
   mult <- exp(seq(log(0.25), log(2), length.out = 10L))
-  values <- vapply(mult, function(a) score(log(a * start), FALSE)$value, 1)
+  values <- scan_until_rising(function(a) score(log(a * start), FALSE)$value, mult)
   bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, start))
   lower <- log(bounds[1L, ])
   upper <- log(bounds[2L, ])
@@ -440,6 +444,8 @@ cdens_mlcv_newton <- function(fit, specs, call) {
     step <- numeric(length(theta))
     step[free] <- newton_direction(now$hessian[free, free, drop = FALSE], g[free])
     slope <- sum(g * step)
+    # (the Newton decrement: the score is within about -slope / 2 of its minimum)
+    if (-slope <= 1e-14 * max(1, abs(now$value))) break
     t <- 1
     repeat {
       trial <- pmin(pmax(theta + t * step, lower), upper)
@@ -458,6 +464,21 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   h <- exp(theta)
   warn_mlcv_floor(specs$joint$x, h, bounds[1L, ])
   list(bandwidth = cdens_unpack(fit, h, NULL), curve = NULL, cv_loglik = -now$value)
+}
+
+# The scores f(a) along `grid` (ascending multiples of the bandwidths), from the smallest,
+# until two in a row do not improve on the best: a score with one minimum along the grid has
+# passed it, and the widest bandwidths, which cost the most, are rarely scored. Inf where not
+# scored.
+scan_until_rising <- function(f, grid) {
+  values <- rep(Inf, length(grid))
+  worse <- 0L
+  for (k in seq_along(grid)) {
+    values[k] <- f(grid[k])
+    worse <- if (k > 1L && values[k] >= min(values[seq_len(k - 1L)])) worse + 1L else 0L
+    if (worse == 2L) break
+  }
+  values
 }
 
 # The Newton step -H^-1 g, with H shifted by a multiple of the identity until it is positive

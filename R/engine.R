@@ -468,13 +468,14 @@ engine_cdens_quantiles <- function(spec, queries, query_codes, y, y_kernel, hy, 
 # The Gaussian weight sums of the specification (Gaussian kernel, without values) at `queries`
 # with their first and second derivatives in the log-scales: m x (1 + d + d (d + 1) / 2), the
 # sums S, then S_k = sum W u_k^2, then S_kl = sum W u_k^2 u_l^2 (k <= l, row by row), u in
-# scales (conditional.hpp); without `derivatives`, m x 1, the sums alone.
+# scales (conditional.hpp); without `derivatives`, m x 1, the sums alone. `at_data`: the queries
+# are the data points in their order, whose symmetric pairs are each computed once.
 engine_scale_moments <- function(spec, queries, query_codes = NULL, derivatives = TRUE,
-                                 n_threads = spec$n_threads, verbose = FALSE) {
+                                 n_threads = spec$n_threads, verbose = FALSE, at_data = FALSE) {
   cpp_engine_scale_moments(engine_pointer(spec), spec,
                            list(queries = queries, query_codes = query_codes,
-                                derivatives = derivatives, n_threads = n_threads,
-                                verbose = verbose))
+                                derivatives = derivatives, at_data = at_data,
+                                n_threads = n_threads, verbose = verbose))
 }
 
 # ---- The engine object ---------------------------------------------------------------------

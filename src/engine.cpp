@@ -447,6 +447,56 @@ List cpp_engine_data_fit(SEXP engine, List spec, List request) {
                       _["status_counts"] = counts, _["sums"] = fit_sums_list(sums));
 }
 
+namespace {
+
+// What every request on the engine's windows shares (cpp_engine_windows(),
+// cpp_engine_cdens_quantiles(), cpp_engine_scale_moments()): the data of `spec` held by
+// `engine` (a one-off object without one; with the spec's values, so that a later fit of the same
+// specification reuses the object), the request's queries (m x d, original units) scaled and
+// their level codes 0-based, the sweep's settings (the spec's kernel and cut-off; the tree unless
+// "exact"), its progress bar (`label`) and the parallel-for of m x n visits.
+struct WindowSweep {
+  EngineObject one_off;
+  localmean_r::Monitor monitor;
+  std::size_t n = 0, d = 0, m = 0;
+  std::vector<double> queries;
+  std::vector<int> codes;
+  localmean::EngineSettings set;
+  localmean::LocalData* data = nullptr;
+  localmean::ParallelFor parallel_for;
+  WindowSweep(SEXP engine, const List& spec, const List& request, const char* label)
+      : monitor(as<bool>(request["verbose"]), Rf_nrows(request["queries"]), label) {
+    EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
+    const SEXP x = spec["x"];
+    const Points pts(x);
+    const NumericVector scale = spec["scale"];
+    const NumericMatrix q = request["queries"];
+    n = pts.n;
+    d = pts.d;
+    m = q.nrow();
+    queries = scaled(q, scale);
+    set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
+    set.cutoff = as<double>(spec["cutoff"]);
+    set.use_tree = as<std::string>(spec["method"]) != "exact";
+    const SEXP values = or_nil(spec["values"]);
+    const std::size_t nv = Rf_isNull(values) ? 0 : Rf_xlength(values) / n;
+    data = &engine_data(engine, obj, spec, pts, scale, nv);
+    data->use_kernel(set.kernel);
+    codes = int_vector(request["query_codes"]);
+    for (int& c : codes) --c;
+    parallel_for = localmean_r::parallel_for(as<int>(request["n_threads"]),
+                                             static_cast<double>(m) * n);
+  }
+  const int* query_codes() const { return codes.empty() ? nullptr : codes.data(); }
+  // Raises a stop (interrupt, time limit) once the workers are done.
+  void finish(bool done) {
+    monitor.finish();
+    if (!done) stop("the computation was stopped");
+  }
+};
+
+}  // namespace
+
 // The kernel windows of the request's queries (see cpp_engine_fit() for `spec` and the request:
 // queries, radius, query_codes, n_threads, verbose), as the engine's fits would sweep them:
 // list(start, row, weight, size, wsum), query i's data rows (1-based, ascending) and kernel
@@ -456,39 +506,16 @@ List cpp_engine_data_fit(SEXP engine, List spec, List request) {
 // has no windows: the tree's are given.
 // [[Rcpp::export(rng = false)]]
 List cpp_engine_windows(SEXP engine, List spec, List request) {
-  EngineObject one_off;
-  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
-  const SEXP x = spec["x"];
-  const Points pts(x);
-  const NumericVector scale = spec["scale"];
-  const NumericMatrix queries = request["queries"];
-  const std::size_t n = pts.n, m = queries.nrow();
-  const std::vector<double> qs = scaled(queries, scale);
-  localmean::EngineSettings set;
-  set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
-  set.cutoff = as<double>(spec["cutoff"]);
-  set.use_tree = as<std::string>(spec["method"]) != "exact";
-  // (the data's values too, so that a later fit of the same specification reuses the object)
-  const SEXP values = or_nil(spec["values"]);
-  const std::size_t nv = Rf_isNull(values) ? 0 : Rf_xlength(values) / n;
-  localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, nv);
-  data.use_kernel(set.kernel);
-  std::vector<int> qcodes = int_vector(request["query_codes"]);
-  for (int& c : qcodes) --c;
+  WindowSweep sweep(engine, spec, request, "kernel windows");
+  const std::size_t m = sweep.m;
   const NumericVector radius = request["radius"];
-  localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(m),
-                               "kernel windows");
-  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]),
-                                              static_cast<double>(m) * n);
   std::vector<std::vector<std::size_t>> rows;
   std::vector<std::vector<double>> weights;
   const bool sizes_only = field<bool>(request, "sizes_only", false);
-  const bool done = localmean::kernel_windows(
-      data, qs.data(), m, radius.size() ? radius.begin() : nullptr,
-      qcodes.empty() ? nullptr : qcodes.data(), set, rows, weights, pfor, monitor.callback(),
-      sizes_only);
-  monitor.finish();
-  if (!done) stop("the computation was stopped");
+  sweep.finish(localmean::kernel_windows(
+      *sweep.data, sweep.queries.data(), m, radius.size() ? radius.begin() : nullptr,
+      sweep.query_codes(), sweep.set, rows, weights, sweep.parallel_for,
+      sweep.monitor.callback(), sizes_only));
   IntegerVector start(m + 1), size(m);
   NumericVector wsum(m);
   for (std::size_t i = 0; i < m; ++i) {
@@ -899,36 +926,16 @@ List cpp_local_axes(NumericMatrix means, int d) {
 // n_threads, verbose. Returns the quantiles, m x length(tau) (NA where no data weigh).
 // [[Rcpp::export(rng = false)]]
 NumericMatrix cpp_engine_cdens_quantiles(SEXP engine, List spec, List request) {
-  EngineObject one_off;
-  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
-  const SEXP x = spec["x"];
-  const Points pts(x);
-  const NumericVector scale = spec["scale"];
-  const NumericMatrix queries = request["queries"];
+  WindowSweep sweep(engine, spec, request, "conditional quantiles");
   const NumericVector y = request["y"], tau = request["tau"];
-  const std::size_t n = pts.n, m = queries.nrow();
-  if (static_cast<std::size_t>(y.size()) != n) stop("internal error: one response per point");
-  const std::vector<double> qs = scaled(queries, scale);
-  localmean::EngineSettings set;
-  set.kernel = localmean_r::kernel_type(as<std::string>(spec["kernel"]));
-  set.cutoff = as<double>(spec["cutoff"]);
-  set.use_tree = as<std::string>(spec["method"]) != "exact";
-  localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, 0);
-  data.use_kernel(set.kernel);
-  std::vector<int> qcodes = int_vector(request["query_codes"]);
-  for (int& c : qcodes) --c;
-  NumericMatrix out(m, tau.size());
-  localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(m),
-                               "conditional quantiles");
-  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]),
-                                              static_cast<double>(m) * n);
-  const bool done = localmean::conditional_quantiles(
-      data, qs.data(), m, qcodes.empty() ? nullptr : qcodes.data(), set, y.begin(),
+  if (static_cast<std::size_t>(y.size()) != sweep.n)
+    stop("internal error: one response per point");
+  NumericMatrix out(sweep.m, tau.size());
+  sweep.finish(localmean::conditional_quantiles(
+      *sweep.data, sweep.queries.data(), sweep.m, sweep.query_codes(), sweep.set, y.begin(),
       localmean_r::kernel_type(as<std::string>(request["y_kernel"])), as<double>(request["hy"]),
-      tau.begin(), tau.size(), as<int>(request["max_iter"]), out.begin(), pfor,
-      monitor.callback());
-  monitor.finish();
-  if (!done) stop("the computation was stopped");
+      tau.begin(), tau.size(), as<int>(request["max_iter"]), out.begin(), sweep.parallel_for,
+      sweep.monitor.callback()));
   for (double& v : out)
     if (std::isnan(v)) v = NA_REAL;
   return out;
@@ -938,35 +945,19 @@ NumericMatrix cpp_engine_cdens_quantiles(SEXP engine, List spec, List request) {
 // (gaussian_scale_moments() in conditional.hpp: m x (1 + d + d (d + 1) / 2)) from the engine
 // specification `spec` (Gaussian kernel, values not used) held by `engine`. The request:
 // queries (m x d), query_codes (m x count, 1-based), derivatives (FALSE: the sums alone, m x 1),
-// n_threads, verbose.
+// at_data (optional: TRUE when the queries are the data points in their order), n_threads,
+// verbose.
 // [[Rcpp::export(rng = false)]]
 NumericMatrix cpp_engine_scale_moments(SEXP engine, List spec, List request) {
-  EngineObject one_off;
-  EngineObject& obj = cpp_engine_alive(engine) ? *XPtr<EngineObject>(engine) : one_off;
-  const SEXP x = spec["x"];
-  const Points pts(x);
-  const NumericVector scale = spec["scale"];
-  const NumericMatrix queries = request["queries"];
-  const std::size_t n = pts.n, d = pts.d, m = queries.nrow();
-  const std::vector<double> qs = scaled(queries, scale);
-  localmean::EngineSettings set;
-  set.kernel = localmean::KernelType::gaussian;
-  set.cutoff = as<double>(spec["cutoff"]);
-  set.use_tree = as<std::string>(spec["method"]) != "exact";
-  localmean::LocalData& data = engine_data(engine, obj, spec, pts, scale, 0);
-  data.use_kernel(set.kernel);
-  std::vector<int> qcodes = int_vector(request["query_codes"]);
-  for (int& c : qcodes) --c;
+  WindowSweep sweep(engine, spec, request, "cross-validation sums");
+  if (sweep.set.kernel != localmean::KernelType::gaussian)
+    stop("internal error: the Gaussian kernel is needed");
+  const std::size_t d = sweep.d;
   const bool derivatives = as<bool>(request["derivatives"]);
-  NumericMatrix out(m, derivatives ? 1 + d + d * (d + 1) / 2 : 1);
-  localmean_r::Monitor monitor(as<bool>(request["verbose"]), static_cast<double>(m),
-                               "cross-validation sums");
-  const auto pfor = localmean_r::parallel_for(as<int>(request["n_threads"]),
-                                              static_cast<double>(m) * n);
-  const bool done = localmean::gaussian_scale_moments(
-      data, qs.data(), m, qcodes.empty() ? nullptr : qcodes.data(), set, derivatives, out.begin(),
-      pfor, monitor.callback());
-  monitor.finish();
-  if (!done) stop("the computation was stopped");
+  NumericMatrix out(sweep.m, derivatives ? 1 + d + d * (d + 1) / 2 : 1);
+  sweep.finish(localmean::gaussian_scale_moments(
+      *sweep.data, sweep.queries.data(), sweep.m, sweep.query_codes(), sweep.set, derivatives,
+      out.begin(), sweep.parallel_for, sweep.monitor.callback(),
+      field<bool>(request, "at_data", false)));
   return out;
 }

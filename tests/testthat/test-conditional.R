@@ -695,3 +695,33 @@ test_that("the Gaussian mlcv score's gradient and Hessian are its derivatives; N
   expect_equal(c(chosen$bandwidth$h, chosen$bandwidth$y),
                unname(c(search$bandwidth$h, search$bandwidth$y)), tolerance = 1e-3)
 })
+
+test_that("cross-validated bandwidths score no worse than np's npcdensbw on the same objective", {
+  skip_on_cran()
+  skip_if_not_installed("np")
+  old <- options(np.messages = FALSE)
+  on.exit(options(old))
+  ns <- asNamespace("localmean")
+  set.seed(11)
+  n <- 100
+  dat <- data.frame(x = runif(n), g = factor(sample(c("a", "b", "c"), n, TRUE)))
+  dat$y <- sin(2 * pi * dat$x) + as.integer(dat$g) / 2 + rnorm(n, sd = 0.3)
+  # both bandwidth sets scored by one function: ours, at fixed bandwidths
+  at_np <- function(form, bw) kde(form, data = dat, bandwidth = c(bw$xbw, bw$ybw))
+  mlcv <- function(fit) {
+    loo <- ns$cdens_at_data(fit, fit$bandwidth, ns$cdens_search_specs(fit, 1L),
+                            leave_out = TRUE)
+    mean(log(pmax(loo, .Machine$double.xmin)))
+  }
+  lscv <- function(fit) ns$cdens_lscv_score(fit, fit$bandwidth)
+  for (form in list(y ~ x, y ~ x + g)) {
+    ours <- kde(form, data = dat, bandwidth = "mlcv")
+    theirs <- at_np(form, np_fun("npcdensbw")(form, data = dat, bwmethod = "cv.ml", nmulti = 1))
+    expect_equal(ours$cv_loglik, mlcv(ours), tolerance = 1e-10)
+    expect_gte(mlcv(ours), mlcv(theirs) - 1e-8)
+    ours <- kde(form, data = dat, bandwidth = "lscv")
+    theirs <- at_np(form, np_fun("npcdensbw")(form, data = dat, bwmethod = "cv.ls", nmulti = 1))
+    expect_equal(ours$cv_ls, lscv(ours), tolerance = 1e-10)
+    expect_lte(lscv(ours), lscv(theirs) + 1e-8)
+  }
+})

@@ -225,22 +225,48 @@ inline bool conditional_quantiles(const LocalData& data, const double* queries, 
 
 namespace detail {
 
+// The other half of a symmetric sweep (gaussian_scale_moments() at the data): the weights of
+// the pairs (t, p), p > t, added to the sums of each point p as well, into rows p - from of
+// `to` (`rows` rows per column, the columns of gaussian_scale_moments()), with the query point
+// t's own prior weight. Null `to`: none.
+struct PairScatter {
+  double* to = nullptr;
+  std::size_t from = 0, rows = 0, self = 0;
+  double prior = 1.0;
+};
+
+// to[k] += x[k] * y[k], k < len (y null: to[k] += x[k]).
+template <class Len>
+LOCALMEAN_INLINE void add_to(double* to, const double* x, const double* y, Len len) {
+  if (y)
+    for (std::size_t k = 0; k < len; ++k) to[k] += x[k] * y[k];
+  else
+    for (std::size_t k = 0; k < len; ++k) to[k] += x[k];
+}
+
 // Adds the points at tree positions [begin, end) to a query's lane sums of
 // gaussian_scale_moments(): the weights W (kernel, levels, prior) and, with kDerivatives,
 // W u_k^2 and W u_k^2 u_l^2, in the engine's lanes (independent chains, as
-// accumulate_weighted()). u2 and wu2 hold d x kBlock doubles each.
+// accumulate_weighted()); with `scatter`, the same sums the other way round into each point's
+// row. u2 and wu2 hold d x kBlock doubles each.
 template <bool kDerivatives>
 LOCALMEAN_INLINE void scale_moment_sums(const LocalData& data, const double* q,
                                         const double* levels, double cut2, DistanceRange range,
                                         std::size_t begin, std::size_t end, double* u2,
-                                        double* wu2, double* lanes) {
+                                        double* wu2, double* lanes, const PairScatter& scatter) {
   const std::size_t d = data.d(), n = data.n();
   const double* pts = data.tree().points();
   const double* prior = data.prior();
   walk_blocks(begin, end, [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
-    double w[kBlock];
+    double w[kBlock], back[kBlock];
     block_weights<Gaussian>(data, q, levels, 1.0, cut2, range, s, len, w);
     for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+    double* to = scatter.to ? scatter.to + (s - scatter.from) : nullptr;
+    if (to) {
+      for (std::size_t k = 0; k < len; ++k) back[k] = w[k] * scatter.prior;
+      if (scatter.self >= s && scatter.self - s < len) back[scatter.self - s] = 0.0;
+      add_to(to, back, static_cast<const double*>(nullptr), len);
+    }
     if (prior) product(w, w, prior + s, len);
     add_lanes(lanes, w, len);
     if (!kDerivatives) return;
@@ -253,15 +279,109 @@ LOCALMEAN_INLINE void scale_moment_sums(const LocalData& data, const double* q,
       }
       product(wu2 + j * kBlock, w, uj, len);
       add_lanes(lanes + (1 + j) * kLanes, wu2 + j * kBlock, len);
+      if (to) add_to(to + (1 + j) * scatter.rows, back, uj, len);
     }
     std::size_t at = 1 + d;
     for (std::size_t j = 0; j < d; ++j)
-      for (std::size_t l = j; l < d; ++l, ++at)
+      for (std::size_t l = j; l < d; ++l, ++at) {
         add_product(lanes + at * kLanes, wu2 + j * kBlock, u2 + l * kBlock, len);
+        if (to) {
+          double* row = to + at * scatter.rows;
+          const double* uj = u2 + j * kBlock;
+          const double* ul = u2 + l * kBlock;
+          for (std::size_t k = 0; k < len; ++k) row[k] += back[k] * uj[k] * ul[k];
+        }
+      }
   });
 }
 
+// One query's sums of gaussian_scale_moments() over its window (only the tree positions from
+// `first` on), added to out[c * m + i] for column c.
+inline void scale_moments_of_query(const LocalData& data, const double* q, const double* levels,
+                                   const Reach& how, bool derivatives, std::size_t first,
+                                   const PairScatter& scatter, std::vector<double>& lanes,
+                                   std::vector<double>& u2, std::vector<double>& wu2,
+                                   std::size_t width, double* out, std::size_t m, std::size_t i) {
+  std::fill(lanes.begin(), lanes.end(), 0.0);
+  visit_window<Gaussian>(data, q, 1.0, how,
+                         [&](std::size_t b, std::size_t e, DistanceRange range, double cut2) {
+    b = std::max(b, first);
+    if (b >= e) return;
+    if (derivatives)
+      best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+        scale_moment_sums<true>(data, q, levels, cut2, range, b, e, u2.data(), wu2.data(),
+                                lanes.data(), scatter);
+      });
+    else
+      best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+        scale_moment_sums<false>(data, q, levels, cut2, range, b, e, u2.data(), wu2.data(),
+                                 lanes.data(), scatter);
+      });
+  });
+  for (std::size_t c = 0; c < width; ++c) {
+    const double* lane = lanes.data() + c * kLanes;
+    double sum = 0.0;
+    for (std::size_t k = 0; k < kLanes; ++k) sum += lane[k];
+    out[c * m + i] = sum;
+  }
+}
+
 }  // namespace detail
+
+// gaussian_scale_moments() at the data points themselves (query_codes: theirs, caller order):
+// the tree positions in blocks; block a sweeps, for each of its points t, the window's points
+// p >= t alone, adding the pair's terms to t's sums and (times t's prior weight) to p's row of
+// the block's own buffer. Each pair is computed once; the buffers are then added to the
+// points' sums in block order, so the result is the same for any number of threads.
+inline bool gaussian_scale_moments_at_data(const LocalData& data, const int* query_codes,
+                                           const Reach& how, bool derivatives,
+                                           std::size_t width, double* out,
+                                           const ParallelFor& parallel_for,
+                                           const Monitor& monitor) {
+  const std::size_t d = data.d(), n = data.n();
+  const std::size_t block = std::max<std::size_t>(256, (n + 31) / 32);
+  const std::size_t blocks = (n + block - 1) / block;
+  const double* pts = data.tree().points();
+  const double* prior = data.prior();
+  const std::vector<std::size_t>& order = data.tree().order();
+  // block a's buffer: rows from[a] to n - 1 (walk_blocks() never starts before its range)
+  std::vector<std::size_t> from(blocks);
+  std::vector<std::vector<double>> buffers(blocks);
+  for (std::size_t a = 0; a < blocks; ++a) from[a] = a * block;
+  std::vector<double> own(width * n);  // the points' own sums, tree order
+  auto fn = [&](std::size_t begin, std::size_t end) {
+    std::vector<double> q(d), table(data.table_size()), lanes(width * kLanes),
+        u2(d * kBlock), wu2(d * kBlock);
+    for (std::size_t a = begin; a < end; ++a) {
+      detail::PairScatter scatter;
+      scatter.from = from[a];
+      scatter.rows = n - from[a];
+      buffers[a].assign(width * scatter.rows, 0.0);
+      scatter.to = buffers[a].data();
+      for (std::size_t t = a * block; t < std::min(n, (a + 1) * block); ++t) {
+        for (std::size_t j = 0; j < d; ++j) q[j] = pts[j * n + t];
+        const double* levels = nullptr;
+        if (data.categorical()) {
+          data.level_table(query_codes + order[t], n, table.data());
+          levels = table.data();
+        }
+        scatter.self = t;
+        scatter.prior = prior ? prior[t] : 1.0;
+        detail::scale_moments_of_query(data, q.data(), levels, how, derivatives, t, scatter,
+                                       lanes, u2, wu2, width, own.data(), n, t);
+      }
+    }
+  };
+  if (!run_chunked(blocks, 1, parallel_for, monitor, fn)) return false;
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t c = 0; c < width; ++c) {
+      double sum = own[c * n + t];
+      for (std::size_t a = 0; a < blocks && from[a] <= t; ++a)
+        sum += buffers[a][c * (n - from[a]) + (t - from[a])];
+      out[c * n + order[t]] = sum;
+    }
+  return true;
+}
 
 // The weight sums of the Gaussian kernel exp(-|u|^2 / 2) at m queries (scaled coordinates, level
 // codes as local_fit()) with their first and second derivatives in the log-scales of the
@@ -270,41 +390,28 @@ LOCALMEAN_INLINE void scale_moment_sums(const LocalData& data, const double* q,
 // Since d W / d log h_k = W u_k^2, these give the likelihood cross-validation score of the
 // Gaussian product kernel with its gradient and Hessian. out: m x (1 + d + d (d + 1) / 2),
 // column-major, S first, then the S_k, then the S_kl row by row; without `derivatives`, m x 1,
-// the sums S alone. Returns false if the monitor stopped it.
+// the sums S alone. `at_data`: the queries are the data points in their order (m = n), whose
+// pairs are symmetric: each pair's kernel value is computed once, for the point earlier in the
+// tree (gaussian_scale_moments_at_data()). Returns false if the monitor stopped it.
 inline bool gaussian_scale_moments(const LocalData& data, const double* queries, std::size_t m,
                                    const int* query_codes, const EngineSettings& set,
                                    bool derivatives, double* out,
                                    const ParallelFor& parallel_for = serial_for,
-                                   const Monitor& monitor = {}) {
+                                   const Monitor& monitor = {}, bool at_data = false) {
   const std::size_t d = data.d(), n = data.n();
   const std::size_t width = derivatives ? 1 + d + d * (d + 1) / 2 : 1;
   const Reach how(set);
+  // (the symmetric sweep keeps up to 32 blocks of sums per point: for moderate sizes)
+  if (at_data && m == n && !data.inv_scale2() && n * width <= 250000)
+    return gaussian_scale_moments_at_data(data, query_codes, how, derivatives, width, out,
+                                          parallel_for, monitor);
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> q(d), table(data.table_size()), lanes(width * kLanes),
         u2(d * kBlock), wu2(d * kBlock);
     for (std::size_t i = begin; i < end; ++i) {
       const double* levels = load_query(data, queries, query_codes, m, i, q, table);
-      std::fill(lanes.begin(), lanes.end(), 0.0);
-      visit_window<Gaussian>(data, q.data(), 1.0, how,
-                             [&](std::size_t b, std::size_t e, detail::DistanceRange range,
-                                 double cut2) {
-        if (derivatives)
-          best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-            detail::scale_moment_sums<true>(data, q.data(), levels, cut2, range, b, e,
-                                            u2.data(), wu2.data(), lanes.data());
-          });
-        else
-          best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-            detail::scale_moment_sums<false>(data, q.data(), levels, cut2, range, b, e,
-                                             u2.data(), wu2.data(), lanes.data());
-          });
-      });
-      for (std::size_t c = 0; c < width; ++c) {
-        const double* lane = lanes.data() + c * kLanes;
-        double sum = 0.0;
-        for (std::size_t k = 0; k < kLanes; ++k) sum += lane[k];
-        out[c * m + i] = sum;
-      }
+      detail::scale_moments_of_query(data, q.data(), levels, how, derivatives, 0, {}, lanes, u2,
+                                     wu2, width, out, m, i);
     }
   };
   return run_chunked(m, chunk_size(n), parallel_for, monitor, fn);
