@@ -60,22 +60,32 @@ public:
   ResponseWindow(KernelType kernel, double hy)
       : kernel_(kernel), hy_(hy), reach_(cdf_reach(kernel) * hy),
         constant_(kernel_info(kernel).constant) {}
-  // The window `win` (tree positions and weights) of responses y_tree (tree order). False when
-  // no weight is positive.
-  bool load(const Window& win, const double* y_tree) {
-    const std::size_t k = win.pos.size();
-    idx_.resize(k);
-    std::iota(idx_.begin(), idx_.end(), std::size_t{0});
-    std::sort(idx_.begin(), idx_.end(), [&](std::size_t a, std::size_t b) {
-      const double ya = y_tree[win.pos[a]], yb = y_tree[win.pos[b]];
-      return ya < yb || (ya == yb && win.pos[a] < win.pos[b]);
-    });
+  // The window `win` (tree positions and weights) of responses y_tree (tree order), ascending
+  // with ties in tree order. `rank`: every tree position's rank in that order (n of them), so
+  // that a window holding a good share of the points is put in order by one pass over the ranks
+  // rather than by sorting. False when no weight is positive.
+  bool load(const Window& win, const double* y_tree, const std::vector<std::size_t>& rank) {
+    const std::size_t k = win.pos.size(), n = rank.size();
     double total = 0.0;
     for (double w : win.weight) total += w;
     if (!(total > 0.0)) return false;
     y_.resize(k);
     w_.resize(k);
     cum_.assign(k + 1, 0.0);
+    if (k * 8 >= n) {
+      slot_.resize(n);
+      std::fill(slot_.begin(), slot_.end(), k);  // k: not in the window
+      for (std::size_t b = 0; b < k; ++b) slot_[rank[win.pos[b]]] = b;
+      idx_.clear();
+      for (std::size_t r = 0; r < n; ++r)
+        if (slot_[r] < k) idx_.push_back(slot_[r]);
+    } else {
+      idx_.resize(k);
+      std::iota(idx_.begin(), idx_.end(), std::size_t{0});
+      std::sort(idx_.begin(), idx_.end(), [&](std::size_t a, std::size_t b) {
+        return rank[win.pos[a]] < rank[win.pos[b]];
+      });
+    }
     for (std::size_t b = 0; b < k; ++b) {
       y_[b] = y_tree[win.pos[idx_[b]]];
       w_[b] = win.weight[idx_[b]] / total;
@@ -127,7 +137,7 @@ public:
 private:
   KernelType kernel_;
   double hy_, reach_, constant_;
-  std::vector<std::size_t> idx_;
+  std::vector<std::size_t> idx_, slot_;
   std::vector<double> y_, w_, cum_;
 };
 
@@ -172,15 +182,16 @@ double newton_root(const ResponseWindow& rw, double tau, double y, double tol, d
 
 // The quantile: F(y | x) = tau solved from the weighted empirical quantile to 1e-13 relative.
 // For the Gaussian kernel the approximate F (at_approximately()) leads to within about 1e-6
-// bandwidths of the root, and Newton steps on the exact F finish: a last step below 1e-5
-// bandwidths leaves an error below about 1e-10 bandwidths (f' / f is at most of the order of
-// 1 / bandwidth), so one exact pass, rarely two, instead of five.
+// bandwidths of the root (its last step below 1e-3 bandwidths, which leaves about 1e-6), and
+// Newton steps on the exact F finish: a last step below 1e-5 bandwidths leaves an error below
+// about 1e-10 bandwidths (f' / f is at most of the order of 1 / bandwidth), so one exact pass,
+// rarely two, instead of five.
 inline double invert_cdf(const ResponseWindow& rw, double tau, int max_iter) {
   const double h = rw.bandwidth();
   auto exact = [&](double y, double* F, double* f) { rw.at(y, F, f); };
   double y = rw.start(tau);
   if (rw.gaussian()) {
-    y = newton_root(rw, tau, y, 1e-9, 0.0, max_iter,
+    y = newton_root(rw, tau, y, 1e-9, 1e-3 * h, max_iter,
                     [&](double at, double* F, double* f) { rw.at_approximately(at, F, f); });
     return newton_root(rw, tau, y, 1e-13, 1e-5 * h, max_iter, exact);
   }
@@ -202,6 +213,11 @@ inline bool conditional_quantiles(const LocalData& data, const double* queries, 
   const Reach how(set);
   std::vector<double> y_tree(n);
   for (std::size_t t = 0; t < n; ++t) y_tree[t] = y[data.tree().order()[t]];
+  std::vector<std::size_t> by_y(n), rank(n);  // tree positions by response, ties in tree order
+  std::iota(by_y.begin(), by_y.end(), std::size_t{0});
+  std::stable_sort(by_y.begin(), by_y.end(),
+                   [&](std::size_t a, std::size_t b) { return y_tree[a] < y_tree[b]; });
+  for (std::size_t r = 0; r < n; ++r) rank[by_y[r]] = r;
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
@@ -212,7 +228,7 @@ inline bool conditional_quantiles(const LocalData& data, const double* queries, 
         const double* levels = load_query(data, queries, query_codes, m, i, q, table);
         win.clear();
         collect_window<K>(data, q.data(), levels, 1.0, how, win);
-        const bool ok = rw.load(win, y_tree.data());
+        const bool ok = rw.load(win, y_tree.data(), rank);
         for (std::size_t t = 0; t < n_tau; ++t)
           out[t * m + i] = ok ? invert_cdf(rw, tau[t], max_iter)
                               : std::numeric_limits<double>::quiet_NaN();
