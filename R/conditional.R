@@ -927,10 +927,10 @@ cdens_invert <- function(fit, points, codes, tau, lo, hi, grid, n_threads, max_i
 #'   density of the predictors, \eqn{n}{n} the effective number of observations with prior
 #'   weights); more than one numeric predictor needs the Gaussian kernel. Local linear
 #'   (`degree = 1`): \eqn{\sqrt{\tau (1 - \tau) \sum_i l_i(x)^2}}{sqrt(tau (1 - tau) sum_i l_i(x)^2)}
-#'   with the local linear weights \eqn{l_i(x)}{l_i(x)} of the estimate (summing to one; with prior
-#'   weights, their sum of squares is taken as with equal weights and multiplied by the sum of the
-#'   squared normalised prior weights), which grows near the ends of the data as the design
-#'   does. Both are first-order. `NA` where the density estimate is not positive.
+#'   with the local linear weights \eqn{l_i(x)}{l_i(x)} of the estimate (summing to one; with
+#'   unequal prior weights, the effective number of observations enters as in the local
+#'   constant form), which grows near the ends of the data as the design does. Both are
+#'   first-order. `NA` where the density estimate is not positive.
 #' @param n_grid For `plot()`: grid points per axis of the image.
 #' @param points For `plot()`: draw the data.
 #' @inheritParams kde

@@ -2,11 +2,15 @@
 # (kde(y ~ x, bandwidth = "mlcv")) and conditional quantiles at 100 points, against
 # np::npcdensbw(bwmethod = "cv.ml") and np::npqreg() with the same Gaussian kernels when np is
 # installed (np runs once per size). CPU time (user + sys) of this process, so that other load on
-# the machine counts less; the load average is printed.
+# the machine counts less; the load average is printed. Then the scores of cross-validation
+# (cv.ml and cv.ls) with one numeric predictor and with a numeric and a factor predictor against
+# np::npcdensbw() on the same data (n = BENCH_SCORE_N): both bandwidth sets scored by one
+# function, ours at fixed bandwidths.
 #
 #   BENCH_SIZES=500,1000,2000 BENCH_REPS=2 R_LIBS=<np's library>:<localmean's> \
 #     Rscript bench/bench-conditional.R
-# Environment: BENCH_SIZES ("500,1000,2000"), BENCH_REPS (3).
+# Environment: BENCH_SIZES ("500,1000,2000"), BENCH_REPS (3), BENCH_SCORE_N (200; 0: no score
+# section).
 
 suppressPackageStartupMessages(library(localmean))
 script <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])
@@ -84,4 +88,41 @@ for (n in sizes) {
   cat(sprintf("  np::npqreg (one tau): %.2f s CPU; quantiles %.0fx faster per tau (target >= 50x: %s)\n",
               npq$cpu, 3 * npq$cpu / median(qs),
               if (3 * npq$cpu / median(qs) >= 50) "met" else "MISSED"))
+}
+
+# ---- Scores of the cross-validated bandwidths against np's, on the same objective ----
+score_n <- env_num("BENCH_SCORE_N", 200)
+if (has_np && score_n > 0) {
+  ns <- asNamespace("localmean")
+  set.seed(11)
+  sd <- data.frame(x = runif(score_n), g = factor(sample(c("a", "b", "c"), score_n, TRUE)))
+  sd$y <- sin(2 * pi * sd$x) + as.integer(sd$g) / 2 + rnorm(score_n, sd = 0.2 + 0.4 * sd$x)
+  # mean leave-one-out log-likelihood (higher is better) and the LSCV criterion (lower is better)
+  mlcv_of <- function(fit) {
+    loo <- ns$cdens_at_data(fit, fit$bandwidth, ns$cdens_search_specs(fit, 1L), leave_out = TRUE)
+    mean(log(pmax(loo, .Machine$double.xmin)))
+  }
+  lscv_of <- function(fit) ns$cdens_lscv_score(fit, fit$bandwidth)
+  cat(sprintf("\nscores, n = %d, Gaussian kernels (np: default nmulti), load average %s\n", score_n,
+              readLines("/proc/loadavg")))
+  cases <- list(list("y ~ x", "mlcv", "cv.ml", mlcv_of, 1),
+                list("y ~ x + g", "mlcv", "cv.ml", mlcv_of, 1),
+                list("y ~ x", "lscv", "cv.ls", lscv_of, -1),
+                list("y ~ x + g", "lscv", "cv.ls", lscv_of, -1))
+  for (case in cases) {
+    form <- stats::as.formula(case[[1]])
+    ours <- cpu_of(function() kde(form, sd, bandwidth = case[[2]], n_threads = 1, verbose = FALSE))
+    theirs <- cpu_of(function() np::npcdensbw(form, data = sd, bwmethod = case[[3]]))
+    at_np <- kde(form, sd, bandwidth = c(theirs$value$xbw, theirs$value$ybw))
+    a <- case[[4]](ours$value)
+    b <- case[[4]](at_np)
+    better <- case[[5]] * (a - b)  # > 0: ours better
+    cat(sprintf("  %-10s %s: ours %.8f (%.2f s), np's %.8f (%.1f s); ours %s by %.2e: %s\n",
+                case[[1]], case[[3]], a, ours$cpu, b, theirs$cpu,
+                if (better >= 0) "better" else "worse", abs(a - b),
+                if (better >= -1e-8) "met" else "MISSED"))
+    cat(sprintf("             bandwidths ours %s; np's %s\n",
+                paste(signif(unlist(ours$value$bandwidth), 4), collapse = ", "),
+                paste(signif(c(theirs$value$xbw, theirs$value$ybw), 4), collapse = ", ")))
+  }
 }
