@@ -725,3 +725,28 @@ test_that("cross-validated bandwidths score no worse than np's npcdensbw on the 
     expect_lte(lscv(ours), lscv(theirs) + 1e-8)
   }
 })
+
+test_that("the symmetric sums at the data equal the sums per query, for any thread count", {
+  ns <- asNamespace("localmean")
+  set.seed(12)
+  n <- 700  # three blocks of tree positions
+  dat <- data.frame(x = runif(n), z = rnorm(n))
+  dat$y <- dat$x + rnorm(n)
+  for (weights in list(NULL, runif(n))) {
+    for (method in c("exact", "tree")) {
+      fit <- kde(y ~ x + z, data = dat, bandwidth = c(0.1, 0.3, 0.2), weights = weights,
+                 method = method)
+      spec <- ns$with_scale(ns$cdens_search_specs(fit, 1L)$joint, c(0.1, 0.3, 0.2))
+      z <- cbind(fit$x, fit$y)
+      symmetric <- ns$engine_scale_moments(spec, z, at_data = TRUE)
+      expect_equal(symmetric, ns$engine_scale_moments(spec, z), tolerance = 1e-13)
+      expect_identical(ns$engine_scale_moments(spec, z, at_data = TRUE, n_threads = 2L),
+                       symmetric)
+      expect_equal(ns$engine_scale_moments(spec, z, derivatives = FALSE, at_data = TRUE),
+                   symmetric[, 1L, drop = FALSE], tolerance = 1e-13)
+    }
+  }
+  one <- kde(y ~ x, data = dat, bandwidth = "mlcv", n_threads = 1)
+  expect_identical(kde(y ~ x, data = dat, bandwidth = "mlcv", n_threads = 2)$bandwidth,
+                   one$bandwidth)
+})
