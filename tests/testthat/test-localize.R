@@ -62,8 +62,10 @@ test_that("localize(lm) equals a plain-R loop of weighted lm() fits", {
 
 test_that("localize(glm(binomial)) equals weighted glm() fits, covariates and all", {
   at <- c(90, 150, 250)
+  # (the generic path: glm() refitted in R, to the convergence of glm()'s own iterations; the
+  # engine's fast path is compared with it below at a tight glm.control())
   loc <- localize(glm(vs ~ mpg, family = binomial, data = mtcars), over = ~hp, bandwidth = 60,
-                  at = at, verbose = FALSE)
+                  at = at, fast = FALSE, verbose = FALSE)
   ref <- local_loop_ref(function(d) suppressWarnings(glm(vs ~ mpg, family = binomial, data = d,
                                                          weights = w)),
                         mtcars, mtcars$hp, at, 60, gauss_ref)
@@ -208,11 +210,57 @@ test_that("the engine's fast path of glm() and rq() over their covariate equals 
                    verbose = FALSE)
   expect_true(all(fast$engine_fitted))
   expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
-  # another localization variable, or another model: the generic path
-  d$z <- runif(n)
-  vc <- localize(glm(hit ~ x, family = binomial, data = d), over = ~z, bandwidth = 0.3,
-                 at = 0.5, verbose = FALSE)
-  expect_false(vc$engine_fitted)
+  # an offset: the generic path
+  off <- localize(glm(count ~ x, family = poisson, data = d, offset = rep(0.1, n)), over = ~x,
+                  bandwidth = 0.8, at = 1, verbose = FALSE)
+  expect_false(off$engine_fitted)
+})
+
+test_that("the engine's varying-coefficient fits of glm(), rlm() and rq() equal the generic path", {
+  set.seed(7)
+  n <- 150
+  d <- data.frame(x = rnorm(n), x2 = rnorm(n), z = runif(n), w = runif(n, 0.5, 2),
+                  g = factor(sample(c("a", "b", "c"), n, replace = TRUE)),
+                  k = sample(c("u", "v"), n, replace = TRUE))
+  d$hit <- rbinom(n, 1, plogis(0.5 + sin(3 * d$z) * d$x))
+  d$count <- rpois(n, exp(0.3 + d$z * d$x))
+  d$size <- rgamma(n, shape = 3, rate = 3 / exp(1 + d$z * d$x / 2))
+  d$y <- sin(3 * d$z) + (1 + d$z) * d$x - d$x2 + rnorm(n, sd = 0.3)
+  d$y[c(5, 30, 55)] <- d$y[c(5, 30, 55)] + c(4, -5, 6)
+  at <- data.frame(z = c(0.2, 0.5, 0.8), k = c("u", "v", "u"))
+  tight <- list(epsilon = 1e-14, maxit = 100)
+  compare <- function(model, over = ~z, bandwidth = 0.3) {
+    args <- list(over = over, kernel = "epanechnikov", bandwidth = bandwidth,
+                 at = at[all.vars(over)], verbose = FALSE)
+    fast <- do.call(localize, c(list(model), args))
+    slow <- do.call(localize, c(list(model, fast = FALSE), args))
+    expect_true(all(fast$engine_fitted))
+    expect_false(any(slow$engine_fitted))
+    expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
+    # (glm()'s vcov() from the working weights of the step before its last)
+    expect_equal(fast$std.error, slow$std.error, tolerance = 1e-6)
+    expect_equal(fast$n_window, slow$n_window)
+  }
+  compare(glm(hit ~ x + x2, family = binomial, data = d, control = tight))
+  # (prior weights that are not counts: glm()'s warning)
+  compare(suppressWarnings(glm(hit ~ x + g, family = binomial, data = d, weights = w,
+                               control = tight)))
+  compare(glm(count ~ x, family = poisson, data = d, control = tight), over = ~ z + k,
+          bandwidth = c(0.4, 0.5))
+  compare(glm(size ~ x, family = Gamma(link = "log"), data = d, control = tight))
+  compare(glm(count ~ x, family = quasipoisson, data = d, control = tight))
+  compare(glm(hit ~ x, family = binomial, data = d, control = tight), bandwidth = nn(60))
+  skip_if_not_installed("MASS")
+  compare(MASS::rlm(y ~ x + x2, data = d, wt.method = "case", acc = 1e-14, maxit = 200))
+  compare(MASS::rlm(y ~ x, data = d, wt.method = "case", psi = MASS::psi.bisquare,
+                    acc = 1e-14, maxit = 200))
+  skip_if_not_installed("quantreg")
+  compare(quantreg::rq(y ~ x + x2, tau = 0.3, data = d))
+  compare(quantreg::rq(y ~ x, tau = 0.7, data = d), over = ~ z + k, bandwidth = c(0.4, 0.5))
+  # without an intercept: the generic path
+  noint <- localize(glm(hit ~ x - 1, family = binomial, data = d), over = ~z, bandwidth = 0.3,
+                    at = 0.5, verbose = FALSE)
+  expect_false(noint$engine_fitted)
 })
 
 test_that("bandwidth = 'cv' scores leave-one-out losses as a plain-R loop does", {
@@ -319,8 +367,9 @@ test_that("predict() refits at each row; the methods work", {
   nd <- data.frame(wt = c(2.5, 3.5), hp = c(100, 200))
   expect_equal(predict(vc, nd), unname(coef(vc)[, 1] + coef(vc)[, 2] * nd$wt),
                tolerance = 1e-10)
-  logit <- localize(glm(vs ~ mpg, family = binomial, data = mtcars), over = ~hp,
-                    bandwidth = 60, at = 150, verbose = FALSE)
+  logit <- localize(glm(vs ~ mpg, family = binomial, data = mtcars,
+                        control = list(epsilon = 1e-14)),
+                    over = ~hp, bandwidth = 60, at = 150, verbose = FALSE)
   p <- predict(logit, data.frame(mpg = 20, hp = 150), type = "response")
   expect_equal(p, unname(plogis(coef(logit)[1, 1] + 20 * coef(logit)[1, 2])), tolerance = 1e-10)
   expect_output(print(vc), "local_refits")

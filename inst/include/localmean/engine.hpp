@@ -96,7 +96,7 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
         detail::tiled_local_means<K>(data, queries, m, radius, begin, end, out);
         return 0;
       }
-      Moments mo(basis.size(), data.nv(), set.want_var);
+      Moments mo(detail::fit_size(basis, set), set.design > 0 ? 1 : data.nv(), set.want_var);
       std::vector<double> q(d), table(data.table_size());
       Window win;
       for (std::size_t i = begin; i < end; ++i) {

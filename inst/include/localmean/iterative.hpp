@@ -1,7 +1,9 @@
 // The iterative solvers of the local decision, one per kind of loss of the registry
 // (losses.hpp), each on the window of one query: the local likelihood by IRLS, M-estimation by
 // iteratively reweighted moments, the check loss by IRLS and exact pivots, and the local
-// multinomial logit by Newton steps.
+// multinomial logit by Newton steps. The likelihood, robust and check-loss solvers also fit the
+// varying-coefficient model (EngineSettings::design): local polynomial in the points, linear in a
+// design x.
 #pragma once
 
 #include <algorithm>
@@ -21,15 +23,32 @@ namespace localmean {
 
 namespace detail {
 
-// The basis values phi(u_b) of the window's points (count x nb), once for all steps.
+// The number of coefficients of a local fit: the polynomial's terms, times the design's columns
+// in a varying-coefficient fit (set.design > 0).
+inline std::size_t fit_size(const Basis& basis, const EngineSettings& set) {
+  return basis.size() * static_cast<std::size_t>(std::max(set.design, 1));
+}
+
+// The basis values phi(u_b) of the window's points (count x fit_size), once for all steps. In a
+// varying-coefficient fit the values' columns 1..p are the design x_b (column 0 the response):
+// phi_b = p(u_b) (x) x_b, term t of the polynomial times column j at t * p + j, so that the first
+// p coefficients are those of the design at the query.
 inline std::vector<double> window_basis(const LocalData& data, const Basis& basis, const double* q,
-                                        double h, const Window& win) {
-  const std::size_t nb = basis.size(), d = data.d(), n = data.n(), count = win.pos.size();
+                                        double h, const Window& win, const EngineSettings& set) {
+  const std::size_t nt = basis.size(), d = data.d(), n = data.n(), count = win.pos.size();
+  const std::size_t p = static_cast<std::size_t>(set.design), nb = fit_size(basis, set);
   const double* pts = data.tree().points();
-  std::vector<double> phi(count * nb), u(d);
+  const double* x = data.values() + n;  // the design's columns, when p > 0
+  std::vector<double> phi(count * nb), u(d), poly(nt);
   for (std::size_t b = 0; b < count; ++b) {
     for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + win.pos[b]] - q[j]) / h;
-    basis.eval(u.data(), phi.data() + b * nb);
+    if (p == 0) {
+      basis.eval(u.data(), phi.data() + b * nb);
+      continue;
+    }
+    basis.eval(u.data(), poly.data());
+    for (std::size_t t = 0; t < nt; ++t)
+      for (std::size_t j = 0; j < p; ++j) phi[b * nb + t * p + j] = poly[t] * x[j * n + win.pos[b]];
   }
   return phi;
 }
@@ -125,7 +144,7 @@ struct StepOutput {
 inline void likelihood_solve(const LocalData& data, const Basis& basis, const double* q,
                              double h, const EngineSettings& set, const Window& win, Moments& mo,
                              std::size_t i, std::size_t m, const EngineOutput& out) {
-  const std::size_t nb = basis.size(), count = win.pos.size();
+  const std::size_t nb = detail::fit_size(basis, set), count = win.pos.size();
   const double* y = data.values();
   const LossInfo& loss = loss_info(set.family);
   // A fit that reproduces the responses has no interior maximum where a response can sit on the
@@ -142,7 +161,7 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
   auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (!(sw > 0.0)) return fail(kNoWeight);
   if (!valid_mean(loss.variance, swy / sw)) return fail(kNoFit);
-  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
+  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win, set);
   beta[0] = link_function(loss.link, swy / sw);
   double old_deviance = kInf;
   int halvings = 0;
@@ -222,14 +241,14 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
 inline void robust_solve(const LocalData& data, const Basis& basis, const double* q, double h,
                          const EngineSettings& set, const Window& win, Moments& mo, std::size_t i,
                          std::size_t m, const EngineOutput& out) {
-  const std::size_t nb = basis.size(), count = win.pos.size();
+  const std::size_t nb = detail::fit_size(basis, set), count = win.pos.size();
   const double* y = data.values();
   const double c = set.loss_param;
   std::vector<double> beta(nb), W(win.weight), z(count), r(count), before(count);
   detail::StepOutput step(beta.data());
   auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (count == 0) return fail(kNoWeight);
-  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
+  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win, set);
   for (std::size_t b = 0; b < count; ++b) z[b] = y[win.pos[b]];
   detail::window_moments(phi, win, W.data(), z.data(), mo);
   solve_moments(mo, 0, 1, step.out);
@@ -403,7 +422,7 @@ private:
 inline void quantile_solve(const LocalData& data, const Basis& basis, const double* q, double h,
                            const EngineSettings& set, const Window& win, Moments& mo,
                            std::size_t i, std::size_t m, const EngineOutput& out) {
-  const std::size_t nb = basis.size(), count = win.pos.size();
+  const std::size_t nb = detail::fit_size(basis, set), count = win.pos.size();
   const double* y = data.values();
   const double* w = win.weight.data();
   const double tau = set.loss_param, nan = std::numeric_limits<double>::quiet_NaN();
@@ -411,7 +430,7 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
   detail::StepOutput step(beta.data());
   auto fail = [&](int why) { detail::fail_query(mo, i, m, out, why); };
   if (count == 0) return fail(kNoWeight);
-  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win);
+  const std::vector<double> phi = detail::window_basis(data, basis, q, h, win, set);
   double yscale = 0.0, total = 0.0;
   for (std::size_t b = 0; b < count; ++b) {
     z[b] = y[win.pos[b]];
