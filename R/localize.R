@@ -84,14 +84,13 @@
 #'   varying-coefficient fit (linear in the columns of the model matrix, with the kernel weights
 #'   of the localization variables), models with an intercept and no offset fitted by
 #'   [stats::glm()] with a likelihood family of [losses()] and its link (the engine's tolerance
-#'   is the smaller of `glm.control()`'s `epsilon` and 1e-10), by `MASS::rlm()` with
-#'   `wt.method = "case"` (the Huber or bisquare psi, any tuning constant, the MAD scale;
-#'   standard errors as its `vcov()` computes them) or by `quantreg::rq()` at one `tau` with its
-#'   default method (the exact check-loss optimum); any localization variables. `MASS::rlm()`'s
-#'   default `wt.method = "inv.var"`, which rescales the residuals by the weights rather than
-#'   weighting their losses, is refitted by `rlm()` itself (the generic path): give
-#'   `wt.method = "case"` for the fast path. Points the engine cannot fit (a singular window, no
-#'   convergence) are refitted by the model's own function.
+#'   is the smaller of `glm.control()`'s `epsilon` and 1e-10), by `MASS::rlm()` with either
+#'   `wt.method` (`"inv.var"`, its default, scales each row by the square root of its weight;
+#'   `"case"` weights each row's loss), the Huber or bisquare psi, any tuning constant and the
+#'   MAD scale (standard errors as its `vcov()` computes them), or by `quantreg::rq()` at one
+#'   `tau` with its default method (the exact check-loss optimum); any localization variables.
+#'   Points the engine cannot fit (a singular window, no convergence) are refitted by the
+#'   model's own function.
 #' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
 #'   [local_poly()]).
 #' @param n_threads Number of threads of the engine, see [n_threads()].
@@ -676,13 +675,16 @@ registry_loss <- function(recipe, model, local) {
 }
 
 # The registry's loss of a MASS::rlm() model: M-estimation with case weights (wt.method =
-# "case", under which the kernel weights multiply each row's loss; the default "inv.var"
-# rescales the residuals instead, which the engine does not fit), the Huber or bisquare psi with
-# its tuning constant (`k` or `c`), the MAD scale and the least-squares start; else NULL.
+# "case": the kernel weights multiply each row's loss) or inverse-variance weights (the
+# default "inv.var": the rows scaled by the square roots of the weights, their residuals'
+# plain MAD), the Huber or bisquare psi with its tuning constant (`k` or `c`), the MAD scale
+# and the least-squares start; else NULL.
 rlm_loss <- function(args) {
   known <- c("formula", "wt.method", "psi", "k", "c", "maxit", "acc", "scale.est", "method",
              "na.action")
-  if (!all(names(args) %in% known) || !identical(args$wt.method, "case") ||
+  wt_method <- args$wt.method %||% "inv.var"
+  if (!all(names(args) %in% known) || !is.character(wt_method) || length(wt_method) != 1L ||
+      !wt_method %in% c("case", "inv.var") ||
       !identical(args$scale.est %||% "MAD", "MAD") || !identical(args$method %||% "M", "M")) {
     return(NULL)
   }
@@ -694,25 +696,34 @@ rlm_loss <- function(args) {
   if (!is.numeric(tuning) || length(tuning) != 1L || !(tuning > 0)) return(NULL)
   list(family = family, loss_param = as.double(tuning), tol = min(args$acc %||% 1e-4, 1e-10),
        max_iter = max(args$maxit %||% 20, 100L), psi = psi,
-       psi_args = stats::setNames(list(tuning), if (family == "huber") "k" else "c"))
+       psi_args = stats::setNames(list(tuning), if (family == "huber") "k" else "c"),
+       inverse_variance = wt_method == "inv.var")
 }
 
-# Standard errors of a local M-estimate as vcov() of MASS::rlm() gives them with case weights
-# `w` (summary.rlm()): the scale s, the psi function's first two moments and kappa's correction
-# times the inverse of the weighted cross-product of the design X.
+# Standard errors of a local M-estimate as vcov() of MASS::rlm() gives them with weights `w`
+# (summary.rlm()): the scale s, the psi function's first two moments and kappa's correction
+# times the inverse of the weighted cross-product of the design X; with case weights the
+# moments are weighted, with inverse-variance weights (loss$inverse_variance) they are plain
+# means over the rows of the residuals scaled by sqrt(w).
 rlm_standard_errors <- function(X, r, w, loss) {
   p <- ncol(X)
   psi <- function(u, deriv) do.call(loss$psi, c(list(u, deriv = deriv), loss$psi_args))
-  s <- weighted_mad(r, w)
+  info <- crossprod(X * w, X)
+  if (isTRUE(loss$inverse_variance)) {
+    r <- r * sqrt(w)
+    w <- rep(1, length(r))
+    s <- stats::median(abs(r)) / 0.6745
+  } else {
+    s <- weighted_mad(r, w)
+  }
   u <- r / s
-  S <- sum(w * (r * psi(u, 0))^2) / (sum(w) - p)
+  nn <- sum(w)
+  S <- sum(w * (r * psi(u, 0))^2) / (nn - p)
   slope <- psi(u, 1)
   m1 <- sum(w * slope)
   m2 <- sum(w * slope^2)
-  nn <- sum(w)
   mn <- m1 / nn
   kappa <- 1 + p * (m2 - m1^2 / nn) / (nn - 1) / (nn * mn^2)
-  info <- crossprod(X * w, X)
   if (rcond(info) < 1e-10) return(NULL)
   sqrt(pmax(diag(solve(info)), 0)) * sqrt(S) * kappa / mn
 }
@@ -745,6 +756,7 @@ registry_fits <- function(recipe, local, queries, loss) {
   spec$values <- cbind(as.double(y), sweep(X, 2L, centre))[rows, , drop = FALSE]
   spec$prior <- as.double(prior[rows])
   spec$design <- p
+  spec$inverse_variance <- isTRUE(loss$inverse_variance)
   spec$family <- loss$family
   spec$loss_param <- loss$loss_param
   spec$tol <- loss$tol

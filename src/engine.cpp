@@ -318,6 +318,8 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
   set.max_iter = field<int>(spec, "max_iter", 25);
   set.tol = field<double>(spec, "tol", 1e-8);
   set.design = spec.containsElementNamed("design") ? as<int>(spec["design"]) : 0;
+  set.inverse_variance = spec.containsElementNamed("inverse_variance") &&
+                         as<bool>(spec["inverse_variance"]);
   if (set.design > 0) {
     const localmean::LossKind kind = localmean::loss_info(set.family).kind;
     if (method == "binned" || static_cast<std::size_t>(set.design) + 1 != nv ||
@@ -379,7 +381,8 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
 // prior, point_scale, scale, kernel, degree, method, cutoff, gridsize, grid_range (2 x d, the
 // binned grid, which must cover the data and queries), categorical, family, max_iter, tol,
 // design (iterative losses: values = (response, p design columns), design = p, the
-// varying-coefficient fit; coef m x (p nb) x 1, see detail::window_basis())) held
+// varying-coefficient fit; coef m x (p nb) x 1, see detail::window_basis()), inverse_variance
+// (robust losses: MASS::rlm()'s wt.method = "inv.var")) held
 // by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
 // units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
 // want_var, want_inverse (optional: also `inverse`, m x nb x nb, S^-1 of each query's last

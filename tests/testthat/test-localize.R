@@ -77,11 +77,17 @@ test_that("localize(glm(binomial)) equals weighted glm() fits, covariates and al
 test_that("localize() of MASS::rlm() and quantreg::rq() equals weighted fits", {
   skip_if_not_installed("MASS")
   at <- c(8, 14, 20)
+  # (the generic path, to rlm()'s own convergence at its default acc = 1e-4; the engine's fast
+  # path is compared with it at acc = 1e-14 below)
   loc <- localize(MASS::rlm(dist ~ speed, data = cars), over = ~speed, kernel = "epanechnikov",
-                  bandwidth = 7, at = at, verbose = FALSE)
+                  bandwidth = 7, at = at, fast = FALSE, verbose = FALSE)
   ref <- local_loop_ref(function(d) MASS::rlm(dist ~ speed, data = d, weights = w), cars,
                         cars$speed, at, 7, epan_ref)
   expect_same_fits(loc, ref)
+  fast <- localize(MASS::rlm(dist ~ speed, data = cars), over = ~speed,
+                   kernel = "epanechnikov", bandwidth = 7, at = at, verbose = FALSE)
+  expect_true(all(fast$engine_fitted))
+  expect_equal(fast$coefficients, loc$coefficients, tolerance = 1e-3)
   skip_if_not_installed("quantreg")
   q <- localize(quantreg::rq(dist ~ speed, tau = 0.75, data = cars), over = ~speed,
                 kernel = "epanechnikov", bandwidth = 7, at = at, verbose = FALSE)
@@ -198,10 +204,26 @@ test_that("the engine's fast path of glm() and rq() over their covariate equals 
     expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
     expect_equal(fast$std.error, slow$std.error, tolerance = 1e-8)
   }
-  # rlm()'s default inverse-variance weights: another loss, the generic path
-  inv <- localize(MASS::rlm(y ~ x, data = d), over = ~x, kernel = "epanechnikov",
-                  bandwidth = 0.8, at = 1, verbose = FALSE)
-  expect_false(inv$engine_fitted)
+  # rlm()'s default inverse-variance weights (the rows scaled by sqrt(weight)), prior weights
+  # and all; vcov() as summary.rlm() gives it for them
+  d$prior <- d$trials
+  for (model in list(MASS::rlm(y ~ x, data = d, acc = 1e-14, maxit = 200),
+                     MASS::rlm(y ~ x, data = d, weights = prior, psi = MASS::psi.bisquare,
+                               acc = 1e-14, maxit = 200))) {
+    fast <- localize(model, over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at,
+                     verbose = FALSE)
+    slow <- localize(model, over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at,
+                     fast = FALSE, verbose = FALSE)
+    expect_true(all(fast$engine_fitted))
+    expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
+    expect_equal(fast$std.error, slow$std.error, tolerance = 1e-8)
+  }
+  # the inverse-variance fit is another estimate than the case-weighted one
+  case <- localize(MASS::rlm(y ~ x, data = d, wt.method = "case", acc = 1e-14, maxit = 200),
+                   over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at, verbose = FALSE)
+  inv <- localize(MASS::rlm(y ~ x, data = d, acc = 1e-14, maxit = 200), over = ~x,
+                  kernel = "epanechnikov", bandwidth = 0.8, at = at, verbose = FALSE)
+  expect_gt(max(abs(case$coefficients - inv$coefficients)), 1e-6)
   skip_if_not_installed("quantreg")
   fast <- localize(quantreg::rq(y ~ x, tau = 0.25, data = d), over = ~x,
                    kernel = "epanechnikov", bandwidth = 0.8, at = at, verbose = FALSE)
@@ -254,6 +276,7 @@ test_that("the engine's varying-coefficient fits of glm(), rlm() and rq() equal 
   compare(MASS::rlm(y ~ x + x2, data = d, wt.method = "case", acc = 1e-14, maxit = 200))
   compare(MASS::rlm(y ~ x, data = d, wt.method = "case", psi = MASS::psi.bisquare,
                     acc = 1e-14, maxit = 200))
+  compare(MASS::rlm(y ~ x + x2, data = d, acc = 1e-14, maxit = 200))
   skip_if_not_installed("quantreg")
   compare(quantreg::rq(y ~ x + x2, tau = 0.3, data = d))
   compare(quantreg::rq(y ~ x, tau = 0.7, data = d), over = ~ z + k, bandwidth = c(0.4, 0.5))

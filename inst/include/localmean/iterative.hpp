@@ -264,7 +264,8 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
 
 // M-estimation at query q (of m), for the robust losses of the registry (identity link): the
 // local polynomial minimising sum_i W_i rho((y_i - phi_i' beta) / s), by iteratively reweighted
-// moments as MASS::rlm(wt.method = "case", scale.est = "MAD"): from the kernel-weighted
+// moments as MASS::rlm(wt.method = "case", scale.est = "MAD") (or "inv.var" with
+// set.inverse_variance: residuals sqrt(W_i) r_i, their plain MAD): from the kernel-weighted
 // least-squares fit, each step estimates the scale s as the weighted MAD of the window's
 // residuals (weights W_i; see weighted_mad()) and solves the moments with the weights
 // W_i psi(r_i / s) / (r_i / s). Converged when the window's residuals change by less than tol
@@ -287,12 +288,17 @@ inline void robust_solve(const LocalData& data, const Basis& basis, const double
   solve_moments(mo, 0, 1, step.out);
   if (step.status != kOk) return fail(step.status);
   detail::window_residuals(phi, win, y, beta, r);
+  // Inverse-variance weights: the residuals scaled by sqrt(W_b), their MAD unweighted.
+  std::vector<double> scaled(set.inverse_variance ? count : 0), unit(scaled.size(), 1.0);
+  const std::vector<double>& u = set.inverse_variance ? scaled : r;
+  const std::vector<double>& mad_weight = set.inverse_variance ? unit : win.weight;
   // Reweighting converges linearly, slower than Newton steps: four times their budget.
   for (int iter = 0; iter < 4 * set.max_iter; ++iter) {
-    const double scale = detail::weighted_mad(r, win.weight);
+    for (std::size_t b = 0; b < scaled.size(); ++b) scaled[b] = std::sqrt(win.weight[b]) * r[b];
+    const double scale = detail::weighted_mad(u, mad_weight);
     if (!(scale > 0.0)) return solve_moments(mo, i, m, out);
     for (std::size_t b = 0; b < count; ++b)
-      W[b] = win.weight[b] * loss_weight(set.family, r[b] / scale, c);
+      W[b] = win.weight[b] * loss_weight(set.family, u[b] / scale, c);
     detail::window_moments(phi, win, W.data(), z.data(), mo);
     solve_moments(mo, 0, 1, step.out);
     // The weights vanish on too many points (bisquare) to span the polynomial.
