@@ -80,14 +80,17 @@
 #' @param fast Fit models that the engine solves itself in C++ instead of refitting them in R,
 #'   with the same estimates (to about 1e-10 for least squares, and to the convergence
 #'   tolerance of the iterative fits), far faster: [stats::lm()] models (formula, data, weights,
-#'   subset and na.action alone) from the engine's local moment sums, any localization
-#'   variables; and the straight line `y ~ z` localized over `z` alone (a local linear fit, as
-#'   [local_poly()] fits it) by [stats::glm()] with a likelihood family of [losses()] and its
-#'   link (the engine's tolerance is the smaller of `glm.control()`'s `epsilon` and 1e-10), by
-#'   `MASS::rlm()` with `wt.method = "case"` (the Huber or bisquare psi, any tuning constant,
-#'   the MAD scale; standard errors as its `vcov()` computes them) or by `quantreg::rq()` at one
-#'   `tau` with its default method (the exact check-loss optimum). Points the engine cannot fit
-#'   (a singular window, no convergence) are refitted by the model's own function.
+#'   subset and na.action alone) from the engine's local moment sums; and, by the engine's
+#'   varying-coefficient fit (linear in the columns of the model matrix, with the kernel weights
+#'   of the localization variables), models with an intercept and no offset fitted by
+#'   [stats::glm()] with a likelihood family of [losses()] and its link (the engine's tolerance
+#'   is the smaller of `glm.control()`'s `epsilon` and 1e-10), by `MASS::rlm()` with either
+#'   `wt.method` (`"inv.var"`, its default, scales each row by the square root of its weight;
+#'   `"case"` weights each row's loss), the Huber or bisquare psi, any tuning constant and the
+#'   MAD scale (standard errors as its `vcov()` computes them), or by `quantreg::rq()` at one
+#'   `tau` with its default method (the exact check-loss optimum); any localization variables.
+#'   Points the engine cannot fit (a singular window, no convergence) are refitted by the
+#'   model's own function.
 #' @param method Strategy of the engine's window search: `"auto"`, `"exact"` or `"tree"` (see
 #'   [local_poly()]).
 #' @param n_threads Number of threads of the engine, see [n_threads()].
@@ -632,24 +635,17 @@ batch_backward <- function(L, b) {
 
 # ---- The fast path: losses of the registry fitted by the engine -----------------------------
 
-# The loss of the registry (losses()) that fits the model as local_poly() does, or NULL: the
-# model is one numeric localization variable's straight line, `y ~ z` over `z` (so the local
-# model is the local linear fit in z), by glm() with a likelihood family of the registry and its
-# link (arguments formula, family, control, na.action), by MASS::rlm() with case weights
-# (rlm_loss()), or by quantreg::rq() at one tau with the default method (arguments formula,
-# tau, method "br", na.action). list(family, loss_param, tol, max_iter), and for rlm() its psi.
+# The loss of the registry (losses()) that fits the model in the engine, or NULL: a model with
+# an intercept and no offset, any localization variables (the engine's varying-coefficient fit,
+# linear in the columns of the model matrix, local constant in the localization variables), by
+# glm() with a likelihood family of the registry and its link (arguments formula, family,
+# control, na.action), by MASS::rlm() with case weights (rlm_loss()), or by quantreg::rq() at
+# one tau with the default method (arguments formula, tau, method "br", na.action).
+# list(family, loss_param, tol, max_iter), and for rlm() its psi.
 registry_loss <- function(recipe, model, local) {
   args <- recipe$args
-  var <- local$vars
-  if (length(var) != 1L || !is.null(recipe$offset) || !is.null(local$spec$categorical) ||
-      !inherits(args$formula, "formula") || length(args$formula) != 3L) {
-    return(NULL)
-  }
-  # nn() radii of compact kernels depend on the degree: the windows must be the generic path's
-  if (!is.null(local$spec$nn) && kernel_row(local$spec$kernel)$compact) return(NULL)
-  tt <- stats::terms(args$formula)
-  if (!identical(attr(tt, "term.labels"), var) || attr(tt, "intercept") != 1L ||
-      !is.name(args$formula[[2L]])) {
+  if (!is.null(recipe$offset) || !inherits(args$formula, "formula") ||
+      length(args$formula) != 3L || attr(stats::terms(args$formula), "intercept") != 1L) {
     return(NULL)
   }
   if (identical(recipe$fun, stats::glm)) {
@@ -679,13 +675,16 @@ registry_loss <- function(recipe, model, local) {
 }
 
 # The registry's loss of a MASS::rlm() model: M-estimation with case weights (wt.method =
-# "case", under which the kernel weights multiply each row's loss; the default "inv.var"
-# rescales the residuals instead, which the engine does not fit), the Huber or bisquare psi with
-# its tuning constant (`k` or `c`), the MAD scale and the least-squares start; else NULL.
+# "case": the kernel weights multiply each row's loss) or inverse-variance weights (the
+# default "inv.var": the rows scaled by the square roots of the weights, their residuals'
+# plain MAD), the Huber or bisquare psi with its tuning constant (`k` or `c`), the MAD scale
+# and the least-squares start; else NULL.
 rlm_loss <- function(args) {
   known <- c("formula", "wt.method", "psi", "k", "c", "maxit", "acc", "scale.est", "method",
              "na.action")
-  if (!all(names(args) %in% known) || !identical(args$wt.method, "case") ||
+  wt_method <- args$wt.method %||% "inv.var"
+  if (!all(names(args) %in% known) || !is.character(wt_method) || length(wt_method) != 1L ||
+      !wt_method %in% c("case", "inv.var") ||
       !identical(args$scale.est %||% "MAD", "MAD") || !identical(args$method %||% "M", "M")) {
     return(NULL)
   }
@@ -697,32 +696,43 @@ rlm_loss <- function(args) {
   if (!is.numeric(tuning) || length(tuning) != 1L || !(tuning > 0)) return(NULL)
   list(family = family, loss_param = as.double(tuning), tol = min(args$acc %||% 1e-4, 1e-10),
        max_iter = max(args$maxit %||% 20, 100L), psi = psi,
-       psi_args = stats::setNames(list(tuning), if (family == "huber") "k" else "c"))
+       psi_args = stats::setNames(list(tuning), if (family == "huber") "k" else "c"),
+       inverse_variance = wt_method == "inv.var")
 }
 
-# Standard errors of a local M-estimate as vcov() of MASS::rlm() gives them with case weights
-# `w` (summary.rlm()): the scale s, the psi function's first two moments and kappa's correction
-# times the inverse of the weighted cross-product of the design X.
+# Standard errors of a local M-estimate as vcov() of MASS::rlm() gives them with weights `w`
+# (summary.rlm()): the scale s, the psi function's first two moments and kappa's correction
+# times the inverse of the weighted cross-product of the design X; with case weights the
+# moments are weighted, with inverse-variance weights (loss$inverse_variance) they are plain
+# means over the rows of the residuals scaled by sqrt(w).
 rlm_standard_errors <- function(X, r, w, loss) {
   p <- ncol(X)
   psi <- function(u, deriv) do.call(loss$psi, c(list(u, deriv = deriv), loss$psi_args))
-  s <- weighted_mad(r, w)
+  info <- crossprod(X * w, X)
+  if (isTRUE(loss$inverse_variance)) {
+    r <- r * sqrt(w)
+    w <- rep(1, length(r))
+    s <- stats::median(abs(r)) / 0.6745
+  } else {
+    s <- weighted_mad(r, w)
+  }
   u <- r / s
-  S <- sum(w * (r * psi(u, 0))^2) / (sum(w) - p)
+  nn <- sum(w)
+  S <- sum(w * (r * psi(u, 0))^2) / (nn - p)
   slope <- psi(u, 1)
   m1 <- sum(w * slope)
   m2 <- sum(w * slope^2)
-  nn <- sum(w)
   mn <- m1 / nn
   kappa <- 1 + p * (m2 - m1^2 / nn) / (nn - 1) / (nn * mn^2)
-  info <- crossprod(X * w, X)
   if (rcond(info) < 1e-10) return(NULL)
   sqrt(pmax(diag(solve(info)), 0)) * sqrt(S) * kappa / mn
 }
 
-# The local linear fits in the localization variable by the engine (registry_loss()), as
-# engine_estimates(): the coefficients of y ~ z, beta_0 = f(z*) - z* f'(z*) and
-# beta_1 = f'(z*), with standard errors as vcov() computes them for glm() (from the window's
+# The local fits by the engine's varying-coefficient fit (registry_loss()), as
+# engine_estimates(): the response and the model matrix (its columns other than the intercept
+# centred at their weighted means, which keeps the local designs well conditioned, the
+# intercept restored afterwards), local constant in the localization variables, as the model
+# refitted with the kernel weights; standard errors as vcov() computes them for glm() (from the
 # working weights at the fit, the dispersion 1 or the Pearson estimate), as summary.rlm() for
 # rlm() (rlm_standard_errors()) and NA for rq(); points where the engine finds no fit are left
 # to the model's function itself.
@@ -732,13 +742,21 @@ registry_fits <- function(recipe, local, queries, loss) {
   y <- stats::model.response(mf)
   if (is.factor(y)) y <- as.numeric(y != levels(y)[1L])
   if (is.logical(y)) y <- as.numeric(y)
-  if (!is.numeric(y) || !is.null(dim(y))) return(NULL)
-  z <- recipe$data[[local$vars]]
+  X <- stats::model.matrix(attr(mf, "terms"), mf)
+  if (!is.numeric(y) || !is.null(dim(y)) || nrow(X) != length(y) ||
+      colnames(X)[1L] != "(Intercept)" || anyNA(X)) {
+    return(NULL)
+  }
+  p <- ncol(X)
   prior <- recipe$prior %||% rep(1, length(y))
+  rows <- local$rows
+  centre <- c(0, colSums(X[rows, -1L, drop = FALSE] * prior[rows]) / sum(prior[rows]))
+  if (!all(is.finite(centre))) centre[] <- 0
   spec <- local$spec
-  spec$values <- matrix(as.double(y[local$rows]), ncol = 1L)
-  spec$prior <- as.double(prior[local$rows])
-  spec$degree <- 1L
+  spec$values <- cbind(as.double(y), sweep(X, 2L, centre))[rows, , drop = FALSE]
+  spec$prior <- as.double(prior[rows])
+  spec$design <- p
+  spec$inverse_variance <- isTRUE(loss$inverse_variance)
   spec$family <- loss$family
   spec$loss_param <- loss$loss_param
   spec$tol <- loss$tol
@@ -748,46 +766,49 @@ registry_fits <- function(recipe, local, queries, loss) {
   # binomial and Poisson fits (canonical links, dispersion 1): the standard errors from the
   # engine's inverse information of each fit's last step
   engine_se <- loss_row(loss$family)$scale == "fixed" && is.null(loss$psi)
-  res <- engine_run(spec, queries$x, want_inverse = engine_se)
-  level <- res$coef[, 1L, 1L]
-  slope <- res$coef[, 2L, 1L]
-  names <- c("(Intercept)", local$vars)
-  fitted <- res$status == 0L & is.finite(level) & is.finite(slope)
-  coef <- cbind(level - slope * queries$x[, 1L], slope)
-  se <- matrix(NA_real_, m, 2L)
+  res <- engine_run(spec, queries$x, query_codes = queries$codes, want_inverse = engine_se)
+  # back from the centred design: beta_0 = b_0 - sum_j centre_j b_j
+  unit <- diag(p)
+  unit[1L, ] <- unit[1L, ] - centre
+  coef <- matrix(res$coef[, , 1L], m, p) %*% t(unit)
+  fitted <- res$status == 0L & rowSums(!is.finite(coef)) == 0L
+  se <- matrix(NA_real_, m, p)
   if (engine_se) {
-    se <- local_linear_se(res$inverse, queries$x[, 1L], spec$scale * (res$radius %||% 1))
-    fitted <- fitted & !is.na(se[, 1L])
+    se <- design_standard_errors(res$inverse, unit)
+    fitted <- fitted & rowSums(is.na(se)) == 0L
   } else if (loss$family != "quantile") {
     windows <- point_windows(local, queries)
     family <- family_of(loss$family)
     fixed_dispersion <- loss_row(loss$family)$scale == "fixed"
     for (i in which(fitted)) {
-      rows <- windows$rows[[i]]
-      X <- cbind(1, z[rows])
-      w <- windows$weights[[i]] * prior[rows]
+      win <- windows$rows[[i]]
+      Xi <- X[win, , drop = FALSE]
+      w <- windows$weights[[i]] * prior[win]
       se_i <- if (!is.null(loss$psi)) {
-        rlm_standard_errors(X, y[rows] - drop(X %*% coef[i, ]), w, loss)
+        rlm_standard_errors(Xi, y[win] - drop(Xi %*% coef[i, ]), w, loss)
       } else {
-        glm_standard_errors(X, y[rows], w, coef[i, ], family, fixed_dispersion)
+        glm_standard_errors(Xi, y[win], w, coef[i, ], family, fixed_dispersion)
       }
       if (is.null(se_i)) fitted[i] <- FALSE else se[i, ] <- se_i
     }
   }
   coef[!fitted, ] <- NA_real_
-  dimnames(coef) <- dimnames(se) <- list(NULL, names)
+  dimnames(coef) <- dimnames(se) <- list(NULL, colnames(X))
   list(coef = coef, se = se, fitted = fitted, sizes = sizes[c("size", "wsum")])
 }
 
-# Standard errors of the coefficients (a0, a1) of a + b z from the inverse information
-# `inverse` (m x 2 x 2) of the engine's local linear fits in the scaled basis u = (z - q) / s at
-# the points q with scales s: a1 = b1 / s, a0 = b0 - b1 q / s. m x 2.
-local_linear_se <- function(inverse, q, s) {
-  v00 <- inverse[, 1L, 1L]
-  v01 <- inverse[, 1L, 2L]
-  v11 <- inverse[, 2L, 2L]
-  shift <- q / s
-  cbind(sqrt(pmax(v00 - 2 * shift * v01 + shift^2 * v11, 0)), sqrt(pmax(v11, 0)) / s)
+# Standard errors of the coefficients unit %*% b from the inverse information `inverse`
+# (m x p x p) of the engine's fits b: sqrt(u_j' V u_j) for the rows u_j of unit. m x p.
+design_standard_errors <- function(inverse, unit) {
+  p <- nrow(unit)
+  m <- dim(inverse)[1L]
+  matrix(vapply(seq_len(p), function(j) {
+    v <- 0
+    for (a in seq_len(p)) for (b in seq_len(p)) {
+      if (unit[j, a] != 0 && unit[j, b] != 0) v <- v + unit[j, a] * unit[j, b] * inverse[, a, b]
+    }
+    sqrt(pmax(v, 0))
+  }, numeric(m)), m, p)
 }
 
 # Standard errors of a local glm() fit `coef` as its vcov() computes them: from the working
@@ -800,7 +821,7 @@ glm_standard_errors <- function(X, y, w, coef, family, fixed_dispersion) {
   info <- crossprod(X * working, X)
   if (rcond(info) < 1e-10) return(NULL)
   dispersion <- if (fixed_dispersion) 1 else {
-    sum((w * (y - mu)^2 / family$variance(mu))[w > 0]) / (sum(w > 0) - 2)
+    sum((w * (y - mu)^2 / family$variance(mu))[w > 0]) / (sum(w > 0) - ncol(X))
   }
   sqrt(pmax(diag(solve(info)) * dispersion, 0))
 }

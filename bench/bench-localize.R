@@ -5,7 +5,8 @@
 #   (b) robust local linear fits, local_poly(n_robust = 3), against loess(family = "symmetric",
 #       surface = "direct") at the same span, kernel and degree: target no slower;
 #   (c) the engine's fast path of a local logistic glm() and of quantreg::rq() (localized over
-#       their covariate) against the generic path: target >= 50x;
+#       their covariate), and of a varying-coefficient logistic glm() (localized over another
+#       variable), against the generic path: target >= 50x;
 #   (d) local linear quantile regression, local_poly(family = "quantile"), against
 #       quantreg::lprq() at n = 2000 and 100 points, the same Gaussian kernel: target >= 50x.
 # Run: BENCH_REPS=3 R_LIBS=/work/lib/peers:<lib> Rscript bench/bench-localize.R (BENCH_PARTS="b"
@@ -75,12 +76,18 @@ d <- data.frame(x = runif(n, 0, 3))
 d$hit <- rbinom(n, 1, plogis(2 * cos(2 * d$x)))
 d$y <- sin(2 * d$x) + rnorm(n, sd = 0.3)
 at <- seq(0.05, 2.95, length.out = 100)
+# (glm_vc: the varying-coefficient model, hit ~ x localized over another variable z, scaled to
+# the same range)
+d$z <- runif(n, 0, 3)
+d$hit_vc <- rbinom(n, 1, plogis(1 - d$x + cos(2 * d$z) * d$x))
 models <- list(glm = glm(hit ~ x, family = binomial, data = d),
-               rq = quantreg::rq(y ~ x, tau = 0.25, data = d))
+               rq = quantreg::rq(y ~ x, tau = 0.25, data = d),
+               glm_vc = glm(hit_vc ~ x, family = binomial, data = d))
+over <- list(glm = ~x, rq = ~x, glm_vc = ~z)
 for (name in names(models)) {
   run <- function(fast) {
-    function() localize(models[[name]], over = ~x, kernel = "epanechnikov", bandwidth = 0.3,
-                        at = at, fast = fast, verbose = FALSE)
+    function() localize(models[[name]], over = over[[name]], kernel = "epanechnikov",
+                        bandwidth = 0.3, at = at, fast = fast, verbose = FALSE)
   }
   fast_fit <- run(TRUE)()
   slow_fit <- run(FALSE)()

@@ -317,9 +317,20 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
   set.loss_param = field<double>(spec, "loss_param", NA_REAL);
   set.max_iter = field<int>(spec, "max_iter", 25);
   set.tol = field<double>(spec, "tol", 1e-8);
-  const std::size_t nb = localmean::Basis(static_cast<int>(d), set.degree).size();
+  set.design = spec.containsElementNamed("design") ? as<int>(spec["design"]) : 0;
+  set.inverse_variance = spec.containsElementNamed("inverse_variance") &&
+                         as<bool>(spec["inverse_variance"]);
+  if (set.design > 0) {
+    const localmean::LossKind kind = localmean::loss_info(set.family).kind;
+    if (method == "binned" || static_cast<std::size_t>(set.design) + 1 != nv ||
+        kind == localmean::LossKind::least_squares || kind == localmean::LossKind::multinomial)
+      stop("a design needs an iterative loss, values (response, design) and no binning");
+  }
+  const localmean::Basis basis(static_cast<int>(d), set.degree);
+  const std::size_t nb = localmean::detail::fit_size(basis, set);
   // (want_inverse: S^-1 of each query's last solve, not interpolated by the binned strategy)
-  FitArrays res(m, nb, nv, want_var, method != "binned" && request.want_inverse);
+  FitArrays res(m, nb, set.design > 0 ? 1 : nv, want_var,
+                method != "binned" && request.want_inverse);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
   // (binned: the grid's work is not counted in points; small fits never bin)
   const double visits = method == "binned" ? localmean_r::kSerialWork : static_cast<double>(m) * n;
@@ -368,7 +379,10 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
 // Local polynomial fits at the request's queries from the engine specification `spec` (see
 // engine_spec() in R/engine.R: x (n x d, or a vector), values (n x nv, or a vector; NULL: none),
 // prior, point_scale, scale, kernel, degree, method, cutoff, gridsize, grid_range (2 x d, the
-// binned grid, which must cover the data and queries), categorical, family, max_iter, tol) held
+// binned grid, which must cover the data and queries), categorical, family, max_iter, tol,
+// design (iterative losses: values = (response, p design columns), design = p, the
+// varying-coefficient fit; coef m x (p nb) x 1, see detail::window_basis()), inverse_variance
+// (robust losses: MASS::rlm()'s wt.method = "inv.var")) held
 // by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
 // units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
 // want_var, want_inverse (optional: also `inverse`, m x nb x nb, S^-1 of each query's last

@@ -62,8 +62,10 @@ test_that("localize(lm) equals a plain-R loop of weighted lm() fits", {
 
 test_that("localize(glm(binomial)) equals weighted glm() fits, covariates and all", {
   at <- c(90, 150, 250)
+  # (the generic path: glm() refitted in R, to the convergence of glm()'s own iterations; the
+  # engine's fast path is compared with it below at a tight glm.control())
   loc <- localize(glm(vs ~ mpg, family = binomial, data = mtcars), over = ~hp, bandwidth = 60,
-                  at = at, verbose = FALSE)
+                  at = at, fast = FALSE, verbose = FALSE)
   ref <- local_loop_ref(function(d) suppressWarnings(glm(vs ~ mpg, family = binomial, data = d,
                                                          weights = w)),
                         mtcars, mtcars$hp, at, 60, gauss_ref)
@@ -75,11 +77,17 @@ test_that("localize(glm(binomial)) equals weighted glm() fits, covariates and al
 test_that("localize() of MASS::rlm() and quantreg::rq() equals weighted fits", {
   skip_if_not_installed("MASS")
   at <- c(8, 14, 20)
+  # (the generic path, to rlm()'s own convergence at its default acc = 1e-4; the engine's fast
+  # path is compared with it at acc = 1e-14 below)
   loc <- localize(MASS::rlm(dist ~ speed, data = cars), over = ~speed, kernel = "epanechnikov",
-                  bandwidth = 7, at = at, verbose = FALSE)
+                  bandwidth = 7, at = at, fast = FALSE, verbose = FALSE)
   ref <- local_loop_ref(function(d) MASS::rlm(dist ~ speed, data = d, weights = w), cars,
                         cars$speed, at, 7, epan_ref)
   expect_same_fits(loc, ref)
+  fast <- localize(MASS::rlm(dist ~ speed, data = cars), over = ~speed,
+                   kernel = "epanechnikov", bandwidth = 7, at = at, verbose = FALSE)
+  expect_true(all(fast$engine_fitted))
+  expect_equal(fast$coefficients, loc$coefficients, tolerance = 1e-3)
   skip_if_not_installed("quantreg")
   q <- localize(quantreg::rq(dist ~ speed, tau = 0.75, data = cars), over = ~speed,
                 kernel = "epanechnikov", bandwidth = 7, at = at, verbose = FALSE)
@@ -196,10 +204,26 @@ test_that("the engine's fast path of glm() and rq() over their covariate equals 
     expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
     expect_equal(fast$std.error, slow$std.error, tolerance = 1e-8)
   }
-  # rlm()'s default inverse-variance weights: another loss, the generic path
-  inv <- localize(MASS::rlm(y ~ x, data = d), over = ~x, kernel = "epanechnikov",
-                  bandwidth = 0.8, at = 1, verbose = FALSE)
-  expect_false(inv$engine_fitted)
+  # rlm()'s default inverse-variance weights (the rows scaled by sqrt(weight)), prior weights
+  # and all; vcov() as summary.rlm() gives it for them
+  d$prior <- d$trials
+  for (model in list(MASS::rlm(y ~ x, data = d, acc = 1e-14, maxit = 200),
+                     MASS::rlm(y ~ x, data = d, weights = prior, psi = MASS::psi.bisquare,
+                               acc = 1e-14, maxit = 200))) {
+    fast <- localize(model, over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at,
+                     verbose = FALSE)
+    slow <- localize(model, over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at,
+                     fast = FALSE, verbose = FALSE)
+    expect_true(all(fast$engine_fitted))
+    expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
+    expect_equal(fast$std.error, slow$std.error, tolerance = 1e-8)
+  }
+  # the inverse-variance fit is another estimate than the case-weighted one
+  case <- localize(MASS::rlm(y ~ x, data = d, wt.method = "case", acc = 1e-14, maxit = 200),
+                   over = ~x, kernel = "epanechnikov", bandwidth = 0.8, at = at, verbose = FALSE)
+  inv <- localize(MASS::rlm(y ~ x, data = d, acc = 1e-14, maxit = 200), over = ~x,
+                  kernel = "epanechnikov", bandwidth = 0.8, at = at, verbose = FALSE)
+  expect_gt(max(abs(case$coefficients - inv$coefficients)), 1e-6)
   skip_if_not_installed("quantreg")
   fast <- localize(quantreg::rq(y ~ x, tau = 0.25, data = d), over = ~x,
                    kernel = "epanechnikov", bandwidth = 0.8, at = at, verbose = FALSE)
@@ -208,11 +232,58 @@ test_that("the engine's fast path of glm() and rq() over their covariate equals 
                    verbose = FALSE)
   expect_true(all(fast$engine_fitted))
   expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
-  # another localization variable, or another model: the generic path
-  d$z <- runif(n)
-  vc <- localize(glm(hit ~ x, family = binomial, data = d), over = ~z, bandwidth = 0.3,
-                 at = 0.5, verbose = FALSE)
-  expect_false(vc$engine_fitted)
+  # an offset: the generic path
+  off <- localize(glm(count ~ x, family = poisson, data = d, offset = rep(0.1, n)), over = ~x,
+                  bandwidth = 0.8, at = 1, verbose = FALSE)
+  expect_false(off$engine_fitted)
+})
+
+test_that("the engine's varying-coefficient fits of glm(), rlm() and rq() equal the generic path", {
+  set.seed(7)
+  n <- 150
+  d <- data.frame(x = rnorm(n), x2 = rnorm(n), z = runif(n), w = runif(n, 0.5, 2),
+                  g = factor(sample(c("a", "b", "c"), n, replace = TRUE)),
+                  k = sample(c("u", "v"), n, replace = TRUE))
+  d$hit <- rbinom(n, 1, plogis(0.5 + sin(3 * d$z) * d$x))
+  d$count <- rpois(n, exp(0.3 + d$z * d$x))
+  d$size <- rgamma(n, shape = 3, rate = 3 / exp(1 + d$z * d$x / 2))
+  d$y <- sin(3 * d$z) + (1 + d$z) * d$x - d$x2 + rnorm(n, sd = 0.3)
+  d$y[c(5, 30, 55)] <- d$y[c(5, 30, 55)] + c(4, -5, 6)
+  at <- data.frame(z = c(0.2, 0.5, 0.8), k = c("u", "v", "u"))
+  tight <- list(epsilon = 1e-14, maxit = 100)
+  compare <- function(model, over = ~z, bandwidth = 0.3) {
+    args <- list(over = over, kernel = "epanechnikov", bandwidth = bandwidth,
+                 at = at[all.vars(over)], verbose = FALSE)
+    fast <- do.call(localize, c(list(model), args))
+    slow <- do.call(localize, c(list(model, fast = FALSE), args))
+    expect_true(all(fast$engine_fitted))
+    expect_false(any(slow$engine_fitted))
+    expect_equal(fast$coefficients, slow$coefficients, tolerance = 1e-8)
+    # (glm()'s vcov() from the working weights of the step before its last)
+    expect_equal(fast$std.error, slow$std.error, tolerance = 1e-6)
+    expect_equal(fast$n_window, slow$n_window)
+  }
+  compare(glm(hit ~ x + x2, family = binomial, data = d, control = tight))
+  # (prior weights that are not counts: glm()'s warning)
+  compare(suppressWarnings(glm(hit ~ x + g, family = binomial, data = d, weights = w,
+                               control = tight)))
+  compare(glm(count ~ x, family = poisson, data = d, control = tight), over = ~ z + k,
+          bandwidth = c(0.4, 0.5))
+  compare(glm(size ~ x, family = Gamma(link = "log"), data = d, control = tight))
+  compare(glm(count ~ x, family = quasipoisson, data = d, control = tight))
+  compare(glm(hit ~ x, family = binomial, data = d, control = tight), bandwidth = nn(60))
+  skip_if_not_installed("MASS")
+  compare(MASS::rlm(y ~ x + x2, data = d, wt.method = "case", acc = 1e-14, maxit = 200))
+  compare(MASS::rlm(y ~ x, data = d, wt.method = "case", psi = MASS::psi.bisquare,
+                    acc = 1e-14, maxit = 200))
+  compare(MASS::rlm(y ~ x + x2, data = d, acc = 1e-14, maxit = 200))
+  skip_if_not_installed("quantreg")
+  compare(quantreg::rq(y ~ x + x2, tau = 0.3, data = d))
+  compare(quantreg::rq(y ~ x, tau = 0.7, data = d), over = ~ z + k, bandwidth = c(0.4, 0.5))
+  # without an intercept: the generic path
+  noint <- localize(glm(hit ~ x - 1, family = binomial, data = d), over = ~z, bandwidth = 0.3,
+                    at = 0.5, verbose = FALSE)
+  expect_false(noint$engine_fitted)
 })
 
 test_that("bandwidth = 'cv' scores leave-one-out losses as a plain-R loop does", {
@@ -319,8 +390,9 @@ test_that("predict() refits at each row; the methods work", {
   nd <- data.frame(wt = c(2.5, 3.5), hp = c(100, 200))
   expect_equal(predict(vc, nd), unname(coef(vc)[, 1] + coef(vc)[, 2] * nd$wt),
                tolerance = 1e-10)
-  logit <- localize(glm(vs ~ mpg, family = binomial, data = mtcars), over = ~hp,
-                    bandwidth = 60, at = 150, verbose = FALSE)
+  logit <- localize(glm(vs ~ mpg, family = binomial, data = mtcars,
+                        control = list(epsilon = 1e-14)),
+                    over = ~hp, bandwidth = 60, at = 150, verbose = FALSE)
   p <- predict(logit, data.frame(mpg = 20, hp = 150), type = "response")
   expect_equal(p, unname(plogis(coef(logit)[1, 1] + 20 * coef(logit)[1, 2])), tolerance = 1e-10)
   expect_output(print(vc), "local_refits")
@@ -432,6 +504,33 @@ test_that("localize() gives identical results on a future plan", {
   par_fit <- localize(fit, over = ~hp, bandwidth = 60, at = c(90, 150, 250), verbose = FALSE)
   expect_identical(par_fit$coefficients, seq_fit$coefficients)
   expect_identical(par_fit$std.error, seq_fit$std.error)
+})
+
+test_that("the engine's warm-started fits are identical for any thread count", {
+  # chains of warm starts across many points (m n above the engine's threshold for threads):
+  # two threads split them at other places
+  set.seed(12)
+  n <- 600
+  d <- data.frame(x = rnorm(n), z = runif(n))
+  d$hit <- rbinom(n, 1, plogis(0.5 + sin(3 * d$z) * d$x))
+  d$y <- sin(3 * d$z) + d$x + rnorm(n, sd = 0.3)
+  at <- seq(0, 1, length.out = 203)
+  models <- list(glm(hit ~ x, family = binomial, data = d))
+  if (requireNamespace("quantreg", quietly = TRUE)) {
+    models <- c(models, list(quantreg::rq(y ~ x, tau = 0.3, data = d)))
+  }
+  for (model in models) {
+    one <- localize(model, over = ~z, bandwidth = 0.1, at = at, n_threads = 1,
+                    verbose = FALSE)
+    two <- localize(model, over = ~z, bandwidth = 0.1, at = at, n_threads = 2,
+                    verbose = FALSE)
+    expect_true(all(one$engine_fitted))
+    expect_identical(two$coefficients, one$coefficients)
+    expect_identical(two$std.error, one$std.error)
+    # a point fitted alone (no warm start) agrees to the solvers' tolerance
+    alone <- localize(model, over = ~z, bandwidth = 0.1, at = at[100], verbose = FALSE)
+    expect_equal(alone$coefficients[1, ], one$coefficients[100, ], tolerance = 1e-8)
+  }
 })
 
 test_that("predict() gives NA for rows missing a localization variable", {

@@ -155,6 +155,12 @@ struct EngineSettings {
   double loss_param = 0.0;
   int max_iter = 25;
   double tol = 1e-8;
+  // Iterative losses: a varying-coefficient fit when > 0, whose values hold the response and
+  // then `design` columns x, the local model p(u)' B x (see detail::window_basis()).
+  int design = 0;
+  // Robust losses: the residuals scaled by the square roots of the weights W_i, their plain MAD
+  // (MASS::rlm(wt.method = "inv.var")); otherwise case weights.
+  bool inverse_variance = false;
 };
 
 // The truncation radius that applies: the user's, else the registry's (infinite for the Cauchy).
