@@ -506,33 +506,6 @@ test_that("localize() gives identical results on a future plan", {
   expect_identical(par_fit$std.error, seq_fit$std.error)
 })
 
-test_that("the engine's warm-started fits are identical for any thread count", {
-  # chains of warm starts across many points (m n above the engine's threshold for threads):
-  # two threads split them at other places
-  set.seed(12)
-  n <- 600
-  d <- data.frame(x = rnorm(n), z = runif(n))
-  d$hit <- rbinom(n, 1, plogis(0.5 + sin(3 * d$z) * d$x))
-  d$y <- sin(3 * d$z) + d$x + rnorm(n, sd = 0.3)
-  at <- seq(0, 1, length.out = 203)
-  models <- list(glm(hit ~ x, family = binomial, data = d))
-  if (requireNamespace("quantreg", quietly = TRUE)) {
-    models <- c(models, list(quantreg::rq(y ~ x, tau = 0.3, data = d)))
-  }
-  for (model in models) {
-    one <- localize(model, over = ~z, bandwidth = 0.1, at = at, n_threads = 1,
-                    verbose = FALSE)
-    two <- localize(model, over = ~z, bandwidth = 0.1, at = at, n_threads = 2,
-                    verbose = FALSE)
-    expect_true(all(one$engine_fitted))
-    expect_identical(two$coefficients, one$coefficients)
-    expect_identical(two$std.error, one$std.error)
-    # a point fitted alone (no warm start) agrees to the solvers' tolerance
-    alone <- localize(model, over = ~z, bandwidth = 0.1, at = at[100], verbose = FALSE)
-    expect_equal(alone$coefficients[1, ], one$coefficients[100, ], tolerance = 1e-8)
-  }
-})
-
 test_that("predict() gives NA for rows missing a localization variable", {
   fit <- localize(lm(mpg ~ wt, mtcars), over = ~hp, bandwidth = 100, at = c(100, 200),
                   verbose = FALSE)
