@@ -63,9 +63,6 @@ inline const double* load_query(const LocalData& data, const double* queries,
   return table.data();
 }
 
-// Queries per chain of warm starts in local_fit().
-constexpr std::size_t kWarmChain = 16;
-
 // Local moments and their solution at m queries (m x d column-major, scaled coordinates) with
 // per-query scales radius[q] (null: 1) and, with categorical variables, the queries' level codes
 // (m x count column-major). Likelihood families only: `leave_out` (null: none) gives per query a
@@ -92,12 +89,6 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
   const bool tiled = !approximate && !likelihood && set.degree == 0 && !set.want_var &&
                      !data.categorical() && !std::isfinite(how.cutoff) &&
                      data.n() >= kBlock;
-  // Likelihood and check-loss fits start from the previous query's solution (WarmStart) along
-  // chains of kWarmChain queries, the first of each chain cold: a query's fit depends on its
-  // chain alone, whatever the threads' ranges (a range that starts within a chain first
-  // replays the chain up to it).
-  const LossKind kind = loss_info(set.family).kind;
-  const bool chained = kind == LossKind::likelihood || kind == LossKind::quantile;
   auto fn = [&](std::size_t begin, std::size_t end) {
     with_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
@@ -108,59 +99,29 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
       Moments mo(detail::fit_size(basis, set), set.design > 0 ? 1 : data.nv(), set.want_var);
       std::vector<double> q(d), table(data.table_size());
       Window win;
-      WarmStart warm;
-      // The iterative fit of query i into output slot `at` of `of`.
-      auto iterative_fit = [&](std::size_t i, const EngineOutput& o, std::size_t at,
-                               std::size_t of) {
+      for (std::size_t i = begin; i < end; ++i) {
         const double* levels = load_query(data, queries, query_codes, m, i, q, table);
         const double h = radius ? radius[i] : 1.0;
         mo.reset();
-        win.clear();
-        collect_window<K>(data, q.data(), levels, h, how, win);
-        if (leave_out && leave_out[i] >= 0)
-          win.drop(position[static_cast<std::size_t>(leave_out[i])]);
-        auto solve = [&](WarmStart* start) {
-          switch (kind) {
+        if (likelihood) {
+          win.clear();
+          collect_window<K>(data, q.data(), levels, h, how, win);
+          if (leave_out && leave_out[i] >= 0)
+            win.drop(position[static_cast<std::size_t>(leave_out[i])]);
+          switch (loss_info(set.family).kind) {
             case LossKind::multinomial:
-              multinomial_solve(data, basis, q.data(), h, set, win, at, of, o);
+              multinomial_solve(data, basis, q.data(), h, set, win, i, m, out);
               break;
             case LossKind::robust:
-              robust_solve(data, basis, q.data(), h, set, win, mo, at, of, o);
+              robust_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
               break;
             case LossKind::quantile:
-              quantile_solve(data, basis, q.data(), h, set, win, mo, at, of, o, start);
+              quantile_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
               break;
-            default: likelihood_solve(data, basis, q.data(), h, set, win, mo, at, of, o, start);
+            default: likelihood_solve(data, basis, q.data(), h, set, win, mo, i, m, out);
           }
-        };
-        if (!chained) return solve(nullptr);
-        const bool warmed = warm.near(q.data(), h);
-        solve(&warm);
-        if (warmed && !std::isfinite(o.coef[at])) {  // a failed warm start: once more, cold
-          warm.valid = false;
-          mo.reset();
-          solve(&warm);
-        }
-        warm.valid = std::isfinite(o.coef[at]);
-        if (!warm.valid) return;
-        warm.q = q;
-        warm.h = h;
-        warm.beta.resize(mo.nb);
-        for (std::size_t a = 0; a < mo.nb; ++a) warm.beta[a] = o.coef[at + of * a];
-      };
-      std::vector<double> scratch(detail::fit_size(basis, set));
-      detail::StepOutput replay(scratch.data());
-      for (std::size_t i = begin; i < end; ++i) {
-        if (likelihood) {
-          if (chained && i % kWarmChain == 0) warm.valid = false;
-          if (chained && i == begin)
-            for (std::size_t j = i - i % kWarmChain; j < i; ++j) iterative_fit(j, replay.out, 0, 1);
-          iterative_fit(i, out, i, m);
           continue;
         }
-        const double* levels = load_query(data, queries, query_codes, m, i, q, table);
-        const double h = radius ? radius[i] : 1.0;
-        mo.reset();
         if (approximate)
           density_sum<K>(data, basis, q.data(), h, set.rtol, mo);
         else

@@ -133,37 +133,17 @@ struct StepOutput {
 
 }  // namespace detail
 
-// The solution of the previous query along a chain of queries (local_fit()), the start of the
-// next query's iterative fit when that lies within one scale of it: the query, its scale and
-// coefficients (the likelihood starts from the previous fit's linear predictor), and the tree
-// positions of the check loss's optimal basis.
-struct WarmStart {
-  bool valid = false;
-  std::vector<double> q, beta;
-  double h = 1.0;
-  std::vector<std::size_t> basis;
-  bool near(const double* at, double scale) const {
-    if (!valid) return false;
-    const double s = std::max(scale, h);
-    double d2 = 0.0;
-    for (std::size_t j = 0; j < q.size(); ++j) d2 += (at[j] - q[j]) * (at[j] - q[j]) / (s * s);
-    return d2 <= 1.0;
-  }
-};
-
 // The local likelihood at query q (of m): Newton-Raphson (IRLS; for non-canonical links with
 // the observed information where it is positive, else Fisher's) on the kernel-weighted
 // log-likelihood sum_i W_i l(y_i, g^-1(phi(u_i)' beta)) of the local polynomial, from the local
-// mean (beta = (g(ybar), 0, ...)) or from the linear predictor of a nearby query's fit (`warm`).
-// Every step is a weighted least-squares solve of the moments
+// mean (beta = (g(ybar), 0, ...)). Every step is a weighted least-squares solve of the moments
 // with weights W_i I_i, I_i = g'(mu_i)^2 / v(mu_i) for canonical links (g' = d mu / d eta), and
 // working values eta_i + (y_i - mu_i) g' / (v I_i); a step that raises the deviance is halved.
 // The outputs are those of the last solve: the coefficients, [S^-1]_00 and the variance
 // diag(S^-1 S2 S^-1), S2 with the weights K_i times the working weights (dispersion 1).
 inline void likelihood_solve(const LocalData& data, const Basis& basis, const double* q,
                              double h, const EngineSettings& set, const Window& win, Moments& mo,
-                             std::size_t i, std::size_t m, const EngineOutput& out,
-                             const WarmStart* warm = nullptr) {
+                             std::size_t i, std::size_t m, const EngineOutput& out) {
   const std::size_t nb = detail::fit_size(basis, set), count = win.pos.size();
   const double* y = data.values();
   const LossInfo& loss = loss_info(set.family);
@@ -183,19 +163,6 @@ inline void likelihood_solve(const LocalData& data, const Basis& basis, const do
   if (!valid_mean(loss.variance, swy / sw)) return fail(kNoFit);
   const std::vector<double> phi = detail::window_basis(data, basis, q, h, win, set);
   beta[0] = link_function(loss.link, swy / sw);
-  if (warm && warm->near(q, h) && warm->beta.size() == nb) {
-    // The previous fit's linear predictor at the window's points, expressed in this query's
-    // basis (a polynomial of the same degree: exactly, by least squares).
-    const std::vector<double> before =
-        detail::window_basis(data, basis, warm->q.data(), warm->h, win, set);
-    for (std::size_t b = 0; b < count; ++b) {
-      z[b] = 0.0;
-      for (std::size_t a = 0; a < nb; ++a) z[b] += before[b * nb + a] * warm->beta[a];
-    }
-    detail::window_moments(phi, win, win.weight.data(), z.data(), mo);
-    solve_moments(mo, 0, 1, step.out);
-    if (step.status == kOk) beta = next;
-  }
   double old_deviance = kInf;
   int halvings = 0;
   for (int iter = 0; iter < set.max_iter;) {
@@ -454,16 +421,13 @@ private:
 // that frees j to the minimum of the (convex, piecewise linear) loss along it, where another
 // point enters the basis: the first of the points whose residuals cross 0 along the edge, in the
 // order they do, at which their weights outweigh the descent rate (a weighted selection, linear
-// time); from the optimal basis of a nearby query's fit instead (`warm`, which records this
-// one's), where its points are in the window. Ends when the condition holds at every basis
-// point: the exact optimum (kNoFit if that
+// time). Ends when the condition holds at every basis point: the exact optimum (kNoFit if that
 // takes more than max_iter * (nb + count) pivots). Each pivot takes two passes over the window.
 // Outputs: the coefficients; [S^-1]_00 and the variance of the final basis' interpolation are
 // not defined (NaN).
 inline void quantile_solve(const LocalData& data, const Basis& basis, const double* q, double h,
                            const EngineSettings& set, const Window& win, Moments& mo,
-                           std::size_t i, std::size_t m, const EngineOutput& out,
-                           WarmStart* warm = nullptr) {
+                           std::size_t i, std::size_t m, const EngineOutput& out) {
   const std::size_t nb = detail::fit_size(basis, set), count = win.pos.size();
   const double* y = data.values();
   const double* w = win.weight.data();
@@ -479,12 +443,23 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
     yscale = std::max(yscale, std::fabs(z[b]));
     total += w[b];
   }
+  detail::window_moments(phi, win, w, z.data(), mo);
+  solve_moments(mo, 0, 1, step.out);
+  if (step.status != kOk) return fail(step.status);
+  detail::window_residuals(phi, win, y, beta, r);
+  // The constant (phi_0 = 1) moved to the weighted tau quantile of the residuals.
   std::vector<detail::Weighted> items(count);
+  for (std::size_t b = 0; b < count; ++b) items[b] = {r[b], b, w[b]};
+  const std::size_t at = detail::weighted_select(items, tau * total);
+  const double shift = r[items[std::min(at, count - 1)].index];
+  beta[0] += shift;
+  for (std::size_t b = 0; b < count; ++b) r[b] -= shift;
+  // The starting basis: the points with the smallest |r| (ties: the first) whose basis rows are
+  // independent (Gram-Schmidt with the rank rule), among the kSmallest nearest, else among all.
   detail::SmallestItems nearest;
+  for (std::size_t b = 0; b < count; ++b) nearest.offer({std::fabs(r[b]), b, 0.0});
   std::vector<std::size_t> in_basis;
   std::vector<double> ortho, v(nb);  // orthonormal rows of the chosen points
-  // The first nb points of `order` whose basis rows are independent (Gram-Schmidt with the
-  // rank rule).
   auto choose_basis = [&](const std::vector<detail::Weighted>& order) {
     in_basis.clear();
     ortho.clear();
@@ -506,37 +481,11 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
       in_basis.push_back(order[k].index);
     }
   };
-  // A warm start: the previous query's optimal basis, where its points are in this window and
-  // span the polynomial.
-  if (warm && warm->near(q, h) && warm->basis.size() == nb) {
-    std::vector<detail::Weighted> order;
-    for (std::size_t at : warm->basis) {
-      const auto found = std::find(win.pos.begin(), win.pos.end(), at);
-      if (found != win.pos.end())
-        order.push_back({0.0, static_cast<std::size_t>(found - win.pos.begin()), 0.0});
-    }
-    if (order.size() == nb) choose_basis(order);
-  }
-  if (in_basis.size() < nb) {
-    detail::window_moments(phi, win, w, z.data(), mo);
-    solve_moments(mo, 0, 1, step.out);
-    if (step.status != kOk) return fail(step.status);
-    detail::window_residuals(phi, win, y, beta, r);
-    // The constant (phi_0 = 1) moved to the weighted tau quantile of the residuals.
-    for (std::size_t b = 0; b < count; ++b) items[b] = {r[b], b, w[b]};
-    const std::size_t at = detail::weighted_select(items, tau * total);
-    const double shift = r[items[std::min(at, count - 1)].index];
-    beta[0] += shift;
-    for (std::size_t b = 0; b < count; ++b) r[b] -= shift;
-    // The starting basis: the points with the smallest |r| (ties: the first) whose basis rows are
-    // independent (Gram-Schmidt with the rank rule), among the kSmallest nearest, else among all.
-    for (std::size_t b = 0; b < count; ++b) nearest.offer({std::fabs(r[b]), b, 0.0});
-    choose_basis(nearest.sorted());
-    if (in_basis.size() < nb && count > detail::SmallestItems::kSmallest) {
-      for (std::size_t b = 0; b < count; ++b) items[b] = {std::fabs(r[b]), b, 0.0};
-      std::sort(items.begin(), items.end());
-      choose_basis(items);
-    }
+  choose_basis(nearest.sorted());
+  if (in_basis.size() < nb && count > detail::SmallestItems::kSmallest) {
+    for (std::size_t b = 0; b < count; ++b) items[b] = {std::fabs(r[b]), b, 0.0};
+    std::sort(items.begin(), items.end());
+    choose_basis(items);
   }
   if (in_basis.size() < nb) return fail(kSingular);
   std::vector<char> basic(count, 0);
@@ -584,10 +533,6 @@ inline void quantile_solve(const LocalData& data, const Basis& basis, const doub
     }
     if (leave == nb) {
       // The optimum: its coefficients, the moments' weight sum, no variance.
-      if (warm) {
-        warm->basis.resize(nb);
-        for (std::size_t s = 0; s < nb; ++s) warm->basis[s] = win.pos[in_basis[s]];
-      }
       for (std::size_t s = 0; s < nb; ++s) beta[s] = z[in_basis[s]];
       detail::lu_solve(A, nb, perm, false, beta.data());
       for (std::size_t a = 0; a < nb; ++a) out.coef[i + m * a] = beta[a];
