@@ -201,8 +201,8 @@ cpp_qkv_layout <- function(shape) {
     .Call(`_localmean_cpp_qkv_layout`, shape)
 }
 
-cpp_qkv_attention <- function(shape, theta, tokens, layer) {
-    .Call(`_localmean_cpp_qkv_attention`, shape, theta, tokens, layer)
+cpp_qkv_attention <- function(shape, theta, tokens, layer, head) {
+    .Call(`_localmean_cpp_qkv_attention`, shape, theta, tokens, layer, head)
 }
 
 cpp_qkv_predict <- function(shape, theta, contexts) {

@@ -294,43 +294,62 @@ unk_token <- "<unk>"
 # doubles, 512 MB): limits on the model's memory.
 qkv_max_dim <- 512L
 qkv_max_table <- 2^26
+# The most layers and the widest feed-forward block.
+qkv_max_layers <- 64L
+qkv_max_hidden <- 8192L
 
 # The model's size, as the C++ core takes it.
-qkv_shape <- function(vocab, dim, window, layers) {
-  list(vocab = vocab, dim = dim, window = window, layers = layers)
+qkv_shape <- function(vocab, dim, window, layers = 1L, heads = 1L, hidden = 0L) {
+  list(vocab = vocab, dim = dim, window = window, layers = layers, heads = heads, hidden = hidden)
 }
 
 # The parameter blocks of theta, read from the C++ model (QkvShape in sequence.hpp): `start`
-# (0-based offsets) and `size` by block name, the `total` size and the `hidden` width.
-qkv_layout <- function(vocab, dim, window, layers) {
-  cpp_qkv_layout(qkv_shape(vocab, dim, window, layers))
-}
+# (0-based offsets) and `size` by block name, and the `total` size.
+qkv_layout <- function(shape) cpp_qkv_layout(shape)
 
-# A block of theta as an R matrix: the core's row-major r x c block.
-qkv_block <- function(theta, layout, name, nrow, ncol) {
-  i <- layout$start[[name]] + seq_len(layout$size[[name]])
+# Piece `layer` of a block of theta (per-layer blocks hold the layers one after the other): a
+# vector of length nrow, or with ncol the core's row-major nrow x ncol matrix.
+qkv_block <- function(theta, layout, name, nrow, ncol = NULL, layer = 1L) {
+  piece <- nrow * if (is.null(ncol)) 1L else ncol
+  i <- layout$start[[name]] + (layer - 1L) * piece + seq_len(piece)
   if (is.null(ncol)) return(theta[i])
-  t(matrix(theta[i], ncol, nrow))
+  matrix(theta[i], nrow, ncol, byrow = TRUE)
 }
 
-#' Learn a discrete query-key-value kernel from text
+# Layer normalisation of the rows of x, as in the C++ core.
+layer_norm_rows <- function(x, gain, bias) {
+  centred <- x - rowMeans(x)
+  z <- centred / sqrt(rowMeans(centred^2) + 1e-5)
+  sweep(sweep(z, 2L, gain, `*`), 2L, bias, `+`)
+}
+
+#' Learn a discrete query-key-value kernel from text: a Transformer of local means
 #'
-#' Learns a localization kernel on a vocabulary: every word \eqn{w}{w} gets a
-#' query, a key and a value embedding (\eqn{Q_w, K_w, V_w}{Q_w, K_w, V_w}, `dim` numbers
-#' each), and a learned time kernel \eqn{b}{b} (a log weight per lag), such
-#' that the causal temporal local mean over the last `window` tokens,
-#' \deqn{h_t = \sum_{s} a_{ts} V_{x_s}, \quad a_{ts} \propto \exp(Q_{x_t} \cdot K_{x_s} / \sqrt{dim} +
-#'   b_{t-s}),\quad t - s < window,}{
-#'  h_t = sum_s a_ts V_(x_s), a_ts propto exp(Q_(x_t) . K_(x_s) / sqrt(dim) + b_(t-s)), t - s <
-#'  window,}
-#' predicts the next token through a softmax output layer,
-#' \eqn{p(x_{t+1}) = \mathrm{softmax}(W h_t + c)}{p(x_(t+1)) = softmax(W h_t + c)}. The loss is the
-#' mean cross-entropy, minimised by Adam in C++ on mini-batches of `batch_size` consecutive targets
-#' visited in random order. `layers = 2` is the hierarchical local model (a one-head Transformer
-#' encoder without layer normalisation): \eqn{u_t = h_t + W_2\,\mathrm{relu}(W_1 h_t + c_1) +
-#' c_2}{u_t = h_t + W_2 relu(W_1 h_t + c_1) + c_2} (a feed-forward map with a residual), then a
-#' second causal local mean of \eqn{u}{u} with projections \eqn{Q_2, K_2, V_2}{Q_2, K_2,
-#' V_2} feeds the output layer.
+#' Learns a stack of causal temporal local means on a token sequence, the
+#' Transformer built as a hierarchical local model. Every word \eqn{w}{w} has an
+#' embedding \eqn{E_w}{E_w} (`dim` numbers); layer \eqn{l}{l} maps the
+#' representations \eqn{x_t}{x_t} to
+#' \deqn{y = LN(x),\quad o_t^{(h)} = \sum_s a_{ts}^{(h)} (y_s W_V)^{(h)},\quad a_{ts}^{(h)}
+#'   \propto \exp\big((y_t W_Q)^{(h)} \cdot (y_s W_K)^{(h)} / \sqrt{d_h} + b^{(h)}_{t-s}\big),}{
+#'  y = LN(x), o_t(h) = sum_s a_ts(h) (y_s W_V)(h), a_ts(h) propto exp((y_t W_Q)(h) . (y_s W_K)(h) /
+#'  sqrt(d_h) + b(h)_(t-s)),}
+#' over the keys \eqn{t - window < s \le t}{t - window < s <= t}: one local mean per head
+#' \eqn{h}{h} on its \eqn{d_h = dim / heads}{d_h = dim / heads} coordinates, with a
+#' learned time kernel \eqn{b^{(h)}}{b(h)} (a log weight per lag). The heads' means
+#' side by side are projected and added to the input (a residual),
+#' \eqn{x' = x + o W_O}{x' = x + o W_O}, then the position-wise feed-forward block
+#' \eqn{x'' = x' + \mathrm{relu}(LN(x') W_1 + c_1) W_2 + c_2}{x'' = x' + relu(LN(x') W_1 + c_1)
+#' W_2 + c_2} (`hidden` units; `hidden = 0` leaves it out). \eqn{LN}{LN} is layer
+#' normalisation with a learned gain and bias. The last layer's
+#' normalised output \eqn{z_t}{z_t} predicts the next token through a softmax,
+#' \eqn{p(x_{t+1}) = \mathrm{softmax}(W z_t + c)}{p(x_(t+1)) = softmax(W z_t + c)}. With
+#' `layers = 1` and `heads = 1` the local mean is the discrete query-key-value kernel:
+#' word \eqn{w}{w} looks at word \eqn{w'}{w'} with weight
+#' \eqn{\exp(Q_w \cdot K_{w'} / \sqrt{dim})}{exp(Q_w . K_w' / sqrt(dim))}
+#' (`query`, `key` in the result). The loss is the
+#' mean cross-entropy, minimised by Adam in C++ (the package's own gradient
+#' code) on mini-batches of `batch_size` consecutive targets visited in
+#' random order.
 #'
 #' The vocabulary is the `vocab_size - 1` most frequent tokens (ties in
 #' order of first appearance) and the explicit unknown token `"<unk>"`,
@@ -346,7 +365,8 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' @param dim Embedding dimension (at most 512, smaller than the vocabulary).
 #' @param window Causal window: the number of tokens (the current one
 #'   included) each prediction sees.
-#' @param layers 1 or 2 local-mean layers.
+#' @param layers Number of layers (local means with their feed-forward
+#'   blocks), at most 64.
 #' @param n_iter Passes over the tokens (epochs); at most 1e7 mini-batches in
 #'   all (`n_iter` times batches per pass).
 #' @param lr Adam's learning rate.
@@ -355,11 +375,17 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #'   \eqn{[0, 1)}{[0, 1)} of the tokens (taken from the end) or a character vector
 #'   of tokens.
 #' @param batch_size Targets per mini-batch.
+#' @param heads Heads per layer; must divide `dim`.
+#' @param hidden Width of each feed-forward block (0 for none).
+#' @param time_kernel The local means' time kernel: `"causal"` (keys up to
+#'   the current token, the last `window` of them), the only one a
+#'   next-token model can use.
 #' @inheritParams temporal_local_mean
 #' @return An object of class `local_qkv`: a list with `vocab`, `counts`
-#'   (training frequencies), `query`, `key`, `value` and `output` (vocab x
-#'   dim matrices with the words as row names), `output_bias`, `lag_weights`
-#'   (the time kernel's log weights for lags 0, 1, ...), `theta` (all
+#'   (training frequencies), `embedding`, `query`, `key`, `value` (layer 1's,
+#'   for every word) and `output` (vocab x dim matrices with the words as row
+#'   names), `output_bias`, `lag_weights` (the time kernels' log weights, a
+#'   row per layer and head, a column per lag 0, 1, ...), `theta` (all
 #'   parameters), the loss trace (`batch_loss`, `epoch_loss`, `valid_loss`),
 #'   `n_tokens` and the settings.
 #' @family sequences
@@ -372,8 +398,13 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' fit <- qkv_fit(tokens, dim = 4, window = 3, n_iter = 1, n_threads = 1)
 #' fit
 #' predict(fit, c("the", "cat"), type = "token")
+#' # Two layers of two heads with feed-forward blocks:
+#' fit2 <- qkv_fit(tokens, dim = 4, window = 3, layers = 2, heads = 2, hidden = 8,
+#'                 n_iter = 1, n_threads = 1)
+#' round(attention_weights(fit2, c("the", "cat", "sat", "on"), layer = 2, head = 1), 2)
 qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.01,
-                    vocab_size = 5000, validation = 0, batch_size = 256, n_threads = NULL,
+                    vocab_size = 5000, validation = 0, batch_size = 256, heads = 1,
+                    hidden = 2 * dim, time_kernel = "causal", n_threads = NULL,
                     verbose = interactive(), ...) {
   check_dots(...)
   if (is.factor(tokens)) tokens <- as.character(tokens)
@@ -384,7 +415,19 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   dim <- check_count(dim)
   window <- check_count(window)
   layers <- check_count(layers)
-  if (layers > 2L) abort("{.arg layers} must be 1 or 2.")
+  if (layers > qkv_max_layers) abort("{.arg layers} must be at most {qkv_max_layers}.")
+  heads <- check_count(heads)
+  if (dim %% heads != 0L) {
+    abort(c("{.arg heads} ({heads}) must divide {.arg dim} ({dim}).",
+            i = "Each head takes dim / heads of the embedding's coordinates."))
+  }
+  hidden <- check_count(hidden, min = 0)
+  if (hidden > qkv_max_hidden) abort("{.arg hidden} must be at most {qkv_max_hidden}.")
+  time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
+  if (time_kernel != "causal") {
+    abort(c("{.arg time_kernel} must be {.val causal} for {.fn qkv_fit}.",
+            i = "The model predicts the next token, which a two-sided kernel would see."))
+  }
   n_iter <- check_count(n_iter)
   lr <- check_positive(lr)
   vocab_size <- check_count(vocab_size, min = 2)
@@ -424,9 +467,9 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   valid_ids <- token_ids(valid_tokens, vocab)
   train_counts <- tabulate(ids + 1L, n_vocab)
 
-  shape <- qkv_shape(n_vocab, dim, window, layers)
-  lay <- cpp_qkv_layout(shape)
-  theta <- qkv_init(lay, n_vocab, dim, train_counts)
+  shape <- qkv_shape(n_vocab, dim, window, layers, heads, hidden)
+  lay <- qkv_layout(shape)
+  theta <- qkv_init(lay, shape, train_counts)
   n_batches <- ceiling((length(ids) - 1) / batch_size)
   check_size(n_batches * n_iter, size_limits$iterations, "mini-batches", "n_iter")
   order <- as.integer(replicate(n_iter, sample.int(n_batches)) - 1L)
@@ -434,7 +477,8 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
                        n_threads(n_threads), check_flag(verbose))
   check_diverged(c(res$theta, res$batch_loss), "lr")
   fit <- new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
-                       list(lr = lr, n_iter = n_iter, batch_size = batch_size))
+                       list(lr = lr, n_iter = n_iter, batch_size = batch_size,
+                            time_kernel = time_kernel))
   fit$call <- match.call()  # for update()
   fit
 }
@@ -446,49 +490,60 @@ token_ids <- function(tokens, vocab) {
   as.integer(id - 1L)
 }
 
-# Initial parameters from R's random numbers: small query and key embeddings (the kernel starts
-# almost flat), other weights of standard deviation 1 / sqrt(fan-in) (the scale of their input
-# kept), the residual branch W2 at half that (it starts small), and the output bias at the log
-# unigram frequencies (half a count added, so that every token has a finite bias).
-qkv_init <- function(lay, n_vocab, dim, counts) {
+# Initial parameters from R's random numbers: embeddings of standard deviation 1 (each layer
+# normalises its input), weight matrices of standard deviation 1 / sqrt(fan-in) (the scale of
+# their input kept), the residual branches (mix, w2) and the query and key maps at half that (they
+# start small, the kernel almost flat), layer-norm gains 1, and the output bias at the log unigram
+# frequencies (half a count added, so that every token has a finite bias).
+qkv_init <- function(lay, shape, counts) {
   theta <- numeric(lay$total)
   fill <- function(name, sd) {
     i <- lay$start[[name]] + seq_len(lay$size[[name]])
     theta[i] <<- stats::rnorm(length(i), sd = sd)
   }
-  fill("query", 0.1)
-  fill("key", 0.1)
-  fill("value", 1 / sqrt(dim))
-  fill("output", 1 / sqrt(dim))
+  ones <- function(name) theta[lay$start[[name]] + seq_len(lay$size[[name]])] <<- 1
+  d <- shape$dim
+  fill("embed", 1)
+  fill("query", 0.5 / sqrt(d))
+  fill("key", 0.5 / sqrt(d))
+  fill("value", 1 / sqrt(d))
+  fill("mix", 0.5 / sqrt(d))
+  fill("w1", 1 / sqrt(d))
+  fill("w2", 0.5 / sqrt(max(1L, shape$hidden)))
+  fill("output", 1 / sqrt(d))
+  for (name in c("ln1_gain", "ln2_gain", "final_gain")) ones(name)
   lp <- log((counts + 0.5) / sum(counts + 0.5))
-  theta[lay$start[["output_bias"]] + seq_len(n_vocab)] <- lp - mean(lp)
-  if (lay$hidden > 0L) {
-    fill("w1", 1 / sqrt(dim))
-    fill("w2", 0.5 / sqrt(lay$hidden))
-    fill("query2", 1 / sqrt(dim))
-    fill("key2", 1 / sqrt(dim))
-    fill("value2", 1 / sqrt(dim))
-  }
+  theta[lay$start[["output_bias"]] + seq_len(shape$vocab)] <- lp - mean(lp)
   theta
 }
 
 new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
   theta <- res$theta
   d <- shape$dim
-  emb <- function(name) {
-    m <- qkv_block(theta, lay, name, shape$vocab, d)
+  block <- function(name, nrow, ncol = NULL, layer = 1L) {
+    qkv_block(theta, lay, name, nrow, ncol, layer)
+  }
+  # Layer 1's query, key and value of every word: its embedding normalised and projected.
+  y <- layer_norm_rows(block("embed", shape$vocab, d), block("ln1_gain", d), block("ln1_bias", d))
+  word <- function(name) {
+    m <- if (name %in% c("embed", "output")) block(name, shape$vocab, d) else y %*% block(name, d, d)
     rownames(m) <- vocab
     m
   }
+  lags <- t(vapply(seq_len(shape$layers * shape$heads), function(i) {
+    block("lag", shape$window, layer = i)
+  }, numeric(shape$window)))
+  dimnames(lags) <- list(sprintf("layer %d, head %d", rep(seq_len(shape$layers), each = shape$heads),
+                                 rep(seq_len(shape$heads), shape$layers)),
+                         paste0("lag", seq_len(shape$window) - 1L))
   structure(list(
-    vocab = vocab, counts = stats::setNames(counts, vocab), query = emb("query"),
-    key = emb("key"), value = emb("value"), output = emb("output"),
-    output_bias = stats::setNames(qkv_block(theta, lay, "output_bias", NULL, NULL), vocab),
-    lag_weights = stats::setNames(qkv_block(theta, lay, "lag", NULL, NULL),
-                                  paste0("lag", seq_len(shape$window) - 1L)),
-    theta = theta, shape = shape, batch_loss = res$batch_loss, epoch_loss = res$epoch_loss,
-    valid_loss = res$valid_loss, n_tokens = n_tokens, n_valid = length(valid_ids),
-    unigram_loss = unigram_loss(counts, valid_ids), settings = settings
+    vocab = vocab, counts = stats::setNames(counts, vocab), embedding = word("embed"),
+    query = word("query"), key = word("key"), value = word("value"), output = word("output"),
+    output_bias = stats::setNames(block("output_bias", shape$vocab), vocab),
+    lag_weights = lags, theta = theta, shape = shape, batch_loss = res$batch_loss,
+    epoch_loss = res$epoch_loss, valid_loss = res$valid_loss, n_tokens = n_tokens,
+    n_valid = length(valid_ids), unigram_loss = unigram_loss(counts, valid_ids),
+    settings = settings
   ), class = "local_qkv")
 }
 
@@ -505,7 +560,8 @@ unigram_loss <- function(counts, valid_ids) {
 #' `print()` and `summary()` describe the fit (`summary()` adds the loss per
 #' epoch and the held-out perplexity against the unigram baseline);
 #' `predict()` gives next-token probabilities or the most likely next token
-#' after a context; `plot()` draws the learned word graph or the loss curve.
+#' after a context; `plot()` draws the learned word graph, the loss curve or
+#' the attention graph of every layer over a sentence.
 #'
 #' In `predict()`, tokens outside the vocabulary map to `"<unk>"`; a single
 #' string with spaces is split by [tokenize_words()]. The predicted token
@@ -517,18 +573,29 @@ unigram_loss <- function(counts, valid_ids) {
 #' `top` keys (the attention word \eqn{i}{i} would pay to \eqn{j}{j} with all of
 #' them in its window). The strongest `2 * top` weights between different
 #' words are drawn as arrows from query to key on a circle, words ordered
-#' by a clustering of their kernel rows, line width by weight.
+#' by a clustering of their kernel rows, line width by weight. With several
+#' heads the kernel is averaged over the heads, or is head `head`'s.
+#'
+#' The attention graph (`type = "attention"`) draws, for the `tokens` given,
+#' one panel per layer: the tokens in order along a line, an arc from each
+#' position to every earlier position it draws on with weight above 0.05
+#' (wider and darker for larger weights, averaged over the heads or of head
+#' `head`), and under each token a disc sized by its weight on itself.
 #'
 #' @param x,object A `local_qkv`.
 #' @param context Tokens before the word to predict: a character vector, or
 #'   a list of them for several predictions.
 #' @param type For `predict()`: `"prob"` (probabilities) or `"token"`. For
-#'   `plot()`: `"graph"` or `"loss"`.
+#'   `plot()`: `"graph"`, `"loss"` or `"attention"`.
 #' @param top Number of frequent words in the graph.
+#' @param tokens For `type = "attention"`: the sentence, a character vector
+#'   of 2 to 60 tokens or one string (split by [tokenize_words()]).
+#' @param head The head whose weights `plot()` draws; `NULL` averages them.
 #' @param ... Passed to the plotting functions; not used otherwise.
 #' @return `predict()`: a named probability vector (a matrix with a row per
 #'   context for a list), or the predicted tokens. `plot()`: the graph's
-#'   edges (invisibly) for `"graph"`, the object for `"loss"`.
+#'   edges (invisibly) for `"graph"`, the object for `"loss"` and
+#'   `"attention"`.
 #' @name local_qkv-methods
 #' @family sequences
 #' @examples
@@ -556,8 +623,10 @@ print.local_qkv <- function(x, ..., digits = NULL) {
   s <- x$shape
   last <- utils::tail(x$epoch_loss, 1)
   print_fields(
-    sprintf("<local_qkv> %d layer%s, vocabulary %d (with <unk>), dim %d, window %d", s$layers,
-            if (s$layers > 1L) "s" else "", s$vocab, s$dim, s$window),
+    sprintf("<local_qkv> %d layer%s of %d head%s, %s, vocabulary %d (with <unk>), dim %d, window %d",
+            s$layers, if (s$layers > 1L) "s" else "", s$heads, if (s$heads > 1L) "s" else "",
+            if (s$hidden > 0L) sprintf("feed-forward width %d", s$hidden) else "no feed-forward",
+            s$vocab, s$dim, s$window),
     list(Trained = sprintf("%d tokens, %d epoch%s", x$n_tokens, length(x$epoch_loss),
                            if (length(x$epoch_loss) > 1L) "s" else ""),
          `Training loss` = sprintf("%s (perplexity %s)", format(last, digits = digits),
@@ -600,7 +669,8 @@ print.summary.local_qkv <- function(x, ..., digits = x$digits) {
         format(x$unigram_perplexity, digits = digits), " for word frequencies alone\n",
         sep = "")
   }
-  print_fields(NULL, list(`Time kernel (log weight by lag)` = format(round(x$lag_weights, 2))))
+  cat("\nTime kernels (log weight by lag):\n")
+  print(round(x$lag_weights, 2))
   invisible(x)
 }
 
@@ -638,14 +708,16 @@ predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
 
 #' Attention weights of a fitted model
 #'
-#' The weights \eqn{a_{ts}}{a_ts} of a fitted model's causal local mean over a
-#' token sequence: row \eqn{t}{t} holds how much position \eqn{t}{t} draws on each
-#' earlier position \eqn{s}{s} (zero outside the window).
+#' The weights \eqn{a_{ts}}{a_ts} of one causal local mean of a fitted model
+#' over a token sequence: row \eqn{t}{t} holds how much position \eqn{t}{t} draws on
+#' each earlier position \eqn{s}{s} (zero outside the window).
 #'
 #' @param object A fitted model, e.g. from [qkv_fit()].
 #' @param tokens A character vector of tokens (unknown ones map to
 #'   `"<unk>"`).
-#' @param layer Which local mean (1 or, for two-layer models, 2).
+#' @param layer Which layer's local mean (from 1 to the model's `layers`).
+#' @param head Which head of that layer (from 1 to the model's `heads`);
+#'   `NULL` averages the heads' weights.
 #' @param ... Passed to methods.
 #' @return A square matrix with the tokens as row and column names.
 #' @family sequences
@@ -659,16 +731,20 @@ attention_weights <- function(object, tokens, ...) UseMethod("attention_weights"
 
 #' @rdname attention_weights
 #' @export
-attention_weights.local_qkv <- function(object, tokens, layer = 1, ...) {
+attention_weights.local_qkv <- function(object, tokens, layer = 1, head = NULL, ...) {
   check_dots(...)
   if (!is.character(tokens) || anyNA(tokens) || length(tokens) == 0L) {
     abort("{.arg tokens} must be a non-empty character vector.")
   }
+  s <- object$shape
   layer <- check_count(layer)
-  if (layer > object$shape$layers) {
-    abort("{.arg layer} must be at most {object$shape$layers}.")
-  }
-  a <- t(cpp_qkv_attention(object$shape, object$theta, token_ids(tokens, object$vocab), layer))
+  if (layer > s$layers) abort("{.arg layer} must be at most {s$layers}.")
+  heads <- if (is.null(head)) seq_len(s$heads) else check_count(head)
+  if (max(heads) > s$heads) abort("{.arg head} must be at most {s$heads}.")
+  ids <- token_ids(tokens, object$vocab)
+  a <- Reduce(`+`, lapply(heads, function(h) {
+    t(cpp_qkv_attention(s, object$theta, ids, layer, h))
+  })) / length(heads)
   dimnames(a) <- list(tokens, tokens)
   a
 }
@@ -681,9 +757,11 @@ softmax_rows <- function(s) {
 
 #' @rdname local_qkv-methods
 #' @export
-plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
+plot.local_qkv <- function(x, type = c("graph", "loss", "attention"), top = 40, tokens = NULL,
+                           head = NULL, ...) {
   check_graphics_dots(...)
-  type <- match_choice(type, c("graph", "loss"))
+  type <- match_choice(type, c("graph", "loss", "attention"))
+  if (type == "attention") return(plot_attention_layers(x, tokens, head, ...))
   if (type == "loss") {
     bl <- x$batch_loss
     nb <- length(bl) / length(x$epoch_loss)
@@ -702,8 +780,7 @@ plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   top <- check_count(top, min = 2)
   words <- setdiff(names(sort(x$counts, decreasing = TRUE)), unk_token)
   words <- words[seq_len(min(top, length(words)))]
-  sc <- x$query[words, , drop = FALSE] %*% t(x$key[words, , drop = FALSE]) / sqrt(x$shape$dim)
-  kern <- softmax_rows(sc)
+  kern <- word_kernel(x, words, head)
   n <- length(words)
   ord <- if (n > 2L) stats::hclust(stats::dist(kern))$order else seq_len(n)
   angle <- 2 * pi * (seq_len(n) - 1) / n
@@ -720,7 +797,7 @@ plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   # its right so that the two directions between a pair of words stay apart.
   lim <- c(-1.35, 1.35)
   graphics::plot(NA, xlim = lim, ylim = lim, asp = 1, axes = FALSE, xlab = "", ylab = "",
-                 main = "Learned word kernel (query -> key)", ...)
+                 main = "Learned word kernel of layer 1 (query -> key)", ...)
   graphics::mtext(sprintf("the %d strongest attention weights among the %d most frequent words",
                           nrow(edges), n), side = 3, line = 0.3, cex = 0.8, col = "grey30")
   from <- match(edges$from, words)
@@ -749,4 +826,54 @@ plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   graphics::text(pos[, 1] * 1.1, pos[, 2] * 1.1, words, cex = 0.8, pos = side, offset = 0.2,
                  xpd = TRUE)
   invisible(edges)
+}
+
+# Layer 1's kernel among `words`: per head the softmax over the words of the query-key scores,
+# averaged over the heads (or of head `head`).
+word_kernel <- function(x, words, head) {
+  s <- x$shape
+  heads <- if (is.null(head)) seq_len(s$heads) else check_count(head)
+  if (max(heads) > s$heads) abort("{.arg head} must be at most {s$heads}.")
+  dh <- s$dim / s$heads
+  Reduce(`+`, lapply(heads, function(h) {
+    cols <- (h - 1L) * dh + seq_len(dh)
+    softmax_rows(x$query[words, cols, drop = FALSE] %*% t(x$key[words, cols, drop = FALSE]) /
+                   sqrt(dh))
+  })) / length(heads)
+}
+
+# The attention graph of every layer over a token sequence, one panel per layer: the tokens in
+# order along a line, an arc from each position to every earlier position it draws on (width and
+# darkness by weight, weights below 0.05 left out), a disc under each token for its own weight.
+plot_attention_layers <- function(x, tokens, head, ...) {
+  if (is.null(tokens)) abort("{.arg tokens} is needed for {.code type = \"attention\"}.")
+  if (length(tokens) == 1L && is.character(tokens) && grepl("[[:space:]]", tokens)) {
+    tokens <- tokenize_words(tokens, punctuation = TRUE)
+  }
+  if (!is.character(tokens) || anyNA(tokens) || length(tokens) < 2L || length(tokens) > 60L) {
+    abort("{.arg tokens} must be a character vector of 2 to 60 tokens.")
+  }
+  L <- x$shape$layers
+  n <- length(tokens)
+  op <- graphics::par(mfrow = c(L, 1L), mar = c(3.2, 1, 1.6, 1))
+  on.exit(graphics::par(op))
+  reach <- min(x$shape$window - 1L, n - 1L)
+  for (l in seq_len(L)) {
+    a <- attention_weights(x, tokens, layer = l, head = head)
+    graphics::plot(NA, xlim = c(0.5, n + 0.5), ylim = c(-0.08, 0.55 * max(1, reach)), axes = FALSE,
+                   xlab = "", ylab = "", main = sprintf("Layer %d", l), cex.main = 0.95, ...)
+    graphics::mtext(tokens, side = 1, at = seq_len(n), las = 2, line = 0.2, cex = 0.75)
+    pair <- which(a > 0.05 & row(a) > col(a), arr.ind = TRUE)
+    u <- seq(0, pi, length.out = 30)
+    for (e in seq_len(nrow(pair))) {
+      t <- pair[e, 1L]
+      s <- pair[e, 2L]
+      w <- a[t, s]
+      graphics::lines((t + s) / 2 + (t - s) / 2 * cos(u), 0.5 * (t - s) * sin(u),
+                      lwd = 0.5 + 4 * w, col = grDevices::gray(0.15, alpha = 0.15 + 0.85 * w))
+    }
+    graphics::points(seq_len(n), rep(0, n), pch = 21, bg = "steelblue", col = "white",
+                     cex = 0.5 + 2.5 * diag(a))
+  }
+  invisible(x)
 }

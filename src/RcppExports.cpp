@@ -743,8 +743,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_qkv_attention
-NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer);
-RcppExport SEXP _localmean_cpp_qkv_attention(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP layerSEXP) {
+NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer, int head);
+RcppExport SEXP _localmean_cpp_qkv_attention(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP layerSEXP, SEXP headSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -752,7 +752,8 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
     Rcpp::traits::input_parameter< int >::type layer(layerSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_qkv_attention(shape, theta, tokens, layer));
+    Rcpp::traits::input_parameter< int >::type head(headSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_attention(shape, theta, tokens, layer, head));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -834,7 +835,7 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
     {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
     {"_localmean_cpp_qkv_layout", (DL_FUNC) &_localmean_cpp_qkv_layout, 1},
-    {"_localmean_cpp_qkv_attention", (DL_FUNC) &_localmean_cpp_qkv_attention, 4},
+    {"_localmean_cpp_qkv_attention", (DL_FUNC) &_localmean_cpp_qkv_attention, 5},
     {"_localmean_cpp_qkv_predict", (DL_FUNC) &_localmean_cpp_qkv_predict, 3},
     {"_localmean_cpp_qkv_gradient", (DL_FUNC) &_localmean_cpp_qkv_gradient, 3},
     {NULL, NULL, 0}

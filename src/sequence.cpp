@@ -17,8 +17,12 @@ localmean::TimeKernel time_kernel_from(const std::string& name) {
 }
 
 localmean::QkvShape shape_from(List shape) {
+  const int dim = as<int>(shape["dim"]), heads = as<int>(shape["heads"]);
+  if (as<int>(shape["layers"]) < 1 || heads < 1 || dim % heads != 0 || as<int>(shape["window"]) < 1)
+    stop("invalid QKV shape");
   return localmean::QkvShape(as<int>(shape["vocab"]), as<int>(shape["dim"]),
-                             as<int>(shape["window"]), as<int>(shape["layers"]));
+                             as<int>(shape["window"]), as<int>(shape["layers"]),
+                             as<int>(shape["heads"]), as<int>(shape["hidden"]));
 }
 
 // The shape, once theta is known to hold its parameters.
@@ -94,7 +98,7 @@ List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, Intege
 }
 
 // The parameter layout of the QKV model (QkvShape): the offset (0-based) and size of each block
-// of theta, by name, the total size and the hidden width.
+// of theta, by name, and the total size.
 // [[Rcpp::export]]
 List cpp_qkv_layout(List shape) {
   const localmean::QkvShape sh = shape_from(shape);
@@ -109,19 +113,23 @@ List cpp_qkv_layout(List shape) {
   start.names() = names;
   size.names() = names;
   return List::create(_["start"] = start, _["size"] = size,
-                      _["total"] = static_cast<double>(sh.size),
-                      _["hidden"] = static_cast<int>(sh.hidden));
+                      _["total"] = static_cast<double>(sh.size));
 }
 
-// The attention weights of local mean `layer` over the tokens (0-based ids): an n x n matrix
-// whose column t holds position t's weights.
+// The attention weights of head `head` (1-based) of layer `layer` over the tokens (0-based ids):
+// an n x n matrix whose column t holds position t's weights.
 // [[Rcpp::export]]
-NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer) {
+NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer,
+                                int head) {
   const localmean::QkvShape sh = shape_of(shape, theta);
   check_ids(sh, tokens);
+  if (layer < 1 || static_cast<std::size_t>(layer) > sh.layers || head < 1 ||
+      static_cast<std::size_t>(head) > sh.heads)
+    stop("layer or head out of range");
   NumericMatrix weights(tokens.size(), tokens.size());
   localmean::qkv_attention(sh, theta.begin(), tokens.begin(), tokens.size(),
-                           static_cast<std::size_t>(layer), weights.begin());
+                           static_cast<std::size_t>(layer), static_cast<std::size_t>(head - 1),
+                           weights.begin());
   return weights;
 }
 

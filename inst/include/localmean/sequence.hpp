@@ -343,44 +343,54 @@ inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k
 }
 
 // ---------------------------------------------------------------------------------------------
-// The discrete QKV kernel: a causal temporal local mean over the last `window` tokens predicts
-// the next token. Layer 1 on token t:
-//   a_s = softmax_s(Eq[x_t] . Ek[x_s] / sqrt(D) + b1[t - s]),  h_t = sum_s a_s Ev[x_s],
-// s in (t - window, t]; b1 is a learned time kernel (log weight per lag). With two layers,
-//   u_t = h_t + W2 relu(W1 h_t + c1) + c2   (feed-forward map with a residual)
-// and a second local mean of u with projections Wq2, Wk2, Wv2 and lag weights b2. The output
-// layer is a softmax over the vocabulary: p = softmax(Wo h + bo). Trained by Adam on the mean
+// The QKV model: a Transformer built as a stack of causal temporal local means (Song's
+// hierarchical local model). Token t enters as the embedding x0_t = E[tok_t]; layer l maps
+// x = x(l-1) to x(l) by
+//   y = LN(x),  q, k, v = y Wq, y Wk, y Wv   (dim columns, cut into `heads` slices of dim / heads)
+//   o_t(h) = sum_s a_ts(h) v_s(h),  a_ts(h) = softmax_s(q_t(h) . k_s(h) / sqrt(dim / heads)
+//            + lag(h)[t - s]),  t - s < window    (one causal local mean per head)
+//   x1 = x + o Wo                               (heads concatenated and projected; a residual)
+//   x(l) = x1 + relu(LN(x1) W1 + c1) W2 + c2     (the feed-forward block, when hidden > 0)
+// with LN(x) = gain * (x - mean(x)) / sqrt(var(x) + 1e-5) + bias per position. The output is
+// p(tok_t+1) = softmax(Out LN(x(L))_t + bout). Weight matrices act on row vectors (x W, in x out
+// row-major); Out (vocab x dim) holds one row per word. Trained by Adam on the mean
 // cross-entropy of mini-batches of consecutive targets.
 
 // One block of the flat parameter vector. The names are the model's (R reads the layout here).
+// Per-layer blocks hold the layers one after the other.
 struct QkvBlock {
   const char* name;
   std::size_t offset, size;
 };
 
-// Width of the feed-forward map of two-layer models, in multiples of the embedding dimension.
-constexpr std::size_t kQkvHiddenPerDim = 2;
+constexpr double kLayerNormEps = 1e-5;
 
 struct QkvShape {
-  std::size_t vocab = 0, dim = 0, window = 1, layers = 1, hidden = 0;
+  std::size_t vocab = 0, dim = 0, window = 1, layers = 1, heads = 1, hidden = 0;
   // Offsets of the parameter blocks in one flat vector of `size` parameters.
-  std::size_t eq, ek, ev, b1, wo, bo, w1, c1, w2, c2, wq2, wk2, wv2, b2, size = 0;
+  std::size_t embed, ln1_gain, ln1_bias, wq, wk, wv, lag, wo, ln2_gain, ln2_bias, w1, c1, w2, c2,
+      final_gain, final_bias, out, out_bias, size = 0;
   std::vector<QkvBlock> blocks;  // every block, in order (empty ones included)
-  QkvShape(std::size_t v, std::size_t d, std::size_t w, std::size_t l)
-      : vocab(v), dim(d), window(w), layers(l), hidden(l > 1 ? kQkvHiddenPerDim * d : 0) {
+  QkvShape(std::size_t v, std::size_t d, std::size_t w, std::size_t l, std::size_t nh,
+           std::size_t f)
+      : vocab(v), dim(d), window(w), layers(l), heads(nh), hidden(f) {
     auto take = [this](const char* name, std::size_t n) {
       blocks.push_back({name, size, n});
       size += n;
       return blocks.back().offset;
     };
-    const std::size_t second = layers > 1 ? 1 : 0;  // the second layer's blocks, or none
-    eq = take("query", v * d), ek = take("key", v * d), ev = take("value", v * d);
-    b1 = take("lag", w), wo = take("output", v * d), bo = take("output_bias", v);
-    w1 = take("w1", hidden * d), c1 = take("c1", hidden), w2 = take("w2", d * hidden);
-    c2 = take("c2", second * d), wq2 = take("query2", second * d * d);
-    wk2 = take("key2", second * d * d), wv2 = take("value2", second * d * d);
-    b2 = take("lag2", second * w);
+    const std::size_t ff = f > 0 ? 1 : 0;  // the feed-forward block's layer norm, or none
+    embed = take("embed", v * d);
+    ln1_gain = take("ln1_gain", l * d), ln1_bias = take("ln1_bias", l * d);
+    wq = take("query", l * d * d), wk = take("key", l * d * d), wv = take("value", l * d * d);
+    lag = take("lag", l * nh * w), wo = take("mix", l * d * d);
+    ln2_gain = take("ln2_gain", ff * l * d), ln2_bias = take("ln2_bias", ff * l * d);
+    w1 = take("w1", l * d * f), c1 = take("c1", l * f), w2 = take("w2", l * f * d);
+    c2 = take("c2", ff * l * d);
+    final_gain = take("final_gain", d), final_bias = take("final_bias", d);
+    out = take("output", v * d), out_bias = take("output_bias", v);
   }
+  std::size_t head_dim() const { return dim / heads; }
 };
 
 // Adam's settings; beta1, beta2 and eps are the defaults of Kingma and Ba (2015).
@@ -395,9 +405,17 @@ struct QkvTrace {
 
 namespace detail {
 
+// One layer's forward quantities over a segment: its input positions start at `in`, its output
+// positions at `out` (rows of the arrays below are positions from there on).
+struct QkvLayerWork {
+  std::size_t in = 0, out = 0;
+  std::vector<double> xhat1, rstd1, y1, q, k, v, a, o, x1, xhat2, rstd2, y2, z, x;
+};
+
 // Scratch space for one shard of targets.
 struct QkvWork {
-  std::vector<double> a1, h1, z, u, q2, k2, v2, a2, h2, logits, dh, du, dq2, dk2, dv2, tmp;
+  std::vector<QkvLayerWork> layer;
+  std::vector<double> x0, xhatf, rstdf, yf, logits, tmp, dx, dnext, dx1, dy, dr, dq, dk, dv, dout;
 };
 
 LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
@@ -406,22 +424,81 @@ LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
   return s;
 }
 
-// y (r) = M (r x c, row-major) x (c).
-LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c,
-                             double* y) {
-  for (std::size_t i = 0; i < r; ++i) y[i] = dot(m + i * c, x, c);
+// Y (n x co) = X (n x ci) W (ci x co) + bias (bias may be null). The inner loop runs over the
+// outputs, so it vectorises while every output still sums over the inputs in order.
+LOCALMEAN_INLINE void affine(const double* x, std::size_t n, std::size_t ci, const double* w,
+                             std::size_t co, const double* bias, double* y) {
+  for (std::size_t i = 0; i < n; ++i) {
+    double* yi = y + i * co;
+    for (std::size_t o = 0; o < co; ++o) yi[o] = bias ? bias[o] : 0.0;
+    for (std::size_t c = 0; c < ci; ++c) {
+      const double xc = x[i * ci + c];
+      const double* wc = w + c * co;
+      for (std::size_t o = 0; o < co; ++o) yi[o] += xc * wc[o];
+    }
+  }
 }
-// y (c) += M' x (x of length r).
-LOCALMEAN_INLINE void matvec_t_add(const double* m, const double* x, std::size_t r, std::size_t c,
-                                   double* y) {
-  for (std::size_t i = 0; i < r; ++i)
-    for (std::size_t j = 0; j < c; ++j) y[j] += m[i * c + j] * x[i];
+
+// Back through affine() for the gradient dy (n x co): adds X' dy to dw, the column sums of dy to
+// dbias (if not null) and dy W' to dx (if not null).
+LOCALMEAN_INLINE void affine_backward(const double* x, std::size_t n, std::size_t ci,
+                                      const double* w, std::size_t co, const double* dy,
+                                      double* dw, double* dbias, double* dx) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* di = dy + i * co;
+    for (std::size_t c = 0; c < ci; ++c) {
+      const double xc = x[i * ci + c];
+      double* gc = dw + c * co;
+      for (std::size_t o = 0; o < co; ++o) gc[o] += xc * di[o];
+      if (dx) dx[i * ci + c] += dot(w + c * co, di, co);
+    }
+    if (dbias)
+      for (std::size_t o = 0; o < co; ++o) dbias[o] += di[o];
+  }
 }
-// G (r x c) += x y'.
-LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r,
-                                std::size_t c) {
-  for (std::size_t i = 0; i < r; ++i)
-    for (std::size_t j = 0; j < c; ++j) g[i * c + j] += x[i] * y[j];
+
+// Layer normalisation of n rows of width d: xhat = (x - mean) / sqrt(var + eps) (rstd the
+// inverse square root), y = gain * xhat + bias.
+LOCALMEAN_INLINE void layer_norm(const double* x, std::size_t n, std::size_t d, const double* gain,
+                                 const double* bias, double* xhat, double* rstd, double* y) {
+  const double inv_d = 1.0 / static_cast<double>(d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* xi = x + i * d;
+    double mean = 0.0, var = 0.0;
+    for (std::size_t c = 0; c < d; ++c) mean += xi[c];
+    mean *= inv_d;
+    for (std::size_t c = 0; c < d; ++c) var += (xi[c] - mean) * (xi[c] - mean);
+    const double r = 1.0 / std::sqrt(var * inv_d + kLayerNormEps);
+    rstd[i] = r;
+    for (std::size_t c = 0; c < d; ++c) {
+      xhat[i * d + c] = (xi[c] - mean) * r;
+      y[i * d + c] = gain[c] * xhat[i * d + c] + bias[c];
+    }
+  }
+}
+
+// Back through layer_norm() for the gradient dy: adds to dgain, dbias and dx.
+LOCALMEAN_INLINE void layer_norm_backward(const double* dy, std::size_t n, std::size_t d,
+                                          const double* gain, const double* xhat,
+                                          const double* rstd, double* dgain, double* dbias,
+                                          double* dx) {
+  const double inv_d = 1.0 / static_cast<double>(d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* di = dy + i * d;
+    const double* hi = xhat + i * d;
+    double m1 = 0.0, m2 = 0.0;
+    for (std::size_t c = 0; c < d; ++c) {
+      const double g = di[c] * gain[c];
+      m1 += g;
+      m2 += g * hi[c];
+      dgain[c] += di[c] * hi[c];
+      dbias[c] += di[c];
+    }
+    m1 *= inv_d;
+    m2 *= inv_d;
+    for (std::size_t c = 0; c < d; ++c)
+      dx[i * d + c] += rstd[i] * (di[c] * gain[c] - m1 - hi[c] * m2);
+  }
 }
 
 // Softmax of n scores in place (the weights of one causal local mean, in lag order).
@@ -492,132 +569,199 @@ LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::s
   }
 }
 
-// One causal local mean of the QKV model, seen from one position: the key and the value at lag j
-// are row row(j) (dim wide) of `key` and `value`, and `lag` holds the learned log weight of each
-// lag. For a query q: a = softmax_j(q . k_j / sqrt(dim) + lag_j) and h = sum_j a_j v_j.
-struct CausalMean {
-  const double* key;
-  const double* value;
-  const double* lag;
-  std::size_t dim;
-  double inv_sqrt;  // 1 / sqrt(dim)
-};
-// Where the gradients of a causal mean's keys, values (same rows) and lag weights go.
-struct CausalMeanGrad {
-  double* key;
-  double* value;
-  double* lag;
-};
-
-// The weights a of query q over its n lags, and its mean added to h.
-template <class Row>
-LOCALMEAN_INLINE void causal_mean_forward(const CausalMean& m, const double* q, Row row,
-                                          std::size_t n, double* a, double* h) {
-  const std::size_t D = m.dim;
-  for (std::size_t j = 0; j < n; ++j)
-    a[j] = dot(q, m.key + row(j) * D, D) * m.inv_sqrt + m.lag[j];
-  softmax_in_place(a, n);
-  for (std::size_t j = 0; j < n; ++j) {
-    const double* vs = m.value + row(j) * D;
-    for (std::size_t c = 0; c < D; ++c) h[c] += a[j] * vs[c];
-  }
-}
-
-// Back through the mean of query q for the incoming gradient g of h: with score_j the log weight
-// of lag j, d score_j = a_j (g . v_j - sum_r a_r g . v_r). Adds the gradients of the keys, values
-// and lag weights to grad and that of the query to dq; da is scratch space for n numbers.
-template <class Row>
-LOCALMEAN_INLINE void causal_mean_backward(const CausalMean& m, const double* q, Row row,
-                                           std::size_t n, const double* a, const double* g,
-                                           const CausalMeanGrad& grad, double* dq, double* da) {
-  const std::size_t D = m.dim;
-  double mean = 0.0;
-  for (std::size_t j = 0; j < n; ++j) {
-    const std::size_t r = row(j);
-    da[j] = dot(g, m.value + r * D, D);
-    mean += a[j] * da[j];
-    double* dv = grad.value + r * D;
-    for (std::size_t c = 0; c < D; ++c) dv[c] += a[j] * g[c];
-  }
-  for (std::size_t j = 0; j < n; ++j) {
-    const std::size_t r = row(j);
-    const double ds = a[j] * (da[j] - mean);
-    grad.lag[j] += ds;
-    const double* ks = m.key + r * D;
-    double* dk = grad.key + r * D;
-    for (std::size_t c = 0; c < D; ++c) {
-      dq[c] += ds * m.inv_sqrt * ks[c];
-      dk[c] += ds * m.inv_sqrt * q[c];
-    }
-  }
-}
-
 // Smallest probability in the loss: a target of probability 0 costs -log(1e-300), not infinity.
 constexpr double kMinProb = 1e-300;
 
+// The first position layer l (0 for the embeddings) needs for the targets from a: each layer
+// looks window - 1 positions further back.
+inline std::size_t first_position(const QkvShape& sh, std::size_t a, std::size_t l) {
+  const std::size_t back = (sh.layers - l) * (sh.window - 1);
+  return a > back ? a - back : 0;
+}
+
+// The causal local means of one layer, every head: for the output positions t in [lw.out, b),
+// the weights of lags j < min(window, t + 1) go to lw.a (row (t - out) * heads + h, by lag) and
+// the heads' means, side by side, to lw.o. Keys, values and queries are rows t - lw.in of lw.k,
+// lw.v, lw.q.
+LOCALMEAN_INLINE void attention_forward(const QkvShape& sh, const double* lag, QkvLayerWork& lw,
+                                        std::size_t b) {
+  const std::size_t D = sh.dim, W = sh.window, NH = sh.heads, dh = sh.head_dim();
+  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
+  const std::size_t n_out = b - lw.out;
+  lw.a.assign(n_out * NH * W, 0.0);
+  lw.o.assign(n_out * D, 0.0);
+  for (std::size_t t = lw.out; t < b; ++t) {
+    const std::size_t n = std::min(W, t + 1), r = t - lw.in;
+    for (std::size_t h = 0; h < NH; ++h) {
+      double* a = &lw.a[((t - lw.out) * NH + h) * W];
+      const double* q = &lw.q[r * D + h * dh];
+      for (std::size_t j = 0; j < n; ++j)
+        a[j] = dot(q, &lw.k[(r - j) * D + h * dh], dh) * inv_sqrt + lag[h * W + j];
+      softmax_in_place(a, n);
+      double* o = &lw.o[(t - lw.out) * D + h * dh];
+      for (std::size_t j = 0; j < n; ++j) {
+        const double* vs = &lw.v[(r - j) * D + h * dh];
+        for (std::size_t c = 0; c < dh; ++c) o[c] += a[j] * vs[c];
+      }
+    }
+  }
+}
+
+// Back through attention_forward() for the gradient dout of lw.o: with score_j the log weight of
+// lag j, d score_j = a_j (g . v_j - sum_r a_r g . v_r). Adds to dq, dk, dv (rows as lw.q) and
+// the lag weights' gradient dlag.
+LOCALMEAN_INLINE void attention_backward(const QkvShape& sh, const QkvLayerWork& lw,
+                                         std::size_t b, const double* dout, double* dq,
+                                         double* dk, double* dv, double* dlag, double* da) {
+  const std::size_t D = sh.dim, W = sh.window, NH = sh.heads, dh = sh.head_dim();
+  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
+  for (std::size_t t = lw.out; t < b; ++t) {
+    const std::size_t n = std::min(W, t + 1), r = t - lw.in;
+    for (std::size_t h = 0; h < NH; ++h) {
+      const double* a = &lw.a[((t - lw.out) * NH + h) * W];
+      const double* g = dout + (t - lw.out) * D + h * dh;
+      const double* q = &lw.q[r * D + h * dh];
+      double mean = 0.0;
+      for (std::size_t j = 0; j < n; ++j) {
+        da[j] = dot(g, &lw.v[(r - j) * D + h * dh], dh);
+        mean += a[j] * da[j];
+        double* dvs = dv + (r - j) * D + h * dh;
+        for (std::size_t c = 0; c < dh; ++c) dvs[c] += a[j] * g[c];
+      }
+      for (std::size_t j = 0; j < n; ++j) {
+        const double ds = a[j] * (da[j] - mean);
+        dlag[h * W + j] += ds;
+        const double* ks = &lw.k[(r - j) * D + h * dh];
+        double* dks = dk + (r - j) * D + h * dh;
+        double* dqs = dq + r * D + h * dh;
+        for (std::size_t c = 0; c < dh; ++c) {
+          dqs[c] += ds * inv_sqrt * ks[c];
+          dks[c] += ds * inv_sqrt * q[c];
+        }
+      }
+    }
+  }
+}
+
+// Layer l (1-based) forward on the segment of targets [a, b), from its input x (rows from
+// position lw.in).
+LOCALMEAN_INLINE void layer_forward(const QkvShape& sh, const double* th, std::size_t l,
+                                    const double* x, QkvLayerWork& lw, std::size_t b,
+                                    std::vector<double>& tmp) {
+  const std::size_t D = sh.dim, F = sh.hidden, i = l - 1;
+  const std::size_t n_in = b - lw.in, n_out = b - lw.out, skip = lw.out - lw.in;
+  lw.xhat1.resize(n_in * D);
+  lw.rstd1.resize(n_in);
+  lw.y1.resize(n_in * D);
+  layer_norm(x, n_in, D, th + sh.ln1_gain + i * D, th + sh.ln1_bias + i * D, lw.xhat1.data(),
+             lw.rstd1.data(), lw.y1.data());
+  lw.q.resize(n_in * D);
+  lw.k.resize(n_in * D);
+  lw.v.resize(n_in * D);
+  affine(lw.y1.data(), n_in, D, th + sh.wq + i * D * D, D, nullptr, lw.q.data());
+  affine(lw.y1.data(), n_in, D, th + sh.wk + i * D * D, D, nullptr, lw.k.data());
+  affine(lw.y1.data(), n_in, D, th + sh.wv + i * D * D, D, nullptr, lw.v.data());
+  attention_forward(sh, th + sh.lag + i * sh.heads * sh.window, lw, b);
+  lw.x1.resize(n_out * D);
+  affine(lw.o.data(), n_out, D, th + sh.wo + i * D * D, D, nullptr, lw.x1.data());
+  for (std::size_t e = 0; e < n_out * D; ++e) lw.x1[e] += x[skip * D + e];
+  if (F == 0) {
+    lw.x = lw.x1;
+    return;
+  }
+  lw.xhat2.resize(n_out * D);
+  lw.rstd2.resize(n_out);
+  lw.y2.resize(n_out * D);
+  layer_norm(lw.x1.data(), n_out, D, th + sh.ln2_gain + i * D, th + sh.ln2_bias + i * D,
+             lw.xhat2.data(), lw.rstd2.data(), lw.y2.data());
+  lw.z.resize(n_out * F);
+  affine(lw.y2.data(), n_out, D, th + sh.w1 + i * D * F, F, th + sh.c1 + i * F, lw.z.data());
+  tmp.resize(n_out * F);
+  for (std::size_t e = 0; e < n_out * F; ++e) tmp[e] = std::max(0.0, lw.z[e]);
+  lw.x.resize(n_out * D);
+  affine(tmp.data(), n_out, F, th + sh.w2 + i * F * D, D, th + sh.c2 + i * D, lw.x.data());
+  for (std::size_t e = 0; e < n_out * D; ++e) lw.x[e] += lw.x1[e];
+}
+
+// Back through layer l for the gradient ws.dx of its output (rows from lw.out): leaves the
+// gradient of its input (rows from lw.in) in ws.dx and adds the parameters' gradients to grad.
+LOCALMEAN_INLINE void layer_backward(const QkvShape& sh, const double* th, std::size_t l,
+                                     const QkvLayerWork& lw, std::size_t b, double* grad,
+                                     QkvWork& ws) {
+  const std::size_t D = sh.dim, F = sh.hidden, W = sh.window, i = l - 1;
+  const std::size_t n_in = b - lw.in, n_out = b - lw.out, skip = lw.out - lw.in;
+  ws.dx1 = ws.dx;  // the residual: x(l) = x1 + ...
+  if (F > 0) {
+    ws.tmp.resize(n_out * F);
+    for (std::size_t e = 0; e < n_out * F; ++e) ws.tmp[e] = std::max(0.0, lw.z[e]);
+    ws.dr.assign(n_out * F, 0.0);
+    affine_backward(ws.tmp.data(), n_out, F, th + sh.w2 + i * F * D, D, ws.dx.data(),
+                    grad + sh.w2 + i * F * D, grad + sh.c2 + i * D, ws.dr.data());
+    for (std::size_t e = 0; e < n_out * F; ++e) ws.dr[e] = lw.z[e] > 0.0 ? ws.dr[e] : 0.0;
+    ws.dy.assign(n_out * D, 0.0);
+    affine_backward(lw.y2.data(), n_out, D, th + sh.w1 + i * D * F, F, ws.dr.data(),
+                    grad + sh.w1 + i * D * F, grad + sh.c1 + i * F, ws.dy.data());
+    layer_norm_backward(ws.dy.data(), n_out, D, th + sh.ln2_gain + i * D, lw.xhat2.data(),
+                        lw.rstd2.data(), grad + sh.ln2_gain + i * D, grad + sh.ln2_bias + i * D,
+                        ws.dx1.data());
+  }
+  ws.dnext.assign(n_in * D, 0.0);
+  for (std::size_t e = 0; e < n_out * D; ++e) ws.dnext[skip * D + e] = ws.dx1[e];
+  ws.dout.assign(n_out * D, 0.0);
+  affine_backward(lw.o.data(), n_out, D, th + sh.wo + i * D * D, D, ws.dx1.data(),
+                  grad + sh.wo + i * D * D, nullptr, ws.dout.data());
+  ws.dq.assign(n_in * D, 0.0);
+  ws.dk.assign(n_in * D, 0.0);
+  ws.dv.assign(n_in * D, 0.0);
+  ws.tmp.resize(W);
+  attention_backward(sh, lw, b, ws.dout.data(), ws.dq.data(), ws.dk.data(), ws.dv.data(),
+                     grad + sh.lag + i * sh.heads * W, ws.tmp.data());
+  ws.dy.assign(n_in * D, 0.0);
+  affine_backward(lw.y1.data(), n_in, D, th + sh.wq + i * D * D, D, ws.dq.data(),
+                  grad + sh.wq + i * D * D, nullptr, ws.dy.data());
+  affine_backward(lw.y1.data(), n_in, D, th + sh.wk + i * D * D, D, ws.dk.data(),
+                  grad + sh.wk + i * D * D, nullptr, ws.dy.data());
+  affine_backward(lw.y1.data(), n_in, D, th + sh.wv + i * D * D, D, ws.dv.data(),
+                  grad + sh.wv + i * D * D, nullptr, ws.dy.data());
+  layer_norm_backward(ws.dy.data(), n_in, D, th + sh.ln1_gain + i * D, lw.xhat1.data(),
+                      lw.rstd1.data(), grad + sh.ln1_gain + i * D, grad + sh.ln1_bias + i * D,
+                      ws.dnext.data());
+  ws.dx.swap(ws.dnext);
+}
+
 // Loss (summed) of the targets t in [a, b): token t + 1 predicted from tokens <= t. With grad
 // not null, adds the gradient of the summed loss. With probs not null (predict), writes the
-// probabilities at the last target instead (no loss). tok: 0-based token ids. The attention
-// weights stay in ws (a1 for positions from max(0, a + 1 - window) or a, a2 from a; row by lag).
+// probabilities at the last target instead (no loss). tok: 0-based token ids. Every layer's
+// attention weights stay in ws (layer l's from position first_position(sh, a, l)).
 LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const int* tok,
                                          std::size_t a, std::size_t b, double* grad, QkvWork& ws,
                                          double* probs) {
-  const std::size_t D = sh.dim, W = sh.window, V = sh.vocab, H = sh.hidden;
-  const bool two = sh.layers > 1;
-  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(D));
-  // Layer 1 runs on [p0, b): with two layers the second needs the window before a.
-  const std::size_t p0 = two ? (a + 1 > W ? a + 1 - W : 0) : a, np = b - p0, nt = b - a;
-  auto lags = [W](std::size_t t) { return std::min(W, t + 1); };
-  // Layer 1's keys and values are the embeddings of the tokens p - lag; layer 2's are rows
-  // t - lag of its projections, which start at position p0.
-  auto token_rows = [tok](std::size_t p) {
-    return [tok, p](std::size_t j) { return static_cast<std::size_t>(tok[p - j]); };
-  };
-  auto position_rows = [p0](std::size_t t) {
-    return [t, p0](std::size_t j) { return t - j - p0; };
-  };
-  const CausalMean mean1{th + sh.ek, th + sh.ev, th + sh.b1, D, inv_sqrt};
-  ws.a1.assign(np * W, 0.0);
-  ws.h1.assign(np * D, 0.0);
+  const std::size_t D = sh.dim, V = sh.vocab, L = sh.layers, nt = b - a;
+  const std::size_t p0 = first_position(sh, a, 0);
+  ws.x0.resize((b - p0) * D);
   for (std::size_t p = p0; p < b; ++p)
-    causal_mean_forward(mean1, th + sh.eq + tok[p] * D, token_rows(p), lags(p),
-                        &ws.a1[(p - p0) * W], &ws.h1[(p - p0) * D]);
-  const double* hout = &ws.h1[(a - p0) * D];  // the representation fed to the output layer
-  if (two) {
-    ws.z.assign(np * H, 0.0);
-    ws.u.assign(np * D, 0.0);
-    ws.q2.assign(np * D, 0.0);
-    ws.k2.assign(np * D, 0.0);
-    ws.v2.assign(np * D, 0.0);
-    for (std::size_t i = 0; i < np; ++i) {
-      double* z = &ws.z[i * H];
-      double* u = &ws.u[i * D];
-      matvec(th + sh.w1, &ws.h1[i * D], H, D, z);
-      for (std::size_t c = 0; c < H; ++c) z[c] += th[sh.c1 + c];
-      ws.tmp.assign(H, 0.0);
-      for (std::size_t c = 0; c < H; ++c) ws.tmp[c] = std::max(0.0, z[c]);
-      matvec(th + sh.w2, ws.tmp.data(), D, H, u);
-      for (std::size_t c = 0; c < D; ++c) u[c] += th[sh.c2 + c] + ws.h1[i * D + c];
-      matvec(th + sh.wq2, u, D, D, &ws.q2[i * D]);
-      matvec(th + sh.wk2, u, D, D, &ws.k2[i * D]);
-      matvec(th + sh.wv2, u, D, D, &ws.v2[i * D]);
-    }
+    std::copy(th + sh.embed + tok[p] * D, th + sh.embed + (tok[p] + 1) * D, &ws.x0[(p - p0) * D]);
+  ws.layer.resize(L);
+  const double* x = ws.x0.data();
+  for (std::size_t l = 1; l <= L; ++l) {
+    QkvLayerWork& lw = ws.layer[l - 1];
+    lw.in = first_position(sh, a, l - 1);
+    lw.out = first_position(sh, a, l);
+    layer_forward(sh, th, l, x, lw, b, ws.tmp);
+    x = lw.x.data();
   }
-  const CausalMean mean2{ws.k2.data(), ws.v2.data(), th + sh.b2, D, inv_sqrt};
-  if (two) {
-    ws.a2.assign(nt * W, 0.0);
-    ws.h2.assign(nt * D, 0.0);
-    for (std::size_t t = a; t < b; ++t)
-      causal_mean_forward(mean2, &ws.q2[(t - p0) * D], position_rows(t), lags(t),
-                          &ws.a2[(t - a) * W], &ws.h2[(t - a) * D]);
-    hout = ws.h2.data();
-  }
+  ws.xhatf.resize(nt * D);
+  ws.rstdf.resize(nt);
+  ws.yf.resize(nt * D);
+  layer_norm(x, nt, D, th + sh.final_gain, th + sh.final_bias, ws.xhatf.data(), ws.rstdf.data(),
+             ws.yf.data());
+  const double* hout = ws.yf.data();
 
-  // Output layer, in groups of targets that share each row of Wo while it is in cache.
+  // Output layer, in groups of targets that share each row of Out while it is in cache.
   constexpr std::size_t kGroup = 48;
   double loss = 0.0;
   ws.logits.resize(kGroup * V);
-  if (grad) ws.dh.assign(nt * D, 0.0);
+  if (grad) ws.dy.assign(nt * D, 0.0);
   for (std::size_t g0 = 0; g0 < nt; g0 += kGroup) {
     const std::size_t ng = std::min(kGroup, nt - g0);
     // The group's representations transposed (zero-padded): the inner loop runs over the
@@ -628,77 +772,40 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
       for (std::size_t i = 0; i < kGroup; ++i)
         hT[c * kGroup + i] = i < ng ? hout[(g0 + i) * D + c] : 0.0;
     for (std::size_t r = 0; r < V; ++r) {
-      const double* wr = th + sh.wo + r * D;
-      double l[kGroup];
-      for (std::size_t i = 0; i < kGroup; ++i) l[i] = 0.0;
+      const double* wr = th + sh.out + r * D;
+      double lg[kGroup];
+      for (std::size_t i = 0; i < kGroup; ++i) lg[i] = 0.0;
       for (std::size_t c = 0; c < D; ++c) {
         const double w = wr[c];
-        for (std::size_t i = 0; i < kGroup; ++i) l[i] += w * hT[c * kGroup + i];
+        for (std::size_t i = 0; i < kGroup; ++i) lg[i] += w * hT[c * kGroup + i];
       }
-      for (std::size_t i = 0; i < ng; ++i) ws.logits[i * V + r] = l[i] + th[sh.bo + r];
+      for (std::size_t i = 0; i < ng; ++i) ws.logits[i * V + r] = lg[i] + th[sh.out_bias + r];
     }
     for (std::size_t i = 0; i < ng; ++i) {
-      double* l = &ws.logits[i * V];
-      softmax_in_place(l, V);
+      double* lg = &ws.logits[i * V];
+      softmax_in_place(lg, V);
       if (probs) {
-        if (g0 + i == nt - 1) std::copy(l, l + V, probs);
+        if (g0 + i == nt - 1) std::copy(lg, lg + V, probs);
         continue;
       }
       const int y = tok[a + g0 + i + 1];
-      loss -= std::log(std::max(l[y], kMinProb));
-      l[y] -= 1.0;  // now d loss / d logits
+      loss -= std::log(std::max(lg[y], kMinProb));
+      lg[y] -= 1.0;  // now d loss / d logits
     }
     if (!grad) continue;
-    output_backward(th + sh.wo, ws.logits.data(), V, D, hout + g0 * D, ng,
-                    grad + sh.wo, grad + sh.bo, &ws.dh[g0 * D]);
+    output_backward(th + sh.out, ws.logits.data(), V, D, hout + g0 * D, ng, grad + sh.out,
+                    grad + sh.out_bias, &ws.dy[g0 * D]);
   }
   if (!grad) return loss;
 
-  std::vector<double> da(W);
-  // Gradient with respect to layer 1's outputs h1 on [p0, b).
-  std::vector<double> dh1;
-  if (two) {
-    dh1.assign(np * D, 0.0);
-    ws.du.assign(np * D, 0.0);
-    ws.dq2.assign(np * D, 0.0);
-    ws.dk2.assign(np * D, 0.0);
-    ws.dv2.assign(np * D, 0.0);
-    const CausalMeanGrad grad2{ws.dk2.data(), ws.dv2.data(), grad + sh.b2};
-    for (std::size_t t = a; t < b; ++t)
-      causal_mean_backward(mean2, &ws.q2[(t - p0) * D], position_rows(t), lags(t),
-                           &ws.a2[(t - a) * W], &ws.dh[(t - a) * D], grad2,
-                           &ws.dq2[(t - p0) * D], da.data());
-    ws.tmp.resize(H);
-    std::vector<double> dr(H);
-    for (std::size_t i = 0; i < np; ++i) {
-      const double* u = &ws.u[i * D];
-      double* du = &ws.du[i * D];
-      outer_add(grad + sh.wq2, &ws.dq2[i * D], u, D, D);
-      outer_add(grad + sh.wk2, &ws.dk2[i * D], u, D, D);
-      outer_add(grad + sh.wv2, &ws.dv2[i * D], u, D, D);
-      matvec_t_add(th + sh.wq2, &ws.dq2[i * D], D, D, du);
-      matvec_t_add(th + sh.wk2, &ws.dk2[i * D], D, D, du);
-      matvec_t_add(th + sh.wv2, &ws.dv2[i * D], D, D, du);
-      // u = h1 + W2 relu(z) + c2, z = W1 h1 + c1.
-      const double* z = &ws.z[i * H];
-      for (std::size_t c = 0; c < H; ++c) ws.tmp[c] = std::max(0.0, z[c]);
-      outer_add(grad + sh.w2, du, ws.tmp.data(), D, H);
-      for (std::size_t c = 0; c < D; ++c) grad[sh.c2 + c] += du[c];
-      std::fill(dr.begin(), dr.end(), 0.0);
-      matvec_t_add(th + sh.w2, du, D, H, dr.data());
-      for (std::size_t c = 0; c < H; ++c) dr[c] = z[c] > 0.0 ? dr[c] : 0.0;
-      outer_add(grad + sh.w1, dr.data(), &ws.h1[i * D], H, D);
-      for (std::size_t c = 0; c < H; ++c) grad[sh.c1 + c] += dr[c];
-      double* d1 = &dh1[i * D];
-      for (std::size_t c = 0; c < D; ++c) d1[c] = du[c];
-      matvec_t_add(th + sh.w1, dr.data(), H, D, d1);
-    }
+  ws.dx.assign(nt * D, 0.0);
+  layer_norm_backward(ws.dy.data(), nt, D, th + sh.final_gain, ws.xhatf.data(), ws.rstdf.data(),
+                      grad + sh.final_gain, grad + sh.final_bias, ws.dx.data());
+  for (std::size_t l = L; l >= 1; --l) layer_backward(sh, th, l, ws.layer[l - 1], b, grad, ws);
+  for (std::size_t p = p0; p < b; ++p) {
+    double* ge = grad + sh.embed + tok[p] * D;
+    for (std::size_t c = 0; c < D; ++c) ge[c] += ws.dx[(p - p0) * D + c];
   }
-  const CausalMeanGrad grad1{grad + sh.ek, grad + sh.ev, grad + sh.b1};
-  for (std::size_t p = p0; p < b; ++p)
-    causal_mean_backward(mean1, th + sh.eq + tok[p] * D, token_rows(p), lags(p),
-                         &ws.a1[(p - p0) * W], two ? &dh1[(p - p0) * D] : &ws.dh[(p - a) * D],
-                         grad1, grad + sh.eq + tok[p] * D, da.data());
   return loss;
 }
 
@@ -761,21 +868,22 @@ inline void qkv_predict(const QkvShape& sh, const double* theta, const int* tok,
   detail::qkv_segment(sh, theta, tok, n - 1, n, nullptr, ws, probs);
 }
 
-// The attention weights of local mean `layer` (1 or 2) over the tokens tok[0..n), from the same
-// forward pass as training and prediction: weights (n x n, row-major) gets in row t how much
-// position t draws on each position s (zero outside the causal window).
+// The attention weights of head `head` (0-based) of layer `layer` (1-based) over the tokens
+// tok[0..n), from the same forward pass as training and prediction: weights (n x n, row-major)
+// gets in row t how much position t draws on each position s (zero outside the causal window).
 inline void qkv_attention(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
-                          std::size_t layer, double* weights) {
+                          std::size_t layer, std::size_t head, double* weights) {
   std::fill(weights, weights + n * n, 0.0);
   if (n == 0) return;
   detail::QkvWork ws;
   std::vector<double> probs(sh.vocab);
   detail::qkv_segment(sh, theta, tok, 0, n, nullptr, ws, probs.data());
-  // Every position's weights, in lag order (from target 0 on, layer 1 starts at position 0).
-  const std::vector<double>& by_lag = layer > 1 ? ws.a2 : ws.a1;
-  const std::size_t W = sh.window;
+  // From target 0 on, every layer starts at position 0; weights by lag.
+  const std::vector<double>& by_lag = ws.layer[layer - 1].a;
+  const std::size_t W = sh.window, NH = sh.heads;
   for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < std::min(W, t + 1); ++j) weights[t * n + t - j] = by_lag[t * W + j];
+    for (std::size_t j = 0; j < std::min(W, t + 1); ++j)
+      weights[t * n + t - j] = by_lag[(t * NH + head) * W + j];
 }
 
 // Adam on mini-batches of `set.batch` consecutive targets, visited in the order given per epoch
