@@ -855,14 +855,17 @@ plot_attention_layers <- function(x, tokens, head, ...) {
   }
   L <- x$shape$layers
   n <- length(tokens)
-  op <- graphics::par(mfrow = c(L, 1L), mar = c(3.2, 1, 1.6, 1))
+  op <- graphics::par(mfrow = c(L, 1L), mar = c(4, 2, 1.6, 2))
   on.exit(graphics::par(op))
   reach <- min(x$shape$window - 1L, n - 1L)
   for (l in seq_len(L)) {
     a <- attention_weights(x, tokens, layer = l, head = head)
     graphics::plot(NA, xlim = c(0.5, n + 0.5), ylim = c(-0.08, 0.55 * max(1, reach)), axes = FALSE,
-                   xlab = "", ylab = "", main = sprintf("Layer %d", l), cex.main = 0.95, ...)
-    graphics::mtext(tokens, side = 1, at = seq_len(n), las = 2, line = 0.2, cex = 0.75)
+                   xlab = "", ylab = "", main = sprintf("Layer %d", l), cex.main = 1.1, ...)
+    # the tokens slanted under their positions, so that long words do not overlap
+    graphics::text(seq_len(n), graphics::grconvertY(graphics::grconvertY(0, "user", "lines") -
+                                                      0.6, "lines", "user"),
+                   tokens, srt = 35, adj = c(1, 1), xpd = NA, cex = 0.9)
     pair <- which(a > 0.05 & row(a) > col(a), arr.ind = TRUE)
     u <- seq(0, pi, length.out = 30)
     for (e in seq_len(nrow(pair))) {
