@@ -289,6 +289,10 @@ tokenize_words <- function(text, lower = TRUE, punctuation = FALSE, ...) {
 }
 
 unk_token <- "<unk>"
+# The input hiding the token to predict, in the vocabulary of two-sided models.
+mask_token <- "<mask>"
+# The share of positions masked per pass in training two-sided models (and in their validation).
+qkv_mask_rate <- 0.15
 
 # The largest embedding dimension, and the most entries of one vocabulary x dim table (2^26
 # doubles, 512 MB): limits on the model's memory.
@@ -299,8 +303,10 @@ qkv_max_layers <- 64L
 qkv_max_hidden <- 8192L
 
 # The model's size, as the C++ core takes it.
-qkv_shape <- function(vocab, dim, window, layers = 1L, heads = 1L, hidden = 0L) {
-  list(vocab = vocab, dim = dim, window = window, layers = layers, heads = heads, hidden = hidden)
+qkv_shape <- function(vocab, dim, window, layers = 1L, heads = 1L, hidden = 0L,
+                      two_sided = FALSE) {
+  list(vocab = vocab, dim = dim, window = window, layers = layers, heads = heads, hidden = hidden,
+       two_sided = two_sided)
 }
 
 # The parameter blocks of theta, read from the C++ model (QkvShape in sequence.hpp): `start`
@@ -351,6 +357,16 @@ layer_norm_rows <- function(x, gain, bias) {
 #' code) on mini-batches of `batch_size` consecutive targets visited in
 #' random order.
 #'
+#' **Two-sided models.** With `time_kernel = "window"` every local mean sees
+#' the tokens less than `window` steps away on both sides (an encoder, as
+#' BERT's), so the next token would be in view. The model instead learns to
+#' fill in masked tokens: in each pass a random 15% of the positions show the
+#' token `"<mask>"` (added to the vocabulary), and the loss is the
+#' cross-entropy of the hidden tokens there. The held-out perplexity is that
+#' of the masked tokens of the validation text (masked once, at random), and
+#' [predict()] gives the probabilities of the token behind the first
+#' `"<mask>"` of a context.
+#'
 #' The vocabulary is the `vocab_size - 1` most frequent tokens (ties in
 #' order of first appearance) and the explicit unknown token `"<unk>"`,
 #' which every other token (in training, validation and [predict()]) maps
@@ -378,8 +394,9 @@ layer_norm_rows <- function(x, gain, bias) {
 #' @param heads Heads per layer; must divide `dim`.
 #' @param hidden Width of each feed-forward block (0 for none).
 #' @param time_kernel The local means' time kernel: `"causal"` (keys up to
-#'   the current token, the last `window` of them), the only one a
-#'   next-token model can use.
+#'   the current token, the last `window` of them; the model predicts the
+#'   next token) or `"window"` (two-sided: keys less than `window` tokens
+#'   away on either side; the model predicts masked tokens, see Details).
 #' @inheritParams temporal_local_mean
 #' @return An object of class `local_qkv`: a list with `vocab`, `counts`
 #'   (training frequencies), `embedding`, `query`, `key`, `value` (layer 1's,
@@ -424,10 +441,12 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   hidden <- check_count(hidden, min = 0)
   if (hidden > qkv_max_hidden) abort("{.arg hidden} must be at most {qkv_max_hidden}.")
   time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
-  if (time_kernel != "causal") {
-    abort(c("{.arg time_kernel} must be {.val causal} for {.fn qkv_fit}.",
-            i = "The model predicts the next token, which a two-sided kernel would see."))
+  if (!time_kernel %in% c("causal", "window")) {
+    abort(c("{.arg time_kernel} must be {.val causal} or {.val window} for {.fn qkv_fit}.",
+            i = "Its local means see the last {.arg window} tokens, or {.arg window} - 1 on
+                 each side."))
   }
+  two_sided <- time_kernel == "window"
   n_iter <- check_count(n_iter)
   lr <- check_positive(lr)
   vocab_size <- check_count(vocab_size, min = 2)
@@ -453,7 +472,7 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   counts <- table(factor(tokens, levels = unique(tokens)))
   counts <- counts[order(-counts, seq_along(counts))]
   keep <- names(counts)[seq_len(min(length(counts), vocab_size - 1L))]
-  vocab <- c(setdiff(keep, unk_token), unk_token)
+  vocab <- c(setdiff(keep, c(unk_token, mask_token)), unk_token, if (two_sided) mask_token)
   n_vocab <- length(vocab)
   if (dim > qkv_max_dim) abort("{.arg dim} must be at most {qkv_max_dim}.")
   if (dim >= n_vocab) {
@@ -467,16 +486,20 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   valid_ids <- token_ids(valid_tokens, vocab)
   train_counts <- tabulate(ids + 1L, n_vocab)
 
-  shape <- qkv_shape(n_vocab, dim, window, layers, heads, hidden)
+  shape <- qkv_shape(n_vocab, dim, window, layers, heads, hidden, two_sided)
   lay <- qkv_layout(shape)
   theta <- qkv_init(lay, shape, train_counts)
-  n_batches <- ceiling((length(ids) - 1) / batch_size)
+  span <- length(ids) - if (two_sided) 0L else 1L
+  n_batches <- ceiling(span / batch_size)
   check_size(n_batches * n_iter, size_limits$iterations, "mini-batches", "n_iter")
   order <- as.integer(replicate(n_iter, sample.int(n_batches)) - 1L)
-  res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, n_iter,
-                       n_threads(n_threads), check_flag(verbose))
+  train <- qkv_text(ids, vocab, two_sided, if (two_sided) n_iter else 1L)
+  valid <- qkv_text(valid_ids, vocab, two_sided, 1L)
+  res <- cpp_qkv_train(shape, theta, train$input, train$target, drop(valid$input),
+                       drop(valid$target), order, lr, batch_size, n_iter, n_threads(n_threads),
+                       check_flag(verbose))
   check_diverged(c(res$theta, res$batch_loss), "lr")
-  fit <- new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
+  fit <- new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), drop(valid$target),
                        list(lr = lr, n_iter = n_iter, batch_size = batch_size,
                             time_kernel = time_kernel))
   fit$call <- match.call()  # for update()
@@ -486,8 +509,23 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
 # 0-based ids; tokens outside the vocabulary become "<unk>".
 token_ids <- function(tokens, vocab) {
   id <- match(tokens, vocab)
-  id[is.na(id)] <- length(vocab)
+  id[is.na(id)] <- match(unk_token, vocab)
   as.integer(id - 1L)
+}
+
+# What the model reads and predicts, as `columns` n-column matrices `input` and `target`
+# (0-based ids, target -1 where there is none). Causal: the tokens, and the next token as
+# target. Two-sided: in each column a random share qkv_mask_rate of the positions (R's random
+# numbers) shows the mask token, and only those have a target, the token hidden.
+qkv_text <- function(ids, vocab, two_sided, columns) {
+  n <- length(ids)
+  if (!two_sided) {
+    return(list(input = matrix(ids, n, 1L), target = matrix(c(ids[-1L], -1L)[seq_len(n)], n, 1L)))
+  }
+  masked <- matrix(stats::runif(n * columns) < qkv_mask_rate, n, columns)
+  mask_id <- match(mask_token, vocab) - 1L
+  list(input = matrix(ifelse(masked, mask_id, ids), n, columns),
+       target = matrix(ifelse(masked, ids, -1L), n, columns))
 }
 
 # Initial parameters from R's random numbers: embeddings of standard deviation 1 (each layer
@@ -517,7 +555,7 @@ qkv_init <- function(lay, shape, counts) {
   theta
 }
 
-new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
+new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_targets, settings) {
   theta <- res$theta
   d <- shape$dim
   block <- function(name, nrow, ncol = NULL, layer = 1L) {
@@ -530,29 +568,34 @@ new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, s
     rownames(m) <- vocab
     m
   }
+  w <- shape$window
+  n_lags <- if (isTRUE(shape$two_sided)) 2L * w - 1L else w
   lags <- t(vapply(seq_len(shape$layers * shape$heads), function(i) {
-    block("lag", shape$window, layer = i)
-  }, numeric(shape$window)))
+    block("lag", n_lags, layer = i)
+  }, numeric(n_lags)))
+  # causal: by lag t - s; two-sided: by offset s - t
   dimnames(lags) <- list(sprintf("layer %d, head %d", rep(seq_len(shape$layers), each = shape$heads),
                                  rep(seq_len(shape$heads), shape$layers)),
-                         paste0("lag", seq_len(shape$window) - 1L))
+                         if (n_lags > w) sprintf("%+d", seq(1L - w, w - 1L)) else
+                           paste0("lag", seq_len(w) - 1L))
   structure(list(
     vocab = vocab, counts = stats::setNames(counts, vocab), embedding = word("embed"),
     query = word("query"), key = word("key"), value = word("value"), output = word("output"),
     output_bias = stats::setNames(block("output_bias", shape$vocab), vocab),
     lag_weights = lags, theta = theta, shape = shape, batch_loss = res$batch_loss,
     epoch_loss = res$epoch_loss, valid_loss = res$valid_loss, n_tokens = n_tokens,
-    n_valid = length(valid_ids), unigram_loss = unigram_loss(counts, valid_ids),
+    n_valid = sum(valid_targets >= 0L), unigram_loss = unigram_loss(counts, valid_targets),
     settings = settings
   ), class = "local_qkv")
 }
 
 # Cross-entropy of the held-out tokens under the training frequencies (add-one smoothing): the
 # baseline a model of context has to beat.
-unigram_loss <- function(counts, valid_ids) {
-  if (length(valid_ids) < 2L) return(NA_real_)
+unigram_loss <- function(counts, valid_targets) {
+  valid_targets <- valid_targets[valid_targets >= 0L]
+  if (length(valid_targets) == 0L) return(NA_real_)
   p <- (counts + 1) / sum(counts + 1)
-  -mean(log(p[valid_ids[-1L] + 1L]))
+  -mean(log(p[valid_targets + 1L]))
 }
 
 #' Methods for QKV models
@@ -565,7 +608,9 @@ unigram_loss <- function(counts, valid_ids) {
 #'
 #' In `predict()`, tokens outside the vocabulary map to `"<unk>"`; a single
 #' string with spaces is split by [tokenize_words()]. The predicted token
-#' (`type = "token"`) is the most probable one other than `"<unk>"`.
+#' (`type = "token"`) is the most probable one other than `"<unk>"`. For a
+#' two-sided model (`time_kernel = "window"`) the context must contain
+#' `"<mask>"`: the prediction is for the token it hides (the first one).
 #'
 #' The graph (`type = "graph"`) shows the learned content kernel among the
 #' `top` most frequent words: for query word \eqn{i}{i} and key word \eqn{j}{j},
@@ -623,10 +668,11 @@ print.local_qkv <- function(x, ..., digits = NULL) {
   s <- x$shape
   last <- utils::tail(x$epoch_loss, 1)
   print_fields(
-    sprintf("<local_qkv> %d layer%s of %d head%s, %s, vocabulary %d (with <unk>), dim %d, window %d",
+    sprintf("<local_qkv> %d layer%s of %d head%s, %s, vocabulary %d (with <unk>), dim %d, %s %d",
             s$layers, if (s$layers > 1L) "s" else "", s$heads, if (s$heads > 1L) "s" else "",
             if (s$hidden > 0L) sprintf("feed-forward width %d", s$hidden) else "no feed-forward",
-            s$vocab, s$dim, s$window),
+            s$vocab, s$dim, if (isTRUE(s$two_sided)) "two-sided masked-token model, window" else
+              "window", s$window),
     list(Trained = sprintf("%d tokens, %d epoch%s", x$n_tokens, length(x$epoch_loss),
                            if (length(x$epoch_loss) > 1L) "s" else ""),
          `Training loss` = sprintf("%s (perplexity %s)", format(last, digits = digits),
@@ -669,7 +715,8 @@ print.summary.local_qkv <- function(x, ..., digits = x$digits) {
         format(x$unigram_perplexity, digits = digits), " for word frequencies alone\n",
         sep = "")
   }
-  cat("\nTime kernels (log weight by lag):\n")
+  cat(if (isTRUE(x$fit$shape$two_sided)) "\nTime kernels (log weight by offset s - t):\n" else
+    "\nTime kernels (log weight by lag):\n")
   print(round(x$lag_weights, 2))
   invisible(x)
 }
@@ -679,6 +726,25 @@ print.summary.local_qkv <- function(x, ..., digits = x$digits) {
 nobs.local_qkv <- function(object, ...) {
   check_dots(...)
   object$n_tokens
+}
+
+# The part of a context the prediction depends on, as ids, and the position predicted (0-based):
+# causal, the next token after the last `layers * (window - 1) + 1` tokens; two-sided, the token
+# behind the first "<mask>" with `layers * (window - 1)` tokens on each side.
+qkv_context <- function(object, ctx, call = rlang::caller_env()) {
+  s <- object$shape
+  reach <- s$layers * (s$window - 1L)
+  if (!isTRUE(s$two_sided)) {
+    return(list(ids = token_ids(utils::tail(ctx, reach + 1L), object$vocab),
+                at = as.integer(min(length(ctx), reach + 1L) - 1L)))
+  }
+  at <- match(mask_token, ctx)
+  if (is.na(at)) {
+    abort(c("{.arg context} must contain {.val {mask_token}} for a two-sided model.",
+            i = "The model predicts the token behind the mask from both sides."), call = call)
+  }
+  keep <- max(1L, at - reach):min(length(ctx), at + reach)
+  list(ids = token_ids(ctx[keep], object$vocab), at = as.integer(at - keep[1L]))
 }
 
 #' @rdname local_qkv-methods
@@ -695,12 +761,13 @@ predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
       abort("{.arg context} must hold non-empty character vectors of tokens.")
     }
     if (length(ctx) == 1L && grepl("[[:space:]]", ctx)) ctx <- tokenize_words(ctx)
-    token_ids(utils::tail(ctx, object$shape$layers * object$shape$window), object$vocab)
+    qkv_context(object, ctx)
   })
-  probs <- t(cpp_qkv_predict(object$shape, object$theta, ids))
+  probs <- t(cpp_qkv_predict(object$shape, object$theta, lapply(ids, `[[`, "ids"),
+                             vapply(ids, `[[`, 0L, "at")))
   colnames(probs) <- object$vocab
   if (type == "token") {
-    keep <- object$vocab != unk_token
+    keep <- !object$vocab %in% c(unk_token, mask_token)
     return(object$vocab[keep][apply(probs[, keep, drop = FALSE], 1L, which.max)])
   }
   if (several) probs else probs[1L, ]
@@ -708,9 +775,10 @@ predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
 
 #' Attention weights of a fitted model
 #'
-#' The weights \eqn{a_{ts}}{a_ts} of one causal local mean of a fitted model
-#' over a token sequence: row \eqn{t}{t} holds how much position \eqn{t}{t} draws on
-#' each earlier position \eqn{s}{s} (zero outside the window).
+#' The weights \eqn{a_{ts}}{a_ts} of one local mean of a fitted model over a
+#' token sequence: row \eqn{t}{t} holds how much position \eqn{t}{t} draws on each
+#' position \eqn{s}{s} (zero outside the window: later positions for a causal
+#' model).
 #'
 #' @param object A fitted model, e.g. from [qkv_fit()].
 #' @param tokens A character vector of tokens (unknown ones map to
@@ -860,13 +928,15 @@ plot_attention_layers <- function(x, tokens, head, ...) {
   reach <- min(x$shape$window - 1L, n - 1L)
   for (l in seq_len(L)) {
     a <- attention_weights(x, tokens, layer = l, head = head)
-    graphics::plot(NA, xlim = c(0.5, n + 0.5), ylim = c(-0.08, 0.55 * max(1, reach)), axes = FALSE,
+    below <- if (isTRUE(x$shape$two_sided)) 0.55 * max(1, reach) else 0.08
+    graphics::plot(NA, xlim = c(0.5, n + 0.5), ylim = c(-below, 0.55 * max(1, reach)), axes = FALSE,
                    xlab = "", ylab = "", main = sprintf("Layer %d", l), cex.main = 1.1, ...)
     # the tokens slanted under their positions, so that long words do not overlap
-    graphics::text(seq_len(n), graphics::grconvertY(graphics::grconvertY(0, "user", "lines") -
-                                                      0.6, "lines", "user"),
+    graphics::text(seq_len(n), graphics::grconvertY(graphics::grconvertY(-below, "user", "lines") -
+                                                      0.3, "lines", "user"),
                    tokens, srt = 35, adj = c(1, 1), xpd = NA, cex = 0.9)
-    pair <- which(a > 0.05 & row(a) > col(a), arr.ind = TRUE)
+    # arcs to earlier positions above the line, to later ones (two-sided models) below it
+    pair <- which(a > 0.05 & row(a) != col(a), arr.ind = TRUE)
     u <- seq(0, pi, length.out = 30)
     for (e in seq_len(nrow(pair))) {
       t <- pair[e, 1L]

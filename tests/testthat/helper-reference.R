@@ -299,7 +299,8 @@ nl_means_ref <- function(img, patch, search, h, sigma) {
 psnr_ref <- function(estimate, truth, peak = 1) 10 * log10(peak^2 / mean((estimate - truth)^2))
 
 # The QKV model's forward pass in plain R (the reference for the C++ core): every layer's T x T
-# attention per head, and the next-token probabilities at every position.
+# attention per head, and the probabilities at every position (of the next token, or two-sided
+# of the token there).
 qkv_forward_ref <- function(object, ids) {
   s <- object$shape
   lay <- localmean:::qkv_layout(s)
@@ -325,8 +326,12 @@ qkv_forward_ref <- function(object, ids) {
   n <- length(ids)
   d <- s$dim
   dh <- d / s$heads
-  lag <- outer(seq_len(n), seq_len(n), "-")
-  inside <- lag >= 0 & lag < s$window
+  lag <- outer(seq_len(n), seq_len(n), "-")  # t - s
+  two <- isTRUE(s$two_sided)
+  n_lags <- if (two) 2 * s$window - 1 else s$window
+  inside <- if (two) abs(lag) < s$window else lag >= 0 & lag < s$window
+  # the time kernel's index: the lag t - s, or two-sided the offset s - t + window - 1
+  slot <- if (two) s$window - lag else lag + 1L
   x <- blk("embed", s$vocab, d)[ids + 1L, , drop = FALSE]
   attention <- list()
   for (l in seq_len(s$layers)) {
@@ -338,9 +343,9 @@ qkv_forward_ref <- function(object, ids) {
     attention[[l]] <- list()
     for (h in seq_len(s$heads)) {
       cols <- (h - 1) * dh + seq_len(dh)
-      b <- vec("lag", s$window, (l - 1) * s$heads + h)
+      b <- vec("lag", n_lags, (l - 1) * s$heads + h)
       sc <- q[, cols, drop = FALSE] %*% t(k[, cols, drop = FALSE]) / sqrt(dh)
-      sc[inside] <- sc[inside] + b[lag[inside] + 1L]
+      sc[inside] <- sc[inside] + b[slot[inside]]
       sc[!inside] <- -Inf
       a <- softmax_rows(sc)
       attention[[l]][[h]] <- a

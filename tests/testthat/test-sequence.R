@@ -162,6 +162,7 @@ test_that("the C++ Transformer equals its plain-R forward pass (2 layers, 2 head
   for (sh in shapes) {
     fit <- qkv_at_random(tok, 10, dim = 4, window = 3, layers = sh$layers, heads = sh$heads,
                          hidden = sh$hidden)
+    expect_false(fit$shape$two_sided)
     label <- paste(unlist(sh), collapse = "/")
     ctx <- tok[20:28]
     ids <- localmean:::token_ids(ctx, fit$vocab)
@@ -182,15 +183,47 @@ test_that("the C++ Transformer equals its plain-R forward pass (2 layers, 2 head
   }
 })
 
+test_that("a two-sided model equals its plain-R forward pass and predicts the masked token", {
+  tok <- markov2_tokens(3000, 9)
+  fit <- qkv_at_random(tok, 11, dim = 4, window = 3, layers = 2, heads = 2, hidden = 6,
+                       time_kernel = "window")
+  expect_true(fit$shape$two_sided)
+  expect_identical(utils::tail(fit$vocab, 2), c("<unk>", "<mask>"))
+  ctx <- c(tok[20:24], "<mask>", tok[26:31])
+  ids <- localmean:::token_ids(ctx, fit$vocab)
+  fw <- qkv_forward_ref(fit, ids)
+  expect_equal(predict(fit, ctx), fw$probs[6, ], tolerance = 1e-10, ignore_attr = TRUE)
+  for (l in 1:2) for (h in 1:2) {
+    a <- attention_weights(fit, ctx, layer = l, head = h)
+    expect_equal(unname(a), fw$attention[[l]][[h]], tolerance = 1e-10)
+    expect_true(all(a[abs(outer(1:12, 1:12, "-")) >= 3] == 0))
+    expect_gt(sum(a[upper.tri(a)]), 1)  # it looks ahead
+  }
+  # tokens beyond the receptive field (2 layers x 2 on each side) do not matter
+  far <- c("1", "1", ctx, "2", "2")
+  expect_equal(predict(fit, far), predict(fit, ctx), tolerance = 1e-12)
+  expect_error(predict(fit, tok[1:5]), "<mask>", class = "localmean_error")
+})
+
 test_that("the C++ gradient matches central differences in every parameter", {
   tok <- markov2_tokens(40, 17)
-  for (sh in list(list(layers = 2, heads = 2, hidden = 3), list(layers = 1, heads = 1, hidden = 0))) {
+  for (sh in list(list(layers = 2, heads = 2, hidden = 3, time_kernel = "causal"),
+                  list(layers = 1, heads = 1, hidden = 0, time_kernel = "causal"),
+                  list(layers = 2, heads = 2, hidden = 3, time_kernel = "window"))) {
     fit <- qkv_at_random(tok, 18, dim = 4, window = 3, layers = sh$layers, heads = sh$heads,
-                         hidden = sh$hidden)
+                         hidden = sh$hidden, time_kernel = sh$time_kernel)
     ids <- localmean:::token_ids(tok, fit$vocab)
+    if (sh$time_kernel == "causal") {
+      input <- ids
+      target <- c(ids[-1], -1L)
+    } else {  # every third token masked and predicted
+      masked <- seq_along(ids) %% 3 == 0
+      input <- ifelse(masked, length(fit$vocab) - 1L, ids)
+      target <- ifelse(masked, ids, -1L)
+    }
     th <- fit$theta
-    g <- localmean:::cpp_qkv_gradient(fit$shape, th, ids)$gradient
-    loss <- function(theta) localmean:::cpp_qkv_gradient(fit$shape, theta, ids)$loss
+    g <- localmean:::cpp_qkv_gradient(fit$shape, th, input, target)$gradient
+    loss <- function(theta) localmean:::cpp_qkv_gradient(fit$shape, theta, input, target)$loss
     lay <- localmean:::qkv_layout(fit$shape)
     # every parameter of every block (the blocks of the shape are all present)
     expect_true(all(lay$size[setdiff(names(lay$size),
@@ -210,14 +243,28 @@ test_that("the C++ gradient matches central differences in every parameter", {
 
 test_that("qkv_fit is reproducible and does not depend on the number of threads", {
   tok <- markov2_tokens(2000, 11)
-  fits <- lapply(c(1, 2, 1), function(th) {
-    set.seed(12)
-    qkv_fit(tok, dim = 4, window = 3, layers = 2, heads = 2, hidden = 4, n_iter = 1,
-            batch_size = 64, n_threads = th, verbose = FALSE)
-  })
-  expect_identical(fits[[1]]$theta, fits[[2]]$theta)
-  expect_identical(fits[[1]]$theta, fits[[3]]$theta)
-  expect_identical(fits[[1]]$batch_loss, fits[[2]]$batch_loss)
+  for (tk in c("causal", "window")) {
+    fits <- lapply(c(1, 2, 1), function(th) {
+      set.seed(12)
+      qkv_fit(tok, dim = 4, window = 3, layers = 2, heads = 2, hidden = 4, n_iter = 1,
+              batch_size = 64, time_kernel = tk, n_threads = th, verbose = FALSE)
+    })
+    expect_identical(fits[[1]]$theta, fits[[2]]$theta)
+    expect_identical(fits[[1]]$theta, fits[[3]]$theta)
+    expect_identical(fits[[1]]$batch_loss, fits[[2]]$batch_loss)
+  }
+})
+
+test_that("a two-sided model learns the masked token from both sides", {
+  tok <- markov2_tokens(8000, 40)
+  set.seed(41)
+  fit <- qkv_fit(tok, dim = 6, window = 3, layers = 1, heads = 2, n_iter = 4, lr = 0.02,
+                 validation = 0.15, time_kernel = "window", batch_size = 64, n_threads = 1,
+                 verbose = FALSE)
+  s <- summary(fit)
+  expect_lt(s$perplexity, s$unigram_perplexity / 3)  # the tokens two back and two ahead tell it
+  expect_equal(predict(fit, c("1", "5", "<mask>", "6", "3"), type = "token"), "2")
+  expect_output(print(fit), "two-sided")
 })
 
 test_that("deeper models learn what one layer cannot: a dependence beyond the window", {
@@ -259,7 +306,7 @@ test_that("unknown tokens map to <unk>, and bad input to qkv_fit gives clear err
   expect_error(qkv_fit(tok, heads = 0), "heads", class = "localmean_error")
   expect_error(qkv_fit(tok, hidden = -1), "hidden", class = "localmean_error")
   expect_error(qkv_fit(tok, hidden = 1.5), "hidden", class = "localmean_error")
-  expect_error(qkv_fit(tok, time_kernel = "window"), "time_kernel.*causal",
+  expect_error(qkv_fit(tok, time_kernel = "exponential"), "time_kernel.*causal",
                class = "localmean_error")
   expect_error(qkv_fit(tok, time_kernel = "bogus"), "time_kernel", class = "localmean_error")
   expect_error(attention_weights(fit, c("1", "2"), head = 2), "head", class = "localmean_error")

@@ -348,13 +348,15 @@ inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k
 // x = x(l-1) to x(l) by
 //   y = LN(x),  q, k, v = y Wq, y Wk, y Wv   (dim columns, cut into `heads` slices of dim / heads)
 //   o_t(h) = sum_s a_ts(h) v_s(h),  a_ts(h) = softmax_s(q_t(h) . k_s(h) / sqrt(dim / heads)
-//            + lag(h)[t - s]),  t - s < window    (one causal local mean per head)
+//            + lag(h)[t - s]),  0 <= t - s < window   (one causal local mean per head; two-sided:
+//            |t - s| < window, lag(h) indexed by s - t + window - 1)
 //   x1 = x + o Wo                               (heads concatenated and projected; a residual)
 //   x(l) = x1 + relu(LN(x1) W1 + c1) W2 + c2     (the feed-forward block, when hidden > 0)
 // with LN(x) = gain * (x - mean(x)) / sqrt(var(x) + 1e-5) + bias per position. The output is
-// p(tok_t+1) = softmax(Out LN(x(L))_t + bout). Weight matrices act on row vectors (x W, in x out
-// row-major); Out (vocab x dim) holds one row per word. Trained by Adam on the mean
-// cross-entropy of mini-batches of consecutive targets.
+// p(target_t) = softmax(Out LN(x(L))_t + bout), the target of position t being the next token
+// (causal) or, two-sided, the token hidden behind a mask token at t. Weight matrices act on row
+// vectors (x W, in x out row-major); Out (vocab x dim) holds one row per word. Trained by Adam on
+// the mean cross-entropy of mini-batches of consecutive positions.
 
 // One block of the flat parameter vector. The names are the model's (R reads the layout here).
 // Per-layer blocks hold the layers one after the other.
@@ -367,13 +369,16 @@ constexpr double kLayerNormEps = 1e-5;
 
 struct QkvShape {
   std::size_t vocab = 0, dim = 0, window = 1, layers = 1, heads = 1, hidden = 0;
+  bool two_sided = false;  // keys on both sides (|t - s| < window) instead of the past
+  std::size_t lags = 1;    // time-kernel weights per head: window, or 2 window - 1 two-sided
   // Offsets of the parameter blocks in one flat vector of `size` parameters.
   std::size_t embed, ln1_gain, ln1_bias, wq, wk, wv, lag, wo, ln2_gain, ln2_bias, w1, c1, w2, c2,
       final_gain, final_bias, out, out_bias, size = 0;
   std::vector<QkvBlock> blocks;  // every block, in order (empty ones included)
   QkvShape(std::size_t v, std::size_t d, std::size_t w, std::size_t l, std::size_t nh,
-           std::size_t f)
-      : vocab(v), dim(d), window(w), layers(l), heads(nh), hidden(f) {
+           std::size_t f, bool both = false)
+      : vocab(v), dim(d), window(w), layers(l), heads(nh), hidden(f), two_sided(both),
+        lags(both ? 2 * w - 1 : w) {
     auto take = [this](const char* name, std::size_t n) {
       blocks.push_back({name, size, n});
       size += n;
@@ -383,7 +388,7 @@ struct QkvShape {
     embed = take("embed", v * d);
     ln1_gain = take("ln1_gain", l * d), ln1_bias = take("ln1_bias", l * d);
     wq = take("query", l * d * d), wk = take("key", l * d * d), wv = take("value", l * d * d);
-    lag = take("lag", l * nh * w), wo = take("mix", l * d * d);
+    lag = take("lag", l * nh * lags), wo = take("mix", l * d * d);
     ln2_gain = take("ln2_gain", ff * l * d), ln2_bias = take("ln2_bias", ff * l * d);
     w1 = take("w1", l * d * f), c1 = take("c1", l * f), w2 = take("w2", l * f * d);
     c2 = take("c2", ff * l * d);
@@ -391,6 +396,16 @@ struct QkvShape {
     out = take("output", v * d), out_bias = take("output_bias", v);
   }
   std::size_t head_dim() const { return dim / heads; }
+  // The positions whose targets count: all but the last (causal, no next token) or all.
+  std::size_t span(std::size_t n) const { return two_sided || n == 0 ? n : n - 1; }
+};
+
+// A token sequence as the model reads it: input ids and, per position, the id to predict there
+// (-1: none), both of length n.
+struct QkvText {
+  const int* input;
+  const int* target;
+  std::size_t n;
 };
 
 // Adam's settings; beta1, beta2 and eps are the defaults of Kingma and Ba (2015).
@@ -408,13 +423,14 @@ namespace detail {
 // One layer's forward quantities over a segment: its input positions start at `in`, its output
 // positions at `out` (rows of the arrays below are positions from there on).
 struct QkvLayerWork {
-  std::size_t in = 0, out = 0;
+  std::size_t in = 0, out = 0, in_end = 0, out_end = 0, n = 0;  // n: the sequence's length
   std::vector<double> xhat1, rstd1, y1, q, k, v, a, o, x1, xhat2, rstd2, y2, z, x;
 };
 
 // Scratch space for one shard of targets.
 struct QkvWork {
   std::vector<QkvLayerWork> layer;
+  std::size_t targets = 0;  // targets counted by the last segment
   std::vector<double> x0, xhatf, rstdf, yf, logits, tmp, dx, dnext, dx1, dy, dr, dq, dk, dv, dout;
 };
 
@@ -572,35 +588,58 @@ LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::s
 // Smallest probability in the loss: a target of probability 0 costs -log(1e-300), not infinity.
 constexpr double kMinProb = 1e-300;
 
-// The first position layer l (0 for the embeddings) needs for the targets from a: each layer
-// looks window - 1 positions further back.
-inline std::size_t first_position(const QkvShape& sh, std::size_t a, std::size_t l) {
-  const std::size_t back = (sh.layers - l) * (sh.window - 1);
-  return a > back ? a - back : 0;
+// The positions [lo, hi) of layer l's output (l = 0: the embeddings) that the targets of [a, b)
+// need in a sequence of n: each layer looks window - 1 positions further back (and ahead).
+inline void layer_range(const QkvShape& sh, std::size_t a, std::size_t b, std::size_t n,
+                        std::size_t l, std::size_t* lo, std::size_t* hi) {
+  const std::size_t reach = (sh.layers - l) * (sh.window - 1);
+  *lo = a > reach ? a - reach : 0;
+  *hi = sh.two_sided ? std::min(n, b + reach) : b;
 }
 
-// The causal local means of one layer, every head: for the output positions t in [lw.out, b),
-// the weights of lags j < min(window, t + 1) go to lw.a (row (t - out) * heads + h, by lag) and
-// the heads' means, side by side, to lw.o. Keys, values and queries are rows t - lw.in of lw.k,
-// lw.v, lw.q.
-LOCALMEAN_INLINE void attention_forward(const QkvShape& sh, const double* lag, QkvLayerWork& lw,
-                                        std::size_t b) {
-  const std::size_t D = sh.dim, W = sh.window, NH = sh.heads, dh = sh.head_dim();
+// The keys of query t: `count` of them, key j (j < count) at position first + j (two-sided) or
+// t - j (causal), its time-kernel weight at index base + j.
+struct KeySpan {
+  std::size_t first, count, base;
+  KeySpan(const QkvShape& sh, std::size_t t, std::size_t n) {
+    const std::size_t W = sh.window;
+    first = t + 1 > W ? t + 1 - W : 0;
+    if (sh.two_sided) {
+      count = std::min(n - 1, t + W - 1) - first + 1;
+      base = first + W - 1 - t;
+    } else {
+      count = t - first + 1;
+      base = 0;
+    }
+  }
+  std::size_t key(const QkvShape& sh, std::size_t t, std::size_t j) const {
+    return sh.two_sided ? first + j : t - j;
+  }
+};
+
+// The local means of one layer, every head: for the output positions t in [lw.out, lw.out_end),
+// the weights of their keys go to lw.a (row (t - out) * heads + h, by time-kernel index) and the
+// heads' means, side by side, to lw.o. Queries, keys and values are rows p - lw.in of lw.q, lw.k,
+// lw.v for position p.
+LOCALMEAN_INLINE void attention_forward(const QkvShape& sh, const double* lag, QkvLayerWork& lw) {
+  const std::size_t D = sh.dim, K = sh.lags, NH = sh.heads, dh = sh.head_dim();
   const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
-  const std::size_t n_out = b - lw.out;
-  lw.a.assign(n_out * NH * W, 0.0);
+  const std::size_t n_out = lw.out_end - lw.out;
+  lw.a.assign(n_out * NH * K, 0.0);
   lw.o.assign(n_out * D, 0.0);
-  for (std::size_t t = lw.out; t < b; ++t) {
-    const std::size_t n = std::min(W, t + 1), r = t - lw.in;
+  for (std::size_t t = lw.out; t < lw.out_end; ++t) {
+    const KeySpan ks(sh, t, lw.n);
+    const double* q0 = &lw.q[(t - lw.in) * D];
     for (std::size_t h = 0; h < NH; ++h) {
-      double* a = &lw.a[((t - lw.out) * NH + h) * W];
-      const double* q = &lw.q[r * D + h * dh];
-      for (std::size_t j = 0; j < n; ++j)
-        a[j] = dot(q, &lw.k[(r - j) * D + h * dh], dh) * inv_sqrt + lag[h * W + j];
-      softmax_in_place(a, n);
+      double* a = &lw.a[((t - lw.out) * NH + h) * K + ks.base];
+      const double* lg = lag + h * K + ks.base;
+      for (std::size_t j = 0; j < ks.count; ++j)
+        a[j] = dot(q0 + h * dh, &lw.k[(ks.key(sh, t, j) - lw.in) * D + h * dh], dh) * inv_sqrt +
+               lg[j];
+      softmax_in_place(a, ks.count);
       double* o = &lw.o[(t - lw.out) * D + h * dh];
-      for (std::size_t j = 0; j < n; ++j) {
-        const double* vs = &lw.v[(r - j) * D + h * dh];
+      for (std::size_t j = 0; j < ks.count; ++j) {
+        const double* vs = &lw.v[(ks.key(sh, t, j) - lw.in) * D + h * dh];
         for (std::size_t c = 0; c < dh; ++c) o[c] += a[j] * vs[c];
       }
     }
@@ -611,31 +650,34 @@ LOCALMEAN_INLINE void attention_forward(const QkvShape& sh, const double* lag, Q
 // lag j, d score_j = a_j (g . v_j - sum_r a_r g . v_r). Adds to dq, dk, dv (rows as lw.q) and
 // the lag weights' gradient dlag.
 LOCALMEAN_INLINE void attention_backward(const QkvShape& sh, const QkvLayerWork& lw,
-                                         std::size_t b, const double* dout, double* dq,
-                                         double* dk, double* dv, double* dlag, double* da) {
-  const std::size_t D = sh.dim, W = sh.window, NH = sh.heads, dh = sh.head_dim();
+                                         const double* dout, double* dq, double* dk, double* dv,
+                                         double* dlag, double* da) {
+  const std::size_t D = sh.dim, K = sh.lags, NH = sh.heads, dh = sh.head_dim();
   const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
-  for (std::size_t t = lw.out; t < b; ++t) {
-    const std::size_t n = std::min(W, t + 1), r = t - lw.in;
+  for (std::size_t t = lw.out; t < lw.out_end; ++t) {
+    const KeySpan ks(sh, t, lw.n);
+    const std::size_t r = t - lw.in;
     for (std::size_t h = 0; h < NH; ++h) {
-      const double* a = &lw.a[((t - lw.out) * NH + h) * W];
+      const double* a = &lw.a[((t - lw.out) * NH + h) * K + ks.base];
       const double* g = dout + (t - lw.out) * D + h * dh;
       const double* q = &lw.q[r * D + h * dh];
       double mean = 0.0;
-      for (std::size_t j = 0; j < n; ++j) {
-        da[j] = dot(g, &lw.v[(r - j) * D + h * dh], dh);
+      for (std::size_t j = 0; j < ks.count; ++j) {
+        const std::size_t rk = ks.key(sh, t, j) - lw.in;
+        da[j] = dot(g, &lw.v[rk * D + h * dh], dh);
         mean += a[j] * da[j];
-        double* dvs = dv + (r - j) * D + h * dh;
+        double* dvs = dv + rk * D + h * dh;
         for (std::size_t c = 0; c < dh; ++c) dvs[c] += a[j] * g[c];
       }
-      for (std::size_t j = 0; j < n; ++j) {
+      for (std::size_t j = 0; j < ks.count; ++j) {
+        const std::size_t rk = ks.key(sh, t, j) - lw.in;
         const double ds = a[j] * (da[j] - mean);
-        dlag[h * W + j] += ds;
-        const double* ks = &lw.k[(r - j) * D + h * dh];
-        double* dks = dk + (r - j) * D + h * dh;
+        dlag[h * K + ks.base + j] += ds;
+        const double* kj = &lw.k[rk * D + h * dh];
+        double* dks = dk + rk * D + h * dh;
         double* dqs = dq + r * D + h * dh;
         for (std::size_t c = 0; c < dh; ++c) {
-          dqs[c] += ds * inv_sqrt * ks[c];
+          dqs[c] += ds * inv_sqrt * kj[c];
           dks[c] += ds * inv_sqrt * q[c];
         }
       }
@@ -643,13 +685,12 @@ LOCALMEAN_INLINE void attention_backward(const QkvShape& sh, const QkvLayerWork&
   }
 }
 
-// Layer l (1-based) forward on the segment of targets [a, b), from its input x (rows from
-// position lw.in).
+// Layer l (1-based) forward from its input x (rows: positions [lw.in, lw.in_end)) to its output
+// lw.x (positions [lw.out, lw.out_end)).
 LOCALMEAN_INLINE void layer_forward(const QkvShape& sh, const double* th, std::size_t l,
-                                    const double* x, QkvLayerWork& lw, std::size_t b,
-                                    std::vector<double>& tmp) {
+                                    const double* x, QkvLayerWork& lw, std::vector<double>& tmp) {
   const std::size_t D = sh.dim, F = sh.hidden, i = l - 1;
-  const std::size_t n_in = b - lw.in, n_out = b - lw.out, skip = lw.out - lw.in;
+  const std::size_t n_in = lw.in_end - lw.in, n_out = lw.out_end - lw.out, skip = lw.out - lw.in;
   lw.xhat1.resize(n_in * D);
   lw.rstd1.resize(n_in);
   lw.y1.resize(n_in * D);
@@ -661,7 +702,7 @@ LOCALMEAN_INLINE void layer_forward(const QkvShape& sh, const double* th, std::s
   affine(lw.y1.data(), n_in, D, th + sh.wq + i * D * D, D, nullptr, lw.q.data());
   affine(lw.y1.data(), n_in, D, th + sh.wk + i * D * D, D, nullptr, lw.k.data());
   affine(lw.y1.data(), n_in, D, th + sh.wv + i * D * D, D, nullptr, lw.v.data());
-  attention_forward(sh, th + sh.lag + i * sh.heads * sh.window, lw, b);
+  attention_forward(sh, th + sh.lag + i * sh.heads * sh.lags, lw);
   lw.x1.resize(n_out * D);
   affine(lw.o.data(), n_out, D, th + sh.wo + i * D * D, D, nullptr, lw.x1.data());
   for (std::size_t e = 0; e < n_out * D; ++e) lw.x1[e] += x[skip * D + e];
@@ -686,10 +727,9 @@ LOCALMEAN_INLINE void layer_forward(const QkvShape& sh, const double* th, std::s
 // Back through layer l for the gradient ws.dx of its output (rows from lw.out): leaves the
 // gradient of its input (rows from lw.in) in ws.dx and adds the parameters' gradients to grad.
 LOCALMEAN_INLINE void layer_backward(const QkvShape& sh, const double* th, std::size_t l,
-                                     const QkvLayerWork& lw, std::size_t b, double* grad,
-                                     QkvWork& ws) {
-  const std::size_t D = sh.dim, F = sh.hidden, W = sh.window, i = l - 1;
-  const std::size_t n_in = b - lw.in, n_out = b - lw.out, skip = lw.out - lw.in;
+                                     const QkvLayerWork& lw, double* grad, QkvWork& ws) {
+  const std::size_t D = sh.dim, F = sh.hidden, K = sh.lags, i = l - 1;
+  const std::size_t n_in = lw.in_end - lw.in, n_out = lw.out_end - lw.out, skip = lw.out - lw.in;
   ws.dx1 = ws.dx;  // the residual: x(l) = x1 + ...
   if (F > 0) {
     ws.tmp.resize(n_out * F);
@@ -713,9 +753,9 @@ LOCALMEAN_INLINE void layer_backward(const QkvShape& sh, const double* th, std::
   ws.dq.assign(n_in * D, 0.0);
   ws.dk.assign(n_in * D, 0.0);
   ws.dv.assign(n_in * D, 0.0);
-  ws.tmp.resize(W);
-  attention_backward(sh, lw, b, ws.dout.data(), ws.dq.data(), ws.dk.data(), ws.dv.data(),
-                     grad + sh.lag + i * sh.heads * W, ws.tmp.data());
+  ws.tmp.resize(K);
+  attention_backward(sh, lw, ws.dout.data(), ws.dq.data(), ws.dk.data(), ws.dv.data(),
+                     grad + sh.lag + i * sh.heads * K, ws.tmp.data());
   ws.dy.assign(n_in * D, 0.0);
   affine_backward(lw.y1.data(), n_in, D, th + sh.wq + i * D * D, D, ws.dq.data(),
                   grad + sh.wq + i * D * D, nullptr, ws.dy.data());
@@ -729,25 +769,28 @@ LOCALMEAN_INLINE void layer_backward(const QkvShape& sh, const double* th, std::
   ws.dx.swap(ws.dnext);
 }
 
-// Loss (summed) of the targets t in [a, b): token t + 1 predicted from tokens <= t. With grad
-// not null, adds the gradient of the summed loss. With probs not null (predict), writes the
-// probabilities at the last target instead (no loss). tok: 0-based token ids. Every layer's
-// attention weights stay in ws (layer l's from position first_position(sh, a, l)).
-LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const int* tok,
+// Loss (summed) of the targets of the positions [a, b) of text (ws.targets counts them). With
+// grad not null, adds the gradient of the summed loss. With probs not null (predict), writes the
+// probabilities at position b - 1 instead (no loss; text.target may be null). Every layer's
+// attention weights stay in ws (layer l's for its positions from layer_range()).
+LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const QkvText& text,
                                          std::size_t a, std::size_t b, double* grad, QkvWork& ws,
                                          double* probs) {
   const std::size_t D = sh.dim, V = sh.vocab, L = sh.layers, nt = b - a;
-  const std::size_t p0 = first_position(sh, a, 0);
-  ws.x0.resize((b - p0) * D);
-  for (std::size_t p = p0; p < b; ++p)
+  const int* tok = text.input;
+  std::size_t p0, p1;
+  layer_range(sh, a, b, text.n, 0, &p0, &p1);
+  ws.x0.resize((p1 - p0) * D);
+  for (std::size_t p = p0; p < p1; ++p)
     std::copy(th + sh.embed + tok[p] * D, th + sh.embed + (tok[p] + 1) * D, &ws.x0[(p - p0) * D]);
   ws.layer.resize(L);
   const double* x = ws.x0.data();
   for (std::size_t l = 1; l <= L; ++l) {
     QkvLayerWork& lw = ws.layer[l - 1];
-    lw.in = first_position(sh, a, l - 1);
-    lw.out = first_position(sh, a, l);
-    layer_forward(sh, th, l, x, lw, b, ws.tmp);
+    lw.n = text.n;
+    layer_range(sh, a, b, text.n, l - 1, &lw.in, &lw.in_end);
+    layer_range(sh, a, b, text.n, l, &lw.out, &lw.out_end);
+    layer_forward(sh, th, l, x, lw, ws.tmp);
     x = lw.x.data();
   }
   ws.xhatf.resize(nt * D);
@@ -760,6 +803,7 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
   // Output layer, in groups of targets that share each row of Out while it is in cache.
   constexpr std::size_t kGroup = 48;
   double loss = 0.0;
+  ws.targets = 0;
   ws.logits.resize(kGroup * V);
   if (grad) ws.dy.assign(nt * D, 0.0);
   for (std::size_t g0 = 0; g0 < nt; g0 += kGroup) {
@@ -788,7 +832,12 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
         if (g0 + i == nt - 1) std::copy(lg, lg + V, probs);
         continue;
       }
-      const int y = tok[a + g0 + i + 1];
+      const int y = text.target[a + g0 + i];
+      if (y < 0) {  // no target here: nothing to learn
+        std::fill(lg, lg + V, 0.0);
+        continue;
+      }
+      ++ws.targets;
       loss -= std::log(std::max(lg[y], kMinProb));
       lg[y] -= 1.0;  // now d loss / d logits
     }
@@ -801,18 +850,19 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
   ws.dx.assign(nt * D, 0.0);
   layer_norm_backward(ws.dy.data(), nt, D, th + sh.final_gain, ws.xhatf.data(), ws.rstdf.data(),
                       grad + sh.final_gain, grad + sh.final_bias, ws.dx.data());
-  for (std::size_t l = L; l >= 1; --l) layer_backward(sh, th, l, ws.layer[l - 1], b, grad, ws);
-  for (std::size_t p = p0; p < b; ++p) {
+  for (std::size_t l = L; l >= 1; --l) layer_backward(sh, th, l, ws.layer[l - 1], grad, ws);
+  for (std::size_t p = p0; p < p1; ++p) {
     double* ge = grad + sh.embed + tok[p] * D;
     for (std::size_t c = 0; c < D; ++c) ge[c] += ws.dx[(p - p0) * D + c];
   }
   return loss;
 }
 
-inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, std::size_t a,
-                          std::size_t b, double* grad, QkvWork& ws, double* probs = nullptr) {
+inline double qkv_segment(const QkvShape& sh, const double* th, const QkvText& text,
+                          std::size_t a, std::size_t b, double* grad, QkvWork& ws,
+                          double* probs = nullptr) {
   return best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-    return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
+    return qkv_segment_body(sh, th, text, a, b, grad, ws, probs);
   });
 }
 
@@ -835,76 +885,88 @@ inline void adam_step(const double* __restrict grads, std::size_t P,
 
 }  // namespace detail
 
-// Summed loss of the targets [0, n - 1) of tok (validation), over fixed shards in parallel.
-inline double qkv_loss(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+// Summed loss of the targets of text (validation), over fixed pieces in parallel.
+inline double qkv_loss(const QkvShape& sh, const double* theta, const QkvText& text,
                        const ParallelFor& parallel_for = serial_for) {
-  if (n < 2) return 0.0;
+  const std::size_t span = sh.span(text.n);
+  if (span == 0) return 0.0;
   constexpr std::size_t kPieces = 64;  // fixed, so that the sum does not depend on the threads
-  const std::size_t targets = n - 1, pieces = std::min(kPieces, targets);
+  const std::size_t pieces = std::min(kPieces, span);
   std::vector<double> part(pieces, 0.0);
   parallel_for(0, pieces, [&](std::size_t b, std::size_t e) {
     detail::QkvWork ws;
     for (std::size_t s = b; s < e; ++s)
-      part[s] = detail::qkv_segment(sh, theta, tok, targets * s / pieces,
-                                    targets * (s + 1) / pieces, nullptr, ws);
+      part[s] = detail::qkv_segment(sh, theta, text, span * s / pieces, span * (s + 1) / pieces,
+                                    nullptr, ws);
   });
   double sum = 0.0;
   for (double v : part) sum += v;
   return sum;
 }
 
-// Summed loss of the targets [0, n - 1) of tok, and its gradient added to grad (size sh.size).
-inline double qkv_gradient(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+// Summed loss of the targets of text, and its gradient added to grad (size sh.size).
+inline double qkv_gradient(const QkvShape& sh, const double* theta, const QkvText& text,
                            double* grad) {
-  if (n < 2) return 0.0;
+  if (sh.span(text.n) == 0) return 0.0;
   detail::QkvWork ws;
-  return detail::qkv_segment(sh, theta, tok, 0, n - 1, grad, ws);
+  return detail::qkv_segment(sh, theta, text, 0, sh.span(text.n), grad, ws);
 }
 
-// Next-token probabilities (vocab) after the context tok[0..n).
-inline void qkv_predict(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
-                        double* probs) {
+// The probabilities (vocab) of the token at position `at` of text (causal: the next token after
+// the inputs up to `at`; two-sided: the token behind the mask there).
+inline void qkv_predict(const QkvShape& sh, const double* theta, const QkvText& text,
+                        std::size_t at, double* probs) {
   detail::QkvWork ws;
-  detail::qkv_segment(sh, theta, tok, n - 1, n, nullptr, ws, probs);
+  detail::qkv_segment(sh, theta, text, at, at + 1, nullptr, ws, probs);
 }
 
-// The attention weights of head `head` (0-based) of layer `layer` (1-based) over the tokens
-// tok[0..n), from the same forward pass as training and prediction: weights (n x n, row-major)
-// gets in row t how much position t draws on each position s (zero outside the causal window).
-inline void qkv_attention(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+// The attention weights of head `head` (0-based) of layer `layer` (1-based) over the inputs of
+// text, from the same forward pass as training and prediction: weights (n x n, row-major) gets
+// in row t how much position t draws on each position s (zero outside the window).
+inline void qkv_attention(const QkvShape& sh, const double* theta, const QkvText& text,
                           std::size_t layer, std::size_t head, double* weights) {
+  const std::size_t n = text.n;
   std::fill(weights, weights + n * n, 0.0);
   if (n == 0) return;
   detail::QkvWork ws;
   std::vector<double> probs(sh.vocab);
-  detail::qkv_segment(sh, theta, tok, 0, n, nullptr, ws, probs.data());
-  // From target 0 on, every layer starts at position 0; weights by lag.
+  detail::qkv_segment(sh, theta, text, 0, n, nullptr, ws, probs.data());
+  // For the positions [0, n) every layer's output covers them all.
   const std::vector<double>& by_lag = ws.layer[layer - 1].a;
-  const std::size_t W = sh.window, NH = sh.heads;
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < std::min(W, t + 1); ++j)
-      weights[t * n + t - j] = by_lag[(t * NH + head) * W + j];
+  const std::size_t K = sh.lags, NH = sh.heads;
+  for (std::size_t t = 0; t < n; ++t) {
+    const detail::KeySpan ks(sh, t, n);
+    for (std::size_t j = 0; j < ks.count; ++j)
+      weights[t * n + ks.key(sh, t, j)] = by_lag[(t * NH + head) * K + ks.base + j];
+  }
 }
 
-// Adam on mini-batches of `set.batch` consecutive targets, visited in the order given per epoch
-// (order: epochs x n_batches, from the caller's random numbers). Each batch is cut into a fixed
-// number of shards whose gradients are summed in shard order, so a result does not depend on
-// the number of threads. theta is updated in place; valid (may be null) gets a loss per epoch.
-inline bool qkv_train(const QkvShape& sh, double* theta, const int* tok, std::size_t n,
-                      const int* valid, std::size_t n_valid, const int* order,
-                      const QkvSettings& set, QkvTrace& trace,
-                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+// Adam on mini-batches of `set.batch` consecutive positions, visited in the order given per
+// epoch (order: epochs x n_batches, from the caller's random numbers); epoch e reads texts[e %
+// texts.size()] (for two-sided models each epoch has its own masks). Each batch is cut into a
+// fixed number of shards whose gradients are summed in shard order, so a result does not depend
+// on the number of threads. theta is updated in place; valid (valid.n 0: none) gets a loss per
+// epoch.
+inline bool qkv_train(const QkvShape& sh, double* theta, const std::vector<QkvText>& texts,
+                      const QkvText& valid, const int* order, const QkvSettings& set,
+                      QkvTrace& trace, const ParallelFor& parallel_for = serial_for,
+                      const Monitor& monitor = {}) {
   constexpr std::size_t kShards = 4;  // per batch, whatever the number of threads
-  const std::size_t P = sh.size, targets = n - 1;
+  const std::size_t P = sh.size, targets = sh.span(texts[0].n);
   const std::size_t n_batches = (targets + set.batch - 1) / set.batch;
   std::vector<double> grads(kShards * P), m1(P, 0.0), m2(P, 0.0), shard_loss(kShards);
+  std::vector<std::size_t> shard_count(kShards);
   std::vector<detail::QkvWork> work(kShards);
   std::size_t step = 0;
   trace.batch_loss.clear();
   trace.epoch_loss.clear();
   trace.valid_loss.clear();
+  std::size_t valid_count = 0;
+  for (std::size_t p = 0; p < valid.n; ++p) valid_count += valid.target[p] >= 0;
   for (std::size_t ep = 0; ep < set.epochs; ++ep) {
+    const QkvText& text = texts[ep % texts.size()];
     double epoch_sum = 0.0;
+    std::size_t epoch_count = 0;
     for (std::size_t bi = 0; bi < n_batches; ++bi) {
       const std::size_t batch = static_cast<std::size_t>(order[ep * n_batches + bi]);
       const std::size_t a = batch * set.batch, b = std::min(targets, a + set.batch);
@@ -913,15 +975,20 @@ inline bool qkv_train(const QkvShape& sh, double* theta, const int* tok, std::si
           double* g = &grads[s * P];
           std::fill(g, g + P, 0.0);
           const std::size_t sa = a + (b - a) * s / kShards, sb = a + (b - a) * (s + 1) / kShards;
-          shard_loss[s] = sa < sb ? detail::qkv_segment(sh, theta, tok, sa, sb, g, work[s]) : 0.0;
+          shard_loss[s] = sa < sb ? detail::qkv_segment(sh, theta, text, sa, sb, g, work[s]) : 0.0;
+          shard_count[s] = sa < sb ? work[s].targets : 0;
         }
       });
       double loss = 0.0;
-      for (double v : shard_loss) loss += v;
+      std::size_t count = 0;
+      for (std::size_t s = 0; s < kShards; ++s) loss += shard_loss[s], count += shard_count[s];
       epoch_sum += loss;
-      trace.batch_loss.push_back(loss / static_cast<double>(b - a));
+      epoch_count += count;
+      if (monitor && !monitor(ep * n_batches + bi + 1, set.epochs * n_batches)) return false;
+      if (count == 0) continue;  // no target in the batch (possible with masks): no step
+      trace.batch_loss.push_back(loss / static_cast<double>(count));
       ++step;
-      const double scale = 1.0 / static_cast<double>(b - a);
+      const double scale = 1.0 / static_cast<double>(count);
       const double c1 = 1.0 - std::pow(set.beta1, static_cast<double>(step));
       const double c2 = 1.0 - std::pow(set.beta2, static_cast<double>(step));
       const double lr = set.lr * std::sqrt(c2) / c1;
@@ -929,12 +996,11 @@ inline bool qkv_train(const QkvShape& sh, double* theta, const int* tok, std::si
         detail::adam_step(grads.data() + e0, P, kShards, e1 - e0, scale, set, lr, m1.data() + e0,
                           m2.data() + e0, theta + e0);
       });
-      if (monitor && !monitor(ep * n_batches + bi + 1, set.epochs * n_batches)) return false;
     }
-    trace.epoch_loss.push_back(epoch_sum / static_cast<double>(targets));
-    if (valid && n_valid > 1)
-      trace.valid_loss.push_back(qkv_loss(sh, theta, valid, n_valid, parallel_for) /
-                                 static_cast<double>(n_valid - 1));
+    trace.epoch_loss.push_back(epoch_sum / static_cast<double>(std::max<std::size_t>(1, epoch_count)));
+    if (valid_count > 0)
+      trace.valid_loss.push_back(qkv_loss(sh, theta, valid, parallel_for) /
+                                 static_cast<double>(valid_count));
   }
   return true;
 }
