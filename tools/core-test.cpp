@@ -928,9 +928,12 @@ int main(int argc, char** argv) {
     QkvSettings qs;
     qs.batch = 100;
     QkvTrace tr1, tr2;
-    qkv_train(shape, th1.data(), tokens.data(), tokens.size(), nullptr, 0, order.data(), qs, tr1);
-    qkv_train(shape, th2.data(), tokens.data(), tokens.size(), nullptr, 0, order.data(), qs, tr2,
-              two_threads);
+    std::vector<int> next(tokens.size(), -1);
+    for (std::size_t i = 0; i + 1 < tokens.size(); ++i) next[i] = tokens[i + 1];
+    const std::vector<QkvText> texts = {{tokens.data(), next.data(), tokens.size()}};
+    const QkvText none{nullptr, nullptr, 0};
+    qkv_train(shape, th1.data(), texts, none, order.data(), qs, tr1);
+    qkv_train(shape, th2.data(), texts, none, order.data(), qs, tr2, two_threads);
     expect(th1 == th2, "serial and threaded QKV training are identical");
     record(th1);
     record(tr1.batch_loss);
@@ -985,6 +988,7 @@ void qkv_core_tests() {
   std::uniform_real_distribution<double> unif(-1.0, 1.0);
   const std::vector<int> tok = {1, 4, 4, 0, 6, 2, 5, 1, 3};
   const std::size_t n = tok.size();
+  const QkvText text{tok.data(), nullptr, n};
   std::vector<double> theta(shape.size);
   for (auto& v : theta) v = unif(rng);
   bool causal = true;
@@ -992,7 +996,7 @@ void qkv_core_tests() {
   for (std::size_t l = 1; l <= L; ++l)
     for (std::size_t h = 0; h < NH; ++h) {
       std::vector<double> a(n * n);
-      qkv_attention(shape, theta.data(), tok.data(), n, l, h, a.data());
+      qkv_attention(shape, theta.data(), text, l, h, a.data());
       for (std::size_t t = 0; t < n; ++t) {
         double sum = 0.0;
         const std::size_t first = t + 1 > W ? t + 1 - W : 0;
@@ -1011,7 +1015,7 @@ void qkv_core_tests() {
   for (auto& v : th) v = unif(rng);
   for (std::size_t c = 0; c < D; ++c) th[bare.ln1_gain + c] = 1.0, th[bare.ln1_bias + c] = 0.0;
   std::vector<double> a1(n * n);
-  qkv_attention(bare, th.data(), tok.data(), n, 1, 0, a1.data());
+  qkv_attention(bare, th.data(), text, 1, 0, a1.data());
   auto proj = [&](std::size_t block, int word, double* out) {
     const double* e = &th[bare.embed + word * D];
     double mean = 0.0, var = 0.0;
