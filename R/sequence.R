@@ -379,8 +379,9 @@ layer_norm_rows <- function(x, gain, bias) {
 #' @param tokens A character vector of tokens in text order, e.g. from
 #'   [tokenize_words()] (at least 2).
 #' @param dim Embedding dimension (at most 512, smaller than the vocabulary).
-#' @param window Causal window: the number of tokens (the current one
-#'   included) each prediction sees.
+#' @param window The time kernel's reach: each local mean sees the last
+#'   `window` tokens (the current one included), or two-sided the tokens
+#'   less than `window` steps away.
 #' @param layers Number of layers (local means with their feed-forward
 #'   blocks), at most 64.
 #' @param n_iter Passes over the tokens (epochs); at most 1e7 mini-batches in
@@ -402,7 +403,8 @@ layer_norm_rows <- function(x, gain, bias) {
 #'   (training frequencies), `embedding`, `query`, `key`, `value` (layer 1's,
 #'   for every word) and `output` (vocab x dim matrices with the words as row
 #'   names), `output_bias`, `lag_weights` (the time kernels' log weights, a
-#'   row per layer and head, a column per lag 0, 1, ...), `theta` (all
+#'   row per layer and head, a column per lag 0, 1, ... or two-sided per
+#'   offset), `theta` (all
 #'   parameters), the loss trace (`batch_loss`, `epoch_loss`, `valid_loss`),
 #'   `n_tokens` and the settings.
 #' @family sequences
