@@ -252,6 +252,8 @@ test_that("qkv_fit is reproducible and does not depend on the number of threads"
     expect_identical(fits[[1]]$theta, fits[[2]]$theta)
     expect_identical(fits[[1]]$theta, fits[[3]]$theta)
     expect_identical(fits[[1]]$batch_loss, fits[[2]]$batch_loss)
+    g <- glance(fits[[1]])
+    expect_identical(c(g$layers, g$heads, g$hidden), c(2L, 2L, 4L))
   }
 })
 
