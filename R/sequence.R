@@ -355,7 +355,11 @@ layer_norm_rows <- function(x, gain, bias) {
 #' (`query`, `key` in the result). The loss is the
 #' mean cross-entropy, minimised by Adam in C++ (the package's own gradient
 #' code) on mini-batches of `batch_size` consecutive targets visited in
-#' random order.
+#' random order. The learning rate rises linearly to `lr` over the first 2%
+#' of the mini-batches and then falls linearly to 0 at the end of the last
+#' pass (a short training gains most from the cooling down); the residual
+#' branches start at a scale divided by \eqn{\sqrt{layers}}{sqrt(layers)}, so that
+#' a deep stack starts near the identity.
 #'
 #' **Two-sided models.** With `time_kernel = "window"` every local mean sees
 #' the tokens less than `window` steps away on both sides (an encoder, as
@@ -386,7 +390,7 @@ layer_norm_rows <- function(x, gain, bias) {
 #'   blocks), at most 64.
 #' @param n_iter Passes over the tokens (epochs); at most 1e7 mini-batches in
 #'   all (`n_iter` times batches per pass).
-#' @param lr Adam's learning rate.
+#' @param lr Adam's peak learning rate (see Details for its schedule).
 #' @param vocab_size Largest vocabulary, `"<unk>"` included.
 #' @param validation Held-out text for the perplexity: a fraction in
 #'   \eqn{[0, 1)}{[0, 1)} of the tokens (taken from the end) or a character vector
@@ -421,7 +425,7 @@ layer_norm_rows <- function(x, gain, bias) {
 #' fit2 <- qkv_fit(tokens, dim = 4, window = 3, layers = 2, heads = 2, hidden = 8,
 #'                 n_iter = 1, n_threads = 1)
 #' round(attention_weights(fit2, c("the", "cat", "sat", "on"), layer = 2, head = 1), 2)
-qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.01,
+qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.03,
                     vocab_size = 5000, validation = 0, batch_size = 256, heads = 1,
                     hidden = 2 * dim, time_kernel = "causal", n_threads = NULL,
                     verbose = interactive(), ...) {
@@ -532,9 +536,11 @@ qkv_text <- function(ids, vocab, two_sided, columns) {
 
 # Initial parameters from R's random numbers: embeddings of standard deviation 1 (each layer
 # normalises its input), weight matrices of standard deviation 1 / sqrt(fan-in) (the scale of
-# their input kept), the residual branches (mix, w2) and the query and key maps at half that (they
-# start small, the kernel almost flat), layer-norm gains 1, and the output bias at the log unigram
-# frequencies (half a count added, so that every token has a finite bias).
+# their input kept), the query and key maps at half that (the kernel starts almost flat), the
+# residual branches (mix, w2) at half that divided by sqrt(layers) (as GPT-2: the sum of the
+# 2 * layers branches starts at the scale of one, so deep stacks start near the 1-layer model),
+# layer-norm gains 1, and the output bias at the log unigram frequencies (half a count added, so
+# that every token has a finite bias).
 qkv_init <- function(lay, shape, counts) {
   theta <- numeric(lay$total)
   fill <- function(name, sd) {
@@ -547,9 +553,10 @@ qkv_init <- function(lay, shape, counts) {
   fill("query", 0.5 / sqrt(d))
   fill("key", 0.5 / sqrt(d))
   fill("value", 1 / sqrt(d))
-  fill("mix", 0.5 / sqrt(d))
+  resid <- 0.5 / sqrt(shape$layers)
+  fill("mix", resid / sqrt(d))
   fill("w1", 1 / sqrt(d))
-  fill("w2", 0.5 / sqrt(max(1L, shape$hidden)))
+  fill("w2", resid / sqrt(max(1L, shape$hidden)))
   fill("output", 1 / sqrt(d))
   for (name in c("ln1_gain", "ln2_gain", "final_gain")) ones(name)
   lp <- log((counts + 0.5) / sum(counts + 0.5))

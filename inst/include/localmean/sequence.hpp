@@ -408,10 +408,18 @@ struct QkvText {
   std::size_t n;
 };
 
-// Adam's settings; beta1, beta2 and eps are the defaults of Kingma and Ba (2015).
+// Adam's settings; beta1, beta2 and eps are the defaults of Kingma and Ba (2015). The learning
+// rate rises linearly to lr over the first share `warmup` of the mini-batches and falls linearly
+// towards 0 over all of them (lr / n at the last of n): in a short training the cooling down gains
+// more than a constant rate.
 struct QkvSettings {
-  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, warmup = 0.02;
   std::size_t batch = 256, epochs = 1;
+  // The learning rate's multiplier at mini-batch i (0-based) of n.
+  double schedule(std::size_t i, std::size_t n) const {
+    const double nd = static_cast<double>(n), id = static_cast<double>(i);
+    return std::min((id + 1.0) / (warmup * nd), 1.0 - id / nd);
+  }
 };
 
 struct QkvTrace {
@@ -991,7 +999,8 @@ inline bool qkv_train(const QkvShape& sh, double* theta, const std::vector<QkvTe
       const double scale = 1.0 / static_cast<double>(count);
       const double c1 = 1.0 - std::pow(set.beta1, static_cast<double>(step));
       const double c2 = 1.0 - std::pow(set.beta2, static_cast<double>(step));
-      const double lr = set.lr * std::sqrt(c2) / c1;
+      const double lr = set.lr * set.schedule(ep * n_batches + bi, set.epochs * n_batches) *
+                        std::sqrt(c2) / c1;
       parallel_for(0, P, [&](std::size_t e0, std::size_t e1) {
         detail::adam_step(grads.data() + e0, P, kShards, e1 - e0, scale, set, lr, m1.data() + e0,
                           m2.data() + e0, theta + e0);
