@@ -397,7 +397,8 @@ layer_norm_rows <- function(x, gain, bias) {
 #'   of tokens.
 #' @param batch_size Targets per mini-batch.
 #' @param heads Heads per layer; must divide `dim`.
-#' @param hidden Width of each feed-forward block (0 for none).
+#' @param hidden Width of each feed-forward block (0 for none); the default
+#'   is the Transformer's usual 4 times `dim`.
 #' @param time_kernel The local means' time kernel: `"causal"` (keys up to
 #'   the current token, the last `window` of them; the model predicts the
 #'   next token) or `"window"` (two-sided: keys less than `window` tokens
@@ -427,7 +428,7 @@ layer_norm_rows <- function(x, gain, bias) {
 #' round(attention_weights(fit2, c("the", "cat", "sat", "on"), layer = 2, head = 1), 2)
 qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.03,
                     vocab_size = 5000, validation = 0, batch_size = 256, heads = 1,
-                    hidden = 2 * dim, time_kernel = "causal", n_threads = NULL,
+                    hidden = 4 * dim, time_kernel = "causal", n_threads = NULL,
                     verbose = interactive(), ...) {
   check_dots(...)
   if (is.factor(tokens)) tokens <- as.character(tokens)
