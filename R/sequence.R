@@ -538,8 +538,9 @@ qkv_text <- function(ids, vocab, two_sided, columns) {
 # Initial parameters from R's random numbers: embeddings of standard deviation 1 (each layer
 # normalises its input), weight matrices of standard deviation 1 / sqrt(fan-in) (the scale of
 # their input kept), the query and key maps at half that (the kernel starts almost flat), the
-# residual branches (mix, w2) at half that divided by sqrt(layers) (as GPT-2: the sum of the
-# 2 * layers branches starts at the scale of one, so deep stacks start near the 1-layer model),
+# residual branches (mix, w2) at half that divided by sqrt(layers) (as GPT-2 divides by
+# sqrt(2 * layers): the 2 * layers branches together start at the scale of the one-layer model's
+# two, so a deep stack starts near it; measured in bench/README.md, issue 33),
 # layer-norm gains 1, and the output bias at the log unigram frequencies (half a count added, so
 # that every token has a finite bias).
 qkv_init <- function(lay, shape, counts) {
