@@ -359,7 +359,7 @@ layer_norm_rows <- function(x, gain, bias) {
 #' of the mini-batches and then falls linearly to 0 at the end of the last
 #' pass (a short training gains most from the cooling down); the residual
 #' branches start at a scale divided by \eqn{\sqrt{layers}}{sqrt(layers)}, so that
-#' a deep stack starts near the identity.
+#' each layer of a deep stack starts as a small change to its input.
 #'
 #' **Two-sided models.** With `time_kernel = "window"` every local mean sees
 #' the tokens less than `window` steps away on both sides (an encoder, as
