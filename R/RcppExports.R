@@ -193,23 +193,23 @@ cpp_temporal_local_mean <- function(qt, kt, vt, kernel, bandwidth, time_kernel, 
     .Call(`_localmean_cpp_temporal_local_mean`, qt, kt, vt, kernel, bandwidth, time_kernel, time_bandwidth, want_weights, n_threads, verbose)
 }
 
-cpp_qkv_train <- function(shape, theta, tokens, valid, order, lr, batch, epochs, n_threads, verbose) {
-    .Call(`_localmean_cpp_qkv_train`, shape, theta, tokens, valid, order, lr, batch, epochs, n_threads, verbose)
+cpp_qkv_train <- function(shape, theta, inputs, targets, valid_input, valid_target, order, lr, batch, epochs, n_threads, verbose) {
+    .Call(`_localmean_cpp_qkv_train`, shape, theta, inputs, targets, valid_input, valid_target, order, lr, batch, epochs, n_threads, verbose)
 }
 
 cpp_qkv_layout <- function(shape) {
     .Call(`_localmean_cpp_qkv_layout`, shape)
 }
 
-cpp_qkv_attention <- function(shape, theta, tokens, layer) {
-    .Call(`_localmean_cpp_qkv_attention`, shape, theta, tokens, layer)
+cpp_qkv_attention <- function(shape, theta, tokens, layer, head) {
+    .Call(`_localmean_cpp_qkv_attention`, shape, theta, tokens, layer, head)
 }
 
-cpp_qkv_predict <- function(shape, theta, contexts) {
-    .Call(`_localmean_cpp_qkv_predict`, shape, theta, contexts)
+cpp_qkv_predict <- function(shape, theta, contexts, at) {
+    .Call(`_localmean_cpp_qkv_predict`, shape, theta, contexts, at)
 }
 
-cpp_qkv_gradient <- function(shape, theta, tokens) {
-    .Call(`_localmean_cpp_qkv_gradient`, shape, theta, tokens)
+cpp_qkv_gradient <- function(shape, theta, input, target) {
+    .Call(`_localmean_cpp_qkv_gradient`, shape, theta, input, target)
 }
 

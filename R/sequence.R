@@ -289,48 +289,87 @@ tokenize_words <- function(text, lower = TRUE, punctuation = FALSE, ...) {
 }
 
 unk_token <- "<unk>"
+# The input hiding the token to predict, in the vocabulary of two-sided models.
+mask_token <- "<mask>"
+# The share of positions masked per pass in training two-sided models (and in their validation).
+qkv_mask_rate <- 0.15
 
 # The largest embedding dimension, and the most entries of one vocabulary x dim table (2^26
 # doubles, 512 MB): limits on the model's memory.
 qkv_max_dim <- 512L
 qkv_max_table <- 2^26
+# The most layers and the widest feed-forward block.
+qkv_max_layers <- 64L
+qkv_max_hidden <- 8192L
 
 # The model's size, as the C++ core takes it.
-qkv_shape <- function(vocab, dim, window, layers) {
-  list(vocab = vocab, dim = dim, window = window, layers = layers)
+qkv_shape <- function(vocab, dim, window, layers = 1L, heads = 1L, hidden = 0L,
+                      two_sided = FALSE) {
+  list(vocab = vocab, dim = dim, window = window, layers = layers, heads = heads, hidden = hidden,
+       two_sided = two_sided)
 }
 
 # The parameter blocks of theta, read from the C++ model (QkvShape in sequence.hpp): `start`
-# (0-based offsets) and `size` by block name, the `total` size and the `hidden` width.
-qkv_layout <- function(vocab, dim, window, layers) {
-  cpp_qkv_layout(qkv_shape(vocab, dim, window, layers))
-}
+# (0-based offsets) and `size` by block name, and the `total` size.
+qkv_layout <- function(shape) cpp_qkv_layout(shape)
 
-# A block of theta as an R matrix: the core's row-major r x c block.
-qkv_block <- function(theta, layout, name, nrow, ncol) {
-  i <- layout$start[[name]] + seq_len(layout$size[[name]])
+# Piece `layer` of a block of theta (per-layer blocks hold the layers one after the other): a
+# vector of length nrow, or with ncol the core's row-major nrow x ncol matrix.
+qkv_block <- function(theta, layout, name, nrow, ncol = NULL, layer = 1L) {
+  piece <- nrow * if (is.null(ncol)) 1L else ncol
+  i <- layout$start[[name]] + (layer - 1L) * piece + seq_len(piece)
   if (is.null(ncol)) return(theta[i])
-  t(matrix(theta[i], ncol, nrow))
+  matrix(theta[i], nrow, ncol, byrow = TRUE)
 }
 
-#' Learn a discrete query-key-value kernel from text
+# Layer normalisation of the rows of x, as in the C++ core.
+layer_norm_rows <- function(x, gain, bias) {
+  centred <- x - rowMeans(x)
+  z <- centred / sqrt(rowMeans(centred^2) + 1e-5)
+  sweep(sweep(z, 2L, gain, `*`), 2L, bias, `+`)
+}
+
+#' Learn a discrete query-key-value kernel from text: a Transformer of local means
 #'
-#' Learns a localization kernel on a vocabulary: every word \eqn{w}{w} gets a
-#' query, a key and a value embedding (\eqn{Q_w, K_w, V_w}{Q_w, K_w, V_w}, `dim` numbers
-#' each), and a learned time kernel \eqn{b}{b} (a log weight per lag), such
-#' that the causal temporal local mean over the last `window` tokens,
-#' \deqn{h_t = \sum_{s} a_{ts} V_{x_s}, \quad a_{ts} \propto \exp(Q_{x_t} \cdot K_{x_s} / \sqrt{dim} +
-#'   b_{t-s}),\quad t - s < window,}{
-#'  h_t = sum_s a_ts V_(x_s), a_ts propto exp(Q_(x_t) . K_(x_s) / sqrt(dim) + b_(t-s)), t - s <
-#'  window,}
-#' predicts the next token through a softmax output layer,
-#' \eqn{p(x_{t+1}) = \mathrm{softmax}(W h_t + c)}{p(x_(t+1)) = softmax(W h_t + c)}. The loss is the
-#' mean cross-entropy, minimised by Adam in C++ on mini-batches of `batch_size` consecutive targets
-#' visited in random order. `layers = 2` is the hierarchical local model (a one-head Transformer
-#' encoder without layer normalisation): \eqn{u_t = h_t + W_2\,\mathrm{relu}(W_1 h_t + c_1) +
-#' c_2}{u_t = h_t + W_2 relu(W_1 h_t + c_1) + c_2} (a feed-forward map with a residual), then a
-#' second causal local mean of \eqn{u}{u} with projections \eqn{Q_2, K_2, V_2}{Q_2, K_2,
-#' V_2} feeds the output layer.
+#' Learns a stack of causal temporal local means on a token sequence, the
+#' Transformer built as a hierarchical local model. Every word \eqn{w}{w} has an
+#' embedding \eqn{E_w}{E_w} (`dim` numbers); layer \eqn{l}{l} maps the
+#' representations \eqn{x_t}{x_t} to
+#' \deqn{y = LN(x),\quad o_t^{(h)} = \sum_s a_{ts}^{(h)} (y_s W_V)^{(h)},\quad a_{ts}^{(h)}
+#'   \propto \exp\big((y_t W_Q)^{(h)} \cdot (y_s W_K)^{(h)} / \sqrt{d_h} + b^{(h)}_{t-s}\big),}{
+#'  y = LN(x), o_t(h) = sum_s a_ts(h) (y_s W_V)(h), a_ts(h) propto exp((y_t W_Q)(h) . (y_s W_K)(h) /
+#'  sqrt(d_h) + b(h)_(t-s)),}
+#' over the keys \eqn{t - window < s \le t}{t - window < s <= t}: one local mean per head
+#' \eqn{h}{h} on its \eqn{d_h = dim / heads}{d_h = dim / heads} coordinates, with a
+#' learned time kernel \eqn{b^{(h)}}{b(h)} (a log weight per lag). The heads' means
+#' side by side are projected and added to the input (a residual),
+#' \eqn{x' = x + o W_O}{x' = x + o W_O}, then the position-wise feed-forward block
+#' \eqn{x'' = x' + \mathrm{relu}(LN(x') W_1 + c_1) W_2 + c_2}{x'' = x' + relu(LN(x') W_1 + c_1)
+#' W_2 + c_2} (`hidden` units; `hidden = 0` leaves it out). \eqn{LN}{LN} is layer
+#' normalisation with a learned gain and bias. The last layer's
+#' normalised output \eqn{z_t}{z_t} predicts the next token through a softmax,
+#' \eqn{p(x_{t+1}) = \mathrm{softmax}(W z_t + c)}{p(x_(t+1)) = softmax(W z_t + c)}. With
+#' `layers = 1` and `heads = 1` the local mean is the discrete query-key-value kernel:
+#' word \eqn{w}{w} looks at word \eqn{w'}{w'} with weight
+#' \eqn{\exp(Q_w \cdot K_{w'} / \sqrt{dim})}{exp(Q_w . K_w' / sqrt(dim))}
+#' (`query`, `key` in the result). The loss is the
+#' mean cross-entropy, minimised by Adam in C++ (the package's own gradient
+#' code) on mini-batches of `batch_size` consecutive targets visited in
+#' random order. The learning rate rises linearly to `lr` over the first 2%
+#' of the mini-batches and then falls linearly to 0 at the end of the last
+#' pass (a short training gains most from the cooling down); the residual
+#' branches start at a scale divided by \eqn{\sqrt{layers}}{sqrt(layers)}, so that
+#' each layer of a deep stack starts as a small change to its input.
+#'
+#' **Two-sided models.** With `time_kernel = "window"` every local mean sees
+#' the tokens less than `window` steps away on both sides (an encoder, as
+#' BERT's), so the next token would be in view. The model instead learns to
+#' fill in masked tokens: in each pass a random 15% of the positions show the
+#' token `"<mask>"` (added to the vocabulary), and the loss is the
+#' cross-entropy of the hidden tokens there. The held-out perplexity is that
+#' of the masked tokens of the validation text (masked once, at random), and
+#' [predict()] gives the probabilities of the token behind the first
+#' `"<mask>"` of a context.
 #'
 #' The vocabulary is the `vocab_size - 1` most frequent tokens (ties in
 #' order of first appearance) and the explicit unknown token `"<unk>"`,
@@ -344,22 +383,33 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' @param tokens A character vector of tokens in text order, e.g. from
 #'   [tokenize_words()] (at least 2).
 #' @param dim Embedding dimension (at most 512, smaller than the vocabulary).
-#' @param window Causal window: the number of tokens (the current one
-#'   included) each prediction sees.
-#' @param layers 1 or 2 local-mean layers.
+#' @param window The time kernel's reach: each local mean sees the last
+#'   `window` tokens (the current one included), or two-sided the tokens
+#'   less than `window` steps away.
+#' @param layers Number of layers (local means with their feed-forward
+#'   blocks), at most 64.
 #' @param n_iter Passes over the tokens (epochs); at most 1e7 mini-batches in
 #'   all (`n_iter` times batches per pass).
-#' @param lr Adam's learning rate.
+#' @param lr Adam's peak learning rate (see Details for its schedule).
 #' @param vocab_size Largest vocabulary, `"<unk>"` included.
 #' @param validation Held-out text for the perplexity: a fraction in
 #'   \eqn{[0, 1)}{[0, 1)} of the tokens (taken from the end) or a character vector
 #'   of tokens.
 #' @param batch_size Targets per mini-batch.
+#' @param heads Heads per layer; must divide `dim`.
+#' @param hidden Width of each feed-forward block (0 for none); the default
+#'   is the Transformer's usual 4 times `dim`.
+#' @param time_kernel The local means' time kernel: `"causal"` (keys up to
+#'   the current token, the last `window` of them; the model predicts the
+#'   next token) or `"window"` (two-sided: keys less than `window` tokens
+#'   away on either side; the model predicts masked tokens, see Details).
 #' @inheritParams temporal_local_mean
 #' @return An object of class `local_qkv`: a list with `vocab`, `counts`
-#'   (training frequencies), `query`, `key`, `value` and `output` (vocab x
-#'   dim matrices with the words as row names), `output_bias`, `lag_weights`
-#'   (the time kernel's log weights for lags 0, 1, ...), `theta` (all
+#'   (training frequencies), `embedding`, `query`, `key`, `value` (layer 1's,
+#'   for every word) and `output` (vocab x dim matrices with the words as row
+#'   names), `output_bias`, `lag_weights` (the time kernels' log weights, a
+#'   row per layer and head, a column per lag 0, 1, ... or two-sided per
+#'   offset), `theta` (all
 #'   parameters), the loss trace (`batch_loss`, `epoch_loss`, `valid_loss`),
 #'   `n_tokens` and the settings.
 #' @family sequences
@@ -372,8 +422,13 @@ qkv_block <- function(theta, layout, name, nrow, ncol) {
 #' fit <- qkv_fit(tokens, dim = 4, window = 3, n_iter = 1, n_threads = 1)
 #' fit
 #' predict(fit, c("the", "cat"), type = "token")
-qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.01,
-                    vocab_size = 5000, validation = 0, batch_size = 256, n_threads = NULL,
+#' # Two layers of two heads with feed-forward blocks:
+#' fit2 <- qkv_fit(tokens, dim = 4, window = 3, layers = 2, heads = 2, hidden = 8,
+#'                 n_iter = 1, n_threads = 1)
+#' round(attention_weights(fit2, c("the", "cat", "sat", "on"), layer = 2, head = 1), 2)
+qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0.03,
+                    vocab_size = 5000, validation = 0, batch_size = 256, heads = 1,
+                    hidden = 4 * dim, time_kernel = "causal", n_threads = NULL,
                     verbose = interactive(), ...) {
   check_dots(...)
   if (is.factor(tokens)) tokens <- as.character(tokens)
@@ -384,7 +439,21 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   dim <- check_count(dim)
   window <- check_count(window)
   layers <- check_count(layers)
-  if (layers > 2L) abort("{.arg layers} must be 1 or 2.")
+  if (layers > qkv_max_layers) abort("{.arg layers} must be at most {qkv_max_layers}.")
+  heads <- check_count(heads)
+  if (dim %% heads != 0L) {
+    abort(c("{.arg heads} ({heads}) must divide {.arg dim} ({dim}).",
+            i = "Each head takes dim / heads of the embedding's coordinates."))
+  }
+  hidden <- check_count(hidden, min = 0)
+  if (hidden > qkv_max_hidden) abort("{.arg hidden} must be at most {qkv_max_hidden}.")
+  time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
+  if (!time_kernel %in% c("causal", "window")) {
+    abort(c("{.arg time_kernel} must be {.val causal} or {.val window} for {.fn qkv_fit}.",
+            i = "Its local means see the last {.arg window} tokens, or {.arg window} - 1 on
+                 each side."))
+  }
+  two_sided <- time_kernel == "window"
   n_iter <- check_count(n_iter)
   lr <- check_positive(lr)
   vocab_size <- check_count(vocab_size, min = 2)
@@ -410,7 +479,7 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   counts <- table(factor(tokens, levels = unique(tokens)))
   counts <- counts[order(-counts, seq_along(counts))]
   keep <- names(counts)[seq_len(min(length(counts), vocab_size - 1L))]
-  vocab <- c(setdiff(keep, unk_token), unk_token)
+  vocab <- c(setdiff(keep, c(unk_token, mask_token)), unk_token, if (two_sided) mask_token)
   n_vocab <- length(vocab)
   if (dim > qkv_max_dim) abort("{.arg dim} must be at most {qkv_max_dim}.")
   if (dim >= n_vocab) {
@@ -424,17 +493,22 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   valid_ids <- token_ids(valid_tokens, vocab)
   train_counts <- tabulate(ids + 1L, n_vocab)
 
-  shape <- qkv_shape(n_vocab, dim, window, layers)
-  lay <- cpp_qkv_layout(shape)
-  theta <- qkv_init(lay, n_vocab, dim, train_counts)
-  n_batches <- ceiling((length(ids) - 1) / batch_size)
+  shape <- qkv_shape(n_vocab, dim, window, layers, heads, hidden, two_sided)
+  lay <- qkv_layout(shape)
+  theta <- qkv_init(lay, shape, train_counts)
+  span <- length(ids) - if (two_sided) 0L else 1L
+  n_batches <- ceiling(span / batch_size)
   check_size(n_batches * n_iter, size_limits$iterations, "mini-batches", "n_iter")
   order <- as.integer(replicate(n_iter, sample.int(n_batches)) - 1L)
-  res <- cpp_qkv_train(shape, theta, ids, valid_ids, order, lr, batch_size, n_iter,
-                       n_threads(n_threads), check_flag(verbose))
+  train <- qkv_text(ids, vocab, two_sided, if (two_sided) n_iter else 1L)
+  valid <- qkv_text(valid_ids, vocab, two_sided, 1L)
+  res <- cpp_qkv_train(shape, theta, train$input, train$target, drop(valid$input),
+                       drop(valid$target), order, lr, batch_size, n_iter, n_threads(n_threads),
+                       check_flag(verbose))
   check_diverged(c(res$theta, res$batch_loss), "lr")
-  fit <- new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), valid_ids,
-                       list(lr = lr, n_iter = n_iter, batch_size = batch_size))
+  fit <- new_local_qkv(res, shape, lay, vocab, train_counts, length(ids), drop(valid$target),
+                       list(lr = lr, n_iter = n_iter, batch_size = batch_size,
+                            time_kernel = time_kernel))
   fit$call <- match.call()  # for update()
   fit
 }
@@ -442,62 +516,97 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
 # 0-based ids; tokens outside the vocabulary become "<unk>".
 token_ids <- function(tokens, vocab) {
   id <- match(tokens, vocab)
-  id[is.na(id)] <- length(vocab)
+  id[is.na(id)] <- match(unk_token, vocab)
   as.integer(id - 1L)
 }
 
-# Initial parameters from R's random numbers: small query and key embeddings (the kernel starts
-# almost flat), other weights of standard deviation 1 / sqrt(fan-in) (the scale of their input
-# kept), the residual branch W2 at half that (it starts small), and the output bias at the log
-# unigram frequencies (half a count added, so that every token has a finite bias).
-qkv_init <- function(lay, n_vocab, dim, counts) {
+# What the model reads and predicts, as `columns` n-column matrices `input` and `target`
+# (0-based ids, target -1 where there is none). Causal: the tokens, and the next token as
+# target. Two-sided: in each column a random share qkv_mask_rate of the positions (R's random
+# numbers) shows the mask token, and only those have a target, the token hidden.
+qkv_text <- function(ids, vocab, two_sided, columns) {
+  n <- length(ids)
+  if (!two_sided) {
+    return(list(input = matrix(ids, n, 1L), target = matrix(c(ids[-1L], -1L)[seq_len(n)], n, 1L)))
+  }
+  masked <- matrix(stats::runif(n * columns) < qkv_mask_rate, n, columns)
+  mask_id <- match(mask_token, vocab) - 1L
+  list(input = matrix(ifelse(masked, mask_id, ids), n, columns),
+       target = matrix(ifelse(masked, ids, -1L), n, columns))
+}
+
+# Initial parameters from R's random numbers: embeddings of standard deviation 1 (each layer
+# normalises its input), weight matrices of standard deviation 1 / sqrt(fan-in) (the scale of
+# their input kept), the query and key maps at half that (the kernel starts almost flat), the
+# residual branches (mix, w2) at half that divided by sqrt(layers) (as GPT-2 divides by
+# sqrt(2 * layers): the 2 * layers branches together start at the scale of the one-layer model's
+# two, so a deep stack starts near it; measured in bench/README.md, issue 33),
+# layer-norm gains 1, and the output bias at the log unigram frequencies (half a count added, so
+# that every token has a finite bias).
+qkv_init <- function(lay, shape, counts) {
   theta <- numeric(lay$total)
   fill <- function(name, sd) {
     i <- lay$start[[name]] + seq_len(lay$size[[name]])
     theta[i] <<- stats::rnorm(length(i), sd = sd)
   }
-  fill("query", 0.1)
-  fill("key", 0.1)
-  fill("value", 1 / sqrt(dim))
-  fill("output", 1 / sqrt(dim))
+  ones <- function(name) theta[lay$start[[name]] + seq_len(lay$size[[name]])] <<- 1
+  d <- shape$dim
+  fill("embed", 1)
+  fill("query", 0.5 / sqrt(d))
+  fill("key", 0.5 / sqrt(d))
+  fill("value", 1 / sqrt(d))
+  resid <- 0.5 / sqrt(shape$layers)
+  fill("mix", resid / sqrt(d))
+  fill("w1", 1 / sqrt(d))
+  fill("w2", resid / sqrt(max(1L, shape$hidden)))
+  fill("output", 1 / sqrt(d))
+  for (name in c("ln1_gain", "ln2_gain", "final_gain")) ones(name)
   lp <- log((counts + 0.5) / sum(counts + 0.5))
-  theta[lay$start[["output_bias"]] + seq_len(n_vocab)] <- lp - mean(lp)
-  if (lay$hidden > 0L) {
-    fill("w1", 1 / sqrt(dim))
-    fill("w2", 0.5 / sqrt(lay$hidden))
-    fill("query2", 1 / sqrt(dim))
-    fill("key2", 1 / sqrt(dim))
-    fill("value2", 1 / sqrt(dim))
-  }
+  theta[lay$start[["output_bias"]] + seq_len(shape$vocab)] <- lp - mean(lp)
   theta
 }
 
-new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_ids, settings) {
+new_local_qkv <- function(res, shape, lay, vocab, counts, n_tokens, valid_targets, settings) {
   theta <- res$theta
   d <- shape$dim
-  emb <- function(name) {
-    m <- qkv_block(theta, lay, name, shape$vocab, d)
+  block <- function(name, nrow, ncol = NULL, layer = 1L) {
+    qkv_block(theta, lay, name, nrow, ncol, layer)
+  }
+  # Layer 1's query, key and value of every word: its embedding normalised and projected.
+  y <- layer_norm_rows(block("embed", shape$vocab, d), block("ln1_gain", d), block("ln1_bias", d))
+  word <- function(name) {
+    m <- if (name %in% c("embed", "output")) block(name, shape$vocab, d) else y %*% block(name, d, d)
     rownames(m) <- vocab
     m
   }
+  w <- shape$window
+  n_lags <- if (isTRUE(shape$two_sided)) 2L * w - 1L else w
+  lags <- t(vapply(seq_len(shape$layers * shape$heads), function(i) {
+    block("lag", n_lags, layer = i)
+  }, numeric(n_lags)))
+  # causal: by lag t - s; two-sided: by offset s - t
+  dimnames(lags) <- list(sprintf("layer %d, head %d", rep(seq_len(shape$layers), each = shape$heads),
+                                 rep(seq_len(shape$heads), shape$layers)),
+                         if (n_lags > w) sprintf("%+d", seq(1L - w, w - 1L)) else
+                           paste0("lag", seq_len(w) - 1L))
   structure(list(
-    vocab = vocab, counts = stats::setNames(counts, vocab), query = emb("query"),
-    key = emb("key"), value = emb("value"), output = emb("output"),
-    output_bias = stats::setNames(qkv_block(theta, lay, "output_bias", NULL, NULL), vocab),
-    lag_weights = stats::setNames(qkv_block(theta, lay, "lag", NULL, NULL),
-                                  paste0("lag", seq_len(shape$window) - 1L)),
-    theta = theta, shape = shape, batch_loss = res$batch_loss, epoch_loss = res$epoch_loss,
-    valid_loss = res$valid_loss, n_tokens = n_tokens, n_valid = length(valid_ids),
-    unigram_loss = unigram_loss(counts, valid_ids), settings = settings
+    vocab = vocab, counts = stats::setNames(counts, vocab), embedding = word("embed"),
+    query = word("query"), key = word("key"), value = word("value"), output = word("output"),
+    output_bias = stats::setNames(block("output_bias", shape$vocab), vocab),
+    lag_weights = lags, theta = theta, shape = shape, batch_loss = res$batch_loss,
+    epoch_loss = res$epoch_loss, valid_loss = res$valid_loss, n_tokens = n_tokens,
+    n_valid = sum(valid_targets >= 0L), unigram_loss = unigram_loss(counts, valid_targets),
+    settings = settings
   ), class = "local_qkv")
 }
 
 # Cross-entropy of the held-out tokens under the training frequencies (add-one smoothing): the
 # baseline a model of context has to beat.
-unigram_loss <- function(counts, valid_ids) {
-  if (length(valid_ids) < 2L) return(NA_real_)
+unigram_loss <- function(counts, valid_targets) {
+  valid_targets <- valid_targets[valid_targets >= 0L]
+  if (length(valid_targets) == 0L) return(NA_real_)
   p <- (counts + 1) / sum(counts + 1)
-  -mean(log(p[valid_ids[-1L] + 1L]))
+  -mean(log(p[valid_targets + 1L]))
 }
 
 #' Methods for QKV models
@@ -505,11 +614,14 @@ unigram_loss <- function(counts, valid_ids) {
 #' `print()` and `summary()` describe the fit (`summary()` adds the loss per
 #' epoch and the held-out perplexity against the unigram baseline);
 #' `predict()` gives next-token probabilities or the most likely next token
-#' after a context; `plot()` draws the learned word graph or the loss curve.
+#' after a context; `plot()` draws the learned word graph, the loss curve or
+#' the attention graph of every layer over a sentence.
 #'
 #' In `predict()`, tokens outside the vocabulary map to `"<unk>"`; a single
 #' string with spaces is split by [tokenize_words()]. The predicted token
-#' (`type = "token"`) is the most probable one other than `"<unk>"`.
+#' (`type = "token"`) is the most probable one other than `"<unk>"`. For a
+#' two-sided model (`time_kernel = "window"`) the context must contain
+#' `"<mask>"`: the prediction is for the token it hides (the first one).
 #'
 #' The graph (`type = "graph"`) shows the learned content kernel among the
 #' `top` most frequent words: for query word \eqn{i}{i} and key word \eqn{j}{j},
@@ -517,18 +629,29 @@ unigram_loss <- function(counts, valid_ids) {
 #' `top` keys (the attention word \eqn{i}{i} would pay to \eqn{j}{j} with all of
 #' them in its window). The strongest `2 * top` weights between different
 #' words are drawn as arrows from query to key on a circle, words ordered
-#' by a clustering of their kernel rows, line width by weight.
+#' by a clustering of their kernel rows, line width by weight. With several
+#' heads the kernel is averaged over the heads, or is head `head`'s.
+#'
+#' The attention graph (`type = "attention"`) draws, for the `tokens` given,
+#' one panel per layer: the tokens in order along a line, an arc from each
+#' position to every earlier position it draws on with weight above 0.05
+#' (wider and darker for larger weights, averaged over the heads or of head
+#' `head`), and under each token a disc sized by its weight on itself.
 #'
 #' @param x,object A `local_qkv`.
 #' @param context Tokens before the word to predict: a character vector, or
 #'   a list of them for several predictions.
 #' @param type For `predict()`: `"prob"` (probabilities) or `"token"`. For
-#'   `plot()`: `"graph"` or `"loss"`.
+#'   `plot()`: `"graph"`, `"loss"` or `"attention"`.
 #' @param top Number of frequent words in the graph.
+#' @param tokens For `type = "attention"`: the sentence, a character vector
+#'   of 2 to 60 tokens or one string (split by [tokenize_words()]).
+#' @param head The head whose weights `plot()` draws; `NULL` averages them.
 #' @param ... Passed to the plotting functions; not used otherwise.
 #' @return `predict()`: a named probability vector (a matrix with a row per
 #'   context for a list), or the predicted tokens. `plot()`: the graph's
-#'   edges (invisibly) for `"graph"`, the object for `"loss"`.
+#'   edges (invisibly) for `"graph"`, the object for `"loss"` and
+#'   `"attention"`.
 #' @name local_qkv-methods
 #' @family sequences
 #' @examples
@@ -556,8 +679,11 @@ print.local_qkv <- function(x, ..., digits = NULL) {
   s <- x$shape
   last <- utils::tail(x$epoch_loss, 1)
   print_fields(
-    sprintf("<local_qkv> %d layer%s, vocabulary %d (with <unk>), dim %d, window %d", s$layers,
-            if (s$layers > 1L) "s" else "", s$vocab, s$dim, s$window),
+    sprintf("<local_qkv> %d layer%s of %d head%s, %s, vocabulary %d (with <unk>), dim %d, %s %d",
+            s$layers, if (s$layers > 1L) "s" else "", s$heads, if (s$heads > 1L) "s" else "",
+            if (s$hidden > 0L) sprintf("feed-forward width %d", s$hidden) else "no feed-forward",
+            s$vocab, s$dim, if (isTRUE(s$two_sided)) "two-sided masked-token model, window" else
+              "window", s$window),
     list(Trained = sprintf("%d tokens, %d epoch%s", x$n_tokens, length(x$epoch_loss),
                            if (length(x$epoch_loss) > 1L) "s" else ""),
          `Training loss` = sprintf("%s (perplexity %s)", format(last, digits = digits),
@@ -600,7 +726,9 @@ print.summary.local_qkv <- function(x, ..., digits = x$digits) {
         format(x$unigram_perplexity, digits = digits), " for word frequencies alone\n",
         sep = "")
   }
-  print_fields(NULL, list(`Time kernel (log weight by lag)` = format(round(x$lag_weights, 2))))
+  cat(if (isTRUE(x$fit$shape$two_sided)) "\nTime kernels (log weight by offset s - t):\n" else
+    "\nTime kernels (log weight by lag):\n")
+  print(round(x$lag_weights, 2))
   invisible(x)
 }
 
@@ -609,6 +737,25 @@ print.summary.local_qkv <- function(x, ..., digits = x$digits) {
 nobs.local_qkv <- function(object, ...) {
   check_dots(...)
   object$n_tokens
+}
+
+# The part of a context the prediction depends on, as ids, and the position predicted (0-based):
+# causal, the next token after the last `layers * (window - 1) + 1` tokens; two-sided, the token
+# behind the first "<mask>" with `layers * (window - 1)` tokens on each side.
+qkv_context <- function(object, ctx, call = rlang::caller_env()) {
+  s <- object$shape
+  reach <- s$layers * (s$window - 1L)
+  if (!isTRUE(s$two_sided)) {
+    return(list(ids = token_ids(utils::tail(ctx, reach + 1L), object$vocab),
+                at = as.integer(min(length(ctx), reach + 1L) - 1L)))
+  }
+  at <- match(mask_token, ctx)
+  if (is.na(at)) {
+    abort(c("{.arg context} must contain {.val {mask_token}} for a two-sided model.",
+            i = "The model predicts the token behind the mask from both sides."), call = call)
+  }
+  keep <- max(1L, at - reach):min(length(ctx), at + reach)
+  list(ids = token_ids(ctx[keep], object$vocab), at = as.integer(at - keep[1L]))
 }
 
 #' @rdname local_qkv-methods
@@ -625,12 +772,13 @@ predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
       abort("{.arg context} must hold non-empty character vectors of tokens.")
     }
     if (length(ctx) == 1L && grepl("[[:space:]]", ctx)) ctx <- tokenize_words(ctx)
-    token_ids(utils::tail(ctx, object$shape$layers * object$shape$window), object$vocab)
+    qkv_context(object, ctx)
   })
-  probs <- t(cpp_qkv_predict(object$shape, object$theta, ids))
+  probs <- t(cpp_qkv_predict(object$shape, object$theta, lapply(ids, `[[`, "ids"),
+                             vapply(ids, `[[`, 0L, "at")))
   colnames(probs) <- object$vocab
   if (type == "token") {
-    keep <- object$vocab != unk_token
+    keep <- !object$vocab %in% c(unk_token, mask_token)
     return(object$vocab[keep][apply(probs[, keep, drop = FALSE], 1L, which.max)])
   }
   if (several) probs else probs[1L, ]
@@ -638,14 +786,17 @@ predict.local_qkv <- function(object, context, type = c("prob", "token"), ...) {
 
 #' Attention weights of a fitted model
 #'
-#' The weights \eqn{a_{ts}}{a_ts} of a fitted model's causal local mean over a
+#' The weights \eqn{a_{ts}}{a_ts} of one local mean of a fitted model over a
 #' token sequence: row \eqn{t}{t} holds how much position \eqn{t}{t} draws on each
-#' earlier position \eqn{s}{s} (zero outside the window).
+#' position \eqn{s}{s} (zero outside the window: later positions for a causal
+#' model).
 #'
 #' @param object A fitted model, e.g. from [qkv_fit()].
 #' @param tokens A character vector of tokens (unknown ones map to
 #'   `"<unk>"`).
-#' @param layer Which local mean (1 or, for two-layer models, 2).
+#' @param layer Which layer's local mean (from 1 to the model's `layers`).
+#' @param head Which head of that layer (from 1 to the model's `heads`);
+#'   `NULL` averages the heads' weights.
 #' @param ... Passed to methods.
 #' @return A square matrix with the tokens as row and column names.
 #' @family sequences
@@ -659,16 +810,20 @@ attention_weights <- function(object, tokens, ...) UseMethod("attention_weights"
 
 #' @rdname attention_weights
 #' @export
-attention_weights.local_qkv <- function(object, tokens, layer = 1, ...) {
+attention_weights.local_qkv <- function(object, tokens, layer = 1, head = NULL, ...) {
   check_dots(...)
   if (!is.character(tokens) || anyNA(tokens) || length(tokens) == 0L) {
     abort("{.arg tokens} must be a non-empty character vector.")
   }
+  s <- object$shape
   layer <- check_count(layer)
-  if (layer > object$shape$layers) {
-    abort("{.arg layer} must be at most {object$shape$layers}.")
-  }
-  a <- t(cpp_qkv_attention(object$shape, object$theta, token_ids(tokens, object$vocab), layer))
+  if (layer > s$layers) abort("{.arg layer} must be at most {s$layers}.")
+  heads <- if (is.null(head)) seq_len(s$heads) else check_count(head)
+  if (max(heads) > s$heads) abort("{.arg head} must be at most {s$heads}.")
+  ids <- token_ids(tokens, object$vocab)
+  a <- Reduce(`+`, lapply(heads, function(h) {
+    t(cpp_qkv_attention(s, object$theta, ids, layer, h))
+  })) / length(heads)
   dimnames(a) <- list(tokens, tokens)
   a
 }
@@ -681,9 +836,11 @@ softmax_rows <- function(s) {
 
 #' @rdname local_qkv-methods
 #' @export
-plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
+plot.local_qkv <- function(x, type = c("graph", "loss", "attention"), top = 40, tokens = NULL,
+                           head = NULL, ...) {
   check_graphics_dots(...)
-  type <- match_choice(type, c("graph", "loss"))
+  type <- match_choice(type, c("graph", "loss", "attention"))
+  if (type == "attention") return(plot_attention_layers(x, tokens, head, ...))
   if (type == "loss") {
     bl <- x$batch_loss
     nb <- length(bl) / length(x$epoch_loss)
@@ -702,8 +859,7 @@ plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   top <- check_count(top, min = 2)
   words <- setdiff(names(sort(x$counts, decreasing = TRUE)), unk_token)
   words <- words[seq_len(min(top, length(words)))]
-  sc <- x$query[words, , drop = FALSE] %*% t(x$key[words, , drop = FALSE]) / sqrt(x$shape$dim)
-  kern <- softmax_rows(sc)
+  kern <- word_kernel(x, words, head)
   n <- length(words)
   ord <- if (n > 2L) stats::hclust(stats::dist(kern))$order else seq_len(n)
   angle <- 2 * pi * (seq_len(n) - 1) / n
@@ -720,7 +876,7 @@ plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   # its right so that the two directions between a pair of words stay apart.
   lim <- c(-1.35, 1.35)
   graphics::plot(NA, xlim = lim, ylim = lim, asp = 1, axes = FALSE, xlab = "", ylab = "",
-                 main = "Learned word kernel (query -> key)", ...)
+                 main = "Learned word kernel of layer 1 (query -> key)", ...)
   graphics::mtext(sprintf("the %d strongest attention weights among the %d most frequent words",
                           nrow(edges), n), side = 3, line = 0.3, cex = 0.8, col = "grey30")
   from <- match(edges$from, words)
@@ -749,4 +905,59 @@ plot.local_qkv <- function(x, type = c("graph", "loss"), top = 40, ...) {
   graphics::text(pos[, 1] * 1.1, pos[, 2] * 1.1, words, cex = 0.8, pos = side, offset = 0.2,
                  xpd = TRUE)
   invisible(edges)
+}
+
+# Layer 1's kernel among `words`: per head the softmax over the words of the query-key scores,
+# averaged over the heads (or of head `head`).
+word_kernel <- function(x, words, head) {
+  s <- x$shape
+  heads <- if (is.null(head)) seq_len(s$heads) else check_count(head)
+  if (max(heads) > s$heads) abort("{.arg head} must be at most {s$heads}.")
+  dh <- s$dim / s$heads
+  Reduce(`+`, lapply(heads, function(h) {
+    cols <- (h - 1L) * dh + seq_len(dh)
+    softmax_rows(x$query[words, cols, drop = FALSE] %*% t(x$key[words, cols, drop = FALSE]) /
+                   sqrt(dh))
+  })) / length(heads)
+}
+
+# The attention graph of every layer over a token sequence, one panel per layer: the tokens in
+# order along a line, an arc from each position to every earlier position it draws on (width and
+# darkness by weight, weights below 0.05 left out), a disc under each token for its own weight.
+plot_attention_layers <- function(x, tokens, head, ...) {
+  if (is.null(tokens)) abort("{.arg tokens} is needed for {.code type = \"attention\"}.")
+  if (length(tokens) == 1L && is.character(tokens) && grepl("[[:space:]]", tokens)) {
+    tokens <- tokenize_words(tokens, punctuation = TRUE)
+  }
+  if (!is.character(tokens) || anyNA(tokens) || length(tokens) < 2L || length(tokens) > 60L) {
+    abort("{.arg tokens} must be a character vector of 2 to 60 tokens.")
+  }
+  L <- x$shape$layers
+  n <- length(tokens)
+  op <- graphics::par(mfrow = c(L, 1L), mar = c(4, 2, 1.6, 2))
+  on.exit(graphics::par(op))
+  reach <- min(x$shape$window - 1L, n - 1L)
+  for (l in seq_len(L)) {
+    a <- attention_weights(x, tokens, layer = l, head = head)
+    below <- if (isTRUE(x$shape$two_sided)) 0.55 * max(1, reach) else 0.08
+    graphics::plot(NA, xlim = c(0.5, n + 0.5), ylim = c(-below, 0.55 * max(1, reach)), axes = FALSE,
+                   xlab = "", ylab = "", main = sprintf("Layer %d", l), cex.main = 1.1, ...)
+    # the tokens slanted under their positions, so that long words do not overlap
+    graphics::text(seq_len(n), graphics::grconvertY(graphics::grconvertY(-below, "user", "lines") -
+                                                      0.3, "lines", "user"),
+                   tokens, srt = 35, adj = c(1, 1), xpd = NA, cex = 0.9)
+    # arcs to earlier positions above the line, to later ones (two-sided models) below it
+    pair <- which(a > 0.05 & row(a) != col(a), arr.ind = TRUE)
+    u <- seq(0, pi, length.out = 30)
+    for (e in seq_len(nrow(pair))) {
+      t <- pair[e, 1L]
+      s <- pair[e, 2L]
+      w <- a[t, s]
+      graphics::lines((t + s) / 2 + (t - s) / 2 * cos(u), 0.5 * (t - s) * sin(u),
+                      lwd = 0.5 + 4 * w, col = grDevices::gray(0.15, alpha = 0.15 + 0.85 * w))
+    }
+    graphics::points(seq_len(n), rep(0, n), pch = 21, bg = "steelblue", col = "white",
+                     cex = 0.5 + 2.5 * diag(a))
+  }
+  invisible(x)
 }

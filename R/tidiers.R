@@ -495,8 +495,9 @@ glance.local_qkv <- function(x, ...) {
   s <- x$shape
   last <- function(v) if (length(v)) v[length(v)]
   glance_row(nobs = x$n_tokens, vocab = s$vocab, dim = s$dim, window = s$window,
-             layers = s$layers, train.loss = last(x$epoch_loss),
-             validation.loss = last(x$valid_loss), unigram.loss = x$unigram_loss)
+             layers = s$layers, heads = s$heads, hidden = s$hidden,
+             train.loss = last(x$epoch_loss), validation.loss = last(x$valid_loss),
+             unigram.loss = x$unigram_loss)
 }
 
 #' @rdname localmean-tidiers

@@ -712,22 +712,24 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_qkv_train
-List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, IntegerVector valid, IntegerVector order, double lr, int batch, int epochs, int n_threads, bool verbose);
-RcppExport SEXP _localmean_cpp_qkv_train(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP validSEXP, SEXP orderSEXP, SEXP lrSEXP, SEXP batchSEXP, SEXP epochsSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
+List cpp_qkv_train(List shape, NumericVector theta, IntegerMatrix inputs, IntegerMatrix targets, IntegerVector valid_input, IntegerVector valid_target, IntegerVector order, double lr, int batch, int epochs, int n_threads, bool verbose);
+RcppExport SEXP _localmean_cpp_qkv_train(SEXP shapeSEXP, SEXP thetaSEXP, SEXP inputsSEXP, SEXP targetsSEXP, SEXP valid_inputSEXP, SEXP valid_targetSEXP, SEXP orderSEXP, SEXP lrSEXP, SEXP batchSEXP, SEXP epochsSEXP, SEXP n_threadsSEXP, SEXP verboseSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type valid(validSEXP);
+    Rcpp::traits::input_parameter< IntegerMatrix >::type inputs(inputsSEXP);
+    Rcpp::traits::input_parameter< IntegerMatrix >::type targets(targetsSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type valid_input(valid_inputSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type valid_target(valid_targetSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type order(orderSEXP);
     Rcpp::traits::input_parameter< double >::type lr(lrSEXP);
     Rcpp::traits::input_parameter< int >::type batch(batchSEXP);
     Rcpp::traits::input_parameter< int >::type epochs(epochsSEXP);
     Rcpp::traits::input_parameter< int >::type n_threads(n_threadsSEXP);
     Rcpp::traits::input_parameter< bool >::type verbose(verboseSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_qkv_train(shape, theta, tokens, valid, order, lr, batch, epochs, n_threads, verbose));
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_train(shape, theta, inputs, targets, valid_input, valid_target, order, lr, batch, epochs, n_threads, verbose));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -743,8 +745,8 @@ BEGIN_RCPP
 END_RCPP
 }
 // cpp_qkv_attention
-NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer);
-RcppExport SEXP _localmean_cpp_qkv_attention(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP layerSEXP) {
+NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer, int head);
+RcppExport SEXP _localmean_cpp_qkv_attention(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP, SEXP layerSEXP, SEXP headSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
@@ -752,33 +754,36 @@ BEGIN_RCPP
     Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
     Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
     Rcpp::traits::input_parameter< int >::type layer(layerSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_qkv_attention(shape, theta, tokens, layer));
+    Rcpp::traits::input_parameter< int >::type head(headSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_attention(shape, theta, tokens, layer, head));
     return rcpp_result_gen;
 END_RCPP
 }
 // cpp_qkv_predict
-NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts);
-RcppExport SEXP _localmean_cpp_qkv_predict(SEXP shapeSEXP, SEXP thetaSEXP, SEXP contextsSEXP) {
+NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts, IntegerVector at);
+RcppExport SEXP _localmean_cpp_qkv_predict(SEXP shapeSEXP, SEXP thetaSEXP, SEXP contextsSEXP, SEXP atSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
     Rcpp::traits::input_parameter< List >::type contexts(contextsSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_qkv_predict(shape, theta, contexts));
+    Rcpp::traits::input_parameter< IntegerVector >::type at(atSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_predict(shape, theta, contexts, at));
     return rcpp_result_gen;
 END_RCPP
 }
 // cpp_qkv_gradient
-List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector tokens);
-RcppExport SEXP _localmean_cpp_qkv_gradient(SEXP shapeSEXP, SEXP thetaSEXP, SEXP tokensSEXP) {
+List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector input, IntegerVector target);
+RcppExport SEXP _localmean_cpp_qkv_gradient(SEXP shapeSEXP, SEXP thetaSEXP, SEXP inputSEXP, SEXP targetSEXP) {
 BEGIN_RCPP
     Rcpp::RObject rcpp_result_gen;
     Rcpp::RNGScope rcpp_rngScope_gen;
     Rcpp::traits::input_parameter< List >::type shape(shapeSEXP);
     Rcpp::traits::input_parameter< NumericVector >::type theta(thetaSEXP);
-    Rcpp::traits::input_parameter< IntegerVector >::type tokens(tokensSEXP);
-    rcpp_result_gen = Rcpp::wrap(cpp_qkv_gradient(shape, theta, tokens));
+    Rcpp::traits::input_parameter< IntegerVector >::type input(inputSEXP);
+    Rcpp::traits::input_parameter< IntegerVector >::type target(targetSEXP);
+    rcpp_result_gen = Rcpp::wrap(cpp_qkv_gradient(shape, theta, input, target));
     return rcpp_result_gen;
 END_RCPP
 }
@@ -832,11 +837,11 @@ static const R_CallMethodDef CallEntries[] = {
     {"_localmean_cpp_metric_loss", (DL_FUNC) &_localmean_cpp_metric_loss, 13},
     {"_localmean_cpp_propagate_labels", (DL_FUNC) &_localmean_cpp_propagate_labels, 8},
     {"_localmean_cpp_temporal_local_mean", (DL_FUNC) &_localmean_cpp_temporal_local_mean, 10},
-    {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 10},
+    {"_localmean_cpp_qkv_train", (DL_FUNC) &_localmean_cpp_qkv_train, 12},
     {"_localmean_cpp_qkv_layout", (DL_FUNC) &_localmean_cpp_qkv_layout, 1},
-    {"_localmean_cpp_qkv_attention", (DL_FUNC) &_localmean_cpp_qkv_attention, 4},
-    {"_localmean_cpp_qkv_predict", (DL_FUNC) &_localmean_cpp_qkv_predict, 3},
-    {"_localmean_cpp_qkv_gradient", (DL_FUNC) &_localmean_cpp_qkv_gradient, 3},
+    {"_localmean_cpp_qkv_attention", (DL_FUNC) &_localmean_cpp_qkv_attention, 5},
+    {"_localmean_cpp_qkv_predict", (DL_FUNC) &_localmean_cpp_qkv_predict, 4},
+    {"_localmean_cpp_qkv_gradient", (DL_FUNC) &_localmean_cpp_qkv_gradient, 4},
     {NULL, NULL, 0}
 };
 

@@ -17,8 +17,13 @@ localmean::TimeKernel time_kernel_from(const std::string& name) {
 }
 
 localmean::QkvShape shape_from(List shape) {
+  const int dim = as<int>(shape["dim"]), heads = as<int>(shape["heads"]);
+  if (as<int>(shape["layers"]) < 1 || heads < 1 || dim % heads != 0 || as<int>(shape["window"]) < 1)
+    stop("invalid QKV shape");
   return localmean::QkvShape(as<int>(shape["vocab"]), as<int>(shape["dim"]),
-                             as<int>(shape["window"]), as<int>(shape["layers"]));
+                             as<int>(shape["window"]), as<int>(shape["layers"]),
+                             as<int>(shape["heads"]), as<int>(shape["hidden"]),
+                             as<bool>(shape["two_sided"]));
 }
 
 // The shape, once theta is known to hold its parameters.
@@ -28,10 +33,21 @@ localmean::QkvShape shape_of(List shape, const NumericVector& theta) {
   return sh;
 }
 
-// Token ids must index the vocabulary: the core reads embeddings at them unchecked.
-void check_ids(const localmean::QkvShape& sh, const IntegerVector& ids) {
+// Token ids must index the vocabulary: the core reads embeddings at them unchecked. Targets may
+// also be -1 (no target).
+template <class Ids> void check_ids(const localmean::QkvShape& sh, const Ids& ids, int lowest = 0) {
   for (const int id : ids)
-    if (id < 0 || static_cast<std::size_t>(id) >= sh.vocab) stop("token id out of range");
+    if (id < lowest || (id >= 0 && static_cast<std::size_t>(id) >= sh.vocab))
+      stop("token id out of range");
+}
+
+// Inputs and targets of one sequence, checked.
+localmean::QkvText text_of(const localmean::QkvShape& sh, const IntegerVector& input,
+                           const IntegerVector& target) {
+  if (input.size() != target.size()) stop("inputs and targets differ in length");
+  check_ids(sh, input);
+  check_ids(sh, target, -1);
+  return {input.begin(), target.begin(), static_cast<std::size_t>(input.size())};
 }
 
 }  // namespace
@@ -65,27 +81,36 @@ List cpp_temporal_local_mean(NumericMatrix qt, NumericMatrix kt, NumericMatrix v
   return List::create(_["mean"] = out, _["weights"] = weights);
 }
 
-// Trains the QKV model in place from theta (the flat parameter vector). tokens and valid are
-// 0-based ids; order is epochs x n_batches (0-based batch indices).
+// Trains the QKV model from theta (the flat parameter vector). inputs and targets are n x streams
+// matrices of 0-based ids (targets -1 where none; epoch e reads column e % streams); valid_input
+// and valid_target the held-out sequence (may be empty); order is epochs x n_batches (0-based
+// batch indices).
 // [[Rcpp::export]]
-List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, IntegerVector valid,
-                   IntegerVector order, double lr, int batch, int epochs, int n_threads,
-                   bool verbose) {
+List cpp_qkv_train(List shape, NumericVector theta, IntegerMatrix inputs, IntegerMatrix targets,
+                   IntegerVector valid_input, IntegerVector valid_target, IntegerVector order,
+                   double lr, int batch, int epochs, int n_threads, bool verbose) {
   const localmean::QkvShape sh = shape_of(shape, theta);
-  check_ids(sh, tokens);
-  check_ids(sh, valid);
+  if (inputs.nrow() != targets.nrow() || inputs.ncol() != targets.ncol() || inputs.ncol() == 0)
+    stop("inputs and targets differ in shape");
+  check_ids(sh, inputs);
+  check_ids(sh, targets, -1);
+  const std::size_t n = inputs.nrow();
+  std::vector<localmean::QkvText> texts;
+  for (int e = 0; e < inputs.ncol(); ++e)
+    texts.push_back({inputs.begin() + e * n, targets.begin() + e * n, n});
+  const localmean::QkvText valid = text_of(sh, valid_input, valid_target);
   localmean::QkvSettings set;
   set.lr = lr;
   set.batch = static_cast<std::size_t>(batch);
   set.epochs = static_cast<std::size_t>(epochs);
   NumericVector th = clone(theta);
   localmean::QkvTrace trace;
-  const std::size_t n_batches = (tokens.size() - 1 + set.batch - 1) / set.batch;
+  const std::size_t n_batches = (sh.span(n) + set.batch - 1) / set.batch;
+  if (static_cast<std::size_t>(order.size()) != n_batches * set.epochs) stop("wrong batch order");
   localmean_r::Monitor monitor(verbose, static_cast<double>(n_batches * set.epochs), "training");
-  const bool done = localmean::qkv_train(
-      sh, th.begin(), tokens.begin(), tokens.size(), valid.size() ? valid.begin() : nullptr,
-      valid.size(), order.begin(), set, trace, localmean_r::parallel_for(n_threads),
-      monitor.callback());
+  const bool done = localmean::qkv_train(sh, th.begin(), texts, valid, order.begin(), set, trace,
+                                         localmean_r::parallel_for(n_threads),
+                                         monitor.callback());
   monitor.finish();
   if (!done) stop("the computation was stopped");
   return List::create(_["theta"] = th, _["batch_loss"] = wrap(trace.batch_loss),
@@ -94,7 +119,7 @@ List cpp_qkv_train(List shape, NumericVector theta, IntegerVector tokens, Intege
 }
 
 // The parameter layout of the QKV model (QkvShape): the offset (0-based) and size of each block
-// of theta, by name, the total size and the hidden width.
+// of theta, by name, and the total size.
 // [[Rcpp::export]]
 List cpp_qkv_layout(List shape) {
   const localmean::QkvShape sh = shape_from(shape);
@@ -109,44 +134,51 @@ List cpp_qkv_layout(List shape) {
   start.names() = names;
   size.names() = names;
   return List::create(_["start"] = start, _["size"] = size,
-                      _["total"] = static_cast<double>(sh.size),
-                      _["hidden"] = static_cast<int>(sh.hidden));
+                      _["total"] = static_cast<double>(sh.size));
 }
 
-// The attention weights of local mean `layer` over the tokens (0-based ids): an n x n matrix
-// whose column t holds position t's weights.
+// The attention weights of head `head` (1-based) of layer `layer` over the tokens (0-based ids):
+// an n x n matrix whose column t holds position t's weights.
 // [[Rcpp::export]]
-NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer) {
+NumericMatrix cpp_qkv_attention(List shape, NumericVector theta, IntegerVector tokens, int layer,
+                                int head) {
   const localmean::QkvShape sh = shape_of(shape, theta);
   check_ids(sh, tokens);
+  const localmean::QkvText text{tokens.begin(), nullptr, static_cast<std::size_t>(tokens.size())};
+  if (layer < 1 || static_cast<std::size_t>(layer) > sh.layers || head < 1 ||
+      static_cast<std::size_t>(head) > sh.heads)
+    stop("layer or head out of range");
   NumericMatrix weights(tokens.size(), tokens.size());
-  localmean::qkv_attention(sh, theta.begin(), tokens.begin(), tokens.size(),
-                           static_cast<std::size_t>(layer), weights.begin());
+  localmean::qkv_attention(sh, theta.begin(), text, static_cast<std::size_t>(layer), static_cast<std::size_t>(head - 1),
+                           weights.begin());
   return weights;
 }
 
-// Next-token probabilities after each context (a list of 0-based id vectors): vocab x contexts.
+// The probabilities of the token at position at[i] (0-based) of each context (a list of 0-based
+// id vectors): vocab x contexts.
 // [[Rcpp::export]]
-NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts) {
+NumericMatrix cpp_qkv_predict(List shape, NumericVector theta, List contexts, IntegerVector at) {
   const localmean::QkvShape sh = shape_of(shape, theta);
+  if (at.size() != contexts.size()) stop("one position per context");
   NumericMatrix probs(sh.vocab, contexts.size());
   for (R_xlen_t i = 0; i < contexts.size(); ++i) {
     IntegerVector ctx = contexts[i];
-    if (ctx.size() == 0) stop("empty context");
+    if (at[i] < 0 || at[i] >= ctx.size()) stop("position out of range");
     check_ids(sh, ctx);
-    localmean::qkv_predict(sh, theta.begin(), ctx.begin(), ctx.size(),
+    const localmean::QkvText text{ctx.begin(), nullptr, static_cast<std::size_t>(ctx.size())};
+    localmean::qkv_predict(sh, theta.begin(), text, static_cast<std::size_t>(at[i]),
                            probs.begin() + i * sh.vocab);
   }
   return probs;
 }
 
-// Summed loss over the tokens (0-based ids) and its gradient with respect to theta (for tests).
+// Summed loss over the sequence (0-based input and target ids, targets -1 where none) and its
+// gradient with respect to theta (for tests).
 // [[Rcpp::export]]
-List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector tokens) {
+List cpp_qkv_gradient(List shape, NumericVector theta, IntegerVector input, IntegerVector target) {
   const localmean::QkvShape sh = shape_of(shape, theta);
-  check_ids(sh, tokens);
+  const localmean::QkvText text = text_of(sh, input, target);
   NumericVector grad(theta.size());
-  const double loss =
-      localmean::qkv_gradient(sh, theta.begin(), tokens.begin(), tokens.size(), grad.begin());
+  const double loss = localmean::qkv_gradient(sh, theta.begin(), text, grad.begin());
   return List::create(_["loss"] = loss, _["gradient"] = grad);
 }

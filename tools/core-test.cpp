@@ -918,7 +918,7 @@ int main(int argc, char** argv) {
     expect(worst < 1e-12, "the temporal local mean equals causal softmax attention");
     expect(worst_w < 1e-12, "its weights equal the softmax weights");
 
-    const QkvShape shape(6, 3, 3, 2);
+    const QkvShape shape(6, 4, 3, 2, 2, 5);
     std::vector<int> tokens(400);
     for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = (i * 7 + i / 3) % 6;
     std::vector<double> theta(shape.size);
@@ -928,9 +928,12 @@ int main(int argc, char** argv) {
     QkvSettings qs;
     qs.batch = 100;
     QkvTrace tr1, tr2;
-    qkv_train(shape, th1.data(), tokens.data(), tokens.size(), nullptr, 0, order.data(), qs, tr1);
-    qkv_train(shape, th2.data(), tokens.data(), tokens.size(), nullptr, 0, order.data(), qs, tr2,
-              two_threads);
+    std::vector<int> next(tokens.size(), -1);
+    for (std::size_t i = 0; i + 1 < tokens.size(); ++i) next[i] = tokens[i + 1];
+    const std::vector<QkvText> texts = {{tokens.data(), next.data(), tokens.size()}};
+    const QkvText none{nullptr, nullptr, 0};
+    qkv_train(shape, th1.data(), texts, none, order.data(), qs, tr1);
+    qkv_train(shape, th2.data(), texts, none, order.data(), qs, tr2, two_threads);
     expect(th1 == th2, "serial and threaded QKV training are identical");
     record(th1);
     record(tr1.batch_loss);
@@ -960,59 +963,87 @@ int main(int argc, char** argv) {
   return failures ? 1 : 0;
 }
 
-// The QKV model's parameter layout covers theta block after block, and its attention weights
-// equal a direct softmax over each position's window (layer 1) and are normalised (layer 2).
+// The QKV model's parameter layout covers theta block after block, and the attention weights of
+// every layer and head are causal, windowed and normalised; with one layer, no feed-forward
+// block and unit layer-norm gains, layer 1's equal a direct softmax over each position's window.
 void qkv_core_tests() {
-  const std::size_t V = 7, D = 3, W = 4;
-  const QkvShape shape(V, D, W, 2);
+  const std::size_t V = 7, D = 4, W = 4, L = 2, NH = 2, F = 5;
+  const QkvShape shape(V, D, W, L, NH, F);
   std::size_t next = 0;
   bool contiguous = true;
   for (const QkvBlock& b : shape.blocks) {
     contiguous = contiguous && b.offset == next;
     next += b.size;
   }
-  expect(contiguous && next == shape.size && shape.blocks.size() == 14,
+  expect(contiguous && next == shape.size && shape.blocks.size() == 18,
          "the QKV blocks cover theta in order");
-  expect(shape.blocks[0].offset == shape.eq && shape.blocks[3].offset == shape.b1 &&
-             shape.blocks[13].offset == shape.b2 && shape.blocks[13].size == W &&
-             shape.hidden == kQkvHiddenPerDim * D,
+  expect(shape.blocks[0].offset == shape.embed && shape.blocks[6].offset == shape.lag &&
+             shape.blocks[6].size == L * NH * W && shape.blocks[17].offset == shape.out_bias,
          "the named QKV offsets are the blocks' offsets");
-  const QkvShape one(V, D, W, 1);
-  expect(one.size == 4 * V * D + V + W, "one layer has no second-layer parameters");
+  const QkvShape bare(V, D, W, 1, 1, 0);
+  expect(bare.size == 2 * V * D + V + 2 * D + 4 * D * D + W + 2 * D,
+         "a layer without feed-forward block has no feed-forward parameters");
 
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> unif(-1.0, 1.0);
-  std::vector<double> theta(shape.size);
-  for (auto& v : theta) v = unif(rng);
   const std::vector<int> tok = {1, 4, 4, 0, 6, 2, 5, 1, 3};
   const std::size_t n = tok.size();
-  std::vector<double> a1(n * n), a2(n * n);
-  qkv_attention(shape, theta.data(), tok.data(), n, 1, a1.data());
-  qkv_attention(shape, theta.data(), tok.data(), n, 2, a2.data());
-  double worst = 0.0, worst_sum = 0.0;
+  const QkvText text{tok.data(), nullptr, n};
+  std::vector<double> theta(shape.size);
+  for (auto& v : theta) v = unif(rng);
   bool causal = true;
+  double worst_sum = 0.0;
+  for (std::size_t l = 1; l <= L; ++l)
+    for (std::size_t h = 0; h < NH; ++h) {
+      std::vector<double> a(n * n);
+      qkv_attention(shape, theta.data(), text, l, h, a.data());
+      for (std::size_t t = 0; t < n; ++t) {
+        double sum = 0.0;
+        const std::size_t first = t + 1 > W ? t + 1 - W : 0;
+        for (std::size_t s = 0; s < n; ++s) {
+          sum += a[t * n + s];
+          causal = causal && (s >= first && s <= t ? true : a[t * n + s] == 0);
+        }
+        worst_sum = std::max(worst_sum, std::fabs(sum - 1.0));
+      }
+      record(a);
+    }
+  expect(worst_sum < 1e-12 && causal, "every layer's and head's attention is causal, windowed, normalised");
+
+  // One layer, one head: with layer norm y = (x - mean) / sd, q = y Wq, k = y Wk.
+  std::vector<double> th(bare.size);
+  for (auto& v : th) v = unif(rng);
+  for (std::size_t c = 0; c < D; ++c) th[bare.ln1_gain + c] = 1.0, th[bare.ln1_bias + c] = 0.0;
+  std::vector<double> a1(n * n);
+  qkv_attention(bare, th.data(), text, 1, 0, a1.data());
+  auto proj = [&](std::size_t block, int word, double* out) {
+    const double* e = &th[bare.embed + word * D];
+    double mean = 0.0, var = 0.0;
+    for (std::size_t c = 0; c < D; ++c) mean += e[c] / D;
+    for (std::size_t c = 0; c < D; ++c) var += (e[c] - mean) * (e[c] - mean) / D;
+    for (std::size_t o = 0; o < D; ++o) {
+      out[o] = 0.0;
+      for (std::size_t c = 0; c < D; ++c)
+        out[o] += (e[c] - mean) / std::sqrt(var + kLayerNormEps) * th[block + c * D + o];
+    }
+  };
+  double worst = 0.0;
   for (std::size_t t = 0; t < n; ++t) {
     std::vector<double> w(n, 0.0);
-    double mx = -1e300, sum = 0.0, sum2 = 0.0;
+    double q[D], k[D], mx = -1e300, sum = 0.0;
+    proj(bare.wq, tok[t], q);
     const std::size_t first = t + 1 > W ? t + 1 - W : 0;
     for (std::size_t s = first; s <= t; ++s) {
-      double sc = theta[shape.b1 + t - s];
-      for (std::size_t c = 0; c < D; ++c)
-        sc += theta[shape.eq + tok[t] * D + c] * theta[shape.ek + tok[s] * D + c] / std::sqrt(3.0);
+      proj(bare.wk, tok[s], k);
+      double sc = th[bare.lag + t - s];
+      for (std::size_t c = 0; c < D; ++c) sc += q[c] * k[c] / std::sqrt(double(D));
       mx = std::max(mx, w[s] = sc);
     }
     for (std::size_t s = first; s <= t; ++s) sum += (w[s] = std::exp(w[s] - mx));
-    for (std::size_t s = 0; s < n; ++s) {
-      worst = std::max(worst, std::fabs(w[s] / sum - a1[t * n + s]));
-      sum2 += a2[t * n + s];
-      causal = causal && (s >= first && s <= t ? true : a1[t * n + s] == 0 && a2[t * n + s] == 0);
-    }
-    worst_sum = std::max(worst_sum, std::fabs(sum2 - 1.0));
+    for (std::size_t s = 0; s < n; ++s) worst = std::max(worst, std::fabs(w[s] / sum - a1[t * n + s]));
   }
   expect(worst < 1e-12, "QKV attention equals a direct softmax over the window");
-  expect(worst_sum < 1e-12 && causal, "both layers' attention is causal, windowed, normalised");
   record(a1);
-  record(a2);
 }
 
 // The largest relative error of the metric gradient `at` (2 x 2 metric A) against central

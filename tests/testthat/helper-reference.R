@@ -298,44 +298,68 @@ nl_means_ref <- function(img, patch, search, h, sigma) {
 
 psnr_ref <- function(estimate, truth, peak = 1) 10 * log10(peak^2 / mean((estimate - truth)^2))
 
-# The QKV model's forward pass in plain R (the reference for the C++ core): per layer the T x T
-# attention, and the next-token probabilities at every position.
+# The QKV model's forward pass in plain R (the reference for the C++ core): every layer's T x T
+# attention per head, and the probabilities at every position (of the next token, or two-sided
+# of the token there).
 qkv_forward_ref <- function(object, ids) {
-  qkv_block <- localmean:::qkv_block
-  softmax_rows <- function(s) {
-    p <- exp(s - apply(s, 1L, max))
+  s <- object$shape
+  lay <- localmean:::qkv_layout(s)
+  th <- object$theta
+  # Piece `l` of a block: per-layer blocks hold the layers in turn, matrices row-major.
+  blk <- function(name, nrow, ncol = 1, l = 1) {
+    i <- lay$start[[name]] + (l - 1) * nrow * ncol + seq_len(nrow * ncol)
+    matrix(th[i], nrow, ncol, byrow = TRUE)
+  }
+  vec <- function(name, n, l = 1) drop(blk(name, n, 1, l))
+  softmax_rows <- function(sc) {
+    p <- exp(sc - apply(sc, 1L, max))
     p / rowSums(p)
   }
-  s <- object$shape
-  lay <- localmean:::qkv_layout(s$vocab, s$dim, s$window, s$layers)
-  th <- object$theta
+  layer_norm <- function(x, gain, bias) {
+    out <- x
+    for (t in seq_len(nrow(x))) {
+      z <- x[t, ] - mean(x[t, ])
+      out[t, ] <- gain * z / sqrt(mean(z^2) + 1e-5) + bias
+    }
+    out
+  }
   n <- length(ids)
-  lag <- outer(seq_len(n), seq_len(n), "-")
-  local_mean <- function(q, k, v, b) {
-    sc <- q %*% t(k) / sqrt(s$dim)
-    inside <- lag >= 0 & lag < s$window
-    sc[inside] <- sc[inside] + b[lag[inside] + 1L]
-    sc[!inside] <- -Inf
-    a <- softmax_rows(sc)
-    list(a = a, h = a %*% v)
+  d <- s$dim
+  dh <- d / s$heads
+  lag <- outer(seq_len(n), seq_len(n), "-")  # t - s
+  two <- isTRUE(s$two_sided)
+  n_lags <- if (two) 2 * s$window - 1 else s$window
+  inside <- if (two) abs(lag) < s$window else lag >= 0 & lag < s$window
+  # the time kernel's index: the lag t - s, or two-sided the offset s - t + window - 1
+  slot <- if (two) s$window - lag else lag + 1L
+  x <- blk("embed", s$vocab, d)[ids + 1L, , drop = FALSE]
+  attention <- list()
+  for (l in seq_len(s$layers)) {
+    y <- layer_norm(x, vec("ln1_gain", d, l), vec("ln1_bias", d, l))
+    q <- y %*% blk("query", d, d, l)
+    k <- y %*% blk("key", d, d, l)
+    v <- y %*% blk("value", d, d, l)
+    o <- matrix(0, n, d)
+    attention[[l]] <- list()
+    for (h in seq_len(s$heads)) {
+      cols <- (h - 1) * dh + seq_len(dh)
+      b <- vec("lag", n_lags, (l - 1) * s$heads + h)
+      sc <- q[, cols, drop = FALSE] %*% t(k[, cols, drop = FALSE]) / sqrt(dh)
+      sc[inside] <- sc[inside] + b[slot[inside]]
+      sc[!inside] <- -Inf
+      a <- softmax_rows(sc)
+      attention[[l]][[h]] <- a
+      o[, cols] <- a %*% v[, cols, drop = FALSE]
+    }
+    x <- x + o %*% blk("mix", d, d, l)
+    if (s$hidden > 0) {
+      y2 <- layer_norm(x, vec("ln2_gain", d, l), vec("ln2_bias", d, l))
+      z <- sweep(y2 %*% blk("w1", d, s$hidden, l), 2L, vec("c1", s$hidden, l), "+")
+      x <- x + sweep(pmax(z, 0) %*% blk("w2", s$hidden, d, l), 2L, vec("c2", d, l), "+")
+    }
   }
-  emb <- function(name) qkv_block(th, lay, name, s$vocab, s$dim)[ids + 1L, , drop = FALSE]
-  l1 <- local_mean(emb("query"), emb("key"), emb("value"), qkv_block(th, lay, "lag", NULL, NULL))
-  attention <- list(l1$a)
-  h <- l1$h
-  if (s$layers > 1L) {
-    w1 <- qkv_block(th, lay, "w1", lay$hidden, s$dim)
-    w2 <- qkv_block(th, lay, "w2", s$dim, lay$hidden)
-    z <- sweep(h %*% t(w1), 2L, qkv_block(th, lay, "c1", NULL, NULL), "+")
-    u <- h + sweep(pmax(z, 0) %*% t(w2), 2L, qkv_block(th, lay, "c2", NULL, NULL), "+")
-    proj <- function(name) u %*% t(qkv_block(th, lay, name, s$dim, s$dim))
-    l2 <- local_mean(proj("query2"), proj("key2"), proj("value2"),
-                     qkv_block(th, lay, "lag2", NULL, NULL))
-    attention[[2L]] <- l2$a
-    h <- l2$h
-  }
-  logits <- sweep(h %*% t(qkv_block(th, lay, "output", s$vocab, s$dim)), 2L,
-                  qkv_block(th, lay, "output_bias", NULL, NULL), "+")
+  z <- layer_norm(x, vec("final_gain", d), vec("final_bias", d))
+  logits <- sweep(z %*% t(blk("output", s$vocab, d)), 2L, vec("output_bias", s$vocab), "+")
   list(attention = attention, probs = softmax_rows(logits))
 }
 

@@ -129,7 +129,8 @@ markov2_tokens <- function(n, seed) {
 test_that("qkv_fit learns a dependence two steps back", {
   tok <- markov2_tokens(12000, 6)
   set.seed(7)
-  fit <- qkv_fit(tok, dim = 4, window = 4, n_iter = 3, lr = 0.02, validation = 0.1,
+  # lr 0.05: the learning rate decays to 0 over the 129 mini-batches (at 0.02 too slow to learn it)
+  fit <- qkv_fit(tok, dim = 4, window = 4, n_iter = 3, lr = 0.05, validation = 0.1,
                  n_threads = 1, verbose = FALSE)
   expect_s3_class(fit, "local_qkv")
   expect_lt(utils::tail(fit$epoch_loss, 1), fit$epoch_loss[1])
@@ -146,55 +147,146 @@ test_that("qkv_fit learns a dependence two steps back", {
   expect_output(print(s), "Held-out perplexity")
 })
 
-test_that("the C++ model equals its plain-R forward pass, for one and two layers", {
+# A model of the given shape with its parameters set at random (not trained): the comparisons
+# below hold at any fixed parameters.
+qkv_at_random <- function(tok, seed, ...) {
+  set.seed(seed)
+  fit <- qkv_fit(tok, n_iter = 1, n_threads = 1, verbose = FALSE, ...)
+  fit$theta <- stats::rnorm(length(fit$theta), sd = 0.7)
+  fit
+}
+
+test_that("the C++ Transformer equals its plain-R forward pass (2 layers, 2 heads, feed-forward)", {
   tok <- markov2_tokens(3000, 9)
-  for (layers in 1:2) {
-    set.seed(10)
-    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, n_iter = 1, n_threads = 1,
-                   verbose = FALSE)
-    ctx <- tok[20:26]
+  shapes <- list(list(layers = 2, heads = 2, hidden = 6), list(layers = 1, heads = 1, hidden = 0),
+                 list(layers = 3, heads = 4, hidden = 5))
+  for (sh in shapes) {
+    fit <- qkv_at_random(tok, 10, dim = 4, window = 3, layers = sh$layers, heads = sh$heads,
+                         hidden = sh$hidden)
+    expect_false(fit$shape$two_sided)
+    label <- paste(unlist(sh), collapse = "/")
+    ctx <- tok[20:28]
     ids <- localmean:::token_ids(ctx, fit$vocab)
     fw <- qkv_forward_ref(fit, ids)
-    expect_equal(predict(fit, ctx), fw$probs[7, ], tolerance = 1e-12, ignore_attr = TRUE)
-    a <- attention_weights(fit, ctx, layer = layers)
-    expect_equal(unname(a), fw$attention[[layers]])
-    expect_equal(unname(rowSums(a)), rep(1, 7), tolerance = 1e-12)
-    expect_true(all(a[upper.tri(a)] == 0))
-    expect_true(all(a[outer(1:7, 1:7, "-") >= 3] == 0))
+    expect_equal(predict(fit, ctx), fw$probs[9, ], tolerance = 1e-10, ignore_attr = TRUE,
+                 label = label)
+    # every position's prediction, from contexts ending there
+    p <- predict(fit, lapply(3:9, function(i) ctx[seq_len(i)]))
+    expect_equal(unname(p), fw$probs[3:9, ], tolerance = 1e-10, label = label)
+    for (l in seq_len(sh$layers)) for (h in seq_len(sh$heads)) {
+      a <- attention_weights(fit, ctx, layer = l, head = h)
+      expect_equal(unname(a), fw$attention[[l]][[h]], tolerance = 1e-10, label = label)
+      expect_true(all(a[upper.tri(a)] == 0))
+      expect_true(all(a[outer(1:9, 1:9, "-") >= 3] == 0))
+    }
+    avg <- Reduce(`+`, fw$attention[[sh$layers]]) / sh$heads
+    expect_equal(unname(attention_weights(fit, ctx, layer = sh$layers)), avg, tolerance = 1e-10)
   }
 })
 
-test_that("the C++ gradient matches finite differences, for one and two layers", {
-  tok <- markov2_tokens(60, 17)
-  for (layers in 1:2) {
-    set.seed(18)
-    fit <- qkv_fit(tok, dim = 3, window = 3, layers = layers, n_iter = 1, n_threads = 1,
-                   verbose = FALSE)
+test_that("a two-sided model equals its plain-R forward pass and predicts the masked token", {
+  tok <- markov2_tokens(3000, 9)
+  fit <- qkv_at_random(tok, 11, dim = 4, window = 3, layers = 2, heads = 2, hidden = 6,
+                       time_kernel = "window")
+  expect_true(fit$shape$two_sided)
+  expect_identical(utils::tail(fit$vocab, 2), c("<unk>", "<mask>"))
+  ctx <- c(tok[20:24], "<mask>", tok[26:31])
+  ids <- localmean:::token_ids(ctx, fit$vocab)
+  fw <- qkv_forward_ref(fit, ids)
+  expect_equal(predict(fit, ctx), fw$probs[6, ], tolerance = 1e-10, ignore_attr = TRUE)
+  for (l in 1:2) for (h in 1:2) {
+    a <- attention_weights(fit, ctx, layer = l, head = h)
+    expect_equal(unname(a), fw$attention[[l]][[h]], tolerance = 1e-10)
+    expect_true(all(a[abs(outer(1:12, 1:12, "-")) >= 3] == 0))
+    expect_gt(sum(a[upper.tri(a)]), 1)  # it looks ahead
+  }
+  # tokens beyond the receptive field (2 layers x 2 on each side) do not matter
+  far <- c("1", "1", ctx, "2", "2")
+  expect_equal(predict(fit, far), predict(fit, ctx), tolerance = 1e-12)
+  expect_error(predict(fit, tok[1:5]), "<mask>", class = "localmean_error")
+})
+
+test_that("the C++ gradient matches central differences in every parameter", {
+  tok <- markov2_tokens(40, 17)
+  for (sh in list(list(layers = 2, heads = 2, hidden = 3, time_kernel = "causal"),
+                  list(layers = 1, heads = 1, hidden = 0, time_kernel = "causal"),
+                  list(layers = 2, heads = 2, hidden = 3, time_kernel = "window"))) {
+    fit <- qkv_at_random(tok, 18, dim = 4, window = 3, layers = sh$layers, heads = sh$heads,
+                         hidden = sh$hidden, time_kernel = sh$time_kernel)
     ids <- localmean:::token_ids(tok, fit$vocab)
-    th <- fit$theta + stats::rnorm(length(fit$theta), sd = 0.3)
-    g <- localmean:::cpp_qkv_gradient(fit$shape, th, ids)$gradient
-    loss <- function(theta) localmean:::cpp_qkv_gradient(fit$shape, theta, ids)$loss
-    lay <- localmean:::qkv_layout(fit$shape$vocab, 3L, 3L, layers)
-    blocks <- names(lay$size)[lay$size > 0]
-    # Two coordinates of every parameter block.
-    idx <- unlist(lapply(blocks, function(b) lay$start[[b]] + c(1L, lay$size[[b]])))
-    numeric_g <- vapply(idx, function(i) {
+    if (sh$time_kernel == "causal") {
+      input <- ids
+      target <- c(ids[-1], -1L)
+    } else {  # every third token masked and predicted
+      masked <- seq_along(ids) %% 3 == 0
+      input <- ifelse(masked, length(fit$vocab) - 1L, ids)
+      target <- ifelse(masked, ids, -1L)
+    }
+    th <- fit$theta
+    g <- localmean:::cpp_qkv_gradient(fit$shape, th, input, target)$gradient
+    loss <- function(theta) localmean:::cpp_qkv_gradient(fit$shape, theta, input, target)$loss
+    lay <- localmean:::qkv_layout(fit$shape)
+    # every parameter of every block (the blocks of the shape are all present)
+    expect_true(all(lay$size[setdiff(names(lay$size),
+                                     if (sh$hidden == 0) c("ln2_gain", "ln2_bias", "w1", "c1",
+                                                           "w2", "c2"))] > 0))
+    numeric_g <- vapply(seq_along(th), function(i) {
       e <- replace(numeric(length(th)), i, 1e-5)
       (loss(th + e) - loss(th - e)) / 2e-5
     }, 1)
-    expect_equal(g[idx], numeric_g, tolerance = 1e-6, label = paste(layers, "layer(s)"))
+    block <- rep(names(lay$size), lay$size)
+    for (b in unique(block)) {
+      expect_equal(g[block == b], numeric_g[block == b], tolerance = 1e-6,
+                   label = paste(b, paste(unlist(sh), collapse = "/")))
+    }
   }
 })
 
 test_that("qkv_fit is reproducible and does not depend on the number of threads", {
   tok <- markov2_tokens(2000, 11)
-  fits <- lapply(c(1, 2, 1), function(th) {
-    set.seed(12)
-    qkv_fit(tok, dim = 3, window = 3, layers = 2, n_iter = 1, batch_size = 64,
-            n_threads = th, verbose = FALSE)
-  })
-  expect_identical(fits[[1]]$theta, fits[[2]]$theta)
-  expect_identical(fits[[1]]$theta, fits[[3]]$theta)
+  for (tk in c("causal", "window")) {
+    fits <- lapply(c(1, 2, 1), function(th) {
+      set.seed(12)
+      qkv_fit(tok, dim = 4, window = 3, layers = 2, heads = 2, hidden = 4, n_iter = 1,
+              batch_size = 64, time_kernel = tk, n_threads = th, verbose = FALSE)
+    })
+    expect_identical(fits[[1]]$theta, fits[[2]]$theta)
+    expect_identical(fits[[1]]$theta, fits[[3]]$theta)
+    expect_identical(fits[[1]]$batch_loss, fits[[2]]$batch_loss)
+    g <- glance(fits[[1]])
+    expect_identical(c(g$layers, g$heads, g$hidden), c(2L, 2L, 4L))
+  }
+})
+
+test_that("a two-sided model learns the masked token from both sides", {
+  tok <- markov2_tokens(8000, 40)
+  set.seed(41)
+  fit <- qkv_fit(tok, dim = 6, window = 3, layers = 1, heads = 2, n_iter = 4, lr = 0.02,
+                 validation = 0.15, time_kernel = "window", batch_size = 64, n_threads = 1,
+                 verbose = FALSE)
+  s <- summary(fit)
+  expect_lt(s$perplexity, s$unigram_perplexity / 3)  # the tokens two back and two ahead tell it
+  expect_equal(predict(fit, c("1", "5", "<mask>", "6", "3"), type = "token"), "2")
+  expect_output(print(fit), "two-sided")
+})
+
+test_that("deeper models learn what one layer cannot: a dependence beyond the window", {
+  # Each token is determined by the token four steps back; with a window of 3 one layer cannot
+  # see it, two layers can (their receptive field is 5 tokens).
+  set.seed(30)
+  nxt <- stats::setNames(c(2:6, 1), 1:6)
+  tok <- as.character(sample(6, 4))
+  for (i in 5:6000) {
+    tok[i] <- if (runif(1) < 0.9) as.character(nxt[[tok[i - 4]]]) else as.character(sample(6, 1))
+  }
+  perplexity <- vapply(1:2, function(layers) {
+    set.seed(31)
+    fit <- qkv_fit(tok, dim = 6, window = 3, layers = layers, heads = 2, n_iter = 4, lr = 0.02,
+                   validation = 0.15, batch_size = 64, n_threads = 1, verbose = FALSE)
+    summary(fit)$perplexity
+  }, 1)
+  expect_gt(perplexity[1], 4)      # about chance (6)
+  expect_lt(perplexity[2], 2.5)    # the rule, 90% of the time
 })
 
 test_that("unknown tokens map to <unk>, and bad input to qkv_fit gives clear errors", {
@@ -211,11 +303,21 @@ test_that("unknown tokens map to <unk>, and bad input to qkv_fit gives clear err
   expect_error(qkv_fit("a"), "at least 2")
   expect_error(qkv_fit(character(0)), "at least 2")
   expect_error(qkv_fit(tok, window = 0), "window")
-  expect_error(qkv_fit(tok, layers = 3), "layers")
+  expect_error(qkv_fit(tok, layers = 0), "layers", class = "localmean_error")
+  expect_error(qkv_fit(tok, layers = 65), "layers", class = "localmean_error")
+  expect_error(qkv_fit(tok, dim = 4, heads = 3), "heads.*divide.*dim", class = "localmean_error")
+  expect_error(qkv_fit(tok, heads = 0), "heads", class = "localmean_error")
+  expect_error(qkv_fit(tok, hidden = -1), "hidden", class = "localmean_error")
+  expect_error(qkv_fit(tok, hidden = 1.5), "hidden", class = "localmean_error")
+  expect_error(qkv_fit(tok, time_kernel = "exponential"), "time_kernel.*causal",
+               class = "localmean_error")
+  expect_error(qkv_fit(tok, time_kernel = "bogus"), "time_kernel", class = "localmean_error")
+  expect_error(attention_weights(fit, c("1", "2"), head = 2), "head", class = "localmean_error")
+  expect_error(plot(fit, type = "attention"), "tokens", class = "localmean_error")
   expect_error(qkv_fit(1:10), "character vector")
   expect_error(qkv_fit(tok, validation = 1.5), "validation")
   expect_error(predict(fit, character(0)), "context")
-  expect_error(attention_weights(fit, c("1", "2"), layer = 2), "layer")
+  expect_error(attention_weights(fit, c("1", "2"), layer = 2), "layer", class = "localmean_error")
 })
 
 test_that("plots draw without error", {
@@ -229,32 +331,40 @@ test_that("plots draw without error", {
   expect_true(all(c("from", "to", "weight") %in% names(edges)))
   expect_equal(nrow(edges), 12L)
   expect_silent(plot(fit, type = "loss"))
+  set.seed(17)
+  deep <- qkv_fit(tok, dim = 4, window = 3, layers = 3, heads = 2, n_iter = 1, n_threads = 1,
+                  verbose = FALSE)
+  expect_identical(plot(deep, type = "attention", tokens = tok[1:12]), deep)
+  expect_silent(plot(deep, type = "attention", tokens = "the cat sat on the mat", head = 2))
+  expect_equal(nrow(plot(deep, top = 6, head = 1)), 12L)
 })
 
 test_that("the parameter layout comes from the C++ model and is the one it uses", {
-  lay <- localmean:::qkv_layout(7L, 3L, 4L, 2L)
-  sizes <- c(query = 21, key = 21, value = 21, lag = 4, output = 21, output_bias = 7, w1 = 18,
-             c1 = 6, w2 = 18, c2 = 3, query2 = 9, key2 = 9, value2 = 9, lag2 = 4)
+  shape <- localmean:::qkv_shape(7L, 4L, 3L, 2L, 2L, 5L)
+  lay <- localmean:::qkv_layout(shape)
+  sizes <- c(embed = 28, ln1_gain = 8, ln1_bias = 8, query = 32, key = 32, value = 32, lag = 12,
+             mix = 32, ln2_gain = 8, ln2_bias = 8, w1 = 40, c1 = 10, w2 = 40, c2 = 8,
+             final_gain = 4, final_bias = 4, output = 28, output_bias = 7)
   expect_equal(lay$size, sizes)
   expect_equal(lay$start, cumsum(sizes) - sizes)
   expect_equal(lay$total, sum(sizes))
-  expect_equal(lay$hidden, 6L)
-  one <- localmean:::qkv_layout(7L, 3L, 4L, 1L)
-  expect_equal(one$size[c("w1", "c1", "w2", "c2", "query2", "key2", "value2", "lag2")],
-               sizes[c("w1", "c1", "w2", "c2", "query2", "key2", "value2", "lag2")] * 0)
-  # A large log weight at lag 2 in the "lag" ("lag2") block makes layer 1 (2) look two back.
+  none <- localmean:::qkv_layout(localmean:::qkv_shape(7L, 4L, 3L, 2L, 2L, 0L))
+  ff <- c("ln2_gain", "ln2_bias", "w1", "c1", "w2", "c2")
+  expect_equal(unname(none$size[ff]), rep(0, 6))
+  # A large log weight at lag 2 for one layer and head makes that head look two back.
   tok <- markov2_tokens(800, 19)
   set.seed(20)
-  fit <- qkv_fit(tok, dim = 3, window = 4, layers = 2, n_iter = 1, n_threads = 1,
+  fit <- qkv_fit(tok, dim = 4, window = 4, layers = 2, heads = 2, n_iter = 1, n_threads = 1,
                  verbose = FALSE)
-  lay <- localmean:::qkv_layout(fit$shape$vocab, 3L, 4L, 2L)
+  lay <- localmean:::qkv_layout(fit$shape)
   expect_equal(lay$total, length(fit$theta))
-  for (layer in 1:2) {
-    block <- c("lag", "lag2")[layer]
+  for (layer in 1:2) for (head in 1:2) {
     fit2 <- fit
-    fit2$theta[lay$start[[block]] + 3L] <- 50
-    a <- attention_weights(fit2, tok[1:12], layer = layer)
-    expect_equal(unname(a[cbind(3:12, 1:10)]), rep(1, 10), tolerance = 1e-12, label = block)
+    fit2$theta[lay$start[["lag"]] + ((layer - 1) * 2 + head - 1) * 4 + 3L] <- 50
+    a <- attention_weights(fit2, tok[1:12], layer = layer, head = head)
+    expect_equal(unname(a[cbind(3:12, 1:10)]), rep(1, 10), tolerance = 1e-12)
+    other <- attention_weights(fit2, tok[1:12], layer = layer, head = 3 - head)
+    expect_lt(mean(other[cbind(3:12, 1:10)]), 0.9)
   }
 })
 
@@ -266,13 +376,13 @@ test_that("attention_weights() is the plain-R softmax of the learned kernel", {
   n <- length(ctx)
   ids <- match(ctx, fit$vocab)
   lag <- outer(seq_len(n), seq_len(n), "-")
-  bias <- matrix(fit$lag_weights[pmin(pmax(lag, 0), 2) + 1], n)
+  bias <- matrix(fit$lag_weights[1, pmin(pmax(lag, 0), 2) + 1], n)
   ref <- attention_ref(fit$query[ids, ], fit$key[ids, ], fit$value[ids, ], sqrt(3),
                        log_time_ref(n, "causal", 3) + bias)
   a <- attention_weights(fit, ctx)
   expect_equal(unname(a), unname(ref$weights), tolerance = 1e-12)
   expect_equal(dimnames(a), list(ctx, ctx))
-  expect_error(localmean:::cpp_qkv_attention(fit$shape, fit$theta, c(0L, 99L), 1L),
+  expect_error(localmean:::cpp_qkv_attention(fit$shape, fit$theta, c(0L, 99L), 1L, 1L),
                "out of range")
 })
 

@@ -343,50 +343,83 @@ inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k
 }
 
 // ---------------------------------------------------------------------------------------------
-// The discrete QKV kernel: a causal temporal local mean over the last `window` tokens predicts
-// the next token. Layer 1 on token t:
-//   a_s = softmax_s(Eq[x_t] . Ek[x_s] / sqrt(D) + b1[t - s]),  h_t = sum_s a_s Ev[x_s],
-// s in (t - window, t]; b1 is a learned time kernel (log weight per lag). With two layers,
-//   u_t = h_t + W2 relu(W1 h_t + c1) + c2   (feed-forward map with a residual)
-// and a second local mean of u with projections Wq2, Wk2, Wv2 and lag weights b2. The output
-// layer is a softmax over the vocabulary: p = softmax(Wo h + bo). Trained by Adam on the mean
-// cross-entropy of mini-batches of consecutive targets.
+// The QKV model: a Transformer built as a stack of causal temporal local means (Song's
+// hierarchical local model). Token t enters as the embedding x0_t = E[tok_t]; layer l maps
+// x = x(l-1) to x(l) by
+//   y = LN(x),  q, k, v = y Wq, y Wk, y Wv   (dim columns, cut into `heads` slices of dim / heads)
+//   o_t(h) = sum_s a_ts(h) v_s(h),  a_ts(h) = softmax_s(q_t(h) . k_s(h) / sqrt(dim / heads)
+//            + lag(h)[t - s]),  0 <= t - s < window   (one causal local mean per head; two-sided:
+//            |t - s| < window, lag(h) indexed by s - t + window - 1)
+//   x1 = x + o Wo                               (heads concatenated and projected; a residual)
+//   x(l) = x1 + relu(LN(x1) W1 + c1) W2 + c2     (the feed-forward block, when hidden > 0)
+// with LN(x) = gain * (x - mean(x)) / sqrt(var(x) + 1e-5) + bias per position. The output is
+// p(target_t) = softmax(Out LN(x(L))_t + bout), the target of position t being the next token
+// (causal) or, two-sided, the token hidden behind a mask token at t. Weight matrices act on row
+// vectors (x W, in x out row-major); Out (vocab x dim) holds one row per word. Trained by Adam on
+// the mean cross-entropy of mini-batches of consecutive positions.
 
 // One block of the flat parameter vector. The names are the model's (R reads the layout here).
+// Per-layer blocks hold the layers one after the other.
 struct QkvBlock {
   const char* name;
   std::size_t offset, size;
 };
 
-// Width of the feed-forward map of two-layer models, in multiples of the embedding dimension.
-constexpr std::size_t kQkvHiddenPerDim = 2;
+constexpr double kLayerNormEps = 1e-5;
 
 struct QkvShape {
-  std::size_t vocab = 0, dim = 0, window = 1, layers = 1, hidden = 0;
+  std::size_t vocab = 0, dim = 0, window = 1, layers = 1, heads = 1, hidden = 0;
+  bool two_sided = false;  // keys on both sides (|t - s| < window) instead of the past
+  std::size_t lags = 1;    // time-kernel weights per head: window, or 2 window - 1 two-sided
   // Offsets of the parameter blocks in one flat vector of `size` parameters.
-  std::size_t eq, ek, ev, b1, wo, bo, w1, c1, w2, c2, wq2, wk2, wv2, b2, size = 0;
+  std::size_t embed, ln1_gain, ln1_bias, wq, wk, wv, lag, wo, ln2_gain, ln2_bias, w1, c1, w2, c2,
+      final_gain, final_bias, out, out_bias, size = 0;
   std::vector<QkvBlock> blocks;  // every block, in order (empty ones included)
-  QkvShape(std::size_t v, std::size_t d, std::size_t w, std::size_t l)
-      : vocab(v), dim(d), window(w), layers(l), hidden(l > 1 ? kQkvHiddenPerDim * d : 0) {
+  QkvShape(std::size_t v, std::size_t d, std::size_t w, std::size_t l, std::size_t nh,
+           std::size_t f, bool both = false)
+      : vocab(v), dim(d), window(w), layers(l), heads(nh), hidden(f), two_sided(both),
+        lags(both ? 2 * w - 1 : w) {
     auto take = [this](const char* name, std::size_t n) {
       blocks.push_back({name, size, n});
       size += n;
       return blocks.back().offset;
     };
-    const std::size_t second = layers > 1 ? 1 : 0;  // the second layer's blocks, or none
-    eq = take("query", v * d), ek = take("key", v * d), ev = take("value", v * d);
-    b1 = take("lag", w), wo = take("output", v * d), bo = take("output_bias", v);
-    w1 = take("w1", hidden * d), c1 = take("c1", hidden), w2 = take("w2", d * hidden);
-    c2 = take("c2", second * d), wq2 = take("query2", second * d * d);
-    wk2 = take("key2", second * d * d), wv2 = take("value2", second * d * d);
-    b2 = take("lag2", second * w);
+    const std::size_t ff = f > 0 ? 1 : 0;  // the feed-forward block's layer norm, or none
+    embed = take("embed", v * d);
+    ln1_gain = take("ln1_gain", l * d), ln1_bias = take("ln1_bias", l * d);
+    wq = take("query", l * d * d), wk = take("key", l * d * d), wv = take("value", l * d * d);
+    lag = take("lag", l * nh * lags), wo = take("mix", l * d * d);
+    ln2_gain = take("ln2_gain", ff * l * d), ln2_bias = take("ln2_bias", ff * l * d);
+    w1 = take("w1", l * d * f), c1 = take("c1", l * f), w2 = take("w2", l * f * d);
+    c2 = take("c2", ff * l * d);
+    final_gain = take("final_gain", d), final_bias = take("final_bias", d);
+    out = take("output", v * d), out_bias = take("output_bias", v);
   }
+  std::size_t head_dim() const { return dim / heads; }
+  // The positions whose targets count: all but the last (causal, no next token) or all.
+  std::size_t span(std::size_t n) const { return two_sided || n == 0 ? n : n - 1; }
 };
 
-// Adam's settings; beta1, beta2 and eps are the defaults of Kingma and Ba (2015).
+// A token sequence as the model reads it: input ids and, per position, the id to predict there
+// (-1: none), both of length n.
+struct QkvText {
+  const int* input;
+  const int* target;
+  std::size_t n;
+};
+
+// Adam's settings; beta1, beta2 and eps are the defaults of Kingma and Ba (2015). The learning
+// rate rises linearly to lr over the first share `warmup` of the mini-batches and falls linearly
+// towards 0 over all of them (lr / n at the last of n): in a short training the cooling down gains
+// more than a constant rate.
 struct QkvSettings {
-  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, warmup = 0.02;
   std::size_t batch = 256, epochs = 1;
+  // The learning rate's multiplier at mini-batch i (0-based) of n.
+  double schedule(std::size_t i, std::size_t n) const {
+    const double nd = static_cast<double>(n), id = static_cast<double>(i);
+    return std::min((id + 1.0) / (warmup * nd), 1.0 - id / nd);
+  }
 };
 
 struct QkvTrace {
@@ -395,9 +428,18 @@ struct QkvTrace {
 
 namespace detail {
 
+// One layer's forward quantities over a segment: its input positions start at `in`, its output
+// positions at `out` (rows of the arrays below are positions from there on).
+struct QkvLayerWork {
+  std::size_t in = 0, out = 0, in_end = 0, out_end = 0, n = 0;  // n: the sequence's length
+  std::vector<double> xhat1, rstd1, y1, q, k, v, a, o, x1, xhat2, rstd2, y2, z, x;
+};
+
 // Scratch space for one shard of targets.
 struct QkvWork {
-  std::vector<double> a1, h1, z, u, q2, k2, v2, a2, h2, logits, dh, du, dq2, dk2, dv2, tmp;
+  std::vector<QkvLayerWork> layer;
+  std::size_t targets = 0;  // targets counted by the last segment
+  std::vector<double> x0, xhatf, rstdf, yf, logits, tmp, dx, dnext, dx1, dy, dr, dq, dk, dv, dout;
 };
 
 LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
@@ -406,22 +448,81 @@ LOCALMEAN_INLINE double dot(const double* a, const double* b, std::size_t n) {
   return s;
 }
 
-// y (r) = M (r x c, row-major) x (c).
-LOCALMEAN_INLINE void matvec(const double* m, const double* x, std::size_t r, std::size_t c,
-                             double* y) {
-  for (std::size_t i = 0; i < r; ++i) y[i] = dot(m + i * c, x, c);
+// Y (n x co) = X (n x ci) W (ci x co) + bias (bias may be null). The inner loop runs over the
+// outputs, so it vectorises while every output still sums over the inputs in order.
+LOCALMEAN_INLINE void affine(const double* x, std::size_t n, std::size_t ci, const double* w,
+                             std::size_t co, const double* bias, double* y) {
+  for (std::size_t i = 0; i < n; ++i) {
+    double* yi = y + i * co;
+    for (std::size_t o = 0; o < co; ++o) yi[o] = bias ? bias[o] : 0.0;
+    for (std::size_t c = 0; c < ci; ++c) {
+      const double xc = x[i * ci + c];
+      const double* wc = w + c * co;
+      for (std::size_t o = 0; o < co; ++o) yi[o] += xc * wc[o];
+    }
+  }
 }
-// y (c) += M' x (x of length r).
-LOCALMEAN_INLINE void matvec_t_add(const double* m, const double* x, std::size_t r, std::size_t c,
-                                   double* y) {
-  for (std::size_t i = 0; i < r; ++i)
-    for (std::size_t j = 0; j < c; ++j) y[j] += m[i * c + j] * x[i];
+
+// Back through affine() for the gradient dy (n x co): adds X' dy to dw, the column sums of dy to
+// dbias (if not null) and dy W' to dx (if not null).
+LOCALMEAN_INLINE void affine_backward(const double* x, std::size_t n, std::size_t ci,
+                                      const double* w, std::size_t co, const double* dy,
+                                      double* dw, double* dbias, double* dx) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* di = dy + i * co;
+    for (std::size_t c = 0; c < ci; ++c) {
+      const double xc = x[i * ci + c];
+      double* gc = dw + c * co;
+      for (std::size_t o = 0; o < co; ++o) gc[o] += xc * di[o];
+      if (dx) dx[i * ci + c] += dot(w + c * co, di, co);
+    }
+    if (dbias)
+      for (std::size_t o = 0; o < co; ++o) dbias[o] += di[o];
+  }
 }
-// G (r x c) += x y'.
-LOCALMEAN_INLINE void outer_add(double* g, const double* x, const double* y, std::size_t r,
-                                std::size_t c) {
-  for (std::size_t i = 0; i < r; ++i)
-    for (std::size_t j = 0; j < c; ++j) g[i * c + j] += x[i] * y[j];
+
+// Layer normalisation of n rows of width d: xhat = (x - mean) / sqrt(var + eps) (rstd the
+// inverse square root), y = gain * xhat + bias.
+LOCALMEAN_INLINE void layer_norm(const double* x, std::size_t n, std::size_t d, const double* gain,
+                                 const double* bias, double* xhat, double* rstd, double* y) {
+  const double inv_d = 1.0 / static_cast<double>(d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* xi = x + i * d;
+    double mean = 0.0, var = 0.0;
+    for (std::size_t c = 0; c < d; ++c) mean += xi[c];
+    mean *= inv_d;
+    for (std::size_t c = 0; c < d; ++c) var += (xi[c] - mean) * (xi[c] - mean);
+    const double r = 1.0 / std::sqrt(var * inv_d + kLayerNormEps);
+    rstd[i] = r;
+    for (std::size_t c = 0; c < d; ++c) {
+      xhat[i * d + c] = (xi[c] - mean) * r;
+      y[i * d + c] = gain[c] * xhat[i * d + c] + bias[c];
+    }
+  }
+}
+
+// Back through layer_norm() for the gradient dy: adds to dgain, dbias and dx.
+LOCALMEAN_INLINE void layer_norm_backward(const double* dy, std::size_t n, std::size_t d,
+                                          const double* gain, const double* xhat,
+                                          const double* rstd, double* dgain, double* dbias,
+                                          double* dx) {
+  const double inv_d = 1.0 / static_cast<double>(d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* di = dy + i * d;
+    const double* hi = xhat + i * d;
+    double m1 = 0.0, m2 = 0.0;
+    for (std::size_t c = 0; c < d; ++c) {
+      const double g = di[c] * gain[c];
+      m1 += g;
+      m2 += g * hi[c];
+      dgain[c] += di[c] * hi[c];
+      dbias[c] += di[c];
+    }
+    m1 *= inv_d;
+    m2 *= inv_d;
+    for (std::size_t c = 0; c < d; ++c)
+      dx[i * d + c] += rstd[i] * (di[c] * gain[c] - m1 - hi[c] * m2);
+  }
 }
 
 // Softmax of n scores in place (the weights of one causal local mean, in lag order).
@@ -492,132 +593,227 @@ LOCALMEAN_INLINE void output_backward(const double* wo, const double* dl, std::s
   }
 }
 
-// One causal local mean of the QKV model, seen from one position: the key and the value at lag j
-// are row row(j) (dim wide) of `key` and `value`, and `lag` holds the learned log weight of each
-// lag. For a query q: a = softmax_j(q . k_j / sqrt(dim) + lag_j) and h = sum_j a_j v_j.
-struct CausalMean {
-  const double* key;
-  const double* value;
-  const double* lag;
-  std::size_t dim;
-  double inv_sqrt;  // 1 / sqrt(dim)
-};
-// Where the gradients of a causal mean's keys, values (same rows) and lag weights go.
-struct CausalMeanGrad {
-  double* key;
-  double* value;
-  double* lag;
-};
-
-// The weights a of query q over its n lags, and its mean added to h.
-template <class Row>
-LOCALMEAN_INLINE void causal_mean_forward(const CausalMean& m, const double* q, Row row,
-                                          std::size_t n, double* a, double* h) {
-  const std::size_t D = m.dim;
-  for (std::size_t j = 0; j < n; ++j)
-    a[j] = dot(q, m.key + row(j) * D, D) * m.inv_sqrt + m.lag[j];
-  softmax_in_place(a, n);
-  for (std::size_t j = 0; j < n; ++j) {
-    const double* vs = m.value + row(j) * D;
-    for (std::size_t c = 0; c < D; ++c) h[c] += a[j] * vs[c];
-  }
-}
-
-// Back through the mean of query q for the incoming gradient g of h: with score_j the log weight
-// of lag j, d score_j = a_j (g . v_j - sum_r a_r g . v_r). Adds the gradients of the keys, values
-// and lag weights to grad and that of the query to dq; da is scratch space for n numbers.
-template <class Row>
-LOCALMEAN_INLINE void causal_mean_backward(const CausalMean& m, const double* q, Row row,
-                                           std::size_t n, const double* a, const double* g,
-                                           const CausalMeanGrad& grad, double* dq, double* da) {
-  const std::size_t D = m.dim;
-  double mean = 0.0;
-  for (std::size_t j = 0; j < n; ++j) {
-    const std::size_t r = row(j);
-    da[j] = dot(g, m.value + r * D, D);
-    mean += a[j] * da[j];
-    double* dv = grad.value + r * D;
-    for (std::size_t c = 0; c < D; ++c) dv[c] += a[j] * g[c];
-  }
-  for (std::size_t j = 0; j < n; ++j) {
-    const std::size_t r = row(j);
-    const double ds = a[j] * (da[j] - mean);
-    grad.lag[j] += ds;
-    const double* ks = m.key + r * D;
-    double* dk = grad.key + r * D;
-    for (std::size_t c = 0; c < D; ++c) {
-      dq[c] += ds * m.inv_sqrt * ks[c];
-      dk[c] += ds * m.inv_sqrt * q[c];
-    }
-  }
-}
-
 // Smallest probability in the loss: a target of probability 0 costs -log(1e-300), not infinity.
 constexpr double kMinProb = 1e-300;
 
-// Loss (summed) of the targets t in [a, b): token t + 1 predicted from tokens <= t. With grad
-// not null, adds the gradient of the summed loss. With probs not null (predict), writes the
-// probabilities at the last target instead (no loss). tok: 0-based token ids. The attention
-// weights stay in ws (a1 for positions from max(0, a + 1 - window) or a, a2 from a; row by lag).
-LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const int* tok,
-                                         std::size_t a, std::size_t b, double* grad, QkvWork& ws,
-                                         double* probs) {
-  const std::size_t D = sh.dim, W = sh.window, V = sh.vocab, H = sh.hidden;
-  const bool two = sh.layers > 1;
-  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(D));
-  // Layer 1 runs on [p0, b): with two layers the second needs the window before a.
-  const std::size_t p0 = two ? (a + 1 > W ? a + 1 - W : 0) : a, np = b - p0, nt = b - a;
-  auto lags = [W](std::size_t t) { return std::min(W, t + 1); };
-  // Layer 1's keys and values are the embeddings of the tokens p - lag; layer 2's are rows
-  // t - lag of its projections, which start at position p0.
-  auto token_rows = [tok](std::size_t p) {
-    return [tok, p](std::size_t j) { return static_cast<std::size_t>(tok[p - j]); };
-  };
-  auto position_rows = [p0](std::size_t t) {
-    return [t, p0](std::size_t j) { return t - j - p0; };
-  };
-  const CausalMean mean1{th + sh.ek, th + sh.ev, th + sh.b1, D, inv_sqrt};
-  ws.a1.assign(np * W, 0.0);
-  ws.h1.assign(np * D, 0.0);
-  for (std::size_t p = p0; p < b; ++p)
-    causal_mean_forward(mean1, th + sh.eq + tok[p] * D, token_rows(p), lags(p),
-                        &ws.a1[(p - p0) * W], &ws.h1[(p - p0) * D]);
-  const double* hout = &ws.h1[(a - p0) * D];  // the representation fed to the output layer
-  if (two) {
-    ws.z.assign(np * H, 0.0);
-    ws.u.assign(np * D, 0.0);
-    ws.q2.assign(np * D, 0.0);
-    ws.k2.assign(np * D, 0.0);
-    ws.v2.assign(np * D, 0.0);
-    for (std::size_t i = 0; i < np; ++i) {
-      double* z = &ws.z[i * H];
-      double* u = &ws.u[i * D];
-      matvec(th + sh.w1, &ws.h1[i * D], H, D, z);
-      for (std::size_t c = 0; c < H; ++c) z[c] += th[sh.c1 + c];
-      ws.tmp.assign(H, 0.0);
-      for (std::size_t c = 0; c < H; ++c) ws.tmp[c] = std::max(0.0, z[c]);
-      matvec(th + sh.w2, ws.tmp.data(), D, H, u);
-      for (std::size_t c = 0; c < D; ++c) u[c] += th[sh.c2 + c] + ws.h1[i * D + c];
-      matvec(th + sh.wq2, u, D, D, &ws.q2[i * D]);
-      matvec(th + sh.wk2, u, D, D, &ws.k2[i * D]);
-      matvec(th + sh.wv2, u, D, D, &ws.v2[i * D]);
+// The positions [lo, hi) of layer l's output (l = 0: the embeddings) that the targets of [a, b)
+// need in a sequence of n: each layer looks window - 1 positions further back (and ahead).
+inline void layer_range(const QkvShape& sh, std::size_t a, std::size_t b, std::size_t n,
+                        std::size_t l, std::size_t* lo, std::size_t* hi) {
+  const std::size_t reach = (sh.layers - l) * (sh.window - 1);
+  *lo = a > reach ? a - reach : 0;
+  *hi = sh.two_sided ? std::min(n, b + reach) : b;
+}
+
+// The keys of query t: `count` of them, key j (j < count) at position first + j (two-sided) or
+// t - j (causal), its time-kernel weight at index base + j.
+struct KeySpan {
+  std::size_t first, count, base;
+  KeySpan(const QkvShape& sh, std::size_t t, std::size_t n) {
+    const std::size_t W = sh.window;
+    first = t + 1 > W ? t + 1 - W : 0;
+    if (sh.two_sided) {
+      count = std::min(n - 1, t + W - 1) - first + 1;
+      base = first + W - 1 - t;
+    } else {
+      count = t - first + 1;
+      base = 0;
     }
   }
-  const CausalMean mean2{ws.k2.data(), ws.v2.data(), th + sh.b2, D, inv_sqrt};
-  if (two) {
-    ws.a2.assign(nt * W, 0.0);
-    ws.h2.assign(nt * D, 0.0);
-    for (std::size_t t = a; t < b; ++t)
-      causal_mean_forward(mean2, &ws.q2[(t - p0) * D], position_rows(t), lags(t),
-                          &ws.a2[(t - a) * W], &ws.h2[(t - a) * D]);
-    hout = ws.h2.data();
+  std::size_t key(const QkvShape& sh, std::size_t t, std::size_t j) const {
+    return sh.two_sided ? first + j : t - j;
   }
+};
 
-  // Output layer, in groups of targets that share each row of Wo while it is in cache.
+// The local means of one layer, every head: for the output positions t in [lw.out, lw.out_end),
+// the weights of their keys go to lw.a (row (t - out) * heads + h, by time-kernel index) and the
+// heads' means, side by side, to lw.o. Queries, keys and values are rows p - lw.in of lw.q, lw.k,
+// lw.v for position p.
+LOCALMEAN_INLINE void attention_forward(const QkvShape& sh, const double* lag, QkvLayerWork& lw) {
+  const std::size_t D = sh.dim, K = sh.lags, NH = sh.heads, dh = sh.head_dim();
+  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
+  const std::size_t n_out = lw.out_end - lw.out;
+  lw.a.assign(n_out * NH * K, 0.0);
+  lw.o.assign(n_out * D, 0.0);
+  for (std::size_t t = lw.out; t < lw.out_end; ++t) {
+    const KeySpan ks(sh, t, lw.n);
+    const double* q0 = &lw.q[(t - lw.in) * D];
+    for (std::size_t h = 0; h < NH; ++h) {
+      double* a = &lw.a[((t - lw.out) * NH + h) * K + ks.base];
+      const double* lg = lag + h * K + ks.base;
+      for (std::size_t j = 0; j < ks.count; ++j)
+        a[j] = dot(q0 + h * dh, &lw.k[(ks.key(sh, t, j) - lw.in) * D + h * dh], dh) * inv_sqrt +
+               lg[j];
+      softmax_in_place(a, ks.count);
+      double* o = &lw.o[(t - lw.out) * D + h * dh];
+      for (std::size_t j = 0; j < ks.count; ++j) {
+        const double* vs = &lw.v[(ks.key(sh, t, j) - lw.in) * D + h * dh];
+        for (std::size_t c = 0; c < dh; ++c) o[c] += a[j] * vs[c];
+      }
+    }
+  }
+}
+
+// Back through attention_forward() for the gradient dout of lw.o: with score_j the log weight of
+// lag j, d score_j = a_j (g . v_j - sum_r a_r g . v_r). Adds to dq, dk, dv (rows as lw.q) and
+// the lag weights' gradient dlag.
+LOCALMEAN_INLINE void attention_backward(const QkvShape& sh, const QkvLayerWork& lw,
+                                         const double* dout, double* dq, double* dk, double* dv,
+                                         double* dlag, double* da) {
+  const std::size_t D = sh.dim, K = sh.lags, NH = sh.heads, dh = sh.head_dim();
+  const double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
+  for (std::size_t t = lw.out; t < lw.out_end; ++t) {
+    const KeySpan ks(sh, t, lw.n);
+    const std::size_t r = t - lw.in;
+    for (std::size_t h = 0; h < NH; ++h) {
+      const double* a = &lw.a[((t - lw.out) * NH + h) * K + ks.base];
+      const double* g = dout + (t - lw.out) * D + h * dh;
+      const double* q = &lw.q[r * D + h * dh];
+      double mean = 0.0;
+      for (std::size_t j = 0; j < ks.count; ++j) {
+        const std::size_t rk = ks.key(sh, t, j) - lw.in;
+        da[j] = dot(g, &lw.v[rk * D + h * dh], dh);
+        mean += a[j] * da[j];
+        double* dvs = dv + rk * D + h * dh;
+        for (std::size_t c = 0; c < dh; ++c) dvs[c] += a[j] * g[c];
+      }
+      for (std::size_t j = 0; j < ks.count; ++j) {
+        const std::size_t rk = ks.key(sh, t, j) - lw.in;
+        const double ds = a[j] * (da[j] - mean);
+        dlag[h * K + ks.base + j] += ds;
+        const double* kj = &lw.k[rk * D + h * dh];
+        double* dks = dk + rk * D + h * dh;
+        double* dqs = dq + r * D + h * dh;
+        for (std::size_t c = 0; c < dh; ++c) {
+          dqs[c] += ds * inv_sqrt * kj[c];
+          dks[c] += ds * inv_sqrt * q[c];
+        }
+      }
+    }
+  }
+}
+
+// Layer l (1-based) forward from its input x (rows: positions [lw.in, lw.in_end)) to its output
+// lw.x (positions [lw.out, lw.out_end)).
+LOCALMEAN_INLINE void layer_forward(const QkvShape& sh, const double* th, std::size_t l,
+                                    const double* x, QkvLayerWork& lw, std::vector<double>& tmp) {
+  const std::size_t D = sh.dim, F = sh.hidden, i = l - 1;
+  const std::size_t n_in = lw.in_end - lw.in, n_out = lw.out_end - lw.out, skip = lw.out - lw.in;
+  lw.xhat1.resize(n_in * D);
+  lw.rstd1.resize(n_in);
+  lw.y1.resize(n_in * D);
+  layer_norm(x, n_in, D, th + sh.ln1_gain + i * D, th + sh.ln1_bias + i * D, lw.xhat1.data(),
+             lw.rstd1.data(), lw.y1.data());
+  lw.q.resize(n_in * D);
+  lw.k.resize(n_in * D);
+  lw.v.resize(n_in * D);
+  affine(lw.y1.data(), n_in, D, th + sh.wq + i * D * D, D, nullptr, lw.q.data());
+  affine(lw.y1.data(), n_in, D, th + sh.wk + i * D * D, D, nullptr, lw.k.data());
+  affine(lw.y1.data(), n_in, D, th + sh.wv + i * D * D, D, nullptr, lw.v.data());
+  attention_forward(sh, th + sh.lag + i * sh.heads * sh.lags, lw);
+  lw.x1.resize(n_out * D);
+  affine(lw.o.data(), n_out, D, th + sh.wo + i * D * D, D, nullptr, lw.x1.data());
+  for (std::size_t e = 0; e < n_out * D; ++e) lw.x1[e] += x[skip * D + e];
+  if (F == 0) {
+    lw.x = lw.x1;
+    return;
+  }
+  lw.xhat2.resize(n_out * D);
+  lw.rstd2.resize(n_out);
+  lw.y2.resize(n_out * D);
+  layer_norm(lw.x1.data(), n_out, D, th + sh.ln2_gain + i * D, th + sh.ln2_bias + i * D,
+             lw.xhat2.data(), lw.rstd2.data(), lw.y2.data());
+  lw.z.resize(n_out * F);
+  affine(lw.y2.data(), n_out, D, th + sh.w1 + i * D * F, F, th + sh.c1 + i * F, lw.z.data());
+  tmp.resize(n_out * F);
+  for (std::size_t e = 0; e < n_out * F; ++e) tmp[e] = std::max(0.0, lw.z[e]);
+  lw.x.resize(n_out * D);
+  affine(tmp.data(), n_out, F, th + sh.w2 + i * F * D, D, th + sh.c2 + i * D, lw.x.data());
+  for (std::size_t e = 0; e < n_out * D; ++e) lw.x[e] += lw.x1[e];
+}
+
+// Back through layer l for the gradient ws.dx of its output (rows from lw.out): leaves the
+// gradient of its input (rows from lw.in) in ws.dx and adds the parameters' gradients to grad.
+LOCALMEAN_INLINE void layer_backward(const QkvShape& sh, const double* th, std::size_t l,
+                                     const QkvLayerWork& lw, double* grad, QkvWork& ws) {
+  const std::size_t D = sh.dim, F = sh.hidden, K = sh.lags, i = l - 1;
+  const std::size_t n_in = lw.in_end - lw.in, n_out = lw.out_end - lw.out, skip = lw.out - lw.in;
+  ws.dx1 = ws.dx;  // the residual: x(l) = x1 + ...
+  if (F > 0) {
+    ws.tmp.resize(n_out * F);
+    for (std::size_t e = 0; e < n_out * F; ++e) ws.tmp[e] = std::max(0.0, lw.z[e]);
+    ws.dr.assign(n_out * F, 0.0);
+    affine_backward(ws.tmp.data(), n_out, F, th + sh.w2 + i * F * D, D, ws.dx.data(),
+                    grad + sh.w2 + i * F * D, grad + sh.c2 + i * D, ws.dr.data());
+    for (std::size_t e = 0; e < n_out * F; ++e) ws.dr[e] = lw.z[e] > 0.0 ? ws.dr[e] : 0.0;
+    ws.dy.assign(n_out * D, 0.0);
+    affine_backward(lw.y2.data(), n_out, D, th + sh.w1 + i * D * F, F, ws.dr.data(),
+                    grad + sh.w1 + i * D * F, grad + sh.c1 + i * F, ws.dy.data());
+    layer_norm_backward(ws.dy.data(), n_out, D, th + sh.ln2_gain + i * D, lw.xhat2.data(),
+                        lw.rstd2.data(), grad + sh.ln2_gain + i * D, grad + sh.ln2_bias + i * D,
+                        ws.dx1.data());
+  }
+  ws.dnext.assign(n_in * D, 0.0);
+  for (std::size_t e = 0; e < n_out * D; ++e) ws.dnext[skip * D + e] = ws.dx1[e];
+  ws.dout.assign(n_out * D, 0.0);
+  affine_backward(lw.o.data(), n_out, D, th + sh.wo + i * D * D, D, ws.dx1.data(),
+                  grad + sh.wo + i * D * D, nullptr, ws.dout.data());
+  ws.dq.assign(n_in * D, 0.0);
+  ws.dk.assign(n_in * D, 0.0);
+  ws.dv.assign(n_in * D, 0.0);
+  ws.tmp.resize(K);
+  attention_backward(sh, lw, ws.dout.data(), ws.dq.data(), ws.dk.data(), ws.dv.data(),
+                     grad + sh.lag + i * sh.heads * K, ws.tmp.data());
+  ws.dy.assign(n_in * D, 0.0);
+  affine_backward(lw.y1.data(), n_in, D, th + sh.wq + i * D * D, D, ws.dq.data(),
+                  grad + sh.wq + i * D * D, nullptr, ws.dy.data());
+  affine_backward(lw.y1.data(), n_in, D, th + sh.wk + i * D * D, D, ws.dk.data(),
+                  grad + sh.wk + i * D * D, nullptr, ws.dy.data());
+  affine_backward(lw.y1.data(), n_in, D, th + sh.wv + i * D * D, D, ws.dv.data(),
+                  grad + sh.wv + i * D * D, nullptr, ws.dy.data());
+  layer_norm_backward(ws.dy.data(), n_in, D, th + sh.ln1_gain + i * D, lw.xhat1.data(),
+                      lw.rstd1.data(), grad + sh.ln1_gain + i * D, grad + sh.ln1_bias + i * D,
+                      ws.dnext.data());
+  ws.dx.swap(ws.dnext);
+}
+
+// Loss (summed) of the targets of the positions [a, b) of text (ws.targets counts them). With
+// grad not null, adds the gradient of the summed loss. With probs not null (predict), writes the
+// probabilities at position b - 1 instead (no loss; text.target may be null). Every layer's
+// attention weights stay in ws (layer l's for its positions from layer_range()).
+LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, const QkvText& text,
+                                         std::size_t a, std::size_t b, double* grad, QkvWork& ws,
+                                         double* probs) {
+  const std::size_t D = sh.dim, V = sh.vocab, L = sh.layers, nt = b - a;
+  const int* tok = text.input;
+  std::size_t p0, p1;
+  layer_range(sh, a, b, text.n, 0, &p0, &p1);
+  ws.x0.resize((p1 - p0) * D);
+  for (std::size_t p = p0; p < p1; ++p)
+    std::copy(th + sh.embed + tok[p] * D, th + sh.embed + (tok[p] + 1) * D, &ws.x0[(p - p0) * D]);
+  ws.layer.resize(L);
+  const double* x = ws.x0.data();
+  for (std::size_t l = 1; l <= L; ++l) {
+    QkvLayerWork& lw = ws.layer[l - 1];
+    lw.n = text.n;
+    layer_range(sh, a, b, text.n, l - 1, &lw.in, &lw.in_end);
+    layer_range(sh, a, b, text.n, l, &lw.out, &lw.out_end);
+    layer_forward(sh, th, l, x, lw, ws.tmp);
+    x = lw.x.data();
+  }
+  ws.xhatf.resize(nt * D);
+  ws.rstdf.resize(nt);
+  ws.yf.resize(nt * D);
+  layer_norm(x, nt, D, th + sh.final_gain, th + sh.final_bias, ws.xhatf.data(), ws.rstdf.data(),
+             ws.yf.data());
+  const double* hout = ws.yf.data();
+
+  // Output layer, in groups of targets that share each row of Out while it is in cache.
   constexpr std::size_t kGroup = 48;
   double loss = 0.0;
+  ws.targets = 0;
   ws.logits.resize(kGroup * V);
-  if (grad) ws.dh.assign(nt * D, 0.0);
+  if (grad) ws.dy.assign(nt * D, 0.0);
   for (std::size_t g0 = 0; g0 < nt; g0 += kGroup) {
     const std::size_t ng = std::min(kGroup, nt - g0);
     // The group's representations transposed (zero-padded): the inner loop runs over the
@@ -628,84 +824,53 @@ LOCALMEAN_INLINE double qkv_segment_body(const QkvShape& sh, const double* th, c
       for (std::size_t i = 0; i < kGroup; ++i)
         hT[c * kGroup + i] = i < ng ? hout[(g0 + i) * D + c] : 0.0;
     for (std::size_t r = 0; r < V; ++r) {
-      const double* wr = th + sh.wo + r * D;
-      double l[kGroup];
-      for (std::size_t i = 0; i < kGroup; ++i) l[i] = 0.0;
+      const double* wr = th + sh.out + r * D;
+      double lg[kGroup];
+      for (std::size_t i = 0; i < kGroup; ++i) lg[i] = 0.0;
       for (std::size_t c = 0; c < D; ++c) {
         const double w = wr[c];
-        for (std::size_t i = 0; i < kGroup; ++i) l[i] += w * hT[c * kGroup + i];
+        for (std::size_t i = 0; i < kGroup; ++i) lg[i] += w * hT[c * kGroup + i];
       }
-      for (std::size_t i = 0; i < ng; ++i) ws.logits[i * V + r] = l[i] + th[sh.bo + r];
+      for (std::size_t i = 0; i < ng; ++i) ws.logits[i * V + r] = lg[i] + th[sh.out_bias + r];
     }
     for (std::size_t i = 0; i < ng; ++i) {
-      double* l = &ws.logits[i * V];
-      softmax_in_place(l, V);
+      double* lg = &ws.logits[i * V];
+      softmax_in_place(lg, V);
       if (probs) {
-        if (g0 + i == nt - 1) std::copy(l, l + V, probs);
+        if (g0 + i == nt - 1) std::copy(lg, lg + V, probs);
         continue;
       }
-      const int y = tok[a + g0 + i + 1];
-      loss -= std::log(std::max(l[y], kMinProb));
-      l[y] -= 1.0;  // now d loss / d logits
+      const int y = text.target[a + g0 + i];
+      if (y < 0) {  // no target here: nothing to learn
+        std::fill(lg, lg + V, 0.0);
+        continue;
+      }
+      ++ws.targets;
+      loss -= std::log(std::max(lg[y], kMinProb));
+      lg[y] -= 1.0;  // now d loss / d logits
     }
     if (!grad) continue;
-    output_backward(th + sh.wo, ws.logits.data(), V, D, hout + g0 * D, ng,
-                    grad + sh.wo, grad + sh.bo, &ws.dh[g0 * D]);
+    output_backward(th + sh.out, ws.logits.data(), V, D, hout + g0 * D, ng, grad + sh.out,
+                    grad + sh.out_bias, &ws.dy[g0 * D]);
   }
   if (!grad) return loss;
 
-  std::vector<double> da(W);
-  // Gradient with respect to layer 1's outputs h1 on [p0, b).
-  std::vector<double> dh1;
-  if (two) {
-    dh1.assign(np * D, 0.0);
-    ws.du.assign(np * D, 0.0);
-    ws.dq2.assign(np * D, 0.0);
-    ws.dk2.assign(np * D, 0.0);
-    ws.dv2.assign(np * D, 0.0);
-    const CausalMeanGrad grad2{ws.dk2.data(), ws.dv2.data(), grad + sh.b2};
-    for (std::size_t t = a; t < b; ++t)
-      causal_mean_backward(mean2, &ws.q2[(t - p0) * D], position_rows(t), lags(t),
-                           &ws.a2[(t - a) * W], &ws.dh[(t - a) * D], grad2,
-                           &ws.dq2[(t - p0) * D], da.data());
-    ws.tmp.resize(H);
-    std::vector<double> dr(H);
-    for (std::size_t i = 0; i < np; ++i) {
-      const double* u = &ws.u[i * D];
-      double* du = &ws.du[i * D];
-      outer_add(grad + sh.wq2, &ws.dq2[i * D], u, D, D);
-      outer_add(grad + sh.wk2, &ws.dk2[i * D], u, D, D);
-      outer_add(grad + sh.wv2, &ws.dv2[i * D], u, D, D);
-      matvec_t_add(th + sh.wq2, &ws.dq2[i * D], D, D, du);
-      matvec_t_add(th + sh.wk2, &ws.dk2[i * D], D, D, du);
-      matvec_t_add(th + sh.wv2, &ws.dv2[i * D], D, D, du);
-      // u = h1 + W2 relu(z) + c2, z = W1 h1 + c1.
-      const double* z = &ws.z[i * H];
-      for (std::size_t c = 0; c < H; ++c) ws.tmp[c] = std::max(0.0, z[c]);
-      outer_add(grad + sh.w2, du, ws.tmp.data(), D, H);
-      for (std::size_t c = 0; c < D; ++c) grad[sh.c2 + c] += du[c];
-      std::fill(dr.begin(), dr.end(), 0.0);
-      matvec_t_add(th + sh.w2, du, D, H, dr.data());
-      for (std::size_t c = 0; c < H; ++c) dr[c] = z[c] > 0.0 ? dr[c] : 0.0;
-      outer_add(grad + sh.w1, dr.data(), &ws.h1[i * D], H, D);
-      for (std::size_t c = 0; c < H; ++c) grad[sh.c1 + c] += dr[c];
-      double* d1 = &dh1[i * D];
-      for (std::size_t c = 0; c < D; ++c) d1[c] = du[c];
-      matvec_t_add(th + sh.w1, dr.data(), H, D, d1);
-    }
+  ws.dx.assign(nt * D, 0.0);
+  layer_norm_backward(ws.dy.data(), nt, D, th + sh.final_gain, ws.xhatf.data(), ws.rstdf.data(),
+                      grad + sh.final_gain, grad + sh.final_bias, ws.dx.data());
+  for (std::size_t l = L; l >= 1; --l) layer_backward(sh, th, l, ws.layer[l - 1], grad, ws);
+  for (std::size_t p = p0; p < p1; ++p) {
+    double* ge = grad + sh.embed + tok[p] * D;
+    for (std::size_t c = 0; c < D; ++c) ge[c] += ws.dx[(p - p0) * D + c];
   }
-  const CausalMeanGrad grad1{grad + sh.ek, grad + sh.ev, grad + sh.b1};
-  for (std::size_t p = p0; p < b; ++p)
-    causal_mean_backward(mean1, th + sh.eq + tok[p] * D, token_rows(p), lags(p),
-                         &ws.a1[(p - p0) * W], two ? &dh1[(p - p0) * D] : &ws.dh[(p - a) * D],
-                         grad1, grad + sh.eq + tok[p] * D, da.data());
   return loss;
 }
 
-inline double qkv_segment(const QkvShape& sh, const double* th, const int* tok, std::size_t a,
-                          std::size_t b, double* grad, QkvWork& ws, double* probs = nullptr) {
+inline double qkv_segment(const QkvShape& sh, const double* th, const QkvText& text,
+                          std::size_t a, std::size_t b, double* grad, QkvWork& ws,
+                          double* probs = nullptr) {
   return best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-    return qkv_segment_body(sh, th, tok, a, b, grad, ws, probs);
+    return qkv_segment_body(sh, th, text, a, b, grad, ws, probs);
   });
 }
 
@@ -728,75 +893,88 @@ inline void adam_step(const double* __restrict grads, std::size_t P,
 
 }  // namespace detail
 
-// Summed loss of the targets [0, n - 1) of tok (validation), over fixed shards in parallel.
-inline double qkv_loss(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+// Summed loss of the targets of text (validation), over fixed pieces in parallel.
+inline double qkv_loss(const QkvShape& sh, const double* theta, const QkvText& text,
                        const ParallelFor& parallel_for = serial_for) {
-  if (n < 2) return 0.0;
+  const std::size_t span = sh.span(text.n);
+  if (span == 0) return 0.0;
   constexpr std::size_t kPieces = 64;  // fixed, so that the sum does not depend on the threads
-  const std::size_t targets = n - 1, pieces = std::min(kPieces, targets);
+  const std::size_t pieces = std::min(kPieces, span);
   std::vector<double> part(pieces, 0.0);
   parallel_for(0, pieces, [&](std::size_t b, std::size_t e) {
     detail::QkvWork ws;
     for (std::size_t s = b; s < e; ++s)
-      part[s] = detail::qkv_segment(sh, theta, tok, targets * s / pieces,
-                                    targets * (s + 1) / pieces, nullptr, ws);
+      part[s] = detail::qkv_segment(sh, theta, text, span * s / pieces, span * (s + 1) / pieces,
+                                    nullptr, ws);
   });
   double sum = 0.0;
   for (double v : part) sum += v;
   return sum;
 }
 
-// Summed loss of the targets [0, n - 1) of tok, and its gradient added to grad (size sh.size).
-inline double qkv_gradient(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
+// Summed loss of the targets of text, and its gradient added to grad (size sh.size).
+inline double qkv_gradient(const QkvShape& sh, const double* theta, const QkvText& text,
                            double* grad) {
-  if (n < 2) return 0.0;
+  if (sh.span(text.n) == 0) return 0.0;
   detail::QkvWork ws;
-  return detail::qkv_segment(sh, theta, tok, 0, n - 1, grad, ws);
+  return detail::qkv_segment(sh, theta, text, 0, sh.span(text.n), grad, ws);
 }
 
-// Next-token probabilities (vocab) after the context tok[0..n).
-inline void qkv_predict(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
-                        double* probs) {
+// The probabilities (vocab) of the token at position `at` of text (causal: the next token after
+// the inputs up to `at`; two-sided: the token behind the mask there).
+inline void qkv_predict(const QkvShape& sh, const double* theta, const QkvText& text,
+                        std::size_t at, double* probs) {
   detail::QkvWork ws;
-  detail::qkv_segment(sh, theta, tok, n - 1, n, nullptr, ws, probs);
+  detail::qkv_segment(sh, theta, text, at, at + 1, nullptr, ws, probs);
 }
 
-// The attention weights of local mean `layer` (1 or 2) over the tokens tok[0..n), from the same
-// forward pass as training and prediction: weights (n x n, row-major) gets in row t how much
-// position t draws on each position s (zero outside the causal window).
-inline void qkv_attention(const QkvShape& sh, const double* theta, const int* tok, std::size_t n,
-                          std::size_t layer, double* weights) {
+// The attention weights of head `head` (0-based) of layer `layer` (1-based) over the inputs of
+// text, from the same forward pass as training and prediction: weights (n x n, row-major) gets
+// in row t how much position t draws on each position s (zero outside the window).
+inline void qkv_attention(const QkvShape& sh, const double* theta, const QkvText& text,
+                          std::size_t layer, std::size_t head, double* weights) {
+  const std::size_t n = text.n;
   std::fill(weights, weights + n * n, 0.0);
   if (n == 0) return;
   detail::QkvWork ws;
   std::vector<double> probs(sh.vocab);
-  detail::qkv_segment(sh, theta, tok, 0, n, nullptr, ws, probs.data());
-  // Every position's weights, in lag order (from target 0 on, layer 1 starts at position 0).
-  const std::vector<double>& by_lag = layer > 1 ? ws.a2 : ws.a1;
-  const std::size_t W = sh.window;
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < std::min(W, t + 1); ++j) weights[t * n + t - j] = by_lag[t * W + j];
+  detail::qkv_segment(sh, theta, text, 0, n, nullptr, ws, probs.data());
+  // For the positions [0, n) every layer's output covers them all.
+  const std::vector<double>& by_lag = ws.layer[layer - 1].a;
+  const std::size_t K = sh.lags, NH = sh.heads;
+  for (std::size_t t = 0; t < n; ++t) {
+    const detail::KeySpan ks(sh, t, n);
+    for (std::size_t j = 0; j < ks.count; ++j)
+      weights[t * n + ks.key(sh, t, j)] = by_lag[(t * NH + head) * K + ks.base + j];
+  }
 }
 
-// Adam on mini-batches of `set.batch` consecutive targets, visited in the order given per epoch
-// (order: epochs x n_batches, from the caller's random numbers). Each batch is cut into a fixed
-// number of shards whose gradients are summed in shard order, so a result does not depend on
-// the number of threads. theta is updated in place; valid (may be null) gets a loss per epoch.
-inline bool qkv_train(const QkvShape& sh, double* theta, const int* tok, std::size_t n,
-                      const int* valid, std::size_t n_valid, const int* order,
-                      const QkvSettings& set, QkvTrace& trace,
-                      const ParallelFor& parallel_for = serial_for, const Monitor& monitor = {}) {
+// Adam on mini-batches of `set.batch` consecutive positions, visited in the order given per
+// epoch (order: epochs x n_batches, from the caller's random numbers); epoch e reads texts[e %
+// texts.size()] (for two-sided models each epoch has its own masks). Each batch is cut into a
+// fixed number of shards whose gradients are summed in shard order, so a result does not depend
+// on the number of threads. theta is updated in place; valid (valid.n 0: none) gets a loss per
+// epoch.
+inline bool qkv_train(const QkvShape& sh, double* theta, const std::vector<QkvText>& texts,
+                      const QkvText& valid, const int* order, const QkvSettings& set,
+                      QkvTrace& trace, const ParallelFor& parallel_for = serial_for,
+                      const Monitor& monitor = {}) {
   constexpr std::size_t kShards = 4;  // per batch, whatever the number of threads
-  const std::size_t P = sh.size, targets = n - 1;
+  const std::size_t P = sh.size, targets = sh.span(texts[0].n);
   const std::size_t n_batches = (targets + set.batch - 1) / set.batch;
   std::vector<double> grads(kShards * P), m1(P, 0.0), m2(P, 0.0), shard_loss(kShards);
+  std::vector<std::size_t> shard_count(kShards);
   std::vector<detail::QkvWork> work(kShards);
   std::size_t step = 0;
   trace.batch_loss.clear();
   trace.epoch_loss.clear();
   trace.valid_loss.clear();
+  std::size_t valid_count = 0;
+  for (std::size_t p = 0; p < valid.n; ++p) valid_count += valid.target[p] >= 0;
   for (std::size_t ep = 0; ep < set.epochs; ++ep) {
+    const QkvText& text = texts[ep % texts.size()];
     double epoch_sum = 0.0;
+    std::size_t epoch_count = 0;
     for (std::size_t bi = 0; bi < n_batches; ++bi) {
       const std::size_t batch = static_cast<std::size_t>(order[ep * n_batches + bi]);
       const std::size_t a = batch * set.batch, b = std::min(targets, a + set.batch);
@@ -805,28 +983,33 @@ inline bool qkv_train(const QkvShape& sh, double* theta, const int* tok, std::si
           double* g = &grads[s * P];
           std::fill(g, g + P, 0.0);
           const std::size_t sa = a + (b - a) * s / kShards, sb = a + (b - a) * (s + 1) / kShards;
-          shard_loss[s] = sa < sb ? detail::qkv_segment(sh, theta, tok, sa, sb, g, work[s]) : 0.0;
+          shard_loss[s] = sa < sb ? detail::qkv_segment(sh, theta, text, sa, sb, g, work[s]) : 0.0;
+          shard_count[s] = sa < sb ? work[s].targets : 0;
         }
       });
       double loss = 0.0;
-      for (double v : shard_loss) loss += v;
+      std::size_t count = 0;
+      for (std::size_t s = 0; s < kShards; ++s) loss += shard_loss[s], count += shard_count[s];
       epoch_sum += loss;
-      trace.batch_loss.push_back(loss / static_cast<double>(b - a));
+      epoch_count += count;
+      if (monitor && !monitor(ep * n_batches + bi + 1, set.epochs * n_batches)) return false;
+      if (count == 0) continue;  // no target in the batch (possible with masks): no step
+      trace.batch_loss.push_back(loss / static_cast<double>(count));
       ++step;
-      const double scale = 1.0 / static_cast<double>(b - a);
+      const double scale = 1.0 / static_cast<double>(count);
       const double c1 = 1.0 - std::pow(set.beta1, static_cast<double>(step));
       const double c2 = 1.0 - std::pow(set.beta2, static_cast<double>(step));
-      const double lr = set.lr * std::sqrt(c2) / c1;
+      const double lr = set.lr * set.schedule(ep * n_batches + bi, set.epochs * n_batches) *
+                        std::sqrt(c2) / c1;
       parallel_for(0, P, [&](std::size_t e0, std::size_t e1) {
         detail::adam_step(grads.data() + e0, P, kShards, e1 - e0, scale, set, lr, m1.data() + e0,
                           m2.data() + e0, theta + e0);
       });
-      if (monitor && !monitor(ep * n_batches + bi + 1, set.epochs * n_batches)) return false;
     }
-    trace.epoch_loss.push_back(epoch_sum / static_cast<double>(targets));
-    if (valid && n_valid > 1)
-      trace.valid_loss.push_back(qkv_loss(sh, theta, valid, n_valid, parallel_for) /
-                                 static_cast<double>(n_valid - 1));
+    trace.epoch_loss.push_back(epoch_sum / static_cast<double>(std::max<std::size_t>(1, epoch_count)));
+    if (valid_count > 0)
+      trace.valid_loss.push_back(qkv_loss(sh, theta, valid, parallel_for) /
+                                 static_cast<double>(valid_count));
   }
   return true;
 }
