@@ -17,8 +17,9 @@ check_replicates <- function(B, call = rlang::caller_env()) {
 # Wild-bootstrap multipliers (n x B, mean 0, variance 1), drawn here in the calling session so
 # that set.seed() fixes them whatever the thread count or the future plan: Mammen's two-point
 # law (third moment 1 too, which keeps the residuals' skewness) or Rademacher signs.
-wild_multipliers <- function(n, B, type = c("mammen", "rademacher")) {
+wild_multipliers <- function(n, B, type = c("mammen", "rademacher", "normal")) {
   type <- match.arg(type)
+  if (type == "normal") return(matrix(stats::rnorm(n * B), n, B))
   if (type == "rademacher") {
     return(matrix(2 * stats::rbinom(n * B, 1L, 0.5) - 1, n, B))
   }
@@ -262,7 +263,7 @@ anova.local_poly <- function(object, ..., B = NULL, multipliers = c("mammen", "r
 plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, verbose, data_name,
                      call = rlang::caller_env()) {
   B <- check_replicates(B, call = call)
-  multipliers <- match_choice(multipliers, c("mammen", "rademacher"), call = call)
+  multipliers <- match_choice(multipliers, c("mammen", "rademacher", "normal"), call = call)
   check_flag(verbose, call = call)
   n_threads <- n_threads(n_threads)
   pair <- check_model_pair(local, parametric, call)
@@ -282,19 +283,29 @@ plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, ver
   rss1 <- rss(matrix(y), matrix(local$fitted))
   statistic <- (rss0 - rss1) / rss1
   # Responses under the null, refitted by both models (sqrt(w) scales the weighted QR).
-  Y <- fit0 + res0 * wild_multipliers(length(y), B, multipliers)
+  noise <- getOption("localmean.spec_noise", "pilot")
+  scale <- if (noise == "pilot") null_error_scale(local, parametric, res0, w, n_threads) else res0
+  Y <- fit0 + scale * wild_multipliers(length(y), B, multipliers)
   root_w <- sqrt(w)
   offset <- parametric$offset %||% 0  # not part of the least-squares projection
   F0 <- offset + qr.fitted(parametric$qr, root_w * (Y - offset)) / root_w
-  F1 <- if (reselect) {
-    reselected_fits(local, Y, n_threads, verbose)
+  on_grid <- reselect && grid_reselection_applies(local)
+  if (on_grid) {
+    selected <- grid_reselected_rss(local, Y, w, n_threads, verbose)
+    rss1 <- selected$observed
+    statistic <- (rss0 - rss1) / rss1
+    rss1_star <- selected$replicates
   } else {
-    spec <- local$spec
-    spec$values <- NULL
-    smooth_replicates(spec, Y, n_threads = n_threads, verbose = verbose)
+    F1 <- if (reselect) {
+      reselected_fits(local, Y, n_threads, verbose)
+    } else {
+      spec <- local$spec
+      spec$values <- NULL
+      smooth_replicates(spec, Y, n_threads = n_threads, verbose = verbose)
+    }
+    rss1_star <- rss(Y, F1)
   }
   rss0_star <- rss(Y, F0)
-  rss1_star <- rss(Y, F1)
   replicates <- (rss0_star - rss1_star) / rss1_star
   models <- data.frame(Res.Df = c(stats::df.residual(parametric), stats::df.residual(local)),
                        RSS = c(rss0, rss1),
@@ -306,6 +317,87 @@ plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, ver
                  data_name = data_name,
                  alternative = "the regression function is not of the parametric form",
                  B = B, replicates = replicates, models = models)
+}
+
+# The standard deviation of each response under the null, sqrt(sigma^2(x_i) / w_i): sigma^2 the
+# local mean (the fit's kernel, degree 0, bandwidth by cross-validation) of the parametric fit's
+# weighted squared residuals, each divided by its expectation factor 1 - h_ii (h the linear
+# model's leverages).
+null_error_scale <- function(local, parametric, res0, w, n_threads) {
+  leverage <- stats::hatvalues(parametric)
+  r2 <- w * res0^2 / pmax(1 - leverage, 1e-8)
+  predictors <- c(list(x = local$x, categorical = local$categorical), local$predictors)
+  pilot <- withCallingHandlers(
+    fit_local_model(predictors, matrix(r2), NULL, 0L, local$kernel, "cv",
+                    local$spec$requested_method, n_threads, FALSE, local$control,
+                    max_degree = 3L)$fitted,
+    localmean_warning = function(w) invokeRestart("muffleWarning"))
+  pilot <- as.double(pilot)
+  pilot[!is.finite(pilot)] <- mean(r2)
+  sqrt(pmax(pilot, 0) / w)
+}
+
+# Whether grid_reselected_rss() can repeat the selection of `local`'s bandwidth: a score of the
+# linear smoother (cv, gcv, aicc) searched over numeric bandwidths.
+grid_reselection_applies <- function(local) {
+  local$bandwidth_method %in% c("cv", "gcv", "aicc") && !is.null(local$cv_curve) &&
+    local$spec$numeric_vars > 0L && is.null(local$metric)
+}
+
+# The candidate bandwidths (rows) of the reselection: those of the fit's own search, extended by
+# factors of 1.5 up to the search's upper bound (where the score of a linear null keeps falling).
+reselection_grid <- function(local) {
+  curve <- local$cv_curve
+  grid <- as.matrix(curve[setdiff(names(curve), "score")])
+  grid <- grid[, seq_len(local$spec$numeric_vars), drop = FALSE]
+  upper <- bandwidth_bounds(local$spec)[2L, ]
+  while (any(grid[nrow(grid), ] < upper)) {
+    grid <- rbind(grid, pmin(grid[nrow(grid), ] * 1.5, upper))
+  }
+  unname(grid)
+}
+
+# The residual sums of squares of the local fit of the observed response and of each column of
+# `Y` (n x B), each at the candidate of reselection_grid() where the fit's selector scores it
+# lowest: the selection of the observed fit, repeated for every replicate (without the search's
+# refinement between candidates, in the data and the replicates alike). Per candidate, one
+# smoothing of all the replicate columns (smooth_replicates()); the leverages, which do not
+# depend on the response, come with the observed fit. Categorical lambdas stay the fit's.
+grid_reselected_rss <- function(local, Y, w, n_threads, verbose) {
+  criterion <- local$bandwidth_method
+  grid <- reselection_grid(local)
+  y <- as.double(local$y)
+  best <- rep(Inf, ncol(Y) + 1L)
+  rss1 <- rep(NA_real_, ncol(Y) + 1L)
+  if (verbose) cli::cli_progress_bar("bootstrap replicates, bandwidth reselected",
+                                     total = nrow(grid), clear = TRUE)
+  for (g in seq_len(nrow(grid))) {
+    spec <- with_scale(local$spec, grid[g, ])
+    observed <- fit_at_data(spec, n_threads)
+    spec$values <- NULL
+    fitted <- cbind(observed$fitted[, 1L], smooth_replicates(spec, Y, n_threads = n_threads))
+    scores <- smoother_scores(criterion, cbind(y, Y), fitted, observed$leverage, w,
+                              observed$status_counts)
+    better <- which(scores < best)
+    best[better] <- scores[better]
+    rss1[better] <- colSums(w * (cbind(y, Y)[, better, drop = FALSE] -
+                                   fitted[, better, drop = FALSE])^2)
+    if (verbose) cli::cli_progress_update()
+  }
+  list(observed = rss1[1L], replicates = rss1[-1L])
+}
+
+# smoother_score() of each column of `values` (n x k) with its fits `fitted` and the leverages.
+smoother_scores <- function(criterion, values, fitted, leverage, w, status_counts) {
+  residuals <- values - fitted
+  rss <- colSums(w * residuals^2)
+  loo <- colSums(w * (residuals / (1 - leverage))^2)
+  near_one <- any(leverage[w > 0] >= 1 - 1e-10)
+  vapply(seq_along(rss), function(k) {
+    smoother_score(criterion, list(status = status_counts, count = sum(w > 0),
+                                   weight = sum(w), rss = rss[k], trace = sum(leverage),
+                                   loo = loo[k], near_one = near_one))
+  }, 0)
 }
 
 # Fitted values at the data points of `local` refitted to every column of `Y` (n x B), each with
