@@ -219,7 +219,8 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #' # the same test through anova()
 #' set.seed(1)
 #' anova(fit, lm(dist ~ speed, cars), B = 99, verbose = FALSE)
-spec_test <- function(local, parametric, B = 199, multipliers = c("mammen", "rademacher"),
+spec_test <- function(local, parametric, B = 199,
+                      multipliers = c("normal", "rademacher", "mammen"),
                       reselect = NULL, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
   names <- c(local = deparse1(substitute(local)), parametric = deparse1(substitute(parametric)))
@@ -236,7 +237,8 @@ spec_test <- function(local, parametric, B = 199, multipliers = c("mammen", "rad
 #' @rdname spec_test
 #' @param object A [local_poly()] fit (the local model).
 #' @export
-anova.local_poly <- function(object, ..., B = NULL, multipliers = c("mammen", "rademacher"),
+anova.local_poly <- function(object, ..., B = NULL,
+                             multipliers = c("normal", "rademacher", "mammen"),
                              reselect = NULL, n_threads = NULL, verbose = interactive()) {
   dots <- list(...)
   named <- nzchar(names(dots) %||% character(length(dots)))
