@@ -265,7 +265,7 @@ anova.local_poly <- function(object, ..., B = NULL,
 plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, verbose, data_name,
                      call = rlang::caller_env()) {
   B <- check_replicates(B, call = call)
-  multipliers <- match_choice(multipliers, c("mammen", "rademacher", "normal"), call = call)
+  multipliers <- match_choice(multipliers, c("normal", "rademacher", "mammen"), call = call)
   check_flag(verbose, call = call)
   n_threads <- n_threads(n_threads)
   pair <- check_model_pair(local, parametric, call)
