@@ -82,6 +82,15 @@ test_that("the bootstrap p-value counts the replicates at least as large", {
 
 # ---- The specification test ------------------------------------------------------------------
 
+# The standard deviations of the null responses in plain R: a Nadaraya-Watson mean of the
+# linear model's squared residuals over 1 - h_ii (weighted by w), at the CV bandwidth of that
+# regression (the selector's choice, taken from local_poly()).
+null_scale_ref <- function(x, lin, w = rep(1, length(x))) {
+  r2 <- w * residuals(lin)^2 / (1 - hatvalues(lin))
+  h <- local_poly(x, r2, degree = 0, bandwidth = "cv", verbose = FALSE)$bandwidth[[1]]
+  sqrt(local_poly_ref(x, r2, x, h, "gaussian", 0)$coef[, 1] / w)
+}
+
 test_that("the specification statistic is the pseudo-likelihood ratio of plain-R fits", {
   d <- spec_data(60, curve = TRUE)
   fit <- local_poly(y ~ x, d, bandwidth = 0.1)
@@ -92,10 +101,11 @@ test_that("the specification statistic is the pseudo-likelihood ratio of plain-R
   rss0 <- sum(residuals(lin)^2)
   expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
   expect_equal(res$models$RSS, c(rss0, rss1), tolerance = 1e-10)
-  # the replicates: responses under the null, refitted by both models
+  # the replicates: responses under the null (normal multipliers of the pilot's standard
+  # deviations), refitted by both models
   set.seed(1)
-  v <- localmean:::wild_multipliers(60, 19)
-  Y <- fitted(lin) + residuals(lin) * v
+  v <- matrix(rnorm(60 * 19), 60, 19)
+  Y <- fitted(lin) + null_scale_ref(d$x, lin) * v
   L <- smoother_matrix_ref(d$x, d$y, 0.1, "gaussian", 1)
   r0 <- colSums((Y - qr.fitted(lin$qr, Y))^2)
   r1 <- colSums((Y - L %*% Y)^2)
@@ -115,8 +125,8 @@ test_that("the specification test has the weights of both fits", {
   expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
   # the weighted QR refits the linear model
   set.seed(1)
-  v <- localmean:::wild_multipliers(60, 19)
-  Y <- fitted(lin) + residuals(lin) * v
+  v <- matrix(rnorm(60 * 19), 60, 19)
+  Y <- fitted(lin) + null_scale_ref(d$x, lin, d$w) * v
   refit <- lm.wfit(cbind(1, d$x), Y[, 3], d$w)
   expect_equal(res$replicates[3] > -Inf, TRUE)
   r0 <- sum(d$w * refit$residuals^2)
@@ -169,18 +179,29 @@ test_that("the specification test reselects a selected bandwidth in every replic
   set.seed(1)
   res <- spec_test(fit, lin, B = 19, verbose = FALSE)
   expect_match(res$method, "reselected")
+  # the candidates: the fit's search, extended by factors of 1.5 to its upper bound
+  grid <- localmean:::reselection_grid(fit)[, 1]
+  expect_identical(grid[seq_along(fit$cv_curve$x)], fit$cv_curve$x)
+  expect_equal(grid[length(grid)], 10 * diff(range(d$x)))
+  expect_true(all(diff(grid) > 0))
   set.seed(1)
-  v <- localmean:::wild_multipliers(60, 19)
-  Y <- fitted(lin) + residuals(lin) * v
-  for (b in c(1, 7)) {
-    refit <- local_poly(Y[, b] ~ d$x, bandwidth = "cv", verbose = FALSE)
+  v <- matrix(rnorm(60 * 19), 60, 19)
+  Y <- cbind(d$y, fitted(lin) + null_scale_ref(d$x, lin) * v)
+  # each response's F at the candidate of least leave-one-out error, in plain R
+  smoothers <- lapply(grid, function(h) smoother_matrix_ref(d$x, d$y, h, "gaussian", 1))
+  F_ref <- vapply(c(1, 2, 8), function(b) {
+    cv <- vapply(smoothers, function(L) mean(((Y[, b] - L %*% Y[, b]) / (1 - diag(L)))^2), 0)
+    L <- smoothers[[which.min(cv)]]
     r0 <- sum((Y[, b] - qr.fitted(lin$qr, Y[, b]))^2)
-    r1 <- sum((Y[, b] - fitted(refit))^2)
-    expect_equal(res$replicates[b], (r0 - r1) / r1, tolerance = 1e-8)
-  }
+    r1 <- sum((Y[, b] - L %*% Y[, b])^2)
+    (r0 - r1) / r1
+  }, 0)
+  expect_equal(c(res$statistic, res$replicates[c(1, 7)]), F_ref, tolerance = 1e-8,
+               ignore_attr = TRUE)
   set.seed(1)
   kept <- spec_test(fit, lin, B = 19, reselect = FALSE, verbose = FALSE)
-  expect_identical(kept$statistic, res$statistic)
+  r1 <- sum((d$y - fitted(fit))^2)
+  expect_equal(unname(kept$statistic), (sum(residuals(lin)^2) - r1) / r1, tolerance = 1e-10)
   expect_false(grepl("reselected", kept$method))
   fixed <- local_poly(y ~ x, d, bandwidth = 0.2, verbose = FALSE)
   expect_error(spec_test(fixed, lin, B = 19, reselect = TRUE), "selector",
@@ -219,7 +240,7 @@ test_that("the specification test refuses bad input with classed errors", {
   expect_error(spec_test(fit, fit, B = 19), "parametric", class = "localmean_error")
   expect_error(spec_test(lin, lin, B = 19), "local", class = "localmean_error")
   expect_error(anova(fit, lin, lin), "one parametric model", class = "localmean_error")
-  expect_error(spec_test(fit, lin, B = 19, multipliers = "normal"), "multipliers",
+  expect_error(spec_test(fit, lin, B = 19, multipliers = "gaussian"), "multipliers",
                class = "localmean_error")
   d$k <- rbinom(40, 1, 0.5)
   logit <- local_poly(k ~ x, d, bandwidth = 0.3, family = "binomial")
