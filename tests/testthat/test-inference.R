@@ -203,6 +203,9 @@ test_that("the specification test reselects a selected bandwidth in every replic
   r1 <- sum((d$y - fitted(fit))^2)
   expect_equal(unname(kept$statistic), (sum(residuals(lin)^2) - r1) / r1, tolerance = 1e-10)
   expect_false(grepl("reselected", kept$method))
+  set.seed(1)
+  two <- spec_test(fit, lin, B = 19, n_threads = 2, verbose = FALSE)
+  expect_identical(two$replicates, res$replicates)
   fixed <- local_poly(y ~ x, d, bandwidth = 0.2, verbose = FALSE)
   expect_error(spec_test(fixed, lin, B = 19, reselect = TRUE), "selector",
                class = "localmean_error")
@@ -259,6 +262,16 @@ test_that("the bootstrap gives the same p-value under a future plan", {
   old <- future::plan(future::multisession, workers = 2)
   on.exit(future::plan(old), add = TRUE)
   expect_identical(localmean:::smooth_replicates(fit$spec, Y, cells = 120), serial)
+  # the specification test with its bandwidth reselected on the selector's grid
+  selected <- local_poly(y ~ x, d, verbose = FALSE)
+  lin <- lm(y ~ x, d)
+  future::plan(future::sequential)
+  set.seed(2)
+  alone <- spec_test(selected, lin, B = 99, verbose = FALSE)
+  future::plan(future::multisession, workers = 2)
+  set.seed(2)
+  expect_identical(spec_test(selected, lin, B = 99, verbose = FALSE)$replicates,
+                   alone$replicates)
 })
 
 # ---- The relevance tests ---------------------------------------------------------------------
