@@ -89,7 +89,7 @@ if ("spec" %in% which_tests) {
           options(np.messages = FALSE)
           model <- lm(y ~ x, d, x = TRUE, y = TRUE)
           peer <- cpu_of(function() {
-            np::npcmstest(model = model, xdat = d["x"], ydat = d$y, boot.num = B,
+            np::npcmstest(model = model, xdat = d["x"], ydat = d$y, B = B,
                           boot.method = "wild", random.seed = r)
           })
           p_np[r] <- peer$value$P
@@ -319,7 +319,7 @@ if ("spec-speed" %in% which_tests) {
     options(np.messages = FALSE)
     model <- lm(y ~ x, d, x = TRUE, y = TRUE)
     peer <- cpu_of(function() {
-      np::npcmstest(model = model, xdat = d["x"], ydat = d$y, boot.num = 399,
+      np::npcmstest(model = model, xdat = d["x"], ydat = d$y, B = 399,
                     boot.method = "wild")
     })
     cat(sprintf("  np::npcmstest(wild, its CV bandwidth), once: cpu %.1f s, p-value %.3f\n",
