@@ -386,9 +386,9 @@ reselection_grid <- function(local) {
 grid_reselected_rss <- function(local, Y, w, n_threads, verbose) {
   criterion <- local$bandwidth_method
   grid <- reselection_grid(local)
-  y <- as.double(local$y)
-  best <- rep(Inf, ncol(Y) + 1L)
-  rss1 <- rep(NA_real_, ncol(Y) + 1L)
+  values <- cbind(as.double(local$y), Y)
+  best <- rep(Inf, ncol(values))
+  rss1 <- rep(NA_real_, ncol(values))
   if (verbose) cli::cli_progress_bar("bootstrap replicates, bandwidth reselected",
                                      total = nrow(grid), clear = TRUE)
   for (g in seq_len(nrow(grid))) {
@@ -396,28 +396,29 @@ grid_reselected_rss <- function(local, Y, w, n_threads, verbose) {
     observed <- fit_at_data(spec, n_threads)
     spec$values <- NULL
     fitted <- cbind(observed$fitted[, 1L], smooth_replicates(spec, Y, n_threads = n_threads))
-    scores <- smoother_scores(criterion, cbind(y, Y), fitted, observed$leverage, w,
+    scored <- smoother_scores(criterion, values, fitted, observed$leverage, w,
                               observed$status_counts)
-    better <- which(scores < best)
-    best[better] <- scores[better]
-    rss1[better] <- colSums(w * (cbind(y, Y)[, better, drop = FALSE] -
-                                   fitted[, better, drop = FALSE])^2)
+    better <- which(scored$score < best)
+    best[better] <- scored$score[better]
+    rss1[better] <- scored$rss[better]
     if (verbose) cli::cli_progress_update()
   }
   list(observed = rss1[1L], replicates = rss1[-1L])
 }
 
-# smoother_score() of each column of `values` (n x k) with its fits `fitted` and the leverages.
+# smoother_score() of each column of `values` (n x k) with its fits `fitted` and the leverages,
+# with the residual sums of squares.
 smoother_scores <- function(criterion, values, fitted, leverage, w, status_counts) {
-  residuals <- values - fitted
-  rss <- colSums(w * residuals^2)
-  loo <- colSums(w * (residuals / (1 - leverage))^2)
+  squares <- (values - fitted)^2
+  w <- rep_len(w, nrow(values))
+  rss <- drop(crossprod(w, squares))
+  loo <- drop(crossprod(w / (1 - leverage)^2, squares))
   near_one <- any(leverage[w > 0] >= 1 - 1e-10)
-  vapply(seq_along(rss), function(k) {
-    smoother_score(criterion, list(status = status_counts, count = sum(w > 0),
-                                   weight = sum(w), rss = rss[k], trace = sum(leverage),
-                                   loo = loo[k], near_one = near_one))
-  }, 0)
+  # (smoother_score()'s formulas hold elementwise for vectors of rss and loo)
+  score <- smoother_score(criterion, list(status = status_counts, count = sum(w > 0),
+                                          weight = sum(w), rss = rss, trace = sum(leverage),
+                                          loo = loo, near_one = near_one))
+  list(score = rep_len(score, length(rss)), rss = rss)
 }
 
 # Fitted values at the data points of `local` refitted to every column of `Y` (n x B), each with
