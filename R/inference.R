@@ -185,7 +185,13 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #' heteroscedastic normal errors, a linear null, 500 data sets, B = 199) the
 #' defaults at the CV bandwidth rejected at 5.6% at the 5% level (4.6% with
 #' Rademacher multipliers); the CV bandwidth kept fixed rejected at 8.8%
-#' (with the classical wild bootstrap).
+#' (with the classical wild bootstrap). The price of reselection is power:
+#' under the alternative of those simulations (a sine wave of amplitude 0.3
+#' added) it rejected 53% of the data sets, where a bandwidth fixed in advance
+#' (0.15) rejected 94% at a size of 4.6%, since F grows steeply as the
+#' bandwidth shrinks and the replicates that choose small bandwidths widen
+#' the null distribution. A bandwidth fixed in advance, at the scale of the
+#' departures that matter, gives the more powerful test.
 #'
 #' `anova(local, parametric)` calls this test (`anova(local)` alone tests
 #' the relevance of each predictor, see [relevance_test()]). The other order,
