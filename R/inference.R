@@ -305,7 +305,7 @@ plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, ver
   res0 <- y - fit0
   rss0 <- rss(matrix(y), matrix(fit0))
   rss1 <- rss(matrix(y), matrix(local$fitted))
-  statistic <- (rss0 - rss1) / rss1
+  trace1 <- sum(local$leverage[used])
   # Responses under the null, refitted by both models (sqrt(w) scales the weighted QR).
   scale <- null_error_scale(local, parametric, res0, w, n_threads)
   Y <- fit0 + scale * wild_multipliers(length(y), B, multipliers)
@@ -315,31 +315,45 @@ plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, ver
   on_grid <- reselect && grid_reselection_applies(local)
   if (on_grid) {
     selected <- grid_reselected_rss(local, Y, w, n_threads, verbose)
-    rss1 <- selected$observed
-    statistic <- (rss0 - rss1) / rss1
-    rss1_star <- selected$replicates
+    rss1 <- selected$rss[1L]
+    trace1 <- selected$trace[1L]
+    rss1_star <- selected$rss[-1L]
+    trace_star <- selected$trace[-1L]
+  } else if (reselect) {
+    refits <- reselected_fits(local, Y, n_threads, verbose)
+    rss1_star <- rss(Y, refits[-1L, , drop = FALSE])
+    trace_star <- refits[1L, ]
   } else {
-    F1 <- if (reselect) {
-      reselected_fits(local, Y, n_threads, verbose)
-    } else {
-      spec <- local$spec
-      spec$values <- NULL
-      smooth_replicates(spec, Y, n_threads = n_threads, verbose = verbose)
-    }
-    rss1_star <- rss(Y, F1)
+    spec <- local$spec
+    spec$values <- NULL
+    rss1_star <- rss(Y, smooth_replicates(spec, Y, n_threads = n_threads, verbose = verbose))
+    trace_star <- trace1
   }
   rss0_star <- rss(Y, F0)
-  replicates <- (rss0_star - rss1_star) / rss1_star
-  models <- data.frame(Res.Df = c(stats::df.residual(parametric), stats::df.residual(local)),
+  n <- sum(w > 0 & used)
+  p <- parametric$rank
+  statistic <- approximate_f(rss0, rss1, trace1, n, p)
+  replicates <- approximate_f(rss0_star, rss1_star, trace_star, n, p)
+  models <- data.frame(Res.Df = c(stats::df.residual(parametric), n - trace1),
                        RSS = c(rss0, rss1),
                        row.names = c("parametric", "local"))
   new_local_test(statistic = c(F = statistic), p_value = bootstrap_p_value(statistic, replicates),
                  method = paste0("Specification test of a linear model against a local ",
-                                 "polynomial (pseudo-likelihood ratio, wild bootstrap",
+                                 "polynomial (approximate F, wild bootstrap",
                                  if (reselect) ", bandwidth reselected per replicate", ")"),
                  data_name = data_name,
                  alternative = "the regression function is not of the parametric form",
                  B = B, replicates = replicates, models = models)
+}
+
+# The approximate F statistic of a linear model (p coefficients, residual sum of squares rss0)
+# against a linear smoother of trace tr L (rss1) on n points: the reduction of the residual sum
+# of squares per degree of freedom over the smoother's residual variance,
+# ((rss0 - rss1) / (tr L - p)) / (rss1 / (n - tr L)). At one bandwidth it orders the data as
+# (rss0 - rss1) / rss1; across bandwidths it is on one scale (about 1 under the null), where
+# (rss0 - rss1) / rss1 grows steeply as the bandwidth shrinks.
+approximate_f <- function(rss0, rss1, trace, n, p) {
+  ((rss0 - rss1) / pmax(trace - p, 1e-12)) / (rss1 / (n - trace))
 }
 
 # The standard deviation of each response under the null, sqrt(sigma^2(x_i) / w_i): sigma^2 the
@@ -383,8 +397,8 @@ reselection_grid <- function(local) {
   unname(grid)
 }
 
-# The residual sums of squares of the local fit of the observed response and of each column of
-# `Y` (n x B), each at the candidate of reselection_grid() where the fit's selector scores it
+# The residual sums of squares `rss` and the smoother's traces `trace` of the local fit of the
+# observed response (first) and of each column of `Y` (n x B), each at the candidate of reselection_grid() where the fit's selector scores it
 # lowest: the selection of the observed fit, repeated for every replicate (without the search's
 # refinement between candidates, in the data and the replicates alike). Per candidate, one
 # smoothing of all the replicate columns (smooth_replicates()); the leverages, which do not
@@ -395,6 +409,7 @@ grid_reselected_rss <- function(local, Y, w, n_threads, verbose) {
   values <- cbind(as.double(local$y), Y)
   best <- rep(Inf, ncol(values))
   rss1 <- rep(NA_real_, ncol(values))
+  trace <- rep(NA_real_, ncol(values))
   if (verbose) cli::cli_progress_bar("bootstrap replicates, bandwidth reselected",
                                      total = nrow(grid), clear = TRUE)
   for (g in seq_len(nrow(grid))) {
@@ -407,9 +422,10 @@ grid_reselected_rss <- function(local, Y, w, n_threads, verbose) {
     better <- which(scored$score < best)
     best[better] <- scored$score[better]
     rss1[better] <- scored$rss[better]
+    trace[better] <- sum(observed$leverage)
     if (verbose) cli::cli_progress_update()
   }
-  list(observed = rss1[1L], replicates = rss1[-1L])
+  list(rss = rss1, trace = trace)
 }
 
 # smoother_score() of each column of `values` (n x k) with its fits `fitted` and the leverages,
@@ -427,27 +443,29 @@ smoother_scores <- function(criterion, values, fitted, leverage, w, status_count
   list(score = rep_len(score, length(rss)), rss = rss)
 }
 
-# Fitted values at the data points of `local` refitted to every column of `Y` (n x B), each with
+# The smoother's trace (row 1) and the fitted values at the data points (rows 2 to n + 1) of
+# `local` refitted to every column of `Y` (n x B), each with
 # the bandwidth its selector chooses for that column (the fit's selector, kernel, degree,
 # weights and settings), on the user's future plan when one is set. The selector's warnings
 # (a minimum at the search's edge, say) are not repeated for every replicate.
 reselected_fits <- function(local, Y, n_threads, verbose) {
   predictors <- c(list(x = local$x, categorical = local$categorical), local$predictors)
   refit <- function(b, threads) {
-    withCallingHandlers(
+    fit <- withCallingHandlers(
       fit_local_model(predictors, Y[, b, drop = FALSE], local$weights, local$degree,
                       local$kernel, local$bandwidth_method, local$spec$requested_method,
-                      threads, FALSE, local$control, max_degree = 3L)$fitted,
+                      threads, FALSE, local$control, max_degree = 3L),
       localmean_warning = function(w) invokeRestart("muffleWarning"))
+    c(sum(fit$leverage[is.finite(fit$fitted)]), fit$fitted)
   }
   B <- ncol(Y)
   if (future_plan_active()) {
     parts <- future.apply::future_lapply(seq_len(B), refit, threads = 1L, future.seed = NULL)
-    return(matrix(unlist(parts, use.names = FALSE), nrow(Y), B))
+    return(matrix(unlist(parts, use.names = FALSE), nrow(Y) + 1L, B))
   }
   if (verbose) cli::cli_progress_bar("bootstrap replicates, bandwidth reselected", total = B,
                                      clear = TRUE)
-  out <- matrix(NA_real_, nrow(Y), B)
+  out <- matrix(NA_real_, nrow(Y) + 1L, B)
   for (b in seq_len(B)) {
     out[, b] <- refit(b, n_threads)
     if (verbose) cli::cli_progress_update()

@@ -85,31 +85,36 @@ test_that("the bootstrap p-value counts the replicates at least as large", {
 # The standard deviations of the null responses in plain R: a Nadaraya-Watson mean of the
 # linear model's squared residuals over 1 - h_ii (weighted by w), at the CV bandwidth of that
 # regression (the selector's choice, taken from local_poly()).
+# The approximate F of a linear model of 2 coefficients against a smoother of trace tr
+approx_f_ref <- function(r0, r1, tr, n) ((r0 - r1) / (tr - 2)) / (r1 / (n - tr))
+
 null_scale_ref <- function(x, lin, w = rep(1, length(x))) {
   r2 <- w * residuals(lin)^2 / (1 - hatvalues(lin))
   h <- local_poly(x, r2, degree = 0, bandwidth = "cv", verbose = FALSE)$bandwidth[[1]]
   sqrt(local_poly_ref(x, r2, x, h, "gaussian", 0)$coef[, 1] / w)
 }
 
-test_that("the specification statistic is the pseudo-likelihood ratio of plain-R fits", {
+test_that("the specification statistic is the approximate F of plain-R fits", {
   d <- spec_data(60, curve = TRUE)
   fit <- local_poly(y ~ x, d, bandwidth = 0.1)
   lin <- lm(y ~ x, d)
   set.seed(1)
   res <- spec_test(fit, lin, B = 19, verbose = FALSE)
+  L <- smoother_matrix_ref(d$x, d$y, 0.1, "gaussian", 1)
   rss1 <- sum((d$y - local_poly_ref(d$x, d$y, d$x, 0.1, "gaussian", 1)$coef[, 1])^2)
   rss0 <- sum(residuals(lin)^2)
-  expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
+  expect_equal(unname(res$statistic), approx_f_ref(rss0, rss1, sum(diag(L)), 60),
+               tolerance = 1e-10)
+  expect_equal(res$models$Res.Df, c(58, 60 - sum(diag(L))), tolerance = 1e-10)
   expect_equal(res$models$RSS, c(rss0, rss1), tolerance = 1e-10)
   # the replicates: responses under the null (normal multipliers of the pilot's standard
   # deviations), refitted by both models
   set.seed(1)
   v <- matrix(rnorm(60 * 19), 60, 19)
   Y <- fitted(lin) + null_scale_ref(d$x, lin) * v
-  L <- smoother_matrix_ref(d$x, d$y, 0.1, "gaussian", 1)
   r0 <- colSums((Y - qr.fitted(lin$qr, Y))^2)
   r1 <- colSums((Y - L %*% Y)^2)
-  expect_equal(res$replicates, (r0 - r1) / r1, tolerance = 1e-8)
+  expect_equal(res$replicates, approx_f_ref(r0, r1, sum(diag(L)), 60), tolerance = 1e-8)
   expect_equal(res$p.value, (1 + sum(res$replicates >= res$statistic)) / 20)
 })
 
@@ -122,7 +127,7 @@ test_that("the specification test has the weights of both fits", {
   res <- spec_test(fit, lin, B = 19, verbose = FALSE)
   rss0 <- sum(d$w * residuals(lin)^2)
   rss1 <- sum(d$w * (d$y - fitted(fit))^2)
-  expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
+  expect_equal(unname(res$statistic), approx_f_ref(rss0, rss1, fit$df, 60), tolerance = 1e-10)
   # the weighted QR refits the linear model
   set.seed(1)
   v <- matrix(rnorm(60 * 19), 60, 19)
@@ -132,7 +137,7 @@ test_that("the specification test has the weights of both fits", {
   r0 <- sum(d$w * refit$residuals^2)
   F1 <- localmean:::smooth_replicates(fit$spec, Y[, 3, drop = FALSE])
   r1 <- sum(d$w * (Y[, 3] - F1)^2)
-  expect_equal(res$replicates[3], (r0 - r1) / r1, tolerance = 1e-8)
+  expect_equal(res$replicates[3], approx_f_ref(r0, r1, fit$df, 60), tolerance = 1e-8)
   expect_error(spec_test(fit, lm(y ~ x, d), B = 19, verbose = FALSE),
                class = "localmean_error_mismatch")
 })
@@ -194,14 +199,15 @@ test_that("the specification test reselects a selected bandwidth in every replic
     L <- smoothers[[which.min(cv)]]
     r0 <- sum((Y[, b] - qr.fitted(lin$qr, Y[, b]))^2)
     r1 <- sum((Y[, b] - L %*% Y[, b])^2)
-    (r0 - r1) / r1
+    approx_f_ref(r0, r1, sum(diag(L)), 60)
   }, 0)
   expect_equal(c(res$statistic, res$replicates[c(1, 7)]), F_ref, tolerance = 1e-8,
                ignore_attr = TRUE)
   set.seed(1)
   kept <- spec_test(fit, lin, B = 19, reselect = FALSE, verbose = FALSE)
   r1 <- sum((d$y - fitted(fit))^2)
-  expect_equal(unname(kept$statistic), (sum(residuals(lin)^2) - r1) / r1, tolerance = 1e-10)
+  expect_equal(unname(kept$statistic), approx_f_ref(sum(residuals(lin)^2), r1, fit$df, 60),
+               tolerance = 1e-10)
   expect_false(grepl("reselected", kept$method))
   set.seed(1)
   two <- spec_test(fit, lin, B = 19, n_threads = 2, verbose = FALSE)
