@@ -1,11 +1,13 @@
 # Issue 34, tests with local models: calibration (size at the 5% level) and power, beside the
 # peers on the same simulated data sets, with the processor time (user + system) of each.
 #   (a) spec_test(): a local linear fit against lm(y ~ x), n = 200, B = 199 wild bootstrap
-#       replicates, at a fixed bandwidth (0.15) and at the CV bandwidth of each data set (kept
-#       fixed in the replicates); the null y = 1 + 2x + e, heteroscedastic e ~ N(0, (0.2 + 0.4x)^2), the alternative adds
+#       replicates (spec_test()'s defaults), at a fixed bandwidth (0.15) and at the CV bandwidth
+#       of each data set (chosen again in each replicate, or kept: see INFERENCE_SPEC); the null
+#       y = 1 + 2x + e, heteroscedastic e ~ N(0, (0.2 + 0.4x)^2), the alternative adds
 #       0.3 sin(2 pi x). Beside it sm::sm.regression(model = "linear") at the same bandwidth
-#       (the same pseudo-likelihood ratio, its null distribution from a quadratic-form
-#       approximation under constant variance).
+#       (the pseudo-likelihood ratio, which at one bandwidth orders data as spec_test()'s
+#       approximate F; its null distribution from a quadratic-form approximation under
+#       constant variance).
 #   (b) kde_test(): two samples of 200, N(0, 1) and N(0, 1) under the null, N(0, 1) and
 #       N(0.3, 1) under the alternative, 1-D, at kde()'s rule of thumb; beside ks::kde.test() (its
 #       plug-in bandwidths), and the 2-D case (standard normals, the second mean shifted by 0.3
