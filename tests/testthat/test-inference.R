@@ -212,6 +212,14 @@ test_that("the specification test reselects a selected bandwidth in every replic
   set.seed(1)
   two <- spec_test(fit, lin, B = 19, n_threads = 2, verbose = FALSE)
   expect_identical(two$replicates, res$replicates)
+  # other selectors refit each replicate: the rule of thumb, which depends on x alone, chooses
+  # the same bandwidth every time, so the test equals the one at that bandwidth kept fixed
+  rot <- local_poly(y ~ x, d, bandwidth = "rot", verbose = FALSE)
+  set.seed(3)
+  refitted <- spec_test(rot, lin, B = 19, verbose = FALSE)
+  set.seed(3)
+  expect_equal(refitted$replicates,
+               spec_test(rot, lin, B = 19, reselect = FALSE, verbose = FALSE)$replicates)
   fixed <- local_poly(y ~ x, d, bandwidth = 0.2, verbose = FALSE)
   expect_error(spec_test(fixed, lin, B = 19, reselect = TRUE), "selector",
                class = "localmean_error")
