@@ -21,6 +21,11 @@
 #'   surface, curves per level, a class map; conditional panels otherwise) or
 #'   `"conditional"` (one panel per predictor).
 #' @param level Confidence level of the band.
+#' @param interval The bands of regression fits: `"confidence"` (the tube
+#'   formula) or `"bootstrap"` (`predict(interval = "bootstrap")` with `B`
+#'   replicates); for a one-dimensional kde, `"none"` or `"bootstrap"` (the
+#'   smoothed bootstrap's pointwise band at `level`).
+#' @param B Bootstrap replicates of the bands.
 #' @param n_grid Grid points per predictor.
 #' @param probs Probabilities of the highest-density regions drawn in two
 #'   dimensions.
@@ -49,18 +54,20 @@ check_ggplot2 <- function(call = rlang::caller_env()) {
 #' @rdname localmean-autoplot
 #' @exportS3Method ggplot2::autoplot
 autoplot.local_poly <- function(object, which = c("fit", "conditional"), level = 0.95,
-                                n_grid = 200, ...) {
+                                n_grid = 200, interval = c("confidence", "bootstrap"),
+                                B = 999, ...) {
   check_dots(...)
   check_ggplot2()
   which <- match_choice(which, c("fit", "conditional"))
+  interval <- match_choice(interval, c("confidence", "bootstrap"))
   level <- check_level(level)
   n_grid <- check_count(n_grid, min = 2)
   if (which == "conditional" || !has_fit_view(object)) {
-    return(autoplot_conditional(object, n_grid, level))
+    return(autoplot_conditional(object, n_grid, level, interval, B))
   }
   d <- ncol(object$x)
   if (d == 2L && is.null(object$categorical)) return(autoplot_surface(object, n_grid))
-  curves <- regression_curves(object, n_grid, level)
+  curves <- regression_curves(object, n_grid, level, interval, B)
   points <- data.frame(x = object$x[, 1L], y = object$y,
                        level = combination_labels(object$categorical, object$categorical$codes))
   p <- ggplot2::ggplot(curves, ggplot2::aes(x = .data$x))
@@ -78,19 +85,19 @@ autoplot.local_poly <- function(object, which = c("fit", "conditional"), level =
   title <- paste(names(object$categorical$levels), collapse = ", ")
   p + ggplot2::labs(x = colnames(object$x), y = response_name(object), colour = title,
                     fill = title, title = fit_title(object),
-                    subtitle = sprintf("bandwidth %s; %g%% pointwise confidence band",
-                                       bandwidth_label(object), 100 * level))
+                    subtitle = sprintf("bandwidth %s; %g%% pointwise %s band",
+                                       bandwidth_label(object), 100 * level, interval))
 }
 
 # The fitted curve and its pointwise band over the one numeric predictor, per combination of the
 # categorical predictors' levels (each over the range of its own data): x, .fitted, .lower,
 # .upper, level.
-regression_curves <- function(object, n_grid, level) {
+regression_curves <- function(object, n_grid, level, interval = "confidence", B = 999) {
   categorical <- object$categorical
   if (is.null(categorical)) {
     grid <- seq(min(object$x), max(object$x), length.out = n_grid)
-    band <- predict(object, stats::setNames(data.frame(grid), colnames(object$x)),
-                    interval = "confidence", level = level)
+    band <- fit_band(object, stats::setNames(data.frame(grid), colnames(object$x)), interval,
+                     level, B)
     return(data.frame(x = grid, .fitted = band[, "fit"], .lower = band[, "lwr"],
                       .upper = band[, "upr"], level = ""))
   }
@@ -105,7 +112,7 @@ regression_curves <- function(object, n_grid, level) {
                     dimnames = list(NULL, colnames(categorical$codes)))
     queries <- structure(list(x = matrix(grid, dimnames = list(NULL, colnames(object$x))),
                               codes = codes, ok = rep(TRUE, n_grid)), class = "local_queries")
-    band <- predict(object, queries, interval = "confidence", level = level)
+    band <- fit_band(object, queries, interval, level, B)
     data.frame(x = grid, .fitted = band[, "fit"], .lower = band[, "lwr"],
                .upper = band[, "upr"], level = combination_labels(categorical, codes))
   })
@@ -137,9 +144,14 @@ autoplot_surface <- function(object, n_grid) {
 
 #' @rdname localmean-autoplot
 #' @exportS3Method ggplot2::autoplot
-autoplot.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
+autoplot.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95),
+                               interval = c("none", "bootstrap"), level = 0.95, B = 999, ...) {
   check_dots(...)
   check_ggplot2()
+  interval <- match_choice(interval, c("none", "bootstrap"))
+  if (interval == "bootstrap" && object$d != 1L) {
+    abort("{.code interval = \"bootstrap\"} draws the band of a one-dimensional density.")
+  }
   if (!is.null(object$categorical) || object$d > 2L || length(object$grid) == 0L) {
     abort("{.fn autoplot} draws numeric densities in one or two dimensions with a grid;
            use {.fn plot} or {.fn tidy}.")
@@ -150,8 +162,16 @@ autoplot.local_kde <- function(object, probs = c(0.25, 0.5, 0.75, 0.95), ...) {
   title <- sprintf("Kernel density: %s kernel, bandwidth %s (%s)", object$kernel,
                    format_bandwidth_value(object), object$bandwidth_method)
   if (object$d == 1L) {
-    return(ggplot2::ggplot(grid, ggplot2::aes(x = .data[[vars]], y = .data$density)) +
-             ggplot2::geom_line(colour = "steelblue", linewidth = 1) +
+    p <- ggplot2::ggplot(grid, ggplot2::aes(x = .data[[vars]], y = .data$density))
+    if (interval == "bootstrap") {
+      band <- predict(object, grid[[vars]], interval = "bootstrap", level = level, B = B,
+                      verbose = FALSE)
+      grid$.lower <- band[, "lwr"]
+      grid$.upper <- band[, "upr"]
+      p <- p + ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$.lower, ymax = .data$.upper),
+                                    data = grid, fill = "steelblue", alpha = 0.3)
+    }
+    return(p + ggplot2::geom_line(colour = "steelblue", linewidth = 1) +
              ggplot2::geom_rug(ggplot2::aes(x = .data[[vars]]), data = points,
                                inherit.aes = FALSE, alpha = 0.3) +
              ggplot2::labs(title = title, x = vars, y = "density"))
@@ -274,8 +294,8 @@ autoplot.local_imputation <- function(object, ...) {
 # One facet per predictor: the conditional curve with its band (numeric predictors), a point
 # with its interval per level (categorical ones, labelled under the interval), partial
 # residuals for least-squares fits.
-autoplot_conditional <- function(object, n_grid, level) {
-  curves <- conditional_curves(object, n_grid, level)
+autoplot_conditional <- function(object, n_grid, level, interval = "confidence", B = 999) {
+  curves <- conditional_curves(object, n_grid, level, interval, B)
   points <- partial_residuals(object, curves)
   lines <- curves[curves$numeric, , drop = FALSE]
   dots <- curves[!curves$numeric, , drop = FALSE]

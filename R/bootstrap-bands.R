@@ -183,6 +183,16 @@ bootstrap_predict_band <- function(object, queries, fit, col, mult, level, simul
   bootstrap_band(fit, D, level, simultaneous, percentile = family != "gaussian")
 }
 
+# The band that plots and tidiers draw about a local fit's predictions: the tube formula's
+# (`interval = "confidence"`) or the bootstrap's (`"bootstrap"`, `B` replicates, no progress bar).
+fit_band <- function(object, newdata, interval, level, B, simultaneous = FALSE) {
+  if (interval == "bootstrap") {
+    return(predict(object, newdata, interval = "bootstrap", level = level,
+                   simultaneous = simultaneous, B = B, verbose = FALSE))
+  }
+  predict(object, newdata, interval = "confidence", level = level, simultaneous = simultaneous)
+}
+
 # ---- Density bands ------------------------------------------------------------------------
 
 # The band of a kernel density estimate at `points` (a matrix, original units) by the smoothed

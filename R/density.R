@@ -523,6 +523,8 @@ kde_binning_grid <- function(fit, range) {
 #'   expectation of the estimate (the density smoothed by the kernel), not
 #'   the smoothing bias; lower limits are cut at 0. Numeric data and fixed
 #'   bandwidths; `set.seed()` fixes the band for any number of threads.
+#'   For `plot()`, `"bootstrap"` draws that pointwise band (level `level`,
+#'   `B` samples) over the grid of a one-dimensional estimate.
 #' @param level Coverage probability of the band.
 #' @param simultaneous `FALSE` for a pointwise band, `TRUE` for a band that
 #'   covers the density at every point of `newdata` at once.
@@ -728,10 +730,15 @@ print.summary.local_kde <- function(x, ..., digits = x$digits) {
 
 #' @rdname kde-methods
 #' @export
-plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...) {
+plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE,
+                           interval = c("none", "bootstrap"), level = 0.95, B = 999, ...) {
   check_graphics_dots(..., .known = names(formals(graphics::barplot.default)))
   check_probs(probs)
   check_flag(rug)
+  interval <- match_choice(interval, c("none", "bootstrap"))
+  if (interval == "bootstrap" && (x$d != 1L || !is.null(x$categorical))) {
+    abort("{.code interval = \"bootstrap\"} draws the band of a one-dimensional density.")
+  }
   if (!is.null(x$categorical)) return(plot_kde_mixed(x, rug, ...))
   d <- x$d
   if (d > 2L || length(x$grid) == 0L) {
@@ -743,9 +750,17 @@ plot.local_kde <- function(x, probs = c(0.25, 0.5, 0.75, 0.95), rug = TRUE, ...)
                        x$bandwidth_method)
   if (d == 1L) {
     # as density(): the sample size and the bandwidth under the axis
+    band <- if (interval == "bootstrap") {
+      predict(x, x$grid[[1L]], interval = "bootstrap", level = level, B = B, verbose = FALSE)
+    }
     plot_with_defaults(x$grid[[1L]], x$estimate, type = "l", ylab = "density",
+                       ylim = range(0, x$estimate, band[, "upr"], finite = TRUE),
                        xlab = sprintf("%s\nN = %d, %s", vars, x$n, bandwidth),
                        main = sprintf("Kernel density, %s kernel", x$kernel), ...)
+    if (!is.null(band)) {
+      draw_band(x$grid[[1L]], band, "steelblue", 0.3)
+      graphics::lines(x$grid[[1L]], x$estimate)
+    }
     if (rug) graphics::rug(points[sample_rows(x$n, 2000L), 1L])
     return(invisible(x))
   }

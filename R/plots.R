@@ -107,13 +107,12 @@ panel_points <- function(object, panel, n_grid) {
 
 # The conditional curves of a regression fit with their pointwise bands: panel_points() columns
 # and .fitted, .lower, .upper (NA where the fit gives no band).
-conditional_curves <- function(object, n_grid, level) {
+conditional_curves <- function(object, n_grid, level, interval = "confidence", B = 999) {
   panels <- predictor_panels(object)
   curves <- lapply(seq_len(nrow(panels)), function(k) {
     at <- panel_points(object, panels[k, ], n_grid)
     queries <- typical_queries(object, panels[k, ], at$x)
-    band <- tryCatch(suppressWarnings(predict(object, queries, interval = "confidence",
-                                              level = level)),
+    band <- tryCatch(suppressWarnings(fit_band(object, queries, interval, level, B)),
                      localmean_error = function(e) NULL)
     if (is.null(band)) {
       fit <- suppressWarnings(predict(object, queries))
@@ -204,8 +203,8 @@ spread_within <- function(x, group = x) {
 }
 
 # Base graphics: one panel per predictor of a regression fit. Returns the curves drawn.
-plot_conditional <- function(object, n_grid, level, ...) {
-  curves <- conditional_curves(object, n_grid, level)
+plot_conditional <- function(object, n_grid, level, ..., interval = "confidence", B = 999) {
+  curves <- conditional_curves(object, n_grid, level, interval, B)
   points <- partial_residuals(object, curves)
   panels <- levels(curves$predictor)
   old <- open_panels(length(panels))

@@ -1135,15 +1135,19 @@ deviance.local_poly <- function(object, ...) {
 #'   least-squares fits, the partial residuals) or `"bandwidth"` (the
 #'   selector's curve).
 #' @param n_grid Grid points per predictor for the plot.
+#' @param interval The bands drawn: `"confidence"` (the tube formula) or
+#'   `"bootstrap"` (`predict(interval = "bootstrap")` with `B` replicates).
 #' @return `plot()` returns, invisibly, the data frame of the conditional
 #'   curves drawn (columns `predictor`, `numeric`, `x`, `level`, `.fitted`,
 #'   `.lower`, `.upper`) when it draws conditional panels, and `x` otherwise.
 #' @export
 plot.local_poly <- function(x, which = c("fit", "conditional", "bandwidth"), n_grid = 200,
-                            level = 0.95, simultaneous = FALSE, ...) {
+                            level = 0.95, simultaneous = FALSE,
+                            interval = c("confidence", "bootstrap"), B = 999, ...) {
   # filled.contour() (two predictors) takes its own arguments too
   check_graphics_dots(..., .known = names(formals(graphics::filled.contour)))
   which <- match_choice(which, c("fit", "conditional", "bandwidth"))
+  interval <- match_choice(interval, c("confidence", "bootstrap"))
   n_grid <- check_n_grid(n_grid, min(2L, max(1L, NCOL(x$x))))
   check_level(level)
   check_flag(simultaneous)
@@ -1152,17 +1156,17 @@ plot.local_poly <- function(x, which = c("fit", "conditional", "bandwidth"), n_g
     if (simultaneous) {
       abort("Conditional panels show pointwise bands; drop {.code simultaneous = TRUE}.")
     }
-    return(plot_conditional(x, n_grid, level, ...))
+    return(plot_conditional(x, n_grid, level, ..., interval = interval, B = B))
   }
-  if (!is.null(x$categorical)) return(plot_by_level(x, n_grid, level, simultaneous, ...))
+  if (!is.null(x$categorical)) {
+    return(plot_by_level(x, n_grid, level, simultaneous, ..., interval = interval, B = B))
+  }
   d <- ncol(x$x)
   if (d == 1L) {
     grid <- seq(min(x$x), max(x$x), length.out = n_grid)
     nd <- stats::setNames(data.frame(grid), colnames(x$x))
-    p <- predict(x, nd, interval = "confidence", level = level)
-    wide <- if (simultaneous) {
-      predict(x, nd, interval = "confidence", level = level, simultaneous = TRUE)
-    }
+    p <- fit_band(x, nd, interval, level, B)
+    wide <- if (simultaneous) fit_band(x, nd, interval, level, B, simultaneous = TRUE)
     scatter(x, grDevices::gray(0.5), bands = list(p, wide), main = fit_title(x), ...)
     bandwidth_note(fit_bandwidth_note(x))
     if (simultaneous) draw_band(grid, wide, "steelblue", 0.12)
@@ -1212,7 +1216,8 @@ has_fit_view <- function(x) {
 
 # One fitted curve with its pointwise band per combination of the categorical predictors'
 # levels, over the one numeric predictor; the data points in the colour of their combination.
-plot_by_level <- function(x, n_grid, level, simultaneous, ...) {
+plot_by_level <- function(x, n_grid, level, simultaneous, ..., interval = "confidence",
+                          B = 999) {
   if (ncol(x$x) != 1L || simultaneous) {
     abort("{.fn plot} draws fits with categorical predictors over one numeric predictor, with
            pointwise bands; use {.fn predict} for more.", call = rlang::caller_env())
@@ -1235,8 +1240,7 @@ plot_by_level <- function(x, n_grid, level, simultaneous, ...) {
                     dimnames = list(NULL, colnames(categorical$codes)))
     queries <- structure(list(x = matrix(grid, dimnames = list(NULL, colnames(x$x))),
                               codes = codes, ok = rep(TRUE, n_grid)), class = "local_queries")
-    list(grid = grid, band = suppressWarnings(predict(x, queries, interval = "confidence",
-                                                      level = level)))
+    list(grid = grid, band = suppressWarnings(fit_band(x, queries, interval, level, B)))
   })
   scatter(x, grDevices::adjustcolor(cols[point_combo], 0.7),
           bands = lapply(curves, `[[`, "band"), pch = 20, main = fit_title(x), ...)

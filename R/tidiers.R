@@ -52,8 +52,12 @@ generics::augment
 #' @param newdata New data at which to predict (augment() then returns no
 #'   residuals).
 #' @param se_fit Whether to add the standard error of the fit, `.se.fit`.
-#' @param interval `"none"` or `"confidence"` (adds `.lower` and `.upper`).
+#' @param interval `"none"`, `"confidence"` (the tube-formula band of
+#'   [predict.local_poly()]) or `"bootstrap"` (its bootstrap band; for a kde,
+#'   the smoothed-bootstrap band of [predict.local_kde()]): adds `.lower` and
+#'   `.upper`.
 #' @param conf.level Confidence level of the interval.
+#' @param B Bootstrap replicates of `interval = "bootstrap"`.
 #' @param ... Must be empty.
 #' @return A tibble (or data frame without tibble).
 #' @family ecosystem
@@ -145,9 +149,10 @@ glance.local_poly <- function(x, ...) {
 #' @rdname localmean-tidiers
 #' @export
 augment.local_poly <- function(x, data = NULL, newdata = NULL, se_fit = FALSE,
-                               interval = c("none", "confidence"), conf.level = 0.95, ...) {
+                               interval = c("none", "confidence", "bootstrap"),
+                               conf.level = 0.95, B = 999, ...) {
   check_dots(...)
-  interval <- match_choice(interval, c("none", "confidence"))
+  interval <- match_choice(interval, c("none", "confidence", "bootstrap"))
   check_flag(se_fit)
   base <- if (is.null(newdata)) {
     augment_base(data, length(x$fitted), function() model_data(x))
@@ -155,7 +160,12 @@ augment.local_poly <- function(x, data = NULL, newdata = NULL, se_fit = FALSE,
     as.data.frame(newdata)
   }
   if (se_fit || interval != "none" || !is.null(newdata)) {
-    pred <- predict(x, newdata, se.fit = TRUE, interval = interval, level = conf.level)
+    pred <- if (interval == "bootstrap") {
+      predict(x, newdata, se.fit = TRUE, interval = interval, level = conf.level, B = B,
+              verbose = FALSE)
+    } else {
+      predict(x, newdata, se.fit = TRUE, interval = interval, level = conf.level)
+    }
     band <- if (interval != "none") pred$fit
     base$.fitted <- as.vector(if (is.null(band)) pred$fit else band[, "fit"])
     if (se_fit) base$.se.fit <- as.vector(pred$se.fit)
@@ -262,8 +272,11 @@ glance.local_cdens <- function(x, ...) {
 
 #' @rdname localmean-tidiers
 #' @export
-augment.local_kde <- function(x, data = NULL, newdata = NULL, ...) {
+augment.local_kde <- function(x, data = NULL, newdata = NULL,
+                              interval = c("none", "bootstrap"), conf.level = 0.95, B = 999,
+                              ...) {
   check_dots(...)
+  interval <- match_choice(interval, c("none", "bootstrap"))
   if (is.null(newdata)) {
     base <- augment_base(data, x$n, function() kde_training_frame(x))
     dens <- kde_at_data(x)
@@ -272,6 +285,12 @@ augment.local_kde <- function(x, data = NULL, newdata = NULL, ...) {
     dens <- predict(x, newdata)
   }
   base$.density <- as.vector(dens)
+  if (interval == "bootstrap") {
+    band <- predict(x, if (is.null(newdata)) kde_data(x) else newdata, interval = "bootstrap",
+                    level = conf.level, B = B, verbose = FALSE)
+    base$.lower <- band[, "lwr"]
+    base$.upper <- band[, "upr"]
+  }
   as_tidy_frame(base)
 }
 

@@ -1,11 +1,13 @@
 # Issue 34, tests with local models: calibration (size at the 5% level) and power, beside the
 # peers on the same simulated data sets, with the processor time (user + system) of each.
 #   (a) spec_test(): a local linear fit against lm(y ~ x), n = 200, B = 199 wild bootstrap
-#       replicates, at a fixed bandwidth (0.15) and at the CV bandwidth of each data set (kept
-#       fixed in the replicates); the null y = 1 + 2x + e, heteroscedastic e ~ N(0, (0.2 + 0.4x)^2), the alternative adds
+#       replicates (spec_test()'s defaults), at a fixed bandwidth (0.15) and at the CV bandwidth
+#       of each data set (chosen again in each replicate, or kept: see INFERENCE_SPEC); the null
+#       y = 1 + 2x + e, heteroscedastic e ~ N(0, (0.2 + 0.4x)^2), the alternative adds
 #       0.3 sin(2 pi x). Beside it sm::sm.regression(model = "linear") at the same bandwidth
-#       (the same pseudo-likelihood ratio, its null distribution from a quadratic-form
-#       approximation under constant variance).
+#       (the pseudo-likelihood ratio, which at one bandwidth orders data as spec_test()'s
+#       approximate F; its null distribution from a quadratic-form approximation under
+#       constant variance).
 #   (b) kde_test(): two samples of 200, N(0, 1) and N(0, 1) under the null, N(0, 1) and
 #       N(0.3, 1) under the alternative, 1-D, at kde()'s rule of thumb; beside ks::kde.test() (its
 #       plug-in bandwidths), and the 2-D case (standard normals, the second mean shifted by 0.3
@@ -24,7 +26,9 @@
 # Each test is replicated R times (INFERENCE_REPS, default 20; the issue asks 500). The Monte
 # Carlo standard error of a rejection rate p is sqrt(p (1 - p) / R): 0.97 points at p = 0.05,
 # R = 500; 2.2 points at R = 100.
-# INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size" or several
+# INFERENCE_NP=true adds np::npcmstest() (its defaults: its own CV bandwidth, wild bootstrap,
+# B = 199) to (a), on the same data sets (slow: seconds per test).
+# INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size", "spec-speed" or several
 # ("spec,kde", the default).
 # Run: INFERENCE_REPS=100 R_LIBS=<lib>:/work/lib/peers Rscript bench/bench-inference.R
 suppressPackageStartupMessages(library(localmean))
@@ -61,7 +65,8 @@ if ("spec" %in% which_tests) {
     cat(sprintf("\n(a) specification test, lm(y ~ x) against local linear, bandwidth %s\n",
                 variant))
     for (alternative in if (power) c(FALSE, TRUE) else FALSE) {
-      p_ours <- p_sm <- cpu_ours <- cpu_sm <- numeric(reps)
+      p_ours <- p_sm <- cpu_ours <- cpu_sm <- p_np <- cpu_np <- numeric(reps)
+      with_np <- identical(Sys.getenv("INFERENCE_NP"), "true") && have("np")
       for (r in seq_len(reps)) {
         set.seed(1000 + r)
         x <- runif(n)
@@ -82,10 +87,21 @@ if ("spec" %in% which_tests) {
           p_sm[r] <- peer$value$p
           cpu_sm[r] <- peer$cpu
         }
+        if (with_np) {
+          options(np.messages = FALSE)
+          model <- lm(y ~ x, d, x = TRUE, y = TRUE)
+          peer <- cpu_of(function() {
+            np::npcmstest(model = model, xdat = d["x"], ydat = d$y, B = B,
+                          boot.method = "wild", random.seed = r)
+          })
+          p_np[r] <- peer$value$P
+          cpu_np[r] <- peer$cpu
+        }
       }
       cat(if (alternative) " alternative (+ 0.3 sin(2 pi x)):\n" else " null:\n")
-      report("spec_test() (wild bootstrap, Mammen)", p_ours, cpu_ours)
+      report("spec_test() (wild bootstrap)", p_ours, cpu_ours)
       if (have("sm")) report("sm::sm.regression(model = 'linear')", p_sm, cpu_sm)
+      if (with_np) report("np::npcmstest() (its CV bandwidth, wild)", p_np, cpu_np)
     }
   }
 }
@@ -277,6 +293,46 @@ if ("relevance" %in% which_tests) {
     cat("  relevance_test() p-values, seeds 1 to 5 (rows wt, drat):\n")
     print(round(ours, 4))
   }
+}
+# (g) spec_test() speed beside np::npcmstest() at n = 500, B = 399 (INFERENCE_TESTS=spec-speed):
+#     y = 1 + 2x + e as in (a). Ours: local_poly(bandwidth = "cv") and spec_test() with its
+#     defaults (the CV bandwidth reselected per replicate), and at a fixed bandwidth (0.1); np:
+#     npcmstest() with its defaults (its own CV bandwidth of a local constant fit, kept fixed in
+#     the replicates; np's Jn statistic, wild bootstrap), run once. Processor time, one thread.
+if ("spec-speed" %in% which_tests) {
+  cat("\n(g) specification tests: speed at n = 500, B = 399 (CPU seconds, one thread)\n")
+  set.seed(5000)
+  ns <- 500L
+  d <- data.frame(x = runif(ns))
+  d$y <- 1 + 2 * d$x + rnorm(ns, sd = 0.2 + 0.4 * d$x)
+  default <- lapply(1:3, function(r) cpu_of(function() {
+    fit <- local_poly(y ~ x, d, verbose = FALSE)
+    spec_test(fit, lm(y ~ x, d), B = 399, verbose = FALSE)
+  }))
+  fixed <- lapply(1:3, function(r) cpu_of(function() {
+    fit <- local_poly(y ~ x, d, bandwidth = 0.1, verbose = FALSE)
+    spec_test(fit, lm(y ~ x, d), B = 399, verbose = FALSE)
+  }))
+  cpus <- function(runs) paste(sprintf("%.2f", vapply(runs, `[[`, 0, "cpu")), collapse = ", ")
+  cat(sprintf("  spec_test(), CV bandwidth reselected (default), fit included: cpu %s s (3 runs)\n",
+              cpus(default)))
+  cat(sprintf("  spec_test(), fixed bandwidth 0.1, fit included: cpu %s s (3 runs)\n", cpus(fixed)))
+  if (have("np")) {
+    options(np.messages = FALSE)
+    model <- lm(y ~ x, d, x = TRUE, y = TRUE)
+    peer <- cpu_of(function() {
+      np::npcmstest(model = model, xdat = d["x"], ydat = d$y, B = 399,
+                    boot.method = "wild")
+    })
+    cat(sprintf("  np::npcmstest(wild, its CV bandwidth), once: cpu %.1f s, p-value %.3f\n",
+                peer$cpu, peer$value$P))
+    med <- function(runs) stats::median(vapply(runs, `[[`, 0, "cpu"))
+    cat(sprintf("  ratio np / ours: %.0f (default), %.0f (fixed bandwidth)\n",
+                peer$cpu / med(default), peer$cpu / med(fixed)))
+  }
+  cat("  p-values of ours (default, fixed):", format(default[[1]]$value$p.value),
+      format(fixed[[1]]$value$p.value), "\n")
+  cat("  load average:", readLines("/proc/loadavg")[1L], "\n")
 }
 if ("relevance-size" %in% which_tests) {
   cat(sprintf("\n(f) relevance tests, n = %d, B = %d, fixed bandwidths (0.1, 0.2, 0.3)\n", n, B))

@@ -82,24 +82,39 @@ test_that("the bootstrap p-value counts the replicates at least as large", {
 
 # ---- The specification test ------------------------------------------------------------------
 
-test_that("the specification statistic is the pseudo-likelihood ratio of plain-R fits", {
+# The standard deviations of the null responses in plain R: a Nadaraya-Watson mean of the
+# linear model's squared residuals over 1 - h_ii (weighted by w), at the CV bandwidth of that
+# regression (the selector's choice, taken from local_poly()).
+# The approximate F of a linear model of 2 coefficients against a smoother of trace tr
+approx_f_ref <- function(r0, r1, tr, n) ((r0 - r1) / (tr - 2)) / (r1 / (n - tr))
+
+null_scale_ref <- function(x, lin, w = rep(1, length(x))) {
+  r2 <- w * residuals(lin)^2 / (1 - hatvalues(lin))
+  h <- local_poly(x, r2, degree = 0, bandwidth = "cv", verbose = FALSE)$bandwidth[[1]]
+  sqrt(local_poly_ref(x, r2, x, h, "gaussian", 0)$coef[, 1] / w)
+}
+
+test_that("the specification statistic is the approximate F of plain-R fits", {
   d <- spec_data(60, curve = TRUE)
   fit <- local_poly(y ~ x, d, bandwidth = 0.1)
   lin <- lm(y ~ x, d)
   set.seed(1)
   res <- spec_test(fit, lin, B = 19, verbose = FALSE)
+  L <- smoother_matrix_ref(d$x, d$y, 0.1, "gaussian", 1)
   rss1 <- sum((d$y - local_poly_ref(d$x, d$y, d$x, 0.1, "gaussian", 1)$coef[, 1])^2)
   rss0 <- sum(residuals(lin)^2)
-  expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
+  expect_equal(unname(res$statistic), approx_f_ref(rss0, rss1, sum(diag(L)), 60),
+               tolerance = 1e-10)
+  expect_equal(res$models$Res.Df, c(58, 60 - sum(diag(L))), tolerance = 1e-10)
   expect_equal(res$models$RSS, c(rss0, rss1), tolerance = 1e-10)
-  # the replicates: responses under the null, refitted by both models
+  # the replicates: responses under the null (normal multipliers of the pilot's standard
+  # deviations), refitted by both models
   set.seed(1)
-  v <- localmean:::wild_multipliers(60, 19)
-  Y <- fitted(lin) + residuals(lin) * v
-  L <- smoother_matrix_ref(d$x, d$y, 0.1, "gaussian", 1)
+  v <- matrix(rnorm(60 * 19), 60, 19)
+  Y <- fitted(lin) + null_scale_ref(d$x, lin) * v
   r0 <- colSums((Y - qr.fitted(lin$qr, Y))^2)
   r1 <- colSums((Y - L %*% Y)^2)
-  expect_equal(res$replicates, (r0 - r1) / r1, tolerance = 1e-8)
+  expect_equal(res$replicates, approx_f_ref(r0, r1, sum(diag(L)), 60), tolerance = 1e-8)
   expect_equal(res$p.value, (1 + sum(res$replicates >= res$statistic)) / 20)
 })
 
@@ -112,17 +127,17 @@ test_that("the specification test has the weights of both fits", {
   res <- spec_test(fit, lin, B = 19, verbose = FALSE)
   rss0 <- sum(d$w * residuals(lin)^2)
   rss1 <- sum(d$w * (d$y - fitted(fit))^2)
-  expect_equal(unname(res$statistic), (rss0 - rss1) / rss1, tolerance = 1e-10)
+  expect_equal(unname(res$statistic), approx_f_ref(rss0, rss1, fit$df, 60), tolerance = 1e-10)
   # the weighted QR refits the linear model
   set.seed(1)
-  v <- localmean:::wild_multipliers(60, 19)
-  Y <- fitted(lin) + residuals(lin) * v
+  v <- matrix(rnorm(60 * 19), 60, 19)
+  Y <- fitted(lin) + null_scale_ref(d$x, lin, d$w) * v
   refit <- lm.wfit(cbind(1, d$x), Y[, 3], d$w)
   expect_equal(res$replicates[3] > -Inf, TRUE)
   r0 <- sum(d$w * refit$residuals^2)
   F1 <- localmean:::smooth_replicates(fit$spec, Y[, 3, drop = FALSE])
   r1 <- sum(d$w * (Y[, 3] - F1)^2)
-  expect_equal(res$replicates[3], (r0 - r1) / r1, tolerance = 1e-8)
+  expect_equal(res$replicates[3], approx_f_ref(r0, r1, fit$df, 60), tolerance = 1e-8)
   expect_error(spec_test(fit, lm(y ~ x, d), B = 19, verbose = FALSE),
                class = "localmean_error_mismatch")
 })
@@ -169,19 +184,42 @@ test_that("the specification test reselects a selected bandwidth in every replic
   set.seed(1)
   res <- spec_test(fit, lin, B = 19, verbose = FALSE)
   expect_match(res$method, "reselected")
+  # the candidates: the fit's search, extended by factors of 1.5 to its upper bound
+  grid <- localmean:::reselection_grid(fit)[, 1]
+  expect_identical(grid[seq_along(fit$cv_curve$x)], fit$cv_curve$x)
+  expect_equal(grid[length(grid)], 10 * diff(range(d$x)))
+  expect_true(all(diff(grid) > 0))
   set.seed(1)
-  v <- localmean:::wild_multipliers(60, 19)
-  Y <- fitted(lin) + residuals(lin) * v
-  for (b in c(1, 7)) {
-    refit <- local_poly(Y[, b] ~ d$x, bandwidth = "cv", verbose = FALSE)
+  v <- matrix(rnorm(60 * 19), 60, 19)
+  Y <- cbind(d$y, fitted(lin) + null_scale_ref(d$x, lin) * v)
+  # each response's F at the candidate of least leave-one-out error, in plain R
+  smoothers <- lapply(grid, function(h) smoother_matrix_ref(d$x, d$y, h, "gaussian", 1))
+  F_ref <- vapply(c(1, 2, 8), function(b) {
+    cv <- vapply(smoothers, function(L) mean(((Y[, b] - L %*% Y[, b]) / (1 - diag(L)))^2), 0)
+    L <- smoothers[[which.min(cv)]]
     r0 <- sum((Y[, b] - qr.fitted(lin$qr, Y[, b]))^2)
-    r1 <- sum((Y[, b] - fitted(refit))^2)
-    expect_equal(res$replicates[b], (r0 - r1) / r1, tolerance = 1e-8)
-  }
+    r1 <- sum((Y[, b] - L %*% Y[, b])^2)
+    approx_f_ref(r0, r1, sum(diag(L)), 60)
+  }, 0)
+  expect_equal(c(res$statistic, res$replicates[c(1, 7)]), F_ref, tolerance = 1e-8,
+               ignore_attr = TRUE)
   set.seed(1)
   kept <- spec_test(fit, lin, B = 19, reselect = FALSE, verbose = FALSE)
-  expect_identical(kept$statistic, res$statistic)
+  r1 <- sum((d$y - fitted(fit))^2)
+  expect_equal(unname(kept$statistic), approx_f_ref(sum(residuals(lin)^2), r1, fit$df, 60),
+               tolerance = 1e-10)
   expect_false(grepl("reselected", kept$method))
+  set.seed(1)
+  two <- spec_test(fit, lin, B = 19, n_threads = 2, verbose = FALSE)
+  expect_identical(two$replicates, res$replicates)
+  # other selectors refit each replicate: the rule of thumb, which depends on x alone, chooses
+  # the same bandwidth every time, so the test equals the one at that bandwidth kept fixed
+  rot <- local_poly(y ~ x, d, bandwidth = "rot", verbose = FALSE)
+  set.seed(3)
+  refitted <- spec_test(rot, lin, B = 19, verbose = FALSE)
+  set.seed(3)
+  expect_equal(refitted$replicates,
+               spec_test(rot, lin, B = 19, reselect = FALSE, verbose = FALSE)$replicates)
   fixed <- local_poly(y ~ x, d, bandwidth = 0.2, verbose = FALSE)
   expect_error(spec_test(fixed, lin, B = 19, reselect = TRUE), "selector",
                class = "localmean_error")
@@ -219,7 +257,7 @@ test_that("the specification test refuses bad input with classed errors", {
   expect_error(spec_test(fit, fit, B = 19), "parametric", class = "localmean_error")
   expect_error(spec_test(lin, lin, B = 19), "local", class = "localmean_error")
   expect_error(anova(fit, lin, lin), "one parametric model", class = "localmean_error")
-  expect_error(spec_test(fit, lin, B = 19, multipliers = "normal"), "multipliers",
+  expect_error(spec_test(fit, lin, B = 19, multipliers = "gaussian"), "multipliers",
                class = "localmean_error")
   d$k <- rbinom(40, 1, 0.5)
   logit <- local_poly(k ~ x, d, bandwidth = 0.3, family = "binomial")
@@ -238,6 +276,16 @@ test_that("the bootstrap gives the same p-value under a future plan", {
   old <- future::plan(future::multisession, workers = 2)
   on.exit(future::plan(old), add = TRUE)
   expect_identical(localmean:::smooth_replicates(fit$spec, Y, cells = 120), serial)
+  # the specification test with its bandwidth reselected on the selector's grid
+  selected <- local_poly(y ~ x, d, verbose = FALSE)
+  lin <- lm(y ~ x, d)
+  future::plan(future::sequential)
+  set.seed(2)
+  alone <- spec_test(selected, lin, B = 99, verbose = FALSE)
+  future::plan(future::multisession, workers = 2)
+  set.seed(2)
+  expect_identical(spec_test(selected, lin, B = 99, verbose = FALSE)$replicates,
+                   alone$replicates)
 })
 
 # ---- The relevance tests ---------------------------------------------------------------------
@@ -499,4 +547,37 @@ test_that("spec_test() refits an lm with an offset around the offset, and names 
   expect_identical(b$p.value, a$p.value)
   expect_identical(b$data.name, "lo vs fit")
   expect_error(kde_test(c(rnorm(9), NA), rnorm(10)), "x1", class = "localmean_error")
+})
+
+test_that("augment(), plot() and autoplot() draw the bootstrap bands of predict()", {
+  fit <- local_poly(dist ~ speed, cars, bandwidth = 5, verbose = FALSE)
+  set.seed(4)
+  a <- augment(fit, interval = "bootstrap", B = 19)
+  set.seed(4)
+  band <- predict(fit, interval = "bootstrap", B = 19, verbose = FALSE)
+  expect_identical(a$.lower, unname(band[, "lwr"]))
+  expect_identical(a$.upper, unname(band[, "upr"]))
+  set.seed(4)
+  curves <- regression_curves(fit, 5, 0.95, "bootstrap", 19)
+  grid <- data.frame(speed = seq(4, 25, length.out = 5))
+  set.seed(4)
+  expect_equal(curves$.lower, unname(predict(fit, grid, interval = "bootstrap", B = 19,
+                                             verbose = FALSE)[, "lwr"]))
+  pdf(NULL)
+  on.exit(grDevices::dev.off())
+  set.seed(4)
+  expect_no_error(plot(fit, interval = "bootstrap", B = 19, simultaneous = TRUE))
+  expect_error(plot(fit, interval = "tube"), "interval", class = "localmean_error")
+  k <- kde(faithful$eruptions, gridsize = 64)
+  set.seed(5)
+  ak <- augment(k, interval = "bootstrap", B = 19)
+  expect_true(all(ak$.lower <= ak$.density & ak$.density <= ak$.upper))
+  set.seed(5)
+  expect_no_error(plot(k, interval = "bootstrap", B = 19))
+  expect_error(plot(kde(as.matrix(faithful)), interval = "bootstrap"), "one-dimensional",
+               class = "localmean_error")
+  skip_if_not_installed("ggplot2")
+  set.seed(5)
+  expect_s3_class(autoplot.local_kde(k, interval = "bootstrap", B = 19), "ggplot")
+  expect_s3_class(autoplot.local_poly(fit, interval = "bootstrap", B = 19), "ggplot")
 })
