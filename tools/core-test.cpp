@@ -1179,7 +1179,9 @@ static void metric_fused_tests() {
     }
   }
   expect(compared >= 4, "fused metric loss: the short cut-off leaves a fit for every point");
-  expect(worst < 1e-12, "fused metric loss equals the general pass at a diagonal metric");
+  // Both passes add in the sweep's kLanes lanes, the fused one in the sorted order of its window:
+  // the lambda gradients are sums that cancel (values near 1e-2 of terms near 1), within 4e-12.
+  expect(worst < 1e-11, "fused metric loss equals the general pass at a diagonal metric");
   // The short cut-off leaves blocks out of the windows (in the variable of the fewest pairs).
   {
     MetricProblem p;

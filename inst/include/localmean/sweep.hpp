@@ -174,11 +174,13 @@ LOCALMEAN_INLINE void block_basis(const LocalData& data, const Basis& basis, con
 // applied) and basis values phi (block_basis(); unused for the local mean) into the lanes of a
 // query's moments. The first basis term is 1: its products are skipped (multiplying by 1 is
 // exact).
+// The data come as prior weights (null: none) and nv value columns of n entries; the metric's
+// leave-one-out passes (metric.hpp) add their windows with it too.
 template <class Len>
-LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, Len len,
+LOCALMEAN_INLINE void accumulate_weighted(const double* prior, const double* values,
+                                          std::size_t n, std::size_t nv, std::size_t s, Len len,
                                           const double* w, const double* phi, Moments& mo) {
-  const std::size_t n = data.n(), nv = data.nv(), nb = mo.nb;
-  const double* prior = data.prior();
+  const std::size_t nb = mo.nb;
   double W_[kBlock];
   const double* W = w;
   if (prior) {
@@ -189,7 +191,7 @@ LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, 
     // The local mean.
     add_lanes(mo.S_lanes(), W, len);
     for (std::size_t j = 0; j < nv; ++j)
-      add_product(mo.T_lanes() + j * kLanes, W, data.values() + j * n + s, len);
+      add_product(mo.T_lanes() + j * kLanes, W, values + j * n + s, len);
     return;
   }
   for (std::size_t a = 0; a < nb; ++a) {
@@ -211,8 +213,14 @@ LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, 
         add_product(mo.S2_lanes() + (a * nb + b) * kLanes, kWa, phi + b * kBlock, len);
     }
     for (std::size_t j = 0; j < nv; ++j)
-      add_product(mo.T_lanes() + (a * nv + j) * kLanes, Wa, data.values() + j * n + s, len);
+      add_product(mo.T_lanes() + (a * nv + j) * kLanes, Wa, values + j * n + s, len);
   }
+}
+
+template <class Len>
+LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, Len len,
+                                          const double* w, const double* phi, Moments& mo) {
+  accumulate_weighted(data.prior(), data.values(), data.n(), data.nv(), s, len, w, phi, mo);
 }
 
 // Accumulates `len` points from tree position s with kernel weights w (prior weights not yet
