@@ -26,9 +26,9 @@
 // What comes from the engine: the kernel profile (the registry's kernel_shapes()), the level tables and
 // level weights (local_data.hpp, shared with LocalData), the products of the sweep (product()),
 // the moments of the local design (the sweep's accumulate_weighted() into Moments, kLanes lanes
-// flushed in its order), the walk over blocks (walk_blocks()), the lane sums of the gradient
-// (add_product(), lanes_total()), the Cholesky factorisation and solve (moments.hpp), the chunked
-// parallel run (run_chunked) and the best build (simd.hpp).
+// flushed in its order), the walks over blocks (walk_blocks(), walk_full_blocks()), the lane
+// sums of the gradient (add_product(), lanes_total()), the Cholesky factorisation and solve
+// (moments.hpp), the chunked parallel run (run_chunked) and the best build (simd.hpp).
 // What stays here, and why:
 // - z = A x: the engine scales each variable; a full metric needs the matrix product.
 // - the slope weights v and the lambda derivative tables: the engine never differentiates.
@@ -38,7 +38,8 @@
 //   z_j - z_i of every point (the sweep's squared_distances() keeps none and reads LocalData's
 //   tree), for the local design, g_j and the gradient's sums of d d'.
 // - the fused passes keep their own window (FusedData: one variable, sorted); see the note above
-//   FusedData.
+//   FusedData. Their first pass is compiled once per build (fused_design()), their second per
+//   count of variables and degree (fused_gradient(): its sums stay in registers).
 #pragma once
 
 #include <localmean/engine.hpp>
@@ -455,57 +456,39 @@ struct FusedData {
   }
 };
 
-// Point i's share of the loss and gradient as loo_contribution() with p.diagonal, for D numeric
-// variables and degree Degree. The weights go to wrow, those without the level weights (for the
-// lambda gradient) to wnum, the slope weights to vrow (all of length f.stride; no vrow where
-// slope_is_shape()); s.tmp holds the gradient's lanes (kLanes x (D + categorical variables)).
-// The window is whole blocks (FusedData::window()): walk_blocks() passes full blocks only.
-template <std::size_t D, int Degree>
-LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData& f,
-                                         double reach2, std::size_t i, LooScratch& s,
-                                         double* wrow, double* wnum, double* vrow,
-                                         double* sq_res, double* gap, double* m, double* lam) {
-  constexpr std::size_t q = D + 1;
+// Pass 1 of the fused passes for the point at sorted position si, whose window is the blocks
+// [first, last) and whose coordinates are zi: the weights into wrow, those without the level
+// weights (for the lambda gradient) into wnum, the slope weights into vrow (all of length
+// f.stride; no vrow where slope_is_shape()), and the moments of the local design added by the
+// sweep's accumulate_weighted() into s.mo. The number of variables and the degree are run-time
+// values here: the moments live in memory lanes whatever their number, so compile-time counts
+// would only copy this code (one copy per count and degree in each build).
+LOCALMEAN_INLINE void fused_design(const MetricProblem& p, const FusedData& f, double reach2,
+                                   std::size_t si, std::size_t first, std::size_t last,
+                                   const double* zi, LooScratch& s, double* wrow, double* wnum,
+                                   double* vrow) {
   const auto block = std::integral_constant<std::size_t, kBlock>();
-  const std::size_t stride = f.stride;
+  const std::size_t d = p.d, stride = f.stride;
   const CategoricalVars* cat = p.categorical;
-  const std::size_t n_cat = cat ? cat->count : 0;
   const bool want_lam = cat && p.lambda_gradient;
   const double* z = f.z;
-  const double* y = f.y;
-  const double* prior = f.prior;
   const int* codes = f.codes.data();
-  const std::size_t si = f.position[i];  // point i's place in the sorted data
-  std::size_t first, last;                // the blocks of its window
-  f.window(si, reach2, &first, &last);
-  double zi[D];
-  for (std::size_t k = 0; k < D; ++k) zi[k] = z[k * stride + si];
-  // The differences z_j - z_i of a block (phi: the basis of the local design after its 1).
-  const auto differences = [&](std::size_t start, double* phi, double* d2) LOCALMEAN_LAMBDA_INLINE {
+  s.mo.reset();
+  walk_full_blocks(first, last, [&](std::size_t start) LOCALMEAN_LAMBDA_INLINE {
+    // phi: the differences z_j - z_i, the basis of the local design after its 1
+    double phi[(kFusedMaxD + 1) * kBlock], d2[kBlock], w[kBlock], v[kBlock];
     for (std::size_t t = 0; t < kBlock; t += 4) {
       v4d r2 = {0.0, 0.0, 0.0, 0.0};
-      for (std::size_t k = 0; k < D; ++k) {
-        const v4d v = LOCALMEAN_LOAD4(z + k * stride + start + t) - zi[k];
-        LOCALMEAN_STORE4(phi + (k + 1) * kBlock + t, v);
-        r2 += v * v;
+      for (std::size_t k = 0; k < d; ++k) {
+        const v4d dz = LOCALMEAN_LOAD4(z + k * stride + start + t) - zi[k];
+        LOCALMEAN_STORE4(phi + (k + 1) * kBlock + t, dz);
+        r2 += dz * dz;
       }
-      if (d2) LOCALMEAN_STORE4(d2 + t, r2);
+      LOCALMEAN_STORE4(d2 + t, r2);
     }
-  };
-  double own = p.prior ? p.prior[i] : 1.0;
-  if (cat) {
-    level_tables(cat, p.n, i, s.table.size(), s.table.data(), s.dtable.data());
-    weigh_levels(*cat, cat->codes, p.n, s.table.data(), i, std::size_t{1}, &own);
-  }
-  // Pass 1: the weights, and the moments of the local design added by the sweep's
-  // accumulate_weighted().
-  s.mo.reset();
-  walk_blocks(first, last, [&](std::size_t start, auto, std::size_t) LOCALMEAN_LAMBDA_INLINE {
-    double phi[(D + 1) * kBlock], d2[kBlock], w[kBlock], v[kBlock];
-    differences(start, phi, d2);
     kernel_weights(p.kernel, d2, reach2, block, w, vrow ? v : nullptr);
-    product(w, w, prior + start, block);
-    if (vrow) product(v, v, prior + start, block);
+    product(w, w, f.prior + start, block);
+    if (vrow) product(v, v, f.prior + start, block);
     if (want_lam) std::copy(w, w + kBlock, wnum + start);
     if (cat) {
       weigh_levels(*cat, codes, stride, s.table.data(), start, block, w);
@@ -518,32 +501,48 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
     }
     std::copy(w, w + kBlock, wrow + start);
     if (vrow) std::copy(v, v + kBlock, vrow + start);
-    accumulate_weighted(nullptr, y, stride, 1, start, block, w, phi, s.mo);
+    accumulate_weighted(nullptr, f.y, stride, 1, start, block, w, phi, s.mo);
   });
-  // The leave-one-out fit: g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k z_jk) (y_j - fit_j) with
-  // fit_j = fb_0 + sum_k fb_k z_jk (degree 0: g_j = (y_j - fit) / den, ga_0 = 1 / den).
-  take_design(s);
-  if (!loo_fit(Degree, q, own, s, gap)) return false;
-  double ga[q] = {}, fb[q] = {};
-  for (std::size_t k = 0; k < (Degree == 1 ? q : 1); ++k) {
-    ga[k] = s.a[k];
-    fb[k] = s.b[k];
-  }
-  const double r = p.y[i] - fb[0];
-  if (!(*gap > p.min_gap)) return false;
-  const double pi = p.prior ? p.prior[i] : 1.0;
-  *sq_res = pi * r * r;
-  const double scale = 2.0 * pi * r;
-  // Pass 2, in the sweep's lanes (point j into lane j % kLanes, two v4d per sum, kept in
-  // registers): m_k = sum_j c_j z_jk^2 with c_j = 2 p_i r_i g_j v_j, and sum_j g_j dw_j/dlambda_c.
+}
+// fused_design() in its best build: one instance per build for every count and degree.
+inline void fused_design_best(const MetricProblem& p, const FusedData& f, double reach2,
+                              std::size_t si, std::size_t first, std::size_t last,
+                              const double* zi, LooScratch& s, double* wrow, double* wnum,
+                              double* vrow) {
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    fused_design(p, f, reach2, si, first, last, zi, s, wrow, wnum, vrow);
+  });
+}
+
+// Pass 2 of the fused passes, for D numeric variables and degree Degree (compile-time: its sums
+// stay in registers), after the leave-one-out fit: with ga and fb the coefficients of
+// g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k z_jk) (y_j - fit_j), fit_j = fb_0 + sum_k fb_k z_jk
+// (degree 0: g_j = (y_j - fb_0) / ga_0), m_k = sum_j c_j z_jk^2 with c_j = scale g_j v_j
+// (scale = 2 p_i r_i) and lam_c = -scale sum_j g_j dw_j/dlambda_c. In the sweep's lanes (point
+// j into lane j % kLanes, two v4d per sum); s.tmp holds the lanes (kLanes x (D + categorical
+// variables)).
+template <std::size_t D, int Degree>
+LOCALMEAN_INLINE void fused_gradient(const MetricProblem& p, const FusedData& f,
+                                     std::size_t first, std::size_t last, const double* zi,
+                                     const double* ga, const double* fb, double scale,
+                                     LooScratch& s, const double* wrow, const double* wnum,
+                                     const double* vrow, double* m, double* lam) {
   static_assert(kLanes == 8 && kBlock % kLanes == 0, "a lane group is two v4d");
+  const auto block = std::integral_constant<std::size_t, kBlock>();
+  const std::size_t stride = f.stride;
+  const CategoricalVars* cat = p.categorical;
+  const std::size_t n_cat = cat ? cat->count : 0;
+  const bool want_lam = cat && p.lambda_gradient;
+  const double* z = f.z;
+  const double* y = f.y;
+  const int* codes = f.codes.data();
   const double* slope = vrow ? vrow : wrow;
   double* lanes = s.tmp.data();
   std::fill(lanes, lanes + kLanes * (D + n_cat), 0.0);
   const v4d zero = {0.0, 0.0, 0.0, 0.0};
   v4d accM[D][2];
   for (std::size_t k = 0; k < D; ++k) accM[k][0] = accM[k][1] = zero;
-  walk_blocks(first, last, [&](std::size_t j, auto, std::size_t) LOCALMEAN_LAMBDA_INLINE {
+  walk_full_blocks(first, last, [&](std::size_t j) LOCALMEAN_LAMBDA_INLINE {
     double G[kBlock];
     for (std::size_t t = 0; t < kBlock; t += 4) {
       const std::size_t half = t / 4 % 2;
@@ -580,6 +579,44 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
   for (std::size_t k = 0; k < D; ++k) m[k] = lanes_total(lanes + k * kLanes);
   for (std::size_t cv = 0; cv < n_cat && want_lam; ++cv)
     lam[cv] = -scale * lanes_total(lanes + (D + cv) * kLanes);
+}
+
+// Point i's share of the loss and gradient as loo_contribution() with p.diagonal, for D numeric
+// variables and degree Degree: pass 1 (fused_design()), the leave-one-out fit, pass 2
+// (fused_gradient()), each pass in its best build. The work rows wrow, wnum and vrow are
+// fused_design()'s. The window is whole blocks (FusedData::window()).
+template <std::size_t D, int Degree>
+bool fused_contribution(const MetricProblem& p, const FusedData& f, double reach2, std::size_t i,
+                        LooScratch& s, double* wrow, double* wnum, double* vrow, double* sq_res,
+                        double* gap, double* m, double* lam) {
+  constexpr std::size_t q = D + 1;
+  const CategoricalVars* cat = p.categorical;
+  const std::size_t si = f.position[i];  // point i's place in the sorted data
+  std::size_t first, last;                // the blocks of its window
+  f.window(si, reach2, &first, &last);
+  double zi[D];
+  for (std::size_t k = 0; k < D; ++k) zi[k] = f.z[k * f.stride + si];
+  double own = p.prior ? p.prior[i] : 1.0;
+  if (cat) {
+    level_tables(cat, p.n, i, s.table.size(), s.table.data(), s.dtable.data());
+    weigh_levels(*cat, cat->codes, p.n, s.table.data(), i, std::size_t{1}, &own);
+  }
+  fused_design_best(p, f, reach2, si, first, last, zi, s, wrow, wnum, vrow);
+  take_design(s);
+  if (!loo_fit(Degree, q, own, s, gap)) return false;
+  double ga[q] = {}, fb[q] = {};
+  for (std::size_t k = 0; k < (Degree == 1 ? q : 1); ++k) {
+    ga[k] = s.a[k];
+    fb[k] = s.b[k];
+  }
+  const double r = p.y[i] - fb[0];
+  if (!(*gap > p.min_gap)) return false;
+  const double pi = p.prior ? p.prior[i] : 1.0;
+  *sq_res = pi * r * r;
+  const double scale = 2.0 * pi * r;
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    fused_gradient<D, Degree>(p, f, first, last, zi, ga, fb, scale, s, wrow, wnum, vrow, m, lam);
+  });
   return true;
 }
 
@@ -630,13 +667,10 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
       double* wrow = detail::aligned_rows(store, 3 * f.stride);
       double* wnum = wrow + f.stride;
       double* vrow = detail::slope_is_shape(p.kernel) ? nullptr : wnum + f.stride;
-      for (std::size_t i = begin; i < end; ++i) {
-        ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-          return detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, vrow,
-                                                       &sq_res[i], &gaps[i], &contrib[i * per],
-                                                       n_cat ? &lam[i * n_cat] : nullptr);
-        });
-      }
+      for (std::size_t i = begin; i < end; ++i)
+        ok[i] = detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, vrow,
+                                                      &sq_res[i], &gaps[i], &contrib[i * per],
+                                                      n_cat ? &lam[i * n_cat] : nullptr);
     });
   };
   // The degree as a compile-time constant for the dimension `dim`.
