@@ -22,6 +22,10 @@ kde3 <- kde(x3, bandwidth = 0.3, kernel = "epanechnikov", verbose = FALSE)
 blobs <- matrix(rnorm(3 * 2000, sd = 0.3), ncol = 3) + rep(c(0, 2, 4, 6), each = 500)
 lg <- data.frame(x = runif(3000))
 lg$y <- rbinom(3000, 1, plogis(3 * sin(6 * lg$x)))
+cd <- data.frame(x = runif(2000))
+cd$y <- sin(2 * pi * cd$x) + rnorm(2000, sd = 0.2 + 0.4 * cd$x)
+cdens <- kde(y ~ x, cd, bandwidth = c(0.3, 0.1), kernel = "epanechnikov", verbose = FALSE)
+cd_at <- data.frame(x = seq(0, 1, length.out = 100))
 m2 <- data.frame(a = runif(600), b = runif(600))
 m2$y <- sin(4 * m2$a) + m2$b^2 + rnorm(600, sd = 0.2)
 smooth <- function(kernel, degree, method, bandwidth, at = q)
@@ -44,6 +48,8 @@ paths <- list(
                                                   verbose = FALSE),
   logistic_tricube = function() local_poly(y ~ x, lg, family = "binomial", kernel = "tricube",
                                            bandwidth = 0.1, n_threads = 1, verbose = FALSE),
+  cdens_quantiles_epanechnikov = function() predict(cdens, cd_at, type = "quantile",
+                                                    tau = c(0.1, 0.5, 0.9), n_threads = 1),
   metric_cv_2d_gaussian = function() local_poly(y ~ a + b, m2, bandwidth = "cv", n_threads = 1,
                                                 verbose = FALSE),
   metric_cv_2d_epanechnikov = function() local_poly(y ~ a + b, m2, bandwidth = "cv",

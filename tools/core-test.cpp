@@ -653,6 +653,7 @@ int main(int argc, char** argv) {
   {
     EngineSettings set;
     set.use_tree = false;
+    data.use_kernel(set.kernel);
     const double tau[3] = {0.05, 0.5, 0.9}, hy = 0.4;
     for (KernelType ky : {KernelType::gaussian, KernelType::epanechnikov}) {
       std::vector<double> qs(3 * m), qs2(3 * m);

@@ -202,8 +202,9 @@ inline bool conditional_quantiles(const LocalData& data, const double* queries, 
   const Reach how(set);
   std::vector<double> y_tree(n);
   for (std::size_t t = 0; t < n; ++t) y_tree[t] = y[data.tree().order()[t]];
+  check_sweep_kernel(data, set);
   auto fn = [&](std::size_t begin, std::size_t end) {
-    with_kernel(set.kernel, [&](auto kern) {
+    with_sweep_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
       std::vector<double> q(d), table(data.table_size());
       Window win;

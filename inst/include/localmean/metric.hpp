@@ -151,8 +151,8 @@ LOCALMEAN_INLINE void kernel_weights(KernelType kernel, const double* r2, double
                                      double* w, double* v) {
   if (kernel == KernelType::gaussian)
     profile_weights<Gaussian>(r2, reach2, len, w, v);
-  else
-    other_kernel_weights(kernel, r2, reach2, len, w, v);
+  else  // a run-time length: one copy for full blocks and tails
+    other_kernel_weights(kernel, r2, reach2, static_cast<std::size_t>(len), w, v);
 }
 
 // Whether the slope weights are the weights themselves (the Gaussian: 2 slope = shape).
