@@ -459,11 +459,11 @@ static void tiled_sweep_tests() {
       for (auto& v : q) v = unif(rng) * 3.5 - 0.25;
       for (auto& v : radius) v = 0.3 + unif(rng);
       const bool stretch = n == 63;
-      const LocalData data(x.data(), n, d, y.data(), nv, prior.data(),
-                           stretch ? scale.data() : nullptr);
+      LocalData data(x.data(), n, d, y.data(), nv, prior.data(), stretch ? scale.data() : nullptr);
       for (std::size_t kt = 0; kt < kKernelCount; ++kt) {
         EngineSettings set;
         set.kernel = static_cast<KernelType>(kt);
+        data.use_kernel(set.kernel);
         set.use_tree = false;
         // Queries 1..m, and the same queries shifted by one slot (query 0 first).
         std::vector<double> coef((m + 1) * nv), serial(m * nv), parallel(m * nv), wsum(m + 1);
@@ -615,12 +615,13 @@ int main(int argc, char** argv) {
   for (auto& v : x) v = unif(rng) * 5.0;
   for (std::size_t i = 0; i < n; ++i) y[i] = std::sin(x[i]) + x[n + i];
   for (auto& v : q) v = unif(rng) * 5.0;
-  const LocalData data(x.data(), n, d, y.data(), 1, nullptr);
+  LocalData data(x.data(), n, d, y.data(), 1, nullptr);
 
   for (KernelType type : {KernelType::gaussian, KernelType::epanechnikov, KernelType::laplace}) {
     for (bool tree : {false, true}) {
       EngineSettings set;
       set.kernel = type;
+      data.use_kernel(type);
       set.use_tree = tree;
       std::vector<double> serial(m), parallel(m);
       EngineOutput out;
@@ -652,6 +653,7 @@ int main(int argc, char** argv) {
   {
     EngineSettings set;
     set.use_tree = false;
+    data.use_kernel(set.kernel);
     const double tau[3] = {0.05, 0.5, 0.9}, hy = 0.4;
     for (KernelType ky : {KernelType::gaussian, KernelType::epanechnikov}) {
       std::vector<double> qs(3 * m), qs2(3 * m);
@@ -705,6 +707,7 @@ int main(int argc, char** argv) {
     std::vector<double> built(m), twice(2 * m);
     EngineOutput out;
     out.coef = built.data();
+    data.use_kernel(set.kernel);
     local_fit(data, q.data(), m, nullptr, nullptr, set, out);
     out.coef = twice.data();
     local_fit(swapped, q.data(), m, nullptr, nullptr, set, out);
@@ -736,6 +739,7 @@ int main(int argc, char** argv) {
   {
     EngineSettings set;
     set.kernel = KernelType::epanechnikov;
+    data.use_kernel(set.kernel);
     std::vector<double> scale_q(m, 0.8);
     std::vector<std::vector<std::size_t>> rows, rows2;
     std::vector<std::vector<double>> wts, wts2;
@@ -780,6 +784,7 @@ int main(int argc, char** argv) {
     for (KernelType type : {KernelType::gaussian, KernelType::epanechnikov}) {
       const LocalData line(x1.data(), n1, 1, y1.data(), 1, prior1.data());
       LocalData scaled(x1.data(), n1, 1, y1.data(), 1, prior1.data());
+      scaled.use_kernel(type);
       EngineSettings set;
       set.kernel = type;
       set.degree = 1;
@@ -816,7 +821,8 @@ int main(int argc, char** argv) {
   // Sample-point scales: the weight sum with point i stretched by s_i, against a direct sum.
   std::vector<double> point_scale(n);
   for (auto& v : point_scale) v = 0.2 + unif(rng);
-  const LocalData stretched(x.data(), n, d, y.data(), 1, nullptr, point_scale.data());
+  LocalData stretched(x.data(), n, d, y.data(), 1, nullptr, point_scale.data());
+  stretched.use_kernel(KernelType::biweight);
   for (bool tree : {false, true}) {
     EngineSettings set;
     set.kernel = KernelType::biweight;
@@ -1210,7 +1216,9 @@ static void metric_fused_tests() {
     }
   }
   expect(compared >= 4, "fused metric loss: the short cut-off leaves a fit for every point");
-  expect(worst < 1e-12, "fused metric loss equals the general pass at a diagonal metric");
+  // Both passes add in the sweep's kLanes lanes, the fused one in the sorted order of its window:
+  // the lambda gradients are sums that cancel (values near 1e-2 of terms near 1), within 4e-12.
+  expect(worst < 1e-11, "fused metric loss equals the general pass at a diagonal metric");
   // The short cut-off leaves blocks out of the windows (in the variable of the fewest pairs).
   {
     MetricProblem p;

@@ -245,3 +245,70 @@ test_that("a metric is learned for a compact kernel, and refused for a kernel of
                           bandwidth = "metric", verbose = FALSE),
                class = "localmean_error", regexp = "registry")
 })
+
+# ---- Rounding, not the path: the searches pinned by scores ------------------------------------
+#
+# The loss at fixed parameters is a sum over points whose order (the data's, the passes' lanes)
+# changes only the last bits; the searches amplify such changes along their path on flat or
+# kinked scores, so their results are pinned by plain-R scores and by the data's order, not by
+# one path's exact optimum.
+
+test_that("at fixed parameters, the data's order and the pass change the loss by rounding only", {
+  d <- kernel_search_data(80)
+  h <- c(0.45, 0.6)
+  shuffle <- c(41:80, 40:1)
+  categorical <- list(codes = d$categorical$codes, levels = 3L, ordered = FALSE, lambda = 0.3,
+                      unit_mass = FALSE)
+  moved <- replace(categorical, "codes", list(d$categorical$codes[shuffle, , drop = FALSE]))
+  for (kernel in c("gaussian", "epanechnikov", "tricube")) for (degree in 0:1) {
+    info <- paste(kernel, "degree", degree)
+    loss <- function(x, y, prior, cat, diagonal) {
+      localmean:::metric_loss(x, y, prior, diag(1 / h), degree, cat, 0, 1e-10, 1L, FALSE,
+                              diagonal, TRUE, kernel)
+    }
+    fused <- loss(d$x, d$y, d$prior, categorical, TRUE)
+    general <- loss(d$x, d$y, d$prior, categorical, FALSE)
+    reordered <- loss(d$x[shuffle, ], d$y[shuffle], d$prior[shuffle], moved, TRUE)
+    expect_true(is.finite(fused$loss), info = info)
+    for (other in list(general, reordered)) {
+      expect_equal(other$loss, fused$loss, tolerance = 1e-12, info = info)
+      expect_equal(diag(other$gradient), diag(fused$gradient), tolerance = 1e-10, info = info)
+      expect_equal(other$lambda_gradient, fused$lambda_gradient, tolerance = 1e-9, info = info)
+    }
+  }
+})
+
+test_that("a joint cv search ends at a minimum of the plain-R score, in any order of the data", {
+  d <- kernel_search_data()
+  data <- data.frame(d$x, g = factor(d$g), y = d$y)
+  shuffle <- c(31:60, 30:1)
+  fits <- lapply(list(data, data[shuffle, ]), function(df) {
+    local_poly(y ~ x1 + x2 + g, df, degree = 1, bandwidth = "cv", verbose = FALSE)
+  })
+  ref <- function(h, lambda) loo_score_ref(d$x, d$y, d$g, h, lambda, "gaussian", 1)
+  for (fit in fits) {
+    h <- unname(fit$bandwidth[1:2])
+    lambda <- unname(fit$bandwidth[3])
+    best <- ref(h, lambda)
+    expect_equal(fit$cv, best, tolerance = 1e-10)
+    # no bandwidth moved by 2% improves the score beyond the search's tolerance
+    for (k in 1:2) for (f in c(0.98, 1.02)) {
+      expect_gte(ref(replace(h, k, h[k] * f), lambda), best * (1 - 1e-5))
+    }
+  }
+  # the smooth score's minimum does not depend on the order of the data
+  expect_equal(fits[[2]]$cv, fits[[1]]$cv, tolerance = 1e-6)
+})
+
+test_that("a learned metric's loss is the plain-R loss at its A, in any order of the data", {
+  set.seed(23)
+  train <- rotated_data(100, d = 2)
+  shuffle <- c(51:100, 50:1)
+  for (order in list(seq_len(100), shuffle)) {
+    fit <- local_poly(train$x[order, ], train$y[order], degree = 1, bandwidth = "metric",
+                      verbose = FALSE)
+    m <- fit$metric
+    expect_lt(m$loss, m$start_loss)
+    expect_equal(m$loss, metric_loss_ref(train$x, train$y, m$A, 1), tolerance = 1e-10)
+  }
+})

@@ -220,8 +220,9 @@ inline bool conditional_quantiles(const LocalData& data, const double* queries, 
   std::stable_sort(by_y.begin(), by_y.end(),
                    [&](std::size_t a, std::size_t b) { return y_tree[a] < y_tree[b]; });
   for (std::size_t r = 0; r < n; ++r) rank[by_y[r]] = r;
+  check_sweep_kernel(data, set);
   auto fn = [&](std::size_t begin, std::size_t end) {
-    with_kernel(set.kernel, [&](auto kern) {
+    with_sweep_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
       std::vector<double> q(d), table(data.table_size());
       Window win;

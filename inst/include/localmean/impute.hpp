@@ -371,11 +371,12 @@ inline long mirror(long i, long n) {
 
 // Non-local means of image rows [r0, r1) from the mirror-padded image `pad` (row-major, row
 // length wp, margin half_patch + half_search). Every pixel sums its own patch differences in a
-// fixed order, so any split of the rows gives the same result.
-template <class K>
-LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size_t width,
-                                    const NlmSettings& set, std::size_t r0, std::size_t r1,
-                                    double* out) {
+// fixed order, so any split of the rows gives the same result. shapes(r2, len, w) gives the
+// kernel's profile (GaussianRowShapes or OtherRowShapes).
+template <class Shapes>
+LOCALMEAN_INLINE void nlm_rows_body(const Shapes& shapes, const double* pad, std::size_t wp,
+                                    std::size_t width, const NlmSettings& set, std::size_t r0,
+                                    std::size_t r1, double* out) {
   const long hp = set.half_patch, hs = set.half_search, margin = hp + hs;
   const std::size_t rows = r1 - r0, drows = rows + 2 * hp, dcols = width + 2 * hp;
   const double inv_np = 1.0 / static_cast<double>((2 * hp + 1) * (2 * hp + 1));
@@ -413,7 +414,7 @@ LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size
           const double excess = std::max(0.0, s * inv_np - offset);
           w[b] = excess * inv_h2;
         }
-        kernel_shapes(K{}, w, width, w);
+        shapes(w, width, w);
         for (std::size_t b = 0; b < width; ++b) {
           nu[b] += w[b] * p1[b];
           de[b] += w[b];
@@ -423,15 +424,33 @@ LOCALMEAN_INLINE void nlm_rows_body(const double* pad, std::size_t wp, std::size
   for (std::size_t k = 0; k < rows * width; ++k) out[r0 * width + k] = num[k] / den[k];
 }
 
+// The profile of a row of weights: the Gaussian's inline (the default kernel, and the slowest
+// profile), every other kernel's through one out-of-line loop per kernel (kernel_shapes_of()),
+// shared by both builds: the rows are compiled twice per build, not once per kernel.
+struct GaussianRowShapes {
+  LOCALMEAN_INLINE void operator()(const double* r2, std::size_t len, double* w) const {
+    kernel_shapes(Gaussian{}, r2, len, w);
+  }
+};
+struct OtherRowShapes {
+  KernelType kernel;
+  LOCALMEAN_INLINE void operator()(const double* r2, std::size_t len, double* w) const {
+    kernel_shapes_of(kernel, r2, len, w);
+  }
+};
+
 // Non-local means of rows [r0, r1) with the settings' kernel, in the best build (simd.hpp).
 inline void nlm_rows(const double* pad, std::size_t wp, std::size_t width, const NlmSettings& set,
                      std::size_t r0, std::size_t r1, double* out) {
-  with_kernel(set.kernel, [&](auto kern) {
+  const auto rows_with = [&](const auto& shapes) {
     best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-      nlm_rows_body<decltype(kern)>(pad, wp, width, set, r0, r1, out);
+      nlm_rows_body(shapes, pad, wp, width, set, r0, r1, out);
     });
-    return 0;
-  });
+  };
+  if (set.kernel == KernelType::gaussian)
+    rows_with(GaussianRowShapes{});
+  else
+    rows_with(OtherRowShapes{set.kernel});
 }
 
 }  // namespace detail

@@ -326,6 +326,14 @@ struct Tabulated {
   static double exact(double r2) { return shape(r2); }
   LOCALMEAN_INLINE static double slope(double r2) { return shape(r2); }
 };
+// The tag of every kernel but the Gaussian in the engine's sweeps (with_sweep_kernel() in
+// sweep.hpp): the sweep looks their profile up at run time, from the data's kernel. As for
+// Tabulated, the static members serve only loops that take no profile.
+struct AnyKernel {
+  static double shape(double) { return std::numeric_limits<double>::quiet_NaN(); }
+  static double exact(double r2) { return shape(r2); }
+  LOCALMEAN_INLINE static double slope(double r2) { return shape(r2); }
+};
 
 // Calls f(KernelStruct{}) for the kernel type, so that hot loops are compiled once per kernel.
 // Always inlined (the switch alone), so that an always-inline f stays in its caller's build.
@@ -345,6 +353,14 @@ LOCALMEAN_INLINE auto with_kernel(KernelType type, F&& f) -> decltype(f(Gaussian
   case KernelType::cauchy: break;
   }
   return f(Cauchy{});
+}
+
+// w[k] = the profile of kernel `type` at r2[k], k < len (w may be r2), out of line: one copy per
+// kernel, shared by both builds, for loops that compile the Gaussian inline and every other
+// kernel once (a copy of the loop per kernel would make the library much larger).
+__attribute__((noinline)) inline void kernel_shapes_of(KernelType type, const double* r2,
+                                                       std::size_t len, double* w) {
+  with_kernel(type, [&](auto k) LOCALMEAN_LAMBDA_INLINE { kernel_shapes(k, r2, len, w); });
 }
 
 // Pieces of the numeric integrals of a tabulated profile's constants (KernelProfile): at least

@@ -96,9 +96,15 @@ public:
     return weight_prefix_[end] - weight_prefix_[begin];
   }
   double max_scale() const { return inv_scale2_.empty() ? 1.0 : max_scale_; }
-  // The tabulated profile of a user kernel (null for the registry's kernels), read by the sweep.
+  // The kernel of the next sweeps (every kernel but the Gaussian is swept as AnyKernel, whose
+  // profile the sweep looks up here: sweep.hpp), and the tabulated profile of a user kernel
+  // (null for the registry's kernels). The engine's entry points check it (check_sweep_kernel).
+  KernelType kernel() const { return kernel_; }
   const KernelProfile* profile() const { return profile_; }
-  void use_kernel(KernelType kernel) { profile_ = kernel_profile(kernel); }
+  void use_kernel(KernelType kernel) {
+    kernel_ = kernel;
+    profile_ = kernel_profile(kernel);
+  }
   const KdTree& tree() const { return tree_; }
   // The points x (the constructor's, caller's order) divided by per-variable scales.
   void rescale(const double* x, const double* scale) { tree_.rescale(x, scale); }
@@ -139,6 +145,7 @@ private:
   CategoricalVars cat_;
   std::vector<int> codes_;
   std::size_t table_size_ = 0;
+  KernelType kernel_ = KernelType::gaussian;
   const KernelProfile* profile_ = nullptr;
 };
 

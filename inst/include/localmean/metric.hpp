@@ -25,8 +25,10 @@
 //
 // What comes from the engine: the kernel profile (the registry's kernel_shapes()), the level tables and
 // level weights (local_data.hpp, shared with LocalData), the products of the sweep (product()),
-// the Cholesky factorisation and solve (moments.hpp), the chunked parallel run (run_chunked) and
-// the best build (simd.hpp).
+// the moments of the local design (the sweep's accumulate_weighted() into Moments, kLanes lanes
+// flushed in its order), the walks over blocks (walk_blocks(), walk_full_blocks()), the lane
+// sums of the gradient (add_product(), lanes_total()), the Cholesky factorisation and solve
+// (moments.hpp), the chunked parallel run (run_chunked) and the best build (simd.hpp).
 // What stays here, and why:
 // - z = A x: the engine scales each variable; a full metric needs the matrix product.
 // - the slope weights v and the lambda derivative tables: the engine never differentiates.
@@ -35,8 +37,9 @@
 // - the general pass (a full metric, or more than kFusedMaxD variables) keeps the differences
 //   z_j - z_i of every point (the sweep's squared_distances() keeps none and reads LocalData's
 //   tree), for the local design, g_j and the gradient's sums of d d'.
-// - the fused passes keep their own window (FusedData: one variable, sorted) and their sums in
-//   v4d registers; see the note above FusedData.
+// - the fused passes keep their own window (FusedData: one variable, sorted); see the note above
+//   FusedData. Their first pass is compiled once per build (fused_design()), their second per
+//   count of variables and degree (fused_gradient(): its sums stay in registers).
 #pragma once
 
 #include <localmean/engine.hpp>
@@ -89,34 +92,37 @@ namespace detail {
 
 // Per-thread scratch of the leave-one-out loss: for one point i, the differences z_j - z_i
 // (d x n, column-major), the weights, slope weights and their products, and the level tables.
+// The moments of the local design are the sweep's (Moments, one value: y), added by its
+// accumulate_weighted().
 struct LooScratch {
   std::vector<double> dz, d2, w, v, wd, g, tmp, table, dtable;
   std::vector<double> S, full, b, a, e1;  // the local design, (d + 1) x (d + 1)
-  LooScratch(std::size_t n, std::size_t d, std::size_t table_size, std::size_t n_cat)
+  Moments mo;
+  LooScratch(std::size_t n, std::size_t d, int degree, std::size_t table_size, std::size_t n_cat)
       : dz(d * n), d2(n), w(n), v(n), wd(d * n), g(n), tmp(n), table(table_size),
         dtable(table_size * n_cat),
-        S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1) {}
+        S((d + 1) * (d + 1)), full((d + 1) * (d + 1)), b(d + 1), a(d + 1), e1(d + 1),
+        mo(degree == 1 ? d + 1 : 1, 1, false) {}
 };
 
-// sum_j a_j b_j in a fixed order (four running sums), so that the loop vectorises. The engine's
-// lane sums (add_product(), kLanes = 8 lanes) add the same terms in another order: tried, they
-// moved a learned metric (metric.R, degree 1, 94 evaluations) by 6.6e-8 relative and gradients
-// by up to 9e-10, beyond the 1e-10 the search must keep; so these stay four lanes.
+// sum_j a_j b_j in the sweep's lanes: point j into lane j % kLanes (add_product()), the lanes
+// summed as Moments::flush() sums them.
 LOCALMEAN_INLINE double lane_dot(const double* a, const double* b, std::size_t n) {
-  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  double acc[kLanes] = {};
   std::size_t j = 0;
-  for (; j + 4 <= n; j += 4)
-    for (std::size_t k = 0; k < 4; ++k) s[k] += a[j + k] * b[j + k];
-  for (; j < n; ++j) s[j % 4] += a[j] * b[j];
-  return (s[0] + s[1]) + (s[2] + s[3]);
+  for (; j + kBlock <= n; j += kBlock)
+    add_product(acc, a + j, b + j, std::integral_constant<std::size_t, kBlock>());
+  add_product(acc, a + j, b + j, n - j);
+  return lanes_total(acc);
 }
-LOCALMEAN_INLINE double lane_total(const double* a, std::size_t n) {
-  double s[4] = {0.0, 0.0, 0.0, 0.0};
-  std::size_t j = 0;
-  for (; j + 4 <= n; j += 4)
-    for (std::size_t k = 0; k < 4; ++k) s[k] += a[j + k];
-  for (; j < n; ++j) s[j % 4] += a[j];
-  return (s[0] + s[1]) + (s[2] + s[3]);
+
+// The design's moments, summed (Moments::flush()), into s.S and s.b as loo_fit() reads them:
+// Moments keeps the upper triangle row-major, the same storage as loo_fit()'s lower triangle
+// column-major.
+inline void take_design(LooScratch& s) {
+  s.mo.flush();
+  std::copy(s.mo.S.begin(), s.mo.S.end(), s.S.begin());
+  std::copy(s.mo.T.begin(), s.mo.T.end(), s.b.begin());
 }
 
 // The kernel weights of `len` squared distances r2 within the reach: w = shape(r2) (the sweep's
@@ -145,8 +151,8 @@ LOCALMEAN_INLINE void kernel_weights(KernelType kernel, const double* r2, double
                                      double* w, double* v) {
   if (kernel == KernelType::gaussian)
     profile_weights<Gaussian>(r2, reach2, len, w, v);
-  else
-    other_kernel_weights(kernel, r2, reach2, len, w, v);
+  else  // a run-time length: one copy for full blocks and tails
+    other_kernel_weights(kernel, r2, reach2, static_cast<std::size_t>(len), w, v);
 }
 
 // Whether the slope weights are the weights themselves (the Gaussian: 2 slope = shape).
@@ -220,20 +226,19 @@ LOCALMEAN_INLINE bool loo_point(const MetricProblem& p, std::size_t i, double ow
   const std::size_t n = p.n, d = p.d;
   const double* w = s.w.data();
   const std::size_t q = d + 1;
-  double* S = s.S.data();
   double* b = s.b.data();
   const double* a = s.a.data();
-  S[0] = lane_total(w, n);
-  b[0] = lane_dot(w, p.y, n);
-  for (std::size_t k = 0; k < d && p.degree == 1; ++k) {
-    double* wd = s.wd.data() + k * n;
-    const double* dzk = s.dz.data() + k * n;
-    product(wd, w, dzk, n);
-    S[k + 1] = lane_total(wd, n);  // column-major lower triangle: S[c * q + r], r >= c
-    b[k + 1] = lane_dot(wd, p.y, n);
-    for (std::size_t l = k; l < d; ++l)
-      S[(k + 1) * q + l + 1] = lane_dot(wd, s.dz.data() + l * n, n);
-  }
+  // The design's moments by the sweep's walk and accumulation, the differences as the basis.
+  s.mo.reset();
+  double* phi = s.mo.block_phi.data();
+  walk_blocks(0, n, [&](std::size_t at, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
+    double wb[kBlock];
+    for (std::size_t k = 0; k < len; ++k) wb[k] = k < skip ? 0.0 : w[at + k];
+    for (std::size_t k = 0; k < d && p.degree == 1; ++k)
+      std::copy(s.dz.data() + k * n + at, s.dz.data() + k * n + at + len, phi + (k + 1) * kBlock);
+    accumulate_weighted(nullptr, p.y, n, 1, at, len, wb, phi, s.mo);
+  });
+  take_design(s);
   if (!loo_fit(p.degree, q, own, s, gap)) return false;
   *r = p.y[i] - b[0];
   double* g = s.g.data();
@@ -343,17 +348,15 @@ LOCALMEAN_INLINE bool loo_contribution(const MetricProblem& p, const double* zc,
 //
 // At a diagonal metric with at most kFusedMaxD numeric variables (the "cv" bandwidth search),
 // each point takes two passes over the data in blocks of kBlock points instead of a pass per
-// moment, with the number of variables known at compile time so that the sums stay in registers:
+// moment, with the number of variables known at compile time:
 // the first computes the weights and adds the moments of the local design, the second (after the
 // small solve) adds the gradient terms. Both sweep only the blocks of the point's window in one
-// variable (see FusedData). They add the terms of loo_contribution() in the sorted order (the
-// point at position j into lane j % 4), so the two give the same loss and gradient up to
+// variable (see FusedData). They add the terms of loo_contribution() in the sorted order, with
+// the sweep's accumulation and lanes, so the two give the same loss and gradient up to
 // rounding, and each point's sums do not depend on the threads.
-// Why not the engine's sweep here: its moments live in memory, kLanes (8) lanes each, loaded and
-// stored per block (Moments), where these passes keep 4 lanes per sum in registers (at D = 4,
-// degree 1: 15 + 5 sums, 20 v4d; the engine's layout would double them); and its window is the
-// kd-tree of a LocalData, whose points are x / h (not the metric's A x: other last bits) and
-// which a search over A would rebuild or rescale at every evaluation.
+// Why not the engine's window here: it is the kd-tree of a LocalData, whose points are x / h
+// (the metric's are A x) and which a search over A would rebuild or rescale at every evaluation;
+// the sorted key variable costs one sort per evaluation.
 constexpr std::size_t kFusedMaxD = 4;
 
 // `size` zeros in `store`, from a 64-byte boundary: the fused passes load whole v4d of
@@ -453,59 +456,39 @@ struct FusedData {
   }
 };
 
-LOCALMEAN_INLINE double lanes_sum(const v4d& v) { return (v[0] + v[1]) + (v[2] + v[3]); }
-
-// Point i's share of the loss and gradient as loo_contribution() with p.diagonal, for D numeric
-// variables and degree Degree. The weights go to wrow, those without the level weights (for the
-// lambda gradient) to wnum, the slope weights to vrow (all of length f.stride; no vrow where
-// slope_is_shape()); s.tmp holds the lambda gradient's lanes.
-template <std::size_t D, int Degree>
-LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData& f,
-                                         double reach2, std::size_t i, LooScratch& s,
-                                         double* wrow, double* wnum, double* vrow,
-                                         double* sq_res, double* gap, double* m, double* lam) {
-  constexpr std::size_t q = D + 1;
-  const std::size_t stride = f.stride;
+// Pass 1 of the fused passes for the point at sorted position si, whose window is the blocks
+// [first, last) and whose coordinates are zi: the weights into wrow, those without the level
+// weights (for the lambda gradient) into wnum, the slope weights into vrow (all of length
+// f.stride; no vrow where slope_is_shape()), and the moments of the local design added by the
+// sweep's accumulate_weighted() into s.mo. The number of variables and the degree are run-time
+// values here: the moments live in memory lanes whatever their number, so compile-time counts
+// would only copy this code (one copy per count and degree in each build).
+LOCALMEAN_INLINE void fused_design(const MetricProblem& p, const FusedData& f, double reach2,
+                                   std::size_t si, std::size_t first, std::size_t last,
+                                   const double* zi, LooScratch& s, double* wrow, double* wnum,
+                                   double* vrow) {
+  const auto block = std::integral_constant<std::size_t, kBlock>();
+  const std::size_t d = p.d, stride = f.stride;
   const CategoricalVars* cat = p.categorical;
-  const std::size_t n_cat = cat ? cat->count : 0;
   const bool want_lam = cat && p.lambda_gradient;
   const double* z = f.z;
-  const double* y = f.y;
-  const double* prior = f.prior;
   const int* codes = f.codes.data();
-  const std::size_t si = f.position[i];  // point i's place in the sorted data
-  std::size_t first, last;                // the blocks of its window
-  f.window(si, reach2, &first, &last);
-  double zi[D];
-  for (std::size_t k = 0; k < D; ++k) zi[k] = z[k * stride + si];
-  double own = p.prior ? p.prior[i] : 1.0;
-  if (cat) {
-    level_tables(cat, p.n, i, s.table.size(), s.table.data(), s.dtable.data());
-    weigh_levels(*cat, cat->codes, p.n, s.table.data(), i, std::size_t{1}, &own);
-  }
-  // Pass 1: the weights and the moments: sum w, sum w z_k, sum w z_k z_l (l >= k) in accS, and
-  // sum w y, sum w z_k y in accB (degree 0: the first of each).
-  constexpr std::size_t n_mom = Degree == 1 ? 1 + D + D * (D + 1) / 2 : 1;
-  constexpr std::size_t n_rhs = Degree == 1 ? q : 1;
-  const v4d zero = {0.0, 0.0, 0.0, 0.0};
-  v4d accS[n_mom], accB[n_rhs];
-  for (std::size_t e = 0; e < n_mom; ++e) accS[e] = zero;
-  for (std::size_t e = 0; e < n_rhs; ++e) accB[e] = zero;
-  for (std::size_t start = first; start < last; start += kBlock) {
-    double dz[D][kBlock], d2[kBlock], w[kBlock], v[kBlock];
+  s.mo.reset();
+  walk_full_blocks(first, last, [&](std::size_t start) LOCALMEAN_LAMBDA_INLINE {
+    // phi: the differences z_j - z_i, the basis of the local design after its 1
+    double phi[(kFusedMaxD + 1) * kBlock], d2[kBlock], w[kBlock], v[kBlock];
     for (std::size_t t = 0; t < kBlock; t += 4) {
-      v4d r2 = zero;
-      for (std::size_t k = 0; k < D; ++k) {
-        const v4d v = LOCALMEAN_LOAD4(z + k * stride + start + t) - zi[k];
-        LOCALMEAN_STORE4(dz[k] + t, v);
-        r2 += v * v;
+      v4d r2 = {0.0, 0.0, 0.0, 0.0};
+      for (std::size_t k = 0; k < d; ++k) {
+        const v4d dz = LOCALMEAN_LOAD4(z + k * stride + start + t) - zi[k];
+        LOCALMEAN_STORE4(phi + (k + 1) * kBlock + t, dz);
+        r2 += dz * dz;
       }
       LOCALMEAN_STORE4(d2 + t, r2);
     }
-    const auto block = std::integral_constant<std::size_t, kBlock>();
     kernel_weights(p.kernel, d2, reach2, block, w, vrow ? v : nullptr);
-    product(w, w, prior + start, block);
-    if (vrow) product(v, v, prior + start, block);
+    product(w, w, f.prior + start, block);
+    if (vrow) product(v, v, f.prior + start, block);
     if (want_lam) std::copy(w, w + kBlock, wnum + start);
     if (cat) {
       weigh_levels(*cat, codes, stride, s.table.data(), start, block, w);
@@ -518,84 +501,122 @@ LOCALMEAN_INLINE bool fused_contribution(const MetricProblem& p, const FusedData
     }
     std::copy(w, w + kBlock, wrow + start);
     if (vrow) std::copy(v, v + kBlock, vrow + start);
+    accumulate_weighted(nullptr, f.y, stride, 1, start, block, w, phi, s.mo);
+  });
+}
+// fused_design() in its best build: one instance per build for every count and degree.
+inline void fused_design_best(const MetricProblem& p, const FusedData& f, double reach2,
+                              std::size_t si, std::size_t first, std::size_t last,
+                              const double* zi, LooScratch& s, double* wrow, double* wnum,
+                              double* vrow) {
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    fused_design(p, f, reach2, si, first, last, zi, s, wrow, wnum, vrow);
+  });
+}
+
+// Pass 2 of the fused passes, for D numeric variables and degree Degree (compile-time: its sums
+// stay in registers), after the leave-one-out fit: with ga and fb the coefficients of
+// g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k z_jk) (y_j - fit_j), fit_j = fb_0 + sum_k fb_k z_jk
+// (degree 0: g_j = (y_j - fb_0) / ga_0), m_k = sum_j c_j z_jk^2 with c_j = scale g_j v_j
+// (scale = 2 p_i r_i) and lam_c = -scale sum_j g_j dw_j/dlambda_c. In the sweep's lanes (point
+// j into lane j % kLanes, two v4d per sum); s.tmp holds the lanes (kLanes x (D + categorical
+// variables)).
+template <std::size_t D, int Degree>
+LOCALMEAN_INLINE void fused_gradient(const MetricProblem& p, const FusedData& f,
+                                     std::size_t first, std::size_t last, const double* zi,
+                                     const double* ga, const double* fb, double scale,
+                                     LooScratch& s, const double* wrow, const double* wnum,
+                                     const double* vrow, double* m, double* lam) {
+  static_assert(kLanes == 8 && kBlock % kLanes == 0, "a lane group is two v4d");
+  const auto block = std::integral_constant<std::size_t, kBlock>();
+  const std::size_t stride = f.stride;
+  const CategoricalVars* cat = p.categorical;
+  const std::size_t n_cat = cat ? cat->count : 0;
+  const bool want_lam = cat && p.lambda_gradient;
+  const double* z = f.z;
+  const double* y = f.y;
+  const int* codes = f.codes.data();
+  const double* slope = vrow ? vrow : wrow;
+  double* lanes = s.tmp.data();
+  std::fill(lanes, lanes + kLanes * (D + n_cat), 0.0);
+  const v4d zero = {0.0, 0.0, 0.0, 0.0};
+  v4d accM[D][2];
+  for (std::size_t k = 0; k < D; ++k) accM[k][0] = accM[k][1] = zero;
+  walk_full_blocks(first, last, [&](std::size_t j) LOCALMEAN_LAMBDA_INLINE {
+    double G[kBlock];
     for (std::size_t t = 0; t < kBlock; t += 4) {
-      const v4d W = LOCALMEAN_LOAD4(w + t), Y = LOCALMEAN_LOAD4(y + start + t);
-      accS[0] += W;
-      accB[0] += W * Y;
-      if (Degree == 1) {
-        v4d phi[D];
-        for (std::size_t k = 0; k < D; ++k) phi[k] = LOCALMEAN_LOAD4(dz[k] + t);
-        std::size_t e = 1 + D;
+      const std::size_t half = t / 4 % 2;
+      v4d dz[D];
+      for (std::size_t k = 0; k < D; ++k) dz[k] = LOCALMEAN_LOAD4(z + k * stride + j + t) - zi[k];
+      const v4d Y = LOCALMEAN_LOAD4(y + j + t);
+      v4d g;
+      if (Degree == 0) {
+        g = (Y - fb[0]) / ga[0];
+      } else {
+        v4d lin = zero + ga[0], fit = zero + fb[0];
         for (std::size_t k = 0; k < D; ++k) {
-          const v4d Wk = W * phi[k];
-          accS[(1 + k) % n_mom] += Wk;
-          accB[(1 + k) % n_rhs] += Wk * Y;
-          for (std::size_t l = k; l < D; ++l) accS[(e++) % n_mom] += Wk * phi[l];
+          lin += ga[k + 1] * dz[k];
+          fit += fb[k + 1] * dz[k];
         }
+        g = lin * (Y - fit);
       }
+      LOCALMEAN_STORE4(G + t, g);
+      const v4d C = scale * g * LOCALMEAN_LOAD4(slope + j + t);
+      for (std::size_t k = 0; k < D; ++k) accM[k][half] += C * dz[k] * dz[k];
     }
+    // dw_j / dlambda_c = (numeric weight) dL_c prod_{c' != c} L_c'
+    for (std::size_t cv = 0; cv < n_cat && want_lam; ++cv) {
+      double dw[kBlock];
+      std::copy(wnum + j, wnum + j + kBlock, dw);
+      weigh_levels(*cat, codes, stride, s.dtable.data() + cv * s.table.size(), j, block, dw);
+      add_product(lanes + (D + cv) * kLanes, G, dw, block);
+    }
+  });
+  for (std::size_t k = 0; k < D; ++k) {
+    LOCALMEAN_STORE4(lanes + k * kLanes, accM[k][0]);
+    LOCALMEAN_STORE4(lanes + k * kLanes + 4, accM[k][1]);
   }
-  // The leave-one-out fit: g_j = dyhat_i / dw_ij = (ga_0 + sum_k ga_k z_jk) (y_j - fit_j) with
-  // fit_j = fb_0 + sum_k fb_k z_jk (degree 0: g_j = (y_j - fit) / den, ga_0 = 1 / den).
-  double* S = s.S.data();
-  double* b = s.b.data();
-  S[0] = lanes_sum(accS[0]);
-  b[0] = lanes_sum(accB[0]);
-  std::size_t e = 1 + D;
-  for (std::size_t k = 0; k < D && Degree == 1; ++k) {
-    S[k + 1] = lanes_sum(accS[(1 + k) % n_mom]);
-    b[k + 1] = lanes_sum(accB[(1 + k) % n_rhs]);
-    for (std::size_t l = k; l < D; ++l) S[(k + 1) * q + l + 1] = lanes_sum(accS[(e++) % n_mom]);
+  for (std::size_t k = 0; k < D; ++k) m[k] = lanes_total(lanes + k * kLanes);
+  for (std::size_t cv = 0; cv < n_cat && want_lam; ++cv)
+    lam[cv] = -scale * lanes_total(lanes + (D + cv) * kLanes);
+}
+
+// Point i's share of the loss and gradient as loo_contribution() with p.diagonal, for D numeric
+// variables and degree Degree: pass 1 (fused_design()), the leave-one-out fit, pass 2
+// (fused_gradient()), each pass in its best build. The work rows wrow, wnum and vrow are
+// fused_design()'s. The window is whole blocks (FusedData::window()).
+template <std::size_t D, int Degree>
+bool fused_contribution(const MetricProblem& p, const FusedData& f, double reach2, std::size_t i,
+                        LooScratch& s, double* wrow, double* wnum, double* vrow, double* sq_res,
+                        double* gap, double* m, double* lam) {
+  constexpr std::size_t q = D + 1;
+  const CategoricalVars* cat = p.categorical;
+  const std::size_t si = f.position[i];  // point i's place in the sorted data
+  std::size_t first, last;                // the blocks of its window
+  f.window(si, reach2, &first, &last);
+  double zi[D];
+  for (std::size_t k = 0; k < D; ++k) zi[k] = f.z[k * f.stride + si];
+  double own = p.prior ? p.prior[i] : 1.0;
+  if (cat) {
+    level_tables(cat, p.n, i, s.table.size(), s.table.data(), s.dtable.data());
+    weigh_levels(*cat, cat->codes, p.n, s.table.data(), i, std::size_t{1}, &own);
   }
+  fused_design_best(p, f, reach2, si, first, last, zi, s, wrow, wnum, vrow);
+  take_design(s);
   if (!loo_fit(Degree, q, own, s, gap)) return false;
   double ga[q] = {}, fb[q] = {};
   for (std::size_t k = 0; k < (Degree == 1 ? q : 1); ++k) {
     ga[k] = s.a[k];
-    fb[k] = b[k];
+    fb[k] = s.b[k];
   }
-  const double r = p.y[i] - b[0];
+  const double r = p.y[i] - fb[0];
   if (!(*gap > p.min_gap)) return false;
   const double pi = p.prior ? p.prior[i] : 1.0;
   *sq_res = pi * r * r;
   const double scale = 2.0 * pi * r;
-  // Pass 2: m_k = sum_j c_j z_jk^2 with c_j = 2 p_i r_i g_j v_j, and sum_j g_j dw_j/dlambda_c.
-  const double* slope = vrow ? vrow : wrow;
-  double* lam_lanes = s.tmp.data();
-  std::fill(lam_lanes, lam_lanes + 4 * n_cat, 0.0);
-  v4d accM[D];
-  for (std::size_t k = 0; k < D; ++k) accM[k] = zero;
-  for (std::size_t j = first; j < last; j += 4) {
-    v4d dz[D];
-    for (std::size_t k = 0; k < D; ++k) dz[k] = LOCALMEAN_LOAD4(z + k * stride + j) - zi[k];
-    const v4d Y = LOCALMEAN_LOAD4(y + j);
-    v4d G;
-    if (Degree == 0) {
-      G = (Y - fb[0]) / ga[0];
-    } else {
-      v4d lin = zero + ga[0], fit = zero + fb[0];
-      for (std::size_t k = 0; k < D; ++k) {
-        lin += ga[k + 1] * dz[k];
-        fit += fb[k + 1] * dz[k];
-      }
-      G = lin * (Y - fit);
-    }
-    const v4d C = scale * G * LOCALMEAN_LOAD4(slope + j);
-    for (std::size_t k = 0; k < D; ++k) accM[k] += C * dz[k] * dz[k];
-    if (want_lam) {
-      // dw_j / dlambda_c = (numeric weight) dL_c prod_{c' != c} L_c'
-      for (std::size_t cv = 0; cv < n_cat; ++cv) {
-        double dw[4];
-        for (std::size_t t = 0; t < 4; ++t) dw[t] = wnum[j + t];
-        weigh_levels(*cat, codes, stride, s.dtable.data() + cv * s.table.size(), j,
-                     std::integral_constant<std::size_t, 4>(), dw);
-        LOCALMEAN_STORE4(lam_lanes + 4 * cv,
-                         LOCALMEAN_LOAD4(lam_lanes + 4 * cv) + G * LOCALMEAN_LOAD4(dw));
-      }
-    }
-  }
-  for (std::size_t k = 0; k < D; ++k) m[k] = lanes_sum(accM[k]);
-  for (std::size_t cv = 0; cv < n_cat && want_lam; ++cv)
-    lam[cv] = -scale * lanes_sum(LOCALMEAN_LOAD4(lam_lanes + 4 * cv));
+  best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+    fused_gradient<D, Degree>(p, f, first, last, zi, ga, fb, scale, s, wrow, wnum, vrow, m, lam);
+  });
   return true;
 }
 
@@ -626,7 +647,7 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
   std::vector<double> sq_res(n, 0.0), contrib(n * per, 0.0), lam(n * n_cat, 0.0), gaps(n, 1.0);
   std::vector<char> ok(n, 1);
   const auto work = [&](std::size_t begin, std::size_t end) {
-    detail::LooScratch s(n, d, table_size, n_cat);
+    detail::LooScratch s(n, d, p.degree, table_size, n_cat);
     for (std::size_t i = begin; i < end; ++i) {
       ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
         return detail::loo_contribution(p, zc.data(), reach2, i, s, &sq_res[i], &gaps[i],
@@ -641,18 +662,15 @@ inline bool metric_loo_loss(const MetricProblem& p, const double* A, MetricLoss&
     const detail::FusedData f(p, zc.data(), reach);
     return run_chunked(n, chunk_size(n, 2e6), parallel_for, monitor,
                        [&](std::size_t begin, std::size_t end) {
-      detail::LooScratch s(4 * n_cat, d, table_size, n_cat);
+      detail::LooScratch s(kLanes * (d + n_cat), d, p.degree, table_size, n_cat);
       std::vector<double> store;
       double* wrow = detail::aligned_rows(store, 3 * f.stride);
       double* wnum = wrow + f.stride;
       double* vrow = detail::slope_is_shape(p.kernel) ? nullptr : wnum + f.stride;
-      for (std::size_t i = begin; i < end; ++i) {
-        ok[i] = best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-          return detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, vrow,
-                                                       &sq_res[i], &gaps[i], &contrib[i * per],
-                                                       n_cat ? &lam[i * n_cat] : nullptr);
-        });
-      }
+      for (std::size_t i = begin; i < end; ++i)
+        ok[i] = detail::fused_contribution<D, Degree>(p, f, reach2, i, s, wrow, wnum, vrow,
+                                                      &sq_res[i], &gaps[i], &contrib[i * per],
+                                                      n_cat ? &lam[i * n_cat] : nullptr);
     });
   };
   // The degree as a compile-time constant for the dimension `dim`.

@@ -418,8 +418,9 @@ inline bool shift_points(const LocalData& data, double* points, std::size_t m,
   std::vector<char> converged(m, 0);
   std::vector<double> end_wsum(m);
   std::size_t round_begin = 0;
+  check_sweep_kernel(data, set);
   auto fn = [&](std::size_t begin, std::size_t end) {
-    with_kernel(set.kernel, [&](auto kern) {
+    with_sweep_kernel(set.kernel, [&](auto kern) {
       using K = decltype(kern);
       detail::LocalMeanProbe<K> probe(data, how);
       std::vector<double> x(d);

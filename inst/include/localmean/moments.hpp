@@ -102,6 +102,12 @@ inline double block_sum(const double* v, std::size_t len) {
 }
 }  // namespace detail
 
+// The sum of the kLanes lanes of one moment, in the sweep's fixed order.
+static_assert(kLanes == 8, "pairwise sums of eight lanes");
+LOCALMEAN_INLINE double lanes_total(const double* l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
 // Lanes per moment (kLanes, simd.hpp): short dependency chains for the local mean's few
 // moments, few loads and stores for many moments.
 
@@ -132,8 +138,7 @@ struct Moments {
   void flush() {
     auto add = [&](std::vector<double>& to, double* from) {
       for (std::size_t e = 0; e < to.size(); ++e, from += kLanes) {
-        to[e] += ((from[0] + from[1]) + (from[2] + from[3])) +
-                 ((from[4] + from[5]) + (from[6] + from[7]));
+        to[e] += lanes_total(from);
         std::fill(from, from + kLanes, 0.0);
       }
     };

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -70,15 +71,23 @@ LOCALMEAN_INLINE void squared_distances(const LocalData& data, const double* q, 
   squared_distances(data, q, inv_h, s + kBlock, full, r2 + kBlock);
 }
 
-// The kernel profile at squared scaled distance r2: the registry's, or a user kernel's table.
+// The kernel profile at squared scaled distance r2: the registry's, a user kernel's table, or
+// (AnyKernel) the profile of the data's kernel, looked up at run time.
 template <class K> LOCALMEAN_INLINE double shape_at(const LocalData&, double r2) {
   return K::shape(r2);
 }
 template <> LOCALMEAN_INLINE double shape_at<Tabulated>(const LocalData& data, double r2) {
   return data.profile()->shape(r2);
 }
-// w[k] = the profile at r2[k], k < len (w may be r2): the registry's kernel K, or (overload)
-// a user kernel's table.
+// (only density_sum()'s bounds of tree nodes take single values)
+inline double other_shape(KernelType kernel, const LocalData& data, double r2) {
+  return with_kernel(kernel, [&](auto k) { return shape_at<decltype(k)>(data, r2); });
+}
+template <> LOCALMEAN_INLINE double shape_at<AnyKernel>(const LocalData& data, double r2) {
+  return other_shape(data.kernel(), data, r2);
+}
+// w[k] = the profile at r2[k], k < len (w may be r2): the registry's kernel K, or (overloads)
+// a user kernel's table, or the data's kernel looked up at run time.
 template <class K, class Len>
 LOCALMEAN_INLINE void shapes_of(K, const LocalData&, const double* r2, Len len, double* w) {
   kernel_shapes(K{}, r2, len, w);
@@ -88,10 +97,51 @@ LOCALMEAN_INLINE void shapes_of(Tabulated, const LocalData& data, const double* 
                                 double* w) {
   data.profile()->shapes(r2, len, w);
 }
+template <class Len>
+__attribute__((noinline)) void other_shapes(KernelType kernel, const LocalData& data,
+                                            const double* r2, Len len, double* w);
+template <class Len>
+LOCALMEAN_INLINE void shapes_of(AnyKernel, const LocalData& data, const double* r2, Len len,
+                                double* w) {
+  other_shapes(data.kernel(), data, r2, len, w);
+}
 template <class K, class Len>
 LOCALMEAN_INLINE void shapes_at(const LocalData& data, const double* r2, Len len, double* w) {
   shapes_of(K{}, data, r2, len, w);
 }
+// The profile of a kernel other than the Gaussian at r2[k], k < len, into w: one out-of-line
+// loop per kernel in its best build, shared by both builds of the sweeps. The sweeps of every
+// kernel but the Gaussian (AnyKernel, the candidates' sweep) call it once per block: one
+// instance of each sweep per build, not one per kernel (which made the library much larger);
+// these profiles are short beside the distances and moments of a block, but a division or an
+// exponential (Cauchy, Laplace) is 1.15x slower in the portable build than in AVX2.
+template <class Len>
+__attribute__((noinline)) void other_shapes(KernelType kernel, const LocalData& data,
+                                            const double* r2, Len len, double* w) {
+  with_kernel(kernel, [&](auto k) LOCALMEAN_LAMBDA_INLINE {
+    best_build([&]() LOCALMEAN_LAMBDA_INLINE { shapes_at<decltype(k)>(data, r2, len, w); });
+  });
+}
+
+}  // namespace detail
+
+// Calls f(Gaussian{}) for the Gaussian (its profile inline: the default kernel, and the slowest
+// profile) and f(AnyKernel{}) for every other kernel, whose profile the sweep looks up in the
+// data (detail::other_shapes): the engine's sweeps are compiled twice per build, not once per
+// kernel. The data must sweep that kernel (LocalData::use_kernel(): check_sweep_kernel()).
+template <class F>
+LOCALMEAN_INLINE auto with_sweep_kernel(KernelType type, F&& f) -> decltype(f(Gaussian{})) {
+  if (type == KernelType::gaussian) return f(Gaussian{});
+  return f(AnyKernel{});
+}
+// Throws unless the data were told the kernel of the settings (LocalData::use_kernel()), on the
+// calling thread, before any sweep.
+inline void check_sweep_kernel(const LocalData& data, const EngineSettings& set) {
+  if (data.kernel() != set.kernel)
+    throw std::invalid_argument("LocalData::use_kernel() was not given the settings' kernel");
+}
+
+namespace detail {
 
 // The kernel weights w of `len` points from tree position s for query q (without the prior
 // weights): the numeric kernel times the level weights of the query's `table` (null: none). Len
@@ -174,11 +224,13 @@ LOCALMEAN_INLINE void block_basis(const LocalData& data, const Basis& basis, con
 // applied) and basis values phi (block_basis(); unused for the local mean) into the lanes of a
 // query's moments. The first basis term is 1: its products are skipped (multiplying by 1 is
 // exact).
+// The data come as prior weights (null: none) and nv value columns of n entries; the metric's
+// leave-one-out passes (metric.hpp) add their windows with it too.
 template <class Len>
-LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, Len len,
+LOCALMEAN_INLINE void accumulate_weighted(const double* prior, const double* values,
+                                          std::size_t n, std::size_t nv, std::size_t s, Len len,
                                           const double* w, const double* phi, Moments& mo) {
-  const std::size_t n = data.n(), nv = data.nv(), nb = mo.nb;
-  const double* prior = data.prior();
+  const std::size_t nb = mo.nb;
   double W_[kBlock];
   const double* W = w;
   if (prior) {
@@ -189,7 +241,7 @@ LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, 
     // The local mean.
     add_lanes(mo.S_lanes(), W, len);
     for (std::size_t j = 0; j < nv; ++j)
-      add_product(mo.T_lanes() + j * kLanes, W, data.values() + j * n + s, len);
+      add_product(mo.T_lanes() + j * kLanes, W, values + j * n + s, len);
     return;
   }
   for (std::size_t a = 0; a < nb; ++a) {
@@ -211,8 +263,14 @@ LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, 
         add_product(mo.S2_lanes() + (a * nb + b) * kLanes, kWa, phi + b * kBlock, len);
     }
     for (std::size_t j = 0; j < nv; ++j)
-      add_product(mo.T_lanes() + (a * nv + j) * kLanes, Wa, data.values() + j * n + s, len);
+      add_product(mo.T_lanes() + (a * nv + j) * kLanes, Wa, values + j * n + s, len);
   }
+}
+
+template <class Len>
+LOCALMEAN_INLINE void accumulate_weighted(const LocalData& data, std::size_t s, Len len,
+                                          const double* w, const double* phi, Moments& mo) {
+  accumulate_weighted(data.prior(), data.values(), data.n(), data.nv(), s, len, w, phi, mo);
 }
 
 // Accumulates `len` points from tree position s with kernel weights w (prior weights not yet
@@ -265,6 +323,12 @@ LOCALMEAN_INLINE void walk_block_pairs(std::size_t begin, std::size_t end, Pair&
 template <class Block>
 LOCALMEAN_INLINE void walk_blocks(std::size_t begin, std::size_t end, Block&& block) {
   walk_block_pairs<false>(begin, end, [](std::size_t) {}, block);
+}
+// Walks [begin, end), whole blocks (both multiples of kBlock), block by block: block(s) takes
+// the kBlock points from position s. No partial block, hence one copy of the block's code.
+template <class Block>
+LOCALMEAN_INLINE void walk_full_blocks(std::size_t begin, std::size_t end, Block&& block) {
+  for (std::size_t s = begin; s < end; s += kBlock) block(s);
 }
 
 // Accumulates the two full blocks from tree position s into the lanes of query q's moments,
@@ -401,16 +465,6 @@ LOCALMEAN_INLINE void sweep_candidates_body(const Shapes& shapes, const LocalDat
   });
 }
 
-// The profile of a kernel other than the Gaussian at r2[k], k < len, into w: one out-of-line
-// copy per kernel, shared by both builds (a kernel's instances of the candidates' sweep would
-// make the library much larger; the sweep spends little of its time here).
-template <class Len>
-__attribute__((noinline)) void other_shapes(KernelType kernel, const LocalData& data,
-                                            const double* r2, Len len, double* w) {
-  with_kernel(kernel, [&](auto k) LOCALMEAN_LAMBDA_INLINE {
-    shapes_at<decltype(k)>(data, r2, len, w);
-  });
-}
 // The kernel profile of the candidates' sweep: GaussianCandidateShapes inline (the default
 // kernel), CandidateShapes every other kernel's through other_shapes(). So the sweep is compiled
 // twice per build, not once per kernel.
