@@ -44,13 +44,15 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kLogZero = -1e300;
 constexpr double kLogZeroBelow = 0.5 * kLogZero;
 
-// Log of the distance kernel's shape at squared scaled distance r2 (-inf where it is zero).
-template <class K> inline double log_shape(double r2) {
-  const double v = K::exact(r2);
+// Log of the distance kernel's shape at squared scaled distance r2 (kLogZero where it is zero):
+// closed forms for the Gaussian and the Laplace; every other kernel (AnyKernel) looks its
+// profile up at run time, so that the attention tile is compiled three times, not per kernel.
+template <class K> inline double log_shape(KernelType type, double r2) {
+  const double v = kernel_shape(type, r2);
   return v > 0.0 ? std::log(v) : kLogZero;
 }
-template <> inline double log_shape<Gaussian>(double r2) { return -0.5 * r2; }
-template <> inline double log_shape<Laplace>(double r2) { return -std::sqrt(r2); }
+template <> inline double log_shape<Gaussian>(KernelType, double r2) { return -0.5 * r2; }
+template <> inline double log_shape<Laplace>(KernelType, double r2) { return -std::sqrt(r2); }
 
 // The keys [lo, hi] that query t may see (nk keys), for the time kernel.
 inline void key_range(const TemporalSettings& set, std::size_t t, std::size_t nk, std::size_t* lo,
@@ -145,6 +147,7 @@ struct SoftmaxContent {
 template <class K> struct DistanceContent {
   std::size_t dk;
   double inv_h2;
+  KernelType type;
   LOCALMEAN_INLINE void block(const double* q, const double* kT, double* score) const {
     for (std::size_t j0 = 0; j0 < kKeyBlock; j0 += kKeysPerPass) {
       double r[kKeysPerPass] = {};
@@ -156,7 +159,7 @@ template <class K> struct DistanceContent {
           r[u] += diff * diff;
         }
       }
-      for (std::size_t u = 0; u < kKeysPerPass; ++u) score[j0 + u] = log_shape<K>(r[u] * inv_h2);
+      for (std::size_t u = 0; u < kKeysPerPass; ++u) score[j0 + u] = log_shape<K>(type, r[u] * inv_h2);
     }
   }
   double single(const double* q, const double* k) const {
@@ -165,7 +168,7 @@ template <class K> struct DistanceContent {
       const double diff = q[c] - k[c];
       r2 += diff * diff;
     }
-    return log_shape<K>(r2 * inv_h2);
+    return log_shape<K>(type, r2 * inv_h2);
   }
 };
 
@@ -337,9 +340,13 @@ inline bool temporal_local_mean(const double* q, std::size_t nq, const double* k
   };
   if (set.softmax) return run(detail::SoftmaxContent{dk, 1.0 / set.bandwidth});
   const double inv_h2 = 1.0 / (set.bandwidth * set.bandwidth);
-  return with_kernel(set.kernel, [&](auto kern) {
-    return run(detail::DistanceContent<decltype(kern)>{dk, inv_h2});
-  });
+  switch (set.kernel) {
+    case KernelType::gaussian:
+      return run(detail::DistanceContent<Gaussian>{dk, inv_h2, set.kernel});
+    case KernelType::laplace:
+      return run(detail::DistanceContent<Laplace>{dk, inv_h2, set.kernel});
+    default: return run(detail::DistanceContent<AnyKernel>{dk, inv_h2, set.kernel});
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
