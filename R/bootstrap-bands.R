@@ -147,9 +147,9 @@ order_quantile <- function(v, prob) {
 bootstrap_band <- function(fit, D, level, simultaneous, percentile = FALSE) {
   failed <- sum(colSums(!is.finite(D[is.finite(fit), , drop = FALSE])) > 0)
   if (failed) {
-    warn(c("{failed} of the {ncol(D)} bootstrap replicate{?s} had no fit at some point and
-            {cli::qty(failed)}{?was/were} left out there.",
-           i = "A wider bandwidth avoids windows without a fit."),
+    warn("{failed} of the {ncol(D)} bootstrap replicate{?s} had no fit at some point (an empty
+          window, or a local likelihood without a finite maximum, as under separation) and
+          {cli::qty(failed)}{?was/were} left out there.",
          class = "localmean_bootstrap_failures")
   }
   s <- sqrt(rowMeans(D^2, na.rm = TRUE))
@@ -206,14 +206,15 @@ kde_bootstrap_band <- function(object, points, dens, level, simultaneous, B, n_t
   draws <- kde_bootstrap(object, n * B)
   n_threads <- n_threads(n_threads)
   estimates <- function(cols, threads = NULL) {
-    vapply(cols, function(b) {
+    # a matrix even for one point, where vapply() would give a vector
+    matrix(vapply(cols, function(b) {
       replicate <- object
       replicate$x <- draws[(b - 1L) * n + seq_len(n), , drop = FALSE]
       replicate$weights <- NULL
       replicate$grid <- NULL
       replicate$range <- column_ranges(replicate$x)
       kde_at(replicate, points, "tree", threads %||% n_threads)
-    }, numeric(nrow(points)))
+    }, numeric(nrow(points))), nrow(points))
   }
   D <- matrix(run_replicate_blocks(B, max(1L, ceiling(B / 20)), estimates, verbose),
               nrow(points), B)

@@ -447,12 +447,8 @@ qkv_fit <- function(tokens, dim = 16, window = 8, layers = 1, n_iter = 5, lr = 0
   }
   hidden <- check_count(hidden, min = 0)
   if (hidden > qkv_max_hidden) abort("{.arg hidden} must be at most {qkv_max_hidden}.")
-  time_kernel <- check_choice(time_kernel, c("causal", "window", "exponential", "none"))
-  if (!time_kernel %in% c("causal", "window")) {
-    abort(c("{.arg time_kernel} must be {.val causal} or {.val window} for {.fn qkv_fit}.",
-            i = "Its local means see the last {.arg window} tokens, or {.arg window} - 1 on
-                 each side."))
-  }
+  # the model's local means see the last `window` tokens, or `window` - 1 on each side
+  time_kernel <- check_choice(time_kernel, c("causal", "window"))
   two_sided <- time_kernel == "window"
   n_iter <- check_count(n_iter)
   lr <- check_positive(lr)

@@ -581,3 +581,12 @@ test_that("augment(), plot() and autoplot() draw the bootstrap bands of predict(
   expect_s3_class(autoplot.local_kde(k, interval = "bootstrap", B = 19), "ggplot")
   expect_s3_class(autoplot.local_poly(fit, interval = "bootstrap", B = 19), "ggplot")
 })
+
+test_that("a density band at one point is the band of that point, without warnings", {
+  k <- kde(faithful$waiting)
+  set.seed(3)
+  expect_no_warning(one <- predict(k, 55, interval = "bootstrap", B = 27, verbose = FALSE))
+  set.seed(3)
+  two <- predict(k, c(55, 70), interval = "bootstrap", B = 27, verbose = FALSE)
+  expect_equal(one, two[1, , drop = FALSE])
+})
