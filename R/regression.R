@@ -530,6 +530,7 @@ model_fields <- function(x, digits) {
   likelihood <- !is.null(x$deviance)
   num <- function(v) show_num(v, digits)
   list(Bandwidth = sprintf("%s (%s)", bandwidth_label(x, digits), x$bandwidth_method),
+       `Smoothed out` = smoothed_out_label(x),
        Family = if (likelihood) sprintf("%s (%s link)", x$family$family, x$family$link),
        Loss = if (!is.null(x$loss)) sprintf("%s, total %s", loss_label(x$family), num(x$loss)),
        `Effective df` = if (length(x$df) && !is.na(x$df)) num(x$df),
@@ -537,6 +538,16 @@ model_fields <- function(x, digits) {
        `Residual se` = if (!likelihood && !is.null(x$sigma)) num(x$sigma),
        `R-squared` = if (!likelihood && !is.null(x$r.squared)) num(x$r.squared),
        `Training accuracy` = if (!is.null(x$accuracy)) num(x$accuracy))
+}
+
+# The predictors the bandwidth smooths out, with what that means for each (bandwidth_table()):
+# a selector that ends at a search limit says so in print(), not only in summary(). NULL if none.
+smoothed_out_label <- function(x) {
+  tab <- bandwidth_table(x)
+  if (is.null(tab) || !any(nzchar(tab$note))) return(NULL)
+  tab <- tab[nzchar(tab$note), , drop = FALSE]
+  paste(sprintf("%s (%s)", tab$predictor, sub("smoothed out: ", "", tab$note, fixed = TRUE)),
+        collapse = ", ")
 }
 
 #' @rdname local_poly

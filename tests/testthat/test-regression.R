@@ -941,3 +941,9 @@ test_that("fits and predictions in one engine call equal those of the chunked en
   same_fit(one, many)
   expect_identical(predict(one, q2), predict(many, q2))
 })
+
+test_that("print() names the predictors a selected bandwidth smooths out", {
+  expect_output(print(local_poly(am ~ wt, mtcars, family = binomial)),
+                "Smoothed out : wt \\(enters globally\\)")
+  expect_false(any(grepl("Smoothed out", capture.output(print(local_poly(dist ~ speed, cars))))))
+})
