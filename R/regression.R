@@ -1179,13 +1179,16 @@ plot.local_poly <- function(x, which = c("fit", "conditional", "bandwidth"), n_g
     p <- fit_band(x, nd, interval, level, B)
     wide <- if (simultaneous) fit_band(x, nd, interval, level, B, simultaneous = TRUE)
     scatter(x, grDevices::gray(0.5), bands = list(p, wide), main = fit_title(x), ...)
-    bandwidth_note(fit_bandwidth_note(x))
+    bands <- sprintf("%g%% %sbands", 100 * level, if (interval == "bootstrap") "bootstrap " else "")
+    pointwise <- sprintf("; %g%% pointwise %sbands", 100 * level,
+                         if (interval == "bootstrap") "bootstrap " else "")
+    bandwidth_note(paste0(fit_bandwidth_note(x), if (!simultaneous) pointwise))
     if (simultaneous) draw_band(grid, wide, "steelblue", 0.12)
     draw_band(grid, p, "steelblue", 0.3)
     graphics::lines(grid, p[, "fit"], col = "steelblue", lwd = 2)
     if (simultaneous) {
       graphics::legend("topleft", c("pointwise", "simultaneous"), bty = "n",
-                       title = sprintf("%g%% bands", 100 * level),
+                       title = bands,
                        fill = c(grDevices::adjustcolor("steelblue", 0.38),  # 0.3 over 0.12
                                 grDevices::adjustcolor("steelblue", 0.12)), border = NA)
     }
