@@ -265,8 +265,8 @@ tidy.local_cdens <- function(x, ...) {
 #' @export
 glance.local_cdens <- function(x, ...) {
   check_dots(...)
-  glance_row(nobs = x$n, kernel = x$kernel, bandwidth.method = x$bandwidth_method,
-             logLik = as.numeric(stats::logLik(x)),
+  glance_row(nobs = x$n, kernel = x$kernel, degree = x$degree,
+             bandwidth.method = x$bandwidth_method, logLik = as.numeric(stats::logLik(x)),
              cv.logLik = if (!is.null(x$cv_loglik)) x$n * x$cv_loglik)
 }
 

@@ -270,6 +270,7 @@ test_that("tidy() and glance() summarise the bandwidths and the fit", {
   expect_equal(td$bandwidth, c(0.6, 0.2, 2))
   gl <- as.data.frame(glance(fit))
   expect_identical(gl$nobs, 32L)
+  expect_identical(gl$degree, 0L)
   expect_equal(gl$logLik, as.numeric(logLik(fit)))
 })
 
