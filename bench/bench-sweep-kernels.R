@@ -5,13 +5,9 @@
 # The build is the first localmean on .libPaths().
 suppressPackageStartupMessages(library(localmean))
 reps <- as.integer(Sys.getenv("BENCH_REPS", "5"))
-time_min <- function(f) {
-  f()
-  min(replicate(reps, {
-    t <- system.time(f())
-    t[["user.self"]] + t[["sys.self"]]
-  }))
-}
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1])),
+                 "common.R"))
+time_min <- function(f) min(cpu_seconds(f, reps))
 set.seed(1)
 n <- 5e4
 x <- matrix(runif(2 * n), ncol = 2)

@@ -27,6 +27,15 @@ cpu_jiffies <- function() {
   c(busy = sum(v[c(1, 2, 3, 6, 7, 8)]), total = sum(v[1:8])) / 100  # USER_HZ = 100
 }
 own_cpu <- function() sum(proc.time()[c("user.self", "sys.self")])
+# The CPU seconds (user + system) of `reps` runs of f after an untimed warm-up: on one thread its
+# work even on a shared machine, where elapsed time includes waiting for a core.
+cpu_seconds <- function(f, reps) {
+  f()
+  replicate(reps, {
+    t <- system.time(f())
+    t[["user.self"]] + t[["sys.self"]]
+  })
+}
 time_it <- function(f, reps, warm_up = TRUE) {
   if (warm_up) f()
   j0 <- cpu_jiffies()
