@@ -917,9 +917,26 @@ word_kernel <- function(x, words, head) {
   })) / length(heads)
 }
 
+# The tokens of a two-sided attention plot written on the line itself, where arcs leave above
+# and below: each in a box shaded by the token's weight on itself, the text shrunk until
+# neighbouring boxes do not overlap (long tokens abbreviated where that would make it unreadable).
+label_tokens_on_line <- function(tokens, own) {
+  fit_cex <- 0.85 * 0.9 / max(graphics::strwidth(tokens, cex = 0.9))
+  if (fit_cex < 0.55) tokens <- abbreviate(tokens, minlength = 4L, named = FALSE)
+  cex <- min(0.9, 0.85 * 0.9 / max(graphics::strwidth(tokens, cex = 0.9)))
+  half_w <- graphics::strwidth(tokens, cex = cex) / 2 + 0.04
+  half_h <- graphics::strheight("Mg", cex = cex) * 0.8
+  at <- seq_along(tokens)
+  graphics::rect(at - half_w, -half_h, at + half_w, half_h, col = "white", border = NA)
+  graphics::rect(at - half_w, -half_h, at + half_w, half_h, border = "steelblue",
+                 col = grDevices::rgb(70, 130, 180, 255 * (0.1 + 0.6 * own), maxColorValue = 255))
+  graphics::text(at, 0, tokens, cex = cex)
+}
+
 # The attention graph of every layer over a token sequence, one panel per layer: the tokens in
 # order along a line, an arc from each position to every earlier position it draws on (width and
-# darkness by weight, weights below 0.05 left out), a disc under each token for its own weight.
+# darkness by weight, weights below 0.05 left out), a disc under each token for its own weight
+# (two-sided models: the tokens on the line, label_tokens_on_line()).
 plot_attention_layers <- function(x, tokens, head, ...) {
   if (is.null(tokens)) abort("{.arg tokens} is needed for {.code type = \"attention\"}.")
   if (length(tokens) == 1L && is.character(tokens) && grepl("[[:space:]]", tokens)) {
@@ -935,13 +952,16 @@ plot_attention_layers <- function(x, tokens, head, ...) {
   reach <- min(x$shape$window - 1L, n - 1L)
   for (l in seq_len(L)) {
     a <- attention_weights(x, tokens, layer = l, head = head)
-    below <- if (isTRUE(x$shape$two_sided)) 0.55 * max(1, reach) else 0.08
+    two_sided <- isTRUE(x$shape$two_sided)
+    below <- if (two_sided) 0.55 * max(1, reach) else 0.08
     graphics::plot(NA, xlim = c(0.5, n + 0.5), ylim = c(-below, 0.55 * max(1, reach)), axes = FALSE,
                    xlab = "", ylab = "", main = sprintf("Layer %d", l), cex.main = 1.1, ...)
-    # the tokens slanted under their positions, so that long words do not overlap
-    graphics::text(seq_len(n), graphics::grconvertY(graphics::grconvertY(-below, "user", "lines") -
-                                                      0.3, "lines", "user"),
-                   tokens, srt = 35, adj = c(1, 1), xpd = NA, cex = 0.9)
+    if (!two_sided) {
+      # the tokens slanted under their positions, so that long words do not overlap
+      graphics::text(seq_len(n), graphics::grconvertY(graphics::grconvertY(-below, "user", "lines") -
+                                                        0.3, "lines", "user"),
+                     tokens, srt = 35, adj = c(1, 1), xpd = NA, cex = 0.9)
+    }
     # arcs to earlier positions above the line, to later ones (two-sided models) below it
     pair <- which(a > 0.05 & row(a) != col(a), arr.ind = TRUE)
     u <- seq(0, pi, length.out = 30)
@@ -952,8 +972,12 @@ plot_attention_layers <- function(x, tokens, head, ...) {
       graphics::lines((t + s) / 2 + (t - s) / 2 * cos(u), 0.5 * (t - s) * sin(u),
                       lwd = 0.5 + 4 * w, col = grDevices::gray(0.15, alpha = 0.15 + 0.85 * w))
     }
-    graphics::points(seq_len(n), rep(0, n), pch = 21, bg = "steelblue", col = "white",
-                     cex = 0.5 + 2.5 * diag(a))
+    if (two_sided) {
+      label_tokens_on_line(tokens, diag(a))
+    } else {
+      graphics::points(seq_len(n), rep(0, n), pch = 21, bg = "steelblue", col = "white",
+                       cex = 0.5 + 2.5 * diag(a))
+    }
   }
   invisible(x)
 }

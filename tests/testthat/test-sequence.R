@@ -337,6 +337,10 @@ test_that("plots draw without error", {
   expect_identical(plot(deep, type = "attention", tokens = tok[1:12]), deep)
   expect_silent(plot(deep, type = "attention", tokens = "the cat sat on the mat", head = 2))
   expect_equal(nrow(plot(deep, top = 6, head = 1)), 12L)
+  set.seed(18)
+  masked <- qkv_fit(tok, dim = 4, window = 3, n_iter = 1, n_threads = 1, time_kernel = "window",
+                    verbose = FALSE)
+  expect_silent(plot(masked, type = "attention", tokens = c(tok[1:8], strrep("x", 40))))
 })
 
 test_that("the parameter layout comes from the C++ model and is the one it uses", {
