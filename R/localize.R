@@ -762,11 +762,17 @@ registry_fits <- function(recipe, local, queries, loss) {
   spec$tol <- loss$tol
   spec$max_iter <- loss$max_iter
   if (identical(spec$method, "binned")) spec$method <- "tree"
-  sizes <- fast_path_sizes(spec, local, queries)
   # binomial and Poisson fits (canonical links, dispersion 1): the standard errors from the
   # engine's inverse information of each fit's last step
   engine_se <- loss_row(loss$family)$scale == "fixed" && is.null(loss$psi)
-  res <- engine_run(spec, queries$x, query_codes = queries$codes, want_inverse = engine_se)
+  res <- engine_run(spec, queries$x, query_codes = queries$codes, want_inverse = engine_se,
+                    want_window = TRUE)
+  # the windows' sizes from the fit itself, unless a prior weight of 0 leaves rows out of them
+  sizes <- if (all(spec$prior > 0)) {
+    list(size = as.integer(res$window[, 1L]), wsum = res$window[, 2L])
+  } else {
+    engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
+  }
   # back from the centred design: beta_0 = b_0 - sum_j centre_j b_j
   unit <- diag(p)
   unit[1L, ] <- unit[1L, ] - centre

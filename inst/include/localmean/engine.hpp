@@ -114,6 +114,12 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
           collect_window<K>(data, q.data(), levels, h, how, win);
           if (leave_out && leave_out[i] >= 0)
             win.drop(position[static_cast<std::size_t>(leave_out[i])]);
+          if (out.window) {
+            double ksum = 0.0;
+            for (double k : win.kernel) ksum += k;
+            out.window[i] = static_cast<double>(win.pos.size());
+            out.window[i + m] = ksum;
+          }
           switch (loss_info(set.family).kind) {
             case LossKind::multinomial:
               multinomial_solve(data, basis, q.data(), h, set, win, i, m, out);
