@@ -532,14 +532,16 @@ List cpp_engine_windows(SEXP engine, List spec, List request) {
   std::vector<std::vector<std::size_t>> rows;
   std::vector<std::vector<double>> weights;
   const bool sizes_only = field<bool>(request, "sizes_only", false);
+  NumericMatrix sizes(sizes_only ? m : 0, 2);
   sweep.finish(localmean::kernel_windows(
       *sweep.data, sweep.queries.data(), m, radius.size() ? radius.begin() : nullptr,
       sweep.query_codes(), sweep.set, rows, weights, sweep.parallel_for,
-      sweep.monitor.callback(), sizes_only));
+      sweep.monitor.callback(), sizes_only ? sizes.begin() : nullptr));
   IntegerVector start(m + 1), size(m);
   NumericVector wsum(m);
   for (std::size_t i = 0; i < m; ++i) {
-    size[i] = static_cast<int>(rows[i].size());
+    size[i] = static_cast<int>(sizes_only ? sizes[i] : rows[i].size());
+    if (sizes_only) wsum[i] = sizes[i + m];
     for (double w : weights[i]) wsum[i] += w;
     start[i + 1] = start[i] + (sizes_only ? 0 : size[i]);
   }
