@@ -545,8 +545,11 @@ lm_moment_fits <- function(recipe, local, queries) {
   p <- ncol(X)
   prior <- (recipe$prior %||% rep(1, length(y))) * stats::complete.cases(X, y)
   prior[is.na(prior)] <- 0
-  X[prior == 0, ] <- 0
-  y[prior == 0] <- 0
+  zero <- prior == 0
+  if (any(zero)) {
+    X[zero, ] <- 0
+    y[zero] <- 0
+  }
   intercept <- attr(attr(mf, "terms"), "intercept") == 1L && colnames(X)[1L] == "(Intercept)"
   centre <- rep(0, p)
   if (intercept && p > 1L) centre[-1L] <- colSums(X[, -1L, drop = FALSE] * prior) / sum(prior)
