@@ -313,11 +313,13 @@ binning_max_nodes <- function(d) if (d == 2L) 1001L else 20001L
 # with keep_nodes), interpolated instead of binning the data again where they apply (see
 # stored_nodes_apply()). `want_inverse`: also `inverse` (m x nb x nb), each query's S^-1 of its
 # last solve in the scaled basis u = (x - q) / (scale * radius) (the iterative fits' inverse
-# information, for localize()'s standard errors).
+# information, for localize()'s standard errors). `want_window` (iterative losses): also
+# `window` (m x 2), the rows of each query's window and the sum of their kernel weights, as
+# engine_windows(sizes_only = TRUE) gives them when every prior weight is positive.
 engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rtol = 0,
                        n_threads = spec$n_threads, verbose = spec$verbose,
                        query_codes = NULL, leave_out = NULL, nodes = NULL,
-                       want_inverse = FALSE) {
+                       want_inverse = FALSE, want_window = FALSE) {
   spec$method <- method
   if (spec$numeric_vars == 0L) queries <- matrix(0, nrow(queries), 1L)
   if (!is.null(spec$categorical) && is.null(query_codes)) {
@@ -332,11 +334,12 @@ engine_run <- function(spec, queries, want_var = FALSE, method = spec$method, rt
   m <- nrow(queries)
   if (m <= spec$chunk_size) {
     return(engine_chunk(spec, queries, query_codes, want_var, rtol, n_threads, verbose,
-                        leave_out, nodes, want_inverse))
+                        leave_out, nodes, want_inverse, want_window))
   }
   run <- function(idx, threads) {
     engine_chunk(spec, queries[idx, , drop = FALSE], query_codes[idx, , drop = FALSE],
-                 want_var, rtol, threads, verbose, leave_out[idx], nodes, want_inverse)
+                 want_var, rtol, threads, verbose, leave_out[idx], nodes, want_inverse,
+                 want_window)
   }
   starts <- seq(1, m, by = spec$chunk_size)
   chunks <- lapply(starts, function(s) s:min(m, s + spec$chunk_size - 1))
@@ -372,7 +375,8 @@ bind_fits <- function(parts) {
 }
 
 engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, verbose,
-                         leave_out = NULL, nodes = NULL, want_inverse = FALSE) {
+                         leave_out = NULL, nodes = NULL, want_inverse = FALSE,
+                         want_window = FALSE) {
   scale <- spec$scale
   radius <- numeric(0)
   if (!is.null(spec$nn)) {
@@ -389,7 +393,7 @@ engine_chunk <- function(spec, queries, query_codes, want_var, rtol, n_threads, 
                    list(queries = queries, radius = radius, want_var = want_var, rtol = rtol,
                         query_codes = query_codes, leave_out = leave_out,
                         n_threads = n_threads, verbose = verbose,
-                        want_inverse = want_inverse))
+                        want_inverse = want_inverse, want_window = want_window))
   }
   # Queries without a usable window are NA (the engine leaves NaN there).
   undefined <- res$status != 0L

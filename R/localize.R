@@ -302,7 +302,9 @@ localization_spec <- function(data, vars, kernel, bandwidth, method, control, n_
                               verbose, call = rlang::caller_env()) {
   ok <- stats::complete.cases(data[vars])
   if (!any(ok)) abort("The variables of {.arg over} have no complete rows.", call = call)
-  predictors <- split_predictors(data[ok, vars, drop = FALSE], arg = "over", call = call)
+  # (every row complete, the usual case: the columns alone, without a data frame row subset)
+  frame <- if (all(ok)) data[vars] else data[ok, vars, drop = FALSE]
+  predictors <- split_predictors(frame, arg = "over", call = call)
   x <- predictors$x
   kernel <- check_kernel(kernel, call = call)
   control <- check_control(control, call = call)
@@ -543,17 +545,21 @@ lm_moment_fits <- function(recipe, local, queries) {
   p <- ncol(X)
   prior <- (recipe$prior %||% rep(1, length(y))) * stats::complete.cases(X, y)
   prior[is.na(prior)] <- 0
-  X[prior == 0, ] <- 0
-  y[prior == 0] <- 0
+  zero <- prior == 0
+  if (any(zero)) {
+    X[zero, ] <- 0
+    y[zero] <- 0
+  }
   intercept <- attr(attr(mf, "terms"), "intercept") == 1L && colnames(X)[1L] == "(Intercept)"
   centre <- rep(0, p)
   if (intercept && p > 1L) centre[-1L] <- colSums(X[, -1L, drop = FALSE] * prior) / sum(prior)
   ymean <- if (intercept) sum(y * prior) / sum(prior) else 0
-  Xc <- sweep(X, 2L, centre)
+  Xc <- X - rep(centre, each = nrow(X))
   yc <- y - ymean
   pairs <- which(upper.tri(diag(p), diag = TRUE), arr.ind = TRUE)
   values <- cbind(Xc[, pairs[, 1L], drop = FALSE] * Xc[, pairs[, 2L], drop = FALSE], Xc * yc,
-                  yc * yc)[local$rows, , drop = FALSE]
+                  yc * yc)
+  if (length(local$rows) < nrow(values)) values <- values[local$rows, , drop = FALSE]
   spec <- local$spec
   spec$values <- values
   spec$prior <- prior[local$rows]
@@ -753,7 +759,8 @@ registry_fits <- function(recipe, local, queries, loss) {
   centre <- c(0, colSums(X[rows, -1L, drop = FALSE] * prior[rows]) / sum(prior[rows]))
   if (!all(is.finite(centre))) centre[] <- 0
   spec <- local$spec
-  spec$values <- cbind(as.double(y), sweep(X, 2L, centre))[rows, , drop = FALSE]
+  values <- cbind(as.double(y), X - rep(centre, each = nrow(X)))
+  spec$values <- if (length(rows) < nrow(values)) values[rows, , drop = FALSE] else values
   spec$prior <- as.double(prior[rows])
   spec$design <- p
   spec$inverse_variance <- isTRUE(loss$inverse_variance)
@@ -762,11 +769,17 @@ registry_fits <- function(recipe, local, queries, loss) {
   spec$tol <- loss$tol
   spec$max_iter <- loss$max_iter
   if (identical(spec$method, "binned")) spec$method <- "tree"
-  sizes <- fast_path_sizes(spec, local, queries)
   # binomial and Poisson fits (canonical links, dispersion 1): the standard errors from the
   # engine's inverse information of each fit's last step
   engine_se <- loss_row(loss$family)$scale == "fixed" && is.null(loss$psi)
-  res <- engine_run(spec, queries$x, query_codes = queries$codes, want_inverse = engine_se)
+  res <- engine_run(spec, queries$x, query_codes = queries$codes, want_inverse = engine_se,
+                    want_window = TRUE)
+  # the windows' sizes from the fit itself, unless a prior weight of 0 leaves rows out of them
+  sizes <- if (all(spec$prior > 0)) {
+    list(size = as.integer(res$window[, 1L]), wsum = res$window[, 2L])
+  } else {
+    engine_windows(local$spec, queries$x, queries$codes, sizes_only = TRUE)
+  }
   # back from the centred design: beta_0 = b_0 - sum_j centre_j b_j
   unit <- diag(p)
   unit[1L, ] <- unit[1L, ] - centre

@@ -18,14 +18,14 @@ namespace {
 using localmean_r::categorical_vars;
 
 struct FitArrays {
-  NumericVector coef, var, s00, wsum, inverse;
+  NumericVector coef, var, s00, wsum, inverse, window;
   IntegerVector status;
   FitArrays(std::size_t m, std::size_t nb, std::size_t nv, bool want_var,
-            bool want_inverse = false)
+            bool want_inverse = false, bool want_window = false)
       : coef(Dimension(m, nb, nv)), var(want_var ? NumericVector(Dimension(m, nb)) : NumericVector(0)),
         s00(m), wsum(m),
         inverse(want_inverse ? NumericVector(Dimension(m, nb, nb)) : NumericVector(0)),
-        status(m) {}
+        window(want_window ? NumericVector(Dimension(m, 2)) : NumericVector(0)), status(m) {}
   localmean::EngineOutput output(bool want_var) {
     localmean::EngineOutput out;
     out.coef = coef.begin();
@@ -34,12 +34,14 @@ struct FitArrays {
     out.wsum = wsum.begin();
     out.status = status.begin();
     out.inverse = inverse.size() ? inverse.begin() : nullptr;
+    out.window = window.size() ? window.begin() : nullptr;
     return out;
   }
   List as_list() const {
     List res = List::create(_["coef"] = coef, _["var"] = var, _["s00"] = s00,
                             _["wsum"] = wsum, _["status"] = status);
     if (inverse.size()) res.push_back(inverse, "inverse");
+    if (window.size()) res.push_back(window, "window");
     return res;
   }
 };
@@ -287,7 +289,7 @@ List fit_sums_list(const localmean::FitSums& s) {
 struct FitRequest {
   SEXP queries = R_NilValue, radius = R_NilValue, query_codes = R_NilValue,
        leave_out = R_NilValue;
-  bool want_var = false, want_inverse = false, verbose = false;
+  bool want_var = false, want_inverse = false, want_window = false, verbose = false;
   double rtol = 0.0;
   int n_threads = 1;
 };
@@ -329,8 +331,9 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
   const localmean::Basis basis(static_cast<int>(d), set.degree);
   const std::size_t nb = localmean::detail::fit_size(basis, set);
   // (want_inverse: S^-1 of each query's last solve, not interpolated by the binned strategy)
+  const bool iterative = method != "binned" && set.family != localmean::Loss::gaussian;
   FitArrays res(m, nb, set.design > 0 ? 1 : nv, want_var,
-                method != "binned" && request.want_inverse);
+                method != "binned" && request.want_inverse, iterative && request.want_window);
   localmean_r::Monitor monitor(verbose, static_cast<double>(m), "local fit");
   // (binned: the grid's work is not counted in points; small fits never bin)
   const double visits = method == "binned" ? localmean_r::kSerialWork : static_cast<double>(m) * n;
@@ -386,9 +389,11 @@ FitArrays engine_fit(SEXP engine, const List& spec, const FitRequest& request) {
 // by the engine object `engine` (NULL: a one-off object). The request: queries (m x d, original
 // units), radius (length m: per-query multiples of the scales, nn bandwidths; empty: none),
 // want_var, want_inverse (optional: also `inverse`, m x nb x nb, S^-1 of each query's last
-// solve in the scaled basis), rtol (> 0: weight sums within that relative error), query_codes
-// (the queries' 1-based levels, m x count), leave_out (likelihood families: per query a 1-based
-// data row left out of its window, 0 none; empty: none), n_threads, verbose.
+// solve in the scaled basis), want_window (optional, iterative losses: also `window`, m x 2, the
+// rows of each query's window and the sum of their kernel weights), rtol (> 0: weight sums
+// within that relative error), query_codes (the queries' 1-based levels, m x count), leave_out
+// (likelihood families: per query a 1-based data row left out of its window, 0 none; empty:
+// none), n_threads, verbose.
 // [[Rcpp::export(rng = false)]]
 List cpp_engine_fit(SEXP engine, List spec, List request) {
   FitRequest req;
@@ -398,6 +403,7 @@ List cpp_engine_fit(SEXP engine, List spec, List request) {
   req.radius = request["radius"];
   req.want_var = as<bool>(request["want_var"]);
   req.want_inverse = field<bool>(request, "want_inverse", false);
+  req.want_window = field<bool>(request, "want_window", false);
   req.verbose = as<bool>(request["verbose"]);
   req.rtol = field<double>(request, "rtol", 0.0);
   req.query_codes = request["query_codes"];
@@ -526,14 +532,16 @@ List cpp_engine_windows(SEXP engine, List spec, List request) {
   std::vector<std::vector<std::size_t>> rows;
   std::vector<std::vector<double>> weights;
   const bool sizes_only = field<bool>(request, "sizes_only", false);
+  NumericMatrix sizes(sizes_only ? m : 0, 2);
   sweep.finish(localmean::kernel_windows(
       *sweep.data, sweep.queries.data(), m, radius.size() ? radius.begin() : nullptr,
       sweep.query_codes(), sweep.set, rows, weights, sweep.parallel_for,
-      sweep.monitor.callback(), sizes_only));
+      sweep.monitor.callback(), sizes_only ? sizes.begin() : nullptr));
   IntegerVector start(m + 1), size(m);
   NumericVector wsum(m);
   for (std::size_t i = 0; i < m; ++i) {
-    size[i] = static_cast<int>(rows[i].size());
+    size[i] = static_cast<int>(sizes_only ? sizes[i] : rows[i].size());
+    if (sizes_only) wsum[i] = sizes[i + m];
     for (double w : weights[i]) wsum[i] += w;
     start[i + 1] = start[i] + (sizes_only ? 0 : size[i]);
   }

@@ -114,6 +114,12 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
           collect_window<K>(data, q.data(), levels, h, how, win);
           if (leave_out && leave_out[i] >= 0)
             win.drop(position[static_cast<std::size_t>(leave_out[i])]);
+          if (out.window) {
+            double ksum = 0.0;
+            for (double k : win.kernel) ksum += k;
+            out.window[i] = static_cast<double>(win.pos.size());
+            out.window[i + m] = ksum;
+          }
           switch (loss_info(set.family).kind) {
             case LossKind::multinomial:
               multinomial_solve(data, basis, q.data(), h, set, win, i, m, out);
@@ -144,15 +150,16 @@ inline bool local_fit(const LocalData& data, const double* queries, std::size_t 
 // weights and per-query scales): for query i, rows[i] holds the data rows (0-based, the
 // caller's order, ascending) of positive weight and weights[i] their kernel weights (level
 // weights included, prior weights not). Clients that fit their own model in each window (R's
-// localize()) take their weights here. With sizes_only, rows[i] holds only as many zeros and
-// weights[i] the weights in the sweep's order (no sort: the counts and weight sums alone).
-// Returns false if the monitor stopped it.
+// localize()) take their weights here. With `sizes` (m x 2), rows and weights stay empty and
+// sizes[i] and sizes[i + m] get each window's number of rows and the sum of its kernel weights
+// (in the sweep's order, as local_fit()'s EngineOutput::window). Returns false if the monitor
+// stopped it.
 inline bool kernel_windows(const LocalData& data, const double* queries, std::size_t m,
                            const double* radius, const int* query_codes,
                            const EngineSettings& set, std::vector<std::vector<std::size_t>>& rows,
                            std::vector<std::vector<double>>& weights,
                            const ParallelFor& parallel_for = serial_for,
-                           const Monitor& monitor = {}, bool sizes_only = false) {
+                           const Monitor& monitor = {}, double* sizes = nullptr) {
   const std::size_t d = data.d();
   const Reach how(set);
   const std::vector<std::size_t>& order = data.tree().order();
@@ -169,9 +176,11 @@ inline bool kernel_windows(const LocalData& data, const double* queries, std::si
         const double* levels = load_query(data, queries, query_codes, m, i, q, table);
         win.clear();
         collect_window<K>(data, q.data(), levels, radius ? radius[i] : 1.0, how, win);
-        if (sizes_only) {  // the count and the weights, in the sweep's order: no sort
-          rows[i].assign(win.pos.size(), 0);
-          weights[i].assign(win.kernel.begin(), win.kernel.end());
+        if (sizes) {  // the count and the weight sum, in the sweep's order: no sort
+          double ksum = 0.0;
+          for (double k : win.kernel) ksum += k;
+          sizes[i] = static_cast<double>(win.pos.size());
+          sizes[i + m] = ksum;
           continue;
         }
         // the caller's row order, so that a window's rows do not depend on the tree

@@ -40,6 +40,11 @@ inline std::vector<double> window_basis(const LocalData& data, const Basis& basi
   const double* pts = data.tree().points();
   const double* x = data.values() + n;  // the design's columns, when p > 0
   std::vector<double> phi(count * nb), u(d), poly(nt);
+  if (p > 0 && nt == 1) {  // local constant: the design itself (the basis' one term is 1)
+    for (std::size_t b = 0; b < count; ++b)
+      for (std::size_t j = 0; j < p; ++j) phi[b * p + j] = x[j * n + win.pos[b]];
+    return phi;
+  }
   for (std::size_t b = 0; b < count; ++b) {
     for (std::size_t j = 0; j < d; ++j) u[j] = (pts[j * n + win.pos[b]] - q[j]) / h;
     if (p == 0) {

@@ -158,6 +158,9 @@ struct EngineOutput {
   // m x nb x nb: S^-1 of the last solve (the information's inverse of the iterative fits:
   // localize()'s standard errors); NaN where the solver has none (check loss, multinomial)
   double* inverse = nullptr;
+  // m x 2: the iterative fits' windows, the number of their rows (of positive weight) and the sum
+  // of their kernel weights (prior weights not applied), summed in window order
+  double* window = nullptr;
 };
 
 // The one Cholesky factorisation of the package: A = L L' of a symmetric dim x dim matrix whose
