@@ -25,7 +25,7 @@ wild_multipliers <- function(n, B, type = c("mammen", "rademacher", "normal")) {
   }
   root5 <- sqrt(5)
   low <- stats::runif(n * B) < (root5 + 1) / (2 * root5)
-  matrix(ifelse(low, (1 - root5) / 2, (1 + root5) / 2), n, B)
+  matrix(c((1 + root5) / 2, (1 - root5) / 2)[low + 1L], n, B)
 }
 
 # Fitted values at the data points of the linear smoother `spec` (a least-squares specification
@@ -251,10 +251,12 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #' # the same test through anova()
 #' set.seed(1)
 #' anova(fit, lm(dist ~ speed, cars), B = 99, verbose = FALSE)
-spec_test <- function(local, parametric, B = 199,
+spec_test <- function(local, parametric, B = 199, statistic = c("F", "kernel"),
                       multipliers = c("normal", "rademacher", "mammen"),
                       reselect = NULL, n_threads = NULL, verbose = interactive(), ...) {
   check_dots(...)
+  statistic <- match_choice(statistic, c("F", "kernel"))
+  if (missing(multipliers)) multipliers <- NULL
   names <- c(local = deparse1(substitute(local)), parametric = deparse1(substitute(parametric)))
   if (inherits(local, "lm") && inherits(parametric, "local_poly")) {
     swap <- local
@@ -263,13 +265,14 @@ spec_test <- function(local, parametric, B = 199,
     names <- rev(names)
   }
   data_name <- paste(names[2L], "vs", names[1L])
-  plr_test(local, parametric, B, multipliers, reselect, n_threads, verbose, data_name)
+  specification_test(local, parametric, B, statistic, multipliers, reselect, n_threads, verbose,
+                     data_name)
 }
 
 #' @rdname spec_test
 #' @param object A [local_poly()] fit (the local model).
 #' @export
-anova.local_poly <- function(object, ..., B = NULL,
+anova.local_poly <- function(object, ..., B = NULL, statistic = c("F", "kernel"),
                              multipliers = c("normal", "rademacher", "mammen"),
                              reselect = NULL, n_threads = NULL, verbose = interactive()) {
   dots <- list(...)
@@ -290,8 +293,22 @@ anova.local_poly <- function(object, ..., B = NULL,
   }
   model <- as.list(substitute(list(...)))[-1L][!named][[1L]]
   data_name <- paste(deparse1(model), "vs", deparse1(substitute(object)))
-  plr_test(object, dots[!named][[1L]], B %||% 199, multipliers, reselect, n_threads, verbose,
-           data_name)
+  statistic <- match_choice(statistic, c("F", "kernel"))
+  if (missing(multipliers)) multipliers <- NULL
+  specification_test(object, dots[!named][[1L]], B %||% 199, statistic, multipliers, reselect,
+                     n_threads, verbose, data_name)
+}
+
+# The specification test with the chosen statistic; `multipliers` NULL: the statistic's default
+# law (normal for F, Mammen's for the kernel statistic).
+specification_test <- function(local, parametric, B, statistic, multipliers, reselect, n_threads,
+                               verbose, data_name, call = rlang::caller_env()) {
+  if (statistic == "kernel") {
+    return(kernel_spec_test(local, parametric, B, multipliers %||% "mammen", reselect,
+                            n_threads, verbose, data_name, call = call))
+  }
+  plr_test(local, parametric, B, multipliers %||% "normal", reselect, n_threads, verbose,
+           data_name, call = call)
 }
 
 plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, verbose, data_name,
@@ -517,6 +534,121 @@ check_model_pair <- function(local, parametric, call) {
   }
   if (any(w <= 0)) abort("The weights must be positive for {.fn spec_test}.", call = call)
   list(y = y, w = w)
+}
+
+# ---- The kernel statistic of the specification test --------------------------------------------
+
+# The specification test by the kernel statistic of Zheng (1996), Li and Wang (1998) and Hsiao,
+# Li and Racine (2007): the linear model's residuals u_i = sqrt(w_i) e_i and the kernel K of the
+# local fit give S = sum_i sum_(j != i) K_ij u_i u_j and its variance estimate
+# V = 2 sum_i sum_(j != i) K_ij^2 u_i^2 u_j^2, the statistic J = S / sqrt(V) (the kernel in units
+# of its value at the point itself, K_ii = 1 for numeric predictors: J does not depend on them).
+# The bandwidth is the local fit's when the user gave it, else a local constant fit's by
+# cross-validation of the response (as np::npcmstest() chooses it); it is kept in the replicates.
+# Replicates: the wild bootstrap of the residuals, y* = m0 + e v (np's), the linear model refitted
+# by its QR decomposition, S* computed as S (every replicate's kernel sums from one engine pass
+# over all columns, kernel_sums()); J* = S* / sqrt(V), V the observed data's (the bootstrap
+# distribution of S, np's `pivot = FALSE`).
+kernel_spec_test <- function(local, parametric, B, multipliers, reselect, n_threads, verbose,
+                             data_name, call = rlang::caller_env()) {
+  B <- check_replicates(B, call = call)
+  multipliers <- match_choice(multipliers, c("normal", "rademacher", "mammen"), call = call)
+  check_flag(verbose, call = call)
+  if (!is.null(reselect) && !identical(check_flag(reselect, call = call), FALSE)) {
+    abort(c("{.arg reselect} must be {.code FALSE} or {.code NULL} with
+             {.code statistic = \"kernel\"}.",
+            i = "The kernel statistic keeps its bandwidth in every replicate."), call = call)
+  }
+  n_threads <- n_threads(n_threads)
+  pair <- check_model_pair(local, parametric, call)
+  y <- pair$y
+  w <- pair$w
+  spec <- kernel_statistic_spec(local, y, n_threads)
+  fit0 <- stats::fitted(parametric)
+  res0 <- y - fit0
+  root_w <- sqrt(w)
+  # Replicate residuals: the linear model refitted to y* = m0 + e v, through its (weighted) QR.
+  U <- qr.resid(parametric$qr, root_w * res0 * wild_multipliers(length(y), B, multipliers))
+  u <- root_w * res0
+  sums <- kernel_sums(spec, cbind(u, U), n_threads, verbose)
+  S <- colSums(cbind(u, U) * sums)
+  V <- 2 * kernel_square_sum(spec, u^2, n_threads)
+  statistic <- unname(S[1L]) / sqrt(V)
+  replicates <- unname(S[-1L]) / sqrt(V)
+  h <- signif(spec$bandwidth, 3L)
+  new_local_test(statistic = c(J = statistic),
+                 p_value = bootstrap_p_value(statistic, replicates),
+                 method = paste0("Specification test of a linear model against a kernel ",
+                                 "alternative (kernel statistic, wild bootstrap, bandwidth ",
+                                 paste(format(h), collapse = ", "), ")"),
+                 data_name = data_name,
+                 alternative = "the regression function is not of the parametric form",
+                 B = B, replicates = replicates)
+}
+
+# The engine specification of the kernel statistic: the local fit's predictors, kernel and
+# categorical lambdas at degree 0, without values or prior weights, at the local fit's bandwidth
+# when the user gave it (or a local constant fit's selector chose it), else at a local constant
+# fit's cross-validated bandwidth of the response `y`. Its own engine object.
+kernel_statistic_spec <- function(local, y, n_threads) {
+  spec <- local$spec
+  if (!identical(local$bandwidth_method, "user") &&
+      !(local$degree == 0L && identical(local$bandwidth_method, "cv"))) {
+    predictors <- c(list(x = local$x, categorical = local$categorical), local$predictors)
+    spec <- withCallingHandlers(
+      fit_local_model(predictors, matrix(y), local$weights, 0L, local$kernel, "cv",
+                      local$spec$requested_method, n_threads, FALSE, local$control,
+                      max_degree = 3L)$spec,
+      localmean_warning = function(w) invokeRestart("muffleWarning"))
+  }
+  spec["values"] <- list(NULL)
+  spec["prior"] <- list(NULL)
+  spec$degree <- 0L
+  spec$engine <- engine_handle()
+  with_scale(spec, spec$scale)
+}
+
+# The kernel sums sum_(j != i) K_ij v_j of every column of `V` (n x k) at the data points of the
+# degree-0 specification `spec` (K in units of K_ii), from the local means of every column at
+# once (replicate_blocks()): a local mean times the weight sum, K_ii / leverage, less the point's
+# own term.
+kernel_sums <- function(spec, V, n_threads, verbose = FALSE) {
+  per_block <- function(spec, threads) {
+    f <- fit_at_data(spec, n_threads = threads, keep_fits = TRUE)
+    matrix(f$fitted, nrow(spec$values)) / f$leverage - spec$values
+  }
+  replicate_blocks(spec, V, per_block, n_threads, verbose)
+}
+
+# sum_i a_i sum_(j != i) (K_ij / K_ii)^2 a_j for one column `a` at the data points of `spec`:
+# kernel_sums() with the square of the kernel's profile (a user kernel, tabulated once per
+# session), or with categorical predictors (whose level weights squared are no kernel of theirs)
+# from the kernel windows of the data points.
+kernel_square_sum <- function(spec, a, n_threads) {
+  if (is.null(spec$categorical)) {
+    spec$kernel <- squared_kernel(spec$kernel)
+    spec$engine <- engine_handle()
+    spec <- with_scale(spec, spec$scale)
+    return(sum(a * kernel_sums(spec, matrix(a), n_threads)))
+  }
+  win <- engine_windows(spec, spec$x, spec$categorical$codes, n_threads = n_threads,
+                        verbose = FALSE)
+  i <- rep.int(seq_along(a), win$size)
+  j <- unlist(win$rows, use.names = FALSE)
+  k <- unlist(win$weights, use.names = FALSE) / self_weight(spec)
+  off <- i != j
+  sum(a[i[off]] * k[off]^2 * a[j[off]])
+}
+
+# The kernel whose profile is the square of `kernel`'s (scaled to 1 at distance 0), a user
+# kernel registered under a name of its own the first time it is asked for.
+squared_kernel <- function(kernel) {
+  name <- paste0(".squared_", as.character(kernel))
+  known <- registry$user[[name]]
+  if (!is.null(known)) return(kernel_handle(known))
+  peak <- kernel_value(0, kernel)
+  profile <- function(u) (kernel_value(u, kernel) / peak)^2
+  kernel_handle(make_user_kernel(profile, name, "kernel", rlang::caller_env()))
 }
 
 # ---- Is this predictor relevant? -------------------------------------------------------------
