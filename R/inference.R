@@ -576,7 +576,7 @@ kernel_spec_test <- function(local, parametric, B, multipliers, reselect, n_thre
   statistic <- unname(S[1L]) / sqrt(V)
   replicates <- unname(S[-1L]) / sqrt(V)
   h <- signif(spec$bandwidth, 3L)
-  new_local_test(statistic = c(J = statistic),
+  res <- new_local_test(statistic = c(J = statistic),
                  p_value = bootstrap_p_value(statistic, replicates),
                  method = paste0("Specification test of a linear model against a kernel ",
                                  "alternative (kernel statistic, wild bootstrap, bandwidth ",
@@ -584,6 +584,8 @@ kernel_spec_test <- function(local, parametric, B, multipliers, reselect, n_thre
                  data_name = data_name,
                  alternative = "the regression function is not of the parametric form",
                  B = B, replicates = replicates)
+  res$bandwidth <- spec$bandwidth
+  res
 }
 
 # The engine specification of the kernel statistic: the local fit's predictors, kernel and
