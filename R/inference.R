@@ -200,6 +200,32 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #' 4.6%: when the scale of the departures that matter is known, a fixed
 #' bandwidth gives the more powerful test.
 #'
+#' **The kernel statistic** (`statistic = "kernel"`) is the test of Zheng
+#' (1996), Li and Wang (1998) and Hsiao, Li and Racine (2007), the statistic
+#' of `np::npcmstest()`: with the linear model's residuals \eqn{e_i}{e_i}
+#' (times the square roots of the prior weights) and the local fit's kernel
+#' \eqn{K_{ij}}{K_ij} between data points \eqn{i}{i} and \eqn{j}{j},
+#' \deqn{J = \frac{\sum_i \sum_{j \ne i} K_{ij} e_i e_j}{\sqrt{2 \sum_i
+#' \sum_{j \ne i} K_{ij}^2 e_i^2 e_j^2}},}{J = sum_i sum_(j != i) K_ij e_i e_j /
+#' sqrt(2 sum_i sum_(j != i) K_ij^2 e_i^2 e_j^2),}
+#' a weighted sum of products of neighbouring residuals, about standard normal
+#' under the null and large when residuals of nearby points share their sign.
+#' It uses the local fit's bandwidth when the user gave it, else (a bandwidth
+#' that a selector chose) the bandwidth that cross-validation chooses for a
+#' local constant fit of the response with the fit's kernel, as
+#' `np::npcmstest()` does; either is kept in every replicate. The bootstrap
+#' is the classical wild bootstrap: \eqn{y^*_i = \hat m_0(x_i) + e_i V_i}{y*_i =
+#' m0(x_i) + e_i V_i} with Mammen's multipliers by default (np's), the linear
+#' model refitted to each, and the numerator computed from the replicate's
+#' residuals; it is divided by the observed data's denominator (a constant:
+#' the p-value is that of the numerator's bootstrap distribution, np's
+#' `pivot = FALSE`). The statistic needs no local fit of the replicates, only
+#' kernel sums of their residuals, which makes it the faster test. In the
+#' package's simulations (as above; n = 200, 500 data sets, B = 199) it
+#' rejected a true null at 6.0% with the cross-validated bandwidth (np's test:
+#' 6.2%) and 3.6% at a bandwidth of 0.15, and the sine-wave alternative at
+#' 90.8% and 91.8%.
+#'
 #' `anova(local, parametric)` calls this test (`anova(local)` alone tests
 #' the relevance of each predictor, see [relevance_test()]). The other order,
 #' `anova(parametric, local)`, is [stats::anova.lm()], which compares the two
@@ -219,20 +245,26 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #' @param B Number of bootstrap replicates, a whole number of at least 19
 #'   (for `anova()`, `NULL`: 199 for a specification test, 399 for relevance
 #'   tests).
+#' @param statistic The test statistic: "F" (the approximate F statistic of
+#'   the two fits) or "kernel" (the kernel statistic of Zheng 1996, see
+#'   below).
 #' @param multipliers The law of the wild-bootstrap multipliers: "normal"
 #'   (standard normal; `spec_test()` only), "rademacher" (random signs) or
-#'   "mammen" (Mammen's two-point law).
+#'   "mammen" (Mammen's two-point law). In `spec_test()` by default "normal"
+#'   with the F statistic and "mammen" with the kernel statistic.
 #' @param reselect Whether each replicate's local fit chooses its bandwidth
 #'   again by the selector that chose `local`'s; `NULL` (the default): when
-#'   a selector chose it.
+#'   a selector chose it (the F statistic; the kernel statistic keeps its
+#'   bandwidth: `NULL` or `FALSE`).
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show a progress bar.
 #' @param ... For `spec_test()`, must be empty. For `anova()`, the
 #'   parametric fit.
 #' @return An object of class `c("local_test", "htest")`: `statistic`
-#'   (F), `parameter` (B), `p.value`, `method`, `data.name`, `alternative`,
-#'   `replicates` (the bootstrap statistics) and `models` (a table of both
-#'   fits' residual degrees of freedom and sums of squares).
+#'   (F or J), `parameter` (B), `p.value`, `method`, `data.name`,
+#'   `alternative`, `replicates` (the bootstrap statistics) and, for F,
+#'   `models` (a table of both fits' residual degrees of freedom and sums of
+#'   squares) or, for J, `bandwidth` (the kernel statistic's).
 #' @references
 #' Bowman, A. W. and Azzalini, A. (1997). *Applied Smoothing Techniques for
 #' Data Analysis*. Oxford University Press.
@@ -242,6 +274,20 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #'
 #' Hardle, W. and Mammen, E. (1993). Comparing nonparametric versus
 #' parametric regression fits. *The Annals of Statistics*, 21, 1926-1947.
+#'
+#' Hsiao, C., Li, Q. and Racine, J. S. (2007). A consistent model
+#' specification test with mixed discrete and continuous data. *Journal of
+#' Econometrics*, 140, 802-826.
+#'
+#' Li, Q. and Wang, S. (1998). A simple consistent bootstrap test for a
+#' parametric regression function. *Journal of Econometrics*, 87, 145-165.
+#'
+#' Mammen, E. (1993). Bootstrap and wild bootstrap for high dimensional
+#' linear models. *The Annals of Statistics*, 21, 255-285.
+#'
+#' Zheng, J. X. (1996). A consistent test of functional form via
+#' nonparametric estimation techniques. *Journal of Econometrics*, 75,
+#' 263-289.
 #' @family inference
 #' @export
 #' @examples
@@ -251,6 +297,9 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #' # the same test through anova()
 #' set.seed(1)
 #' anova(fit, lm(dist ~ speed, cars), B = 99, verbose = FALSE)
+#' # the kernel statistic (np's npcmstest())
+#' spec_test(fit, lm(dist ~ speed, cars), B = 99, statistic = "kernel",
+#'           verbose = FALSE)
 spec_test <- function(local, parametric, B = 199, statistic = c("F", "kernel"),
                       multipliers = c("normal", "rademacher", "mammen"),
                       reselect = NULL, n_threads = NULL, verbose = interactive(), ...) {
