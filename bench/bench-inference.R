@@ -308,7 +308,8 @@ if ("relevance" %in% which_tests) {
 #     npcmstest() with its defaults (its own CV bandwidth of a local constant fit, kept fixed in
 #     the replicates; np's Jn statistic, wild bootstrap), run once. Processor time, one thread.
 #     Also spec_test(statistic = "kernel") (np's statistic; 5 runs each): at the CV bandwidth of a
-#     local constant fit (np's rule) after a local linear CV fit, and at a fixed bandwidth 0.06.
+#     local constant fit (np's rule) after a local linear CV fit, after a local constant CV fit
+#     (whose bandwidth it reuses: np's whole procedure), and at a fixed bandwidth 0.06.
 if ("spec-speed" %in% which_tests) {
   cat("\n(g) specification tests: speed at n = 500, B = 399 (CPU seconds, one thread)\n")
   set.seed(5000)
@@ -329,6 +330,11 @@ if ("spec-speed" %in% which_tests) {
     fit <- local_poly(y ~ x, d, verbose = FALSE)
     spec_test(fit, lm(y ~ x, d), B = 399, statistic = "kernel", verbose = FALSE)
   }))
+  # np's procedure alone: a local constant fit's CV bandwidth (the fit's own, reused) and the test
+  kernel_np <- lapply(1:5, function(r) cpu_of(function() {
+    fit <- local_poly(y ~ x, d, degree = 0, verbose = FALSE)
+    spec_test(fit, lm(y ~ x, d), B = 399, statistic = "kernel", verbose = FALSE)
+  }))
   kernel_fixed <- lapply(1:5, function(r) cpu_of(function() {
     fit <- local_poly(y ~ x, d, bandwidth = 0.06, verbose = FALSE)
     spec_test(fit, lm(y ~ x, d), B = 399, statistic = "kernel", verbose = FALSE)
@@ -339,6 +345,8 @@ if ("spec-speed" %in% which_tests) {
   cat(sprintf("  spec_test(), fixed bandwidth 0.1, fit included: cpu %s s (3 runs)\n", cpus(fixed)))
   cat(sprintf("  spec_test(statistic = 'kernel'), CV fit, fit included: cpu %s s (5 runs)\n",
               cpus(kernel_cv)))
+  cat(sprintf("  spec_test(statistic = 'kernel'), local constant CV fit (np's rule), fit included: cpu %s s (5 runs)\n",
+              cpus(kernel_np)))
   cat(sprintf("  spec_test(statistic = 'kernel'), bandwidth 0.06, fit included: cpu %s s (5 runs)\n",
               cpus(kernel_fixed)))
   cat("  kernel statistic's bandwidth (CV):", kernel_cv[[1]]$value$method, "\n")
@@ -352,9 +360,10 @@ if ("spec-speed" %in% which_tests) {
     cat(sprintf("  np::npcmstest(wild, its CV bandwidth), once: cpu %.1f s, p-value %.3f\n",
                 peer$cpu, peer$value$P))
     med <- function(runs) stats::median(vapply(runs, `[[`, 0, "cpu"))
-    cat(sprintf("  ratio np / ours: %.0f (default), %.0f (fixed bandwidth), %.0f (kernel, CV), %.0f (kernel, 0.06)\n",
+    cat(sprintf(paste("  ratio np / ours: %.0f (default), %.0f (fixed bandwidth), %.0f (kernel,",
+                      "local linear CV fit), %.0f (kernel, local constant CV), %.0f (kernel, 0.06)\n"),
                 peer$cpu / med(default), peer$cpu / med(fixed), peer$cpu / med(kernel_cv),
-                peer$cpu / med(kernel_fixed)))
+                peer$cpu / med(kernel_np), peer$cpu / med(kernel_fixed)))
     cat(sprintf("  np's bandwidth %.4f, Jn %.4f\n", peer$value$bws$bw, peer$value$Jn))
   }
   cat("  p-values of ours (default, fixed, kernel CV, kernel 0.06):",
