@@ -331,6 +331,10 @@ anova.local_poly <- function(object, ..., B = NULL, statistic = c("F", "kernel")
                                             .call = environment())))
   }
   if (sum(!named) == 0L) {
+    if (!missing(statistic)) {
+      abort("{.arg statistic} chooses the statistic of a specification test: give
+             {.fn anova} a parametric model too.")
+    }
     if (missing(multipliers)) multipliers <- "rademacher"
     return(relevance_table(object, NULL, B %||% 399, multipliers, n_threads, verbose,
                            deparse1(substitute(object))))
@@ -695,11 +699,16 @@ kernel_square_sum <- function(spec, a, n_threads) {
 # kernel registered under a name of its own the first time it is asked for.
 squared_kernel <- function(kernel) {
   name <- paste0(".squared_", as.character(kernel))
+  # (a user kernel's square is made again when the user kernel of that name changed)
+  source <- (attr(kernel, "user_kernel") %||% registry$user[[as.character(kernel)]])$values
   known <- registry$user[[name]]
-  if (!is.null(known)) return(kernel_handle(known))
+  if (!is.null(known) && identical(known$source, source)) return(kernel_handle(known))
   peak <- kernel_value(0, kernel)
   profile <- function(u) (kernel_value(u, kernel) / peak)^2
-  kernel_handle(make_user_kernel(profile, name, "kernel", rlang::caller_env()))
+  squared <- make_user_kernel(profile, name, "kernel", rlang::caller_env())
+  squared$source <- source
+  registry$user[[name]] <- squared
+  kernel_handle(squared)
 }
 
 # ---- Is this predictor relevant? -------------------------------------------------------------

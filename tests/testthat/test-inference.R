@@ -396,6 +396,12 @@ test_that("the kernel statistic is reproducible for threads, order, anova() and 
   expect_equal(row$statistic, unname(one$statistic))
   expect_equal(glance(one), row)
   expect_true(any(grepl("J = .*, B = 49, p-value", capture.output(print(one)))))
+  # the Epanechnikov kernel, whose square the statistic's variance tabulates
+  epa <- local_poly(y ~ x, d, bandwidth = 0.3, kernel = "epanechnikov")
+  res <- spec_test(epa, lin, B = 19, statistic = "kernel", verbose = FALSE)
+  K <- pmax(1 - outer(d$x, d$x, "-")^2 / 0.3^2, 0)
+  expect_equal(unname(res$statistic), unname(zheng_ref(residuals(lin), K)["J"]),
+               tolerance = 1e-10)
   skip_on_cran()
   skip_if_not_installed("future")
   skip_if_not_installed("future.apply")
@@ -414,6 +420,7 @@ test_that("the kernel statistic refuses bad input with classed errors", {
                class = "localmean_error")
   expect_error(anova(fit, lin, B = 19, statistic = "zheng"), "statistic",
                class = "localmean_error")
+  expect_error(anova(fit, B = 19, statistic = "kernel"), "statistic", class = "localmean_error")
   expect_error(spec_test(fit, lin, B = 18, statistic = "kernel"), "B", class = "localmean_error")
   expect_error(spec_test(fit, lin, B = 19, statistic = "kernel", reselect = TRUE), "reselect",
                class = "localmean_error")
