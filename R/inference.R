@@ -644,7 +644,7 @@ kernel_spec_test <- function(local, parametric, B, multipliers, reselect, n_thre
 # The engine specification of the kernel statistic: the local fit's predictors, kernel and
 # categorical lambdas at degree 0, without values or prior weights, at the local fit's bandwidth
 # when the user gave it (or a local constant fit's selector chose it), else at a local constant
-# fit's cross-validated bandwidth of the response `y`. Its own engine object.
+# fit's cross-validated bandwidth of the response `y`. Its own engine object, never binned.
 kernel_statistic_spec <- function(local, y, n_threads) {
   spec <- local$spec
   if (!identical(local$bandwidth_method, "user") &&
@@ -660,6 +660,9 @@ kernel_statistic_spec <- function(local, y, n_threads) {
   spec["prior"] <- list(NULL)
   spec$degree <- 0L
   spec$engine <- engine_handle()
+  # (exact kernel sums: the statistic removes each point's own term, which binning blurs)
+  spec$binnable <- FALSE
+  if (identical(spec$requested_method, "binned")) spec$requested_method <- "auto"
   with_scale(spec, spec$scale)
 }
 
