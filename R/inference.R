@@ -600,7 +600,7 @@ check_model_pair <- function(local, parametric, call) {
 # cross-validation of the response (as np::npcmstest() chooses it); it is kept in the replicates.
 # Replicates: the wild bootstrap of the residuals, y* = m0 + e v (np's), the linear model refitted
 # by its QR decomposition, S* computed as S (every replicate's kernel sums from one engine pass
-# over all columns, kernel_sums()); J* = S* / sqrt(V), V the observed data's (the bootstrap
+# over all columns, kernel_forms()); J* = S* / sqrt(V), V the observed data's (the bootstrap
 # distribution of S, np's `pivot = FALSE`).
 kernel_spec_test <- function(local, parametric, B, multipliers, reselect, n_threads, verbose,
                              data_name, call = rlang::caller_env()) {
@@ -621,10 +621,9 @@ kernel_spec_test <- function(local, parametric, B, multipliers, reselect, n_thre
   res0 <- y - fit0
   root_w <- sqrt(w)
   # Replicate residuals: the linear model refitted to y* = m0 + e v, through its (weighted) QR.
-  U <- qr.resid(parametric$qr, root_w * res0 * wild_multipliers(length(y), B, multipliers))
   u <- root_w * res0
-  sums <- kernel_sums(spec, cbind(u, U), n_threads, verbose)
-  S <- colSums(cbind(u, U) * sums)
+  U <- qr.resid(parametric$qr, u * wild_multipliers(length(y), B, multipliers))
+  S <- kernel_forms(spec, cbind(u, U), n_threads, verbose)
   V <- 2 * kernel_square_sum(spec, u^2, n_threads)
   statistic <- unname(S[1L]) / sqrt(V)
   replicates <- unname(S[-1L]) / sqrt(V)
@@ -666,20 +665,21 @@ kernel_statistic_spec <- function(local, y, n_threads) {
   with_scale(spec, spec$scale)
 }
 
-# The kernel sums sum_(j != i) K_ij v_j of every column of `V` (n x k) at the data points of the
-# degree-0 specification `spec` (K in units of K_ii), from the local means of every column at
-# once (replicate_blocks()): a local mean times the weight sum, K_ii / leverage, less the point's
-# own term.
-kernel_sums <- function(spec, V, n_threads, verbose = FALSE) {
+# The forms sum_i v_i sum_(j != i) K_ij v_j of every column v of `V` (n x k) at the data points
+# of the degree-0 specification `spec` (K in units of K_ii), from the local means of every column
+# at once (replicate_blocks()): a local mean times the weight sum, K_ii / leverage, less the
+# point's own term, gives each point's kernel sum.
+kernel_forms <- function(spec, V, n_threads, verbose = FALSE) {
   per_block <- function(spec, threads) {
     f <- fit_at_data(spec, n_threads = threads, keep_fits = TRUE)
-    matrix(f$fitted, nrow(spec$values)) / f$leverage - spec$values
+    v <- spec$values
+    matrix(colSums(v * (matrix(f$fitted, nrow(v)) / f$leverage - v)), 1L)
   }
-  replicate_blocks(spec, V, per_block, n_threads, verbose)
+  as.vector(replicate_blocks(spec, V, per_block, n_threads, verbose))
 }
 
 # sum_i a_i sum_(j != i) (K_ij / K_ii)^2 a_j for one column `a` at the data points of `spec`:
-# kernel_sums() with the square of the kernel's profile (a user kernel, tabulated once per
+# kernel_forms() with the square of the kernel's profile (a user kernel, tabulated once per
 # session), or with categorical predictors (whose level weights squared are no kernel of theirs)
 # from the kernel windows of the data points.
 kernel_square_sum <- function(spec, a, n_threads) {
@@ -687,7 +687,7 @@ kernel_square_sum <- function(spec, a, n_threads) {
     spec$kernel <- squared_kernel(spec$kernel)
     spec$engine <- engine_handle()
     spec <- with_scale(spec, spec$scale)
-    return(sum(a * kernel_sums(spec, matrix(a), n_threads)))
+    return(kernel_forms(spec, matrix(a), n_threads))
   }
   win <- engine_windows(spec, spec$x, spec$categorical$codes, n_threads = n_threads,
                         verbose = FALSE)

@@ -61,6 +61,9 @@ report <- function(label, p_values, cpu) {
 }
 
 spec_variants <- strsplit(Sys.getenv("INFERENCE_SPEC", "fixed,cv,cv-kept"), ",")[[1]]
+# INFERENCE_DESIGN=bump: another design for (a), constant variance, null y = 1 + 2x +
+# N(0, 0.3^2), alternative + 0.4 exp(-(x - 0.5)^2 / (2 0.05^2)) (a narrow bump).
+design <- Sys.getenv("INFERENCE_DESIGN", "sine")
 power <- !identical(tolower(Sys.getenv("INFERENCE_POWER", "true")), "false")
 if ("spec" %in% which_tests) {
   for (variant in spec_variants) {
@@ -77,8 +80,13 @@ if ("spec" %in% which_tests) {
       for (r in seq_len(reps)) {
         set.seed(1000 + r)
         x <- runif(n)
-        y <- 1 + 2 * x + (if (alternative) 0.3 * sin(2 * pi * x) else 0) +
-          rnorm(n, sd = 0.2 + 0.4 * x)
+        y <- if (design == "bump") {
+          1 + 2 * x + (if (alternative) 0.4 * exp(-(x - 0.5)^2 / (2 * 0.05^2)) else 0) +
+            rnorm(n, sd = 0.3)
+        } else {
+          1 + 2 * x + (if (alternative) 0.3 * sin(2 * pi * x) else 0) +
+            rnorm(n, sd = 0.2 + 0.4 * x)
+        }
         d <- data.frame(x = x, y = y)
         ours <- cpu_of(function() {
           fit <- local_poly(y ~ x, d, bandwidth = bandwidth, verbose = FALSE)
@@ -106,7 +114,8 @@ if ("spec" %in% which_tests) {
           cpu_np[r] <- peer$cpu
         }
       }
-      cat(if (alternative) " alternative (+ 0.3 sin(2 pi x)):\n" else " null:\n")
+      cat(if (!alternative) " null:\n" else if (design == "bump") " alternative (+ bump):\n"
+          else " alternative (+ 0.3 sin(2 pi x)):\n")
       report(sprintf("spec_test(statistic = '%s', %s)", statistic, law), p_ours, cpu_ours)
       if (have("sm") && statistic == "F") report("sm::sm.regression(model = 'linear')", p_sm, cpu_sm)
       if (with_np) report("np::npcmstest() (its CV bandwidth, wild)", p_np, cpu_np)
