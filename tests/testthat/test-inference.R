@@ -327,12 +327,11 @@ test_that("the kernel statistic is Zheng's of plain-R double loops, its replicat
   expect_equal(unname(res$statistic), unname(ref["J"]), tolerance = 1e-10)
   expect_identical(names(res$statistic), "J")
   expect_identical(res$bandwidth, fit$bandwidth)
-  # replicates: Mammen's multipliers of the residuals, the lm refitted, S over the observed
-  # data's variance
+  # replicates: Mammen's multipliers of the residuals, the lm refitted, J of each
   set.seed(1)
   E <- qr.resid(lin$qr, residuals(lin) * mammen_ref(60, 19))
-  S <- apply(E, 2L, function(e) zheng_ref(e, K)["S"])
-  expect_equal(res$replicates, unname(S / (ref["S"] / ref["J"])), tolerance = 1e-10)
+  expect_equal(res$replicates, unname(apply(E, 2L, function(e) zheng_ref(e, K)["J"])),
+               tolerance = 1e-10)
   expect_equal(res$p.value, (1 + sum(res$replicates >= res$statistic)) / 20)
   # a departure from the line gives a large statistic
   expect_gt(res$statistic, 3)
@@ -342,6 +341,22 @@ test_that("the kernel statistic is Zheng's of plain-R double loops, its replicat
                    verbose = FALSE)
   expect_identical(rad$statistic, res$statistic)
   expect_false(identical(rad$replicates, res$replicates))
+})
+
+test_that("the kernel statistic and its replicates are np::npcmstest's on cars", {
+  skip_on_cran()
+  skip_if_not_installed("np")
+  options(np.messages = FALSE)
+  model <- lm(dist ~ speed, cars, x = TRUE, y = TRUE)
+  peer <- np_fun("npcmstest")(model = model, xdat = cars["speed"], ydat = cars$dist, B = 49,
+                              boot.method = "wild", random.seed = 3, bws = 1.5,
+                              bandwidth.compute = FALSE)
+  fit <- local_poly(dist ~ speed, cars, degree = 0, bandwidth = 1.5)
+  set.seed(3)
+  res <- spec_test(fit, model, B = 49, statistic = "kernel", verbose = FALSE)
+  expect_equal(unname(res$statistic), peer$Jn, tolerance = 1e-8)
+  # the same multipliers from the same seed: the same replicates (np sorts them)
+  expect_equal(sort(res$replicates), peer$Jn.bootstrap, tolerance = 1e-8)
 })
 
 test_that("the kernel statistic takes np's bandwidth rule, weights and categorical predictors", {
