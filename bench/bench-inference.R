@@ -384,7 +384,9 @@ if ("spec-speed" %in% which_tests) {
 # (h) spec_test(statistic = "kernel") beside np::npcmstest() on data that ship with R
 #     (INFERENCE_TESTS=spec-np): cars (dist ~ speed) and mtcars (mpg ~ hp), B = 399, each at its
 #     own CV bandwidth of a local constant fit (np's rule), np's wild bootstrap (Mammen); our
-#     p-values over seeds 1 to 5, np's over random.seed 42 and 1 to 4.
+#     p-values over seeds 1 to 5, np's over random.seed 42 and 1 to 4, and ours at np's
+#     bandwidth with np's seeds (the same multipliers: the same p-values up to np's
+#     mean(J* > J) against our (1 + #(J* >= J)) / (B + 1)).
 if ("spec-np" %in% which_tests && have("np")) {
   options(np.messages = FALSE)
   cat("\n(h) kernel specification tests on data that ship with R, B = 399\n")
@@ -405,10 +407,19 @@ if ("spec-np" %in% which_tests && have("np")) {
     }, 0)
     peer <- np::npcmstest(model = model, xdat = dat["x"], ydat = dat$y, B = 399,
                           boot.method = "wild", random.seed = 42)
-    cat(sprintf("  %s (%s ~ %s): np bandwidth %.4g, Jn %.4f; ours: %s, J %.4f\n", name, s$y,
-                s$x, peer$bws$bw, peer$Jn, ours[[1]]$method, ours[[1]]$statistic))
+    # ours at np's bandwidth, with np's seeds (set.seed(s) before the test draws the same
+    # multipliers as npcmstest(random.seed = s))
+    at_np <- local_poly(y ~ x, dat, degree = 0, bandwidth = peer$bws$bw, verbose = FALSE)
+    same <- vapply(c(42, 1:4), function(seed) {
+      set.seed(seed)
+      spec_test(at_np, model, B = 399, statistic = "kernel", verbose = FALSE)$p.value
+    }, 0)
+    cat(sprintf("  %s (%s ~ %s): np bandwidth %.4g, Jn %.4f; ours: bandwidth %.4g, J %.4f\n",
+                name, s$y, s$x, peer$bws$bw, peer$Jn, ours[[1]]$bandwidth,
+                ours[[1]]$statistic))
     cat("    np p-values (seeds 42, 1-4):", format(peers_p, digits = 3), "\n")
-    cat("    our p-values (seeds 1-5):   ",
+    cat("    our p-values, np's bandwidth (seeds 42, 1-4):", format(same, digits = 3), "\n")
+    cat("    our p-values, our CV bandwidth (seeds 1-5):   ",
         format(vapply(ours, `[[`, 0, "p.value"), digits = 3), "\n")
   }
 }
