@@ -387,6 +387,14 @@ test_that("the kernel statistic takes np's bandwidth rule, weights and categoric
   K <- gauss_ref(d$x, 0.15) * ifelse(outer(d$g, d$g, "=="), 1 - 0.3, 0.3 / 2)
   expect_equal(unname(res$statistic), unname(zheng_ref(residuals(mlin), K)["J"]),
                tolerance = 1e-10)
+  # two predictors, the (radial) Epanechnikov kernel
+  d$x2 <- runif(60)
+  two <- local_poly(y ~ x + x2, d, bandwidth = c(0.3, 0.4), kernel = "epanechnikov")
+  lin2 <- lm(y ~ x + x2, d)
+  res <- spec_test(two, lin2, B = 19, statistic = "kernel", verbose = FALSE)
+  K <- pmax(1 - outer(d$x, d$x, "-")^2 / 0.3^2 - outer(d$x2, d$x2, "-")^2 / 0.4^2, 0)
+  expect_equal(unname(res$statistic), unname(zheng_ref(residuals(lin2), K)["J"]),
+               tolerance = 1e-10)
 })
 
 test_that("the kernel statistic is reproducible for threads, order, anova() and a plan", {
