@@ -146,8 +146,9 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #' Tests the null hypothesis that the regression function has the form of a
 #' linear model `parametric` (fitted by [stats::lm()]) against the
 #' nonparametric alternative of a local polynomial fit `local` of the same
-#' response on the same rows, by the approximate F statistic of a linear
-#' smoother (Hastie and Tibshirani 1990, section 3.9),
+#' response on the same rows, by default by the approximate F statistic of a
+#' linear smoother (Hastie and Tibshirani 1990, section 3.9; or, with
+#' `statistic = "kernel"`, by the kernel statistic of Zheng 1996, below),
 #' \deqn{F = \frac{(RSS_0 - RSS_1) / (\nu - p)}{RSS_1 / (n - \nu)},}{F =
 #' ((RSS0 - RSS1) / (nu - p)) / (RSS1 / (n - nu)),}
 #' with \eqn{RSS_0}{RSS0} the parametric and \eqn{RSS_1}{RSS1} the local fit's
