@@ -15,7 +15,10 @@
 #       INFERENCE_SPEC chooses the bandwidths of (a): "fixed" (0.15), "cv" (CV, reselected in
 #       each replicate, spec_test()'s default for a selected bandwidth), "cv-kept" (CV, kept
 #       fixed in the replicates: reselect = FALSE); default all three. INFERENCE_POWER=false
-#       leaves the alternatives out.
+#       leaves the alternatives out. "kernel" and "kernel-fixed": spec_test(statistic =
+#       "kernel"), the kernel statistic of Zheng (1996) as np::npcmstest() computes it, at the
+#       CV bandwidth of a local constant fit (np's rule, kept in the replicates) or at 0.15;
+#       INFERENCE_MULTIPLIERS sets its wild-bootstrap law (default: spec_test()'s).
 #   (c) relevance_test(): speed beside np::npsigtest() at n = 500, B = 399 (np run once), and the
 #       p-values of both on mtcars (mpg ~ wt + drat, np's statistic without studentising,
 #       pivot = FALSE, and wild bootstrap, as relevance_test()).
@@ -28,7 +31,8 @@
 # R = 500; 2.2 points at R = 100.
 # INFERENCE_NP=true adds np::npcmstest() (its defaults: its own CV bandwidth, wild bootstrap,
 # B = 199) to (a), on the same data sets (slow: seconds per test).
-# INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size", "spec-speed" or several
+# INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size", "spec-speed",
+# "spec-np" or several
 # ("spec,kde", the default).
 # Run: INFERENCE_REPS=100 R_LIBS=<lib>:/work/lib/peers Rscript bench/bench-inference.R
 suppressPackageStartupMessages(library(localmean))
@@ -57,11 +61,17 @@ report <- function(label, p_values, cpu) {
 }
 
 spec_variants <- strsplit(Sys.getenv("INFERENCE_SPEC", "fixed,cv,cv-kept"), ",")[[1]]
+# INFERENCE_DESIGN=bump: another design for (a), constant variance, null y = 1 + 2x +
+# N(0, 0.3^2), alternative + 0.4 exp(-(x - 0.5)^2 / (2 0.05^2)) (a narrow bump).
+design <- Sys.getenv("INFERENCE_DESIGN", "sine")
 power <- !identical(tolower(Sys.getenv("INFERENCE_POWER", "true")), "false")
 if ("spec" %in% which_tests) {
   for (variant in spec_variants) {
-    bandwidth <- if (variant == "fixed") 0.15 else "cv"
+    bandwidth <- if (variant %in% c("fixed", "kernel-fixed")) 0.15 else "cv"
     reselect <- if (variant == "cv-kept") FALSE
+    statistic <- if (startsWith(variant, "kernel")) "kernel" else "F"
+    law <- Sys.getenv("INFERENCE_MULTIPLIERS")
+    law <- if (nzchar(law)) law else if (statistic == "kernel") "mammen" else "normal"
     cat(sprintf("\n(a) specification test, lm(y ~ x) against local linear, bandwidth %s\n",
                 variant))
     for (alternative in if (power) c(FALSE, TRUE) else FALSE) {
@@ -70,16 +80,22 @@ if ("spec" %in% which_tests) {
       for (r in seq_len(reps)) {
         set.seed(1000 + r)
         x <- runif(n)
-        y <- 1 + 2 * x + (if (alternative) 0.3 * sin(2 * pi * x) else 0) +
-          rnorm(n, sd = 0.2 + 0.4 * x)
+        y <- if (design == "bump") {
+          1 + 2 * x + (if (alternative) 0.4 * exp(-(x - 0.5)^2 / (2 * 0.05^2)) else 0) +
+            rnorm(n, sd = 0.3)
+        } else {
+          1 + 2 * x + (if (alternative) 0.3 * sin(2 * pi * x) else 0) +
+            rnorm(n, sd = 0.2 + 0.4 * x)
+        }
         d <- data.frame(x = x, y = y)
         ours <- cpu_of(function() {
           fit <- local_poly(y ~ x, d, bandwidth = bandwidth, verbose = FALSE)
-          spec_test(fit, lm(y ~ x, d), B = B, reselect = reselect, verbose = FALSE)
+          spec_test(fit, lm(y ~ x, d), B = B, statistic = statistic, multipliers = law,
+                    reselect = reselect, verbose = FALSE)
         })
         p_ours[r] <- ours$value$p.value
         cpu_ours[r] <- ours$cpu
-        if (have("sm")) {
+        if (have("sm") && statistic == "F") {
           h <- local_poly(y ~ x, d, bandwidth = bandwidth, verbose = FALSE)$bandwidth[[1]]
           peer <- cpu_of(function() {
             sm::sm.regression(x, y, h = h, model = "linear", display = "none", verbose = 0)
@@ -98,9 +114,10 @@ if ("spec" %in% which_tests) {
           cpu_np[r] <- peer$cpu
         }
       }
-      cat(if (alternative) " alternative (+ 0.3 sin(2 pi x)):\n" else " null:\n")
-      report("spec_test() (wild bootstrap)", p_ours, cpu_ours)
-      if (have("sm")) report("sm::sm.regression(model = 'linear')", p_sm, cpu_sm)
+      cat(if (!alternative) " null:\n" else if (design == "bump") " alternative (+ bump):\n"
+          else " alternative (+ 0.3 sin(2 pi x)):\n")
+      report(sprintf("spec_test(statistic = '%s', %s)", statistic, law), p_ours, cpu_ours)
+      if (have("sm") && statistic == "F") report("sm::sm.regression(model = 'linear')", p_sm, cpu_sm)
       if (with_np) report("np::npcmstest() (its CV bandwidth, wild)", p_np, cpu_np)
     }
   }
@@ -299,6 +316,9 @@ if ("relevance" %in% which_tests) {
 #     defaults (the CV bandwidth reselected per replicate), and at a fixed bandwidth (0.1); np:
 #     npcmstest() with its defaults (its own CV bandwidth of a local constant fit, kept fixed in
 #     the replicates; np's Jn statistic, wild bootstrap), run once. Processor time, one thread.
+#     Also spec_test(statistic = "kernel") (np's statistic; 5 runs each): at the CV bandwidth of a
+#     local constant fit (np's rule) after a local linear CV fit, after a local constant CV fit
+#     (whose bandwidth it reuses: np's whole procedure), and at a fixed bandwidth 0.06.
 if ("spec-speed" %in% which_tests) {
   cat("\n(g) specification tests: speed at n = 500, B = 399 (CPU seconds, one thread)\n")
   set.seed(5000)
@@ -313,10 +333,32 @@ if ("spec-speed" %in% which_tests) {
     fit <- local_poly(y ~ x, d, bandwidth = 0.1, verbose = FALSE)
     spec_test(fit, lm(y ~ x, d), B = 399, verbose = FALSE)
   }))
-  cpus <- function(runs) paste(sprintf("%.2f", vapply(runs, `[[`, 0, "cpu")), collapse = ", ")
+  # the kernel statistic: at a local constant fit's CV bandwidth (np's rule; the local linear
+  # fit's own CV search included), and at a fixed bandwidth (0.06, about that CV bandwidth)
+  kernel_cv <- lapply(1:5, function(r) cpu_of(function() {
+    fit <- local_poly(y ~ x, d, verbose = FALSE)
+    spec_test(fit, lm(y ~ x, d), B = 399, statistic = "kernel", verbose = FALSE)
+  }))
+  # np's procedure alone: a local constant fit's CV bandwidth (the fit's own, reused) and the test
+  kernel_np <- lapply(1:5, function(r) cpu_of(function() {
+    fit <- local_poly(y ~ x, d, degree = 0, verbose = FALSE)
+    spec_test(fit, lm(y ~ x, d), B = 399, statistic = "kernel", verbose = FALSE)
+  }))
+  kernel_fixed <- lapply(1:5, function(r) cpu_of(function() {
+    fit <- local_poly(y ~ x, d, bandwidth = 0.06, verbose = FALSE)
+    spec_test(fit, lm(y ~ x, d), B = 399, statistic = "kernel", verbose = FALSE)
+  }))
+  cpus <- function(runs) paste(sprintf("%.3f", vapply(runs, `[[`, 0, "cpu")), collapse = ", ")
   cat(sprintf("  spec_test(), CV bandwidth reselected (default), fit included: cpu %s s (3 runs)\n",
               cpus(default)))
   cat(sprintf("  spec_test(), fixed bandwidth 0.1, fit included: cpu %s s (3 runs)\n", cpus(fixed)))
+  cat(sprintf("  spec_test(statistic = 'kernel'), CV fit, fit included: cpu %s s (5 runs)\n",
+              cpus(kernel_cv)))
+  cat(sprintf("  spec_test(statistic = 'kernel'), local constant CV fit (np's rule), fit included: cpu %s s (5 runs)\n",
+              cpus(kernel_np)))
+  cat(sprintf("  spec_test(statistic = 'kernel'), bandwidth 0.06, fit included: cpu %s s (5 runs)\n",
+              cpus(kernel_fixed)))
+  cat("  kernel statistic's bandwidth (CV):", kernel_cv[[1]]$value$method, "\n")
   if (have("np")) {
     options(np.messages = FALSE)
     model <- lm(y ~ x, d, x = TRUE, y = TRUE)
@@ -327,12 +369,59 @@ if ("spec-speed" %in% which_tests) {
     cat(sprintf("  np::npcmstest(wild, its CV bandwidth), once: cpu %.1f s, p-value %.3f\n",
                 peer$cpu, peer$value$P))
     med <- function(runs) stats::median(vapply(runs, `[[`, 0, "cpu"))
-    cat(sprintf("  ratio np / ours: %.0f (default), %.0f (fixed bandwidth)\n",
-                peer$cpu / med(default), peer$cpu / med(fixed)))
+    cat(sprintf(paste("  ratio np / ours: %.0f (default), %.0f (fixed bandwidth), %.0f (kernel,",
+                      "local linear CV fit), %.0f (kernel, local constant CV), %.0f (kernel, 0.06)\n"),
+                peer$cpu / med(default), peer$cpu / med(fixed), peer$cpu / med(kernel_cv),
+                peer$cpu / med(kernel_np), peer$cpu / med(kernel_fixed)))
+    cat(sprintf("  np's bandwidth %.4f, Jn %.4f\n", peer$value$bws$bw, peer$value$Jn))
   }
-  cat("  p-values of ours (default, fixed):", format(default[[1]]$value$p.value),
-      format(fixed[[1]]$value$p.value), "\n")
+  cat("  p-values of ours (default, fixed, kernel CV, kernel 0.06):",
+      format(default[[1]]$value$p.value), format(fixed[[1]]$value$p.value),
+      format(kernel_cv[[1]]$value$p.value), format(kernel_fixed[[1]]$value$p.value), "\n")
+  cat("  J of ours (kernel CV):", format(kernel_cv[[1]]$value$statistic), "\n")
   cat("  load average:", readLines("/proc/loadavg")[1L], "\n")
+}
+# (h) spec_test(statistic = "kernel") beside np::npcmstest() on data that ship with R
+#     (INFERENCE_TESTS=spec-np): cars (dist ~ speed) and mtcars (mpg ~ hp), B = 399, each at its
+#     own CV bandwidth of a local constant fit (np's rule), np's wild bootstrap (Mammen); our
+#     p-values over seeds 1 to 5, np's over random.seed 42 and 1 to 4, and ours at np's
+#     bandwidth with np's seeds (the same multipliers: the same p-values up to np's
+#     mean(J* > J) against our (1 + #(J* >= J)) / (B + 1)).
+if ("spec-np" %in% which_tests && have("np")) {
+  options(np.messages = FALSE)
+  cat("\n(h) kernel specification tests on data that ship with R, B = 399\n")
+  sets <- list(cars = list(data = cars, y = "dist", x = "speed"),
+               mtcars = list(data = mtcars, y = "mpg", x = "hp"))
+  for (name in names(sets)) {
+    s <- sets[[name]]
+    dat <- data.frame(x = s$data[[s$x]], y = s$data[[s$y]])
+    model <- lm(y ~ x, dat, x = TRUE, y = TRUE)
+    fit <- local_poly(y ~ x, dat, degree = 0, verbose = FALSE)
+    ours <- lapply(1:5, function(seed) {
+      set.seed(seed)
+      spec_test(fit, model, B = 399, statistic = "kernel", verbose = FALSE)
+    })
+    peers_p <- vapply(c(42, 1:4), function(seed) {
+      np::npcmstest(model = model, xdat = dat["x"], ydat = dat$y, B = 399,
+                    boot.method = "wild", random.seed = seed)$P
+    }, 0)
+    peer <- np::npcmstest(model = model, xdat = dat["x"], ydat = dat$y, B = 399,
+                          boot.method = "wild", random.seed = 42)
+    # ours at np's bandwidth, with np's seeds (set.seed(s) before the test draws the same
+    # multipliers as npcmstest(random.seed = s))
+    at_np <- local_poly(y ~ x, dat, degree = 0, bandwidth = peer$bws$bw, verbose = FALSE)
+    same <- vapply(c(42, 1:4), function(seed) {
+      set.seed(seed)
+      spec_test(at_np, model, B = 399, statistic = "kernel", verbose = FALSE)$p.value
+    }, 0)
+    cat(sprintf("  %s (%s ~ %s): np bandwidth %.4g, Jn %.4f; ours: bandwidth %.4g, J %.4f\n",
+                name, s$y, s$x, peer$bws$bw, peer$Jn, ours[[1]]$bandwidth,
+                ours[[1]]$statistic))
+    cat("    np p-values (seeds 42, 1-4):", format(peers_p, digits = 3), "\n")
+    cat("    our p-values, np's bandwidth (seeds 42, 1-4):", format(same, digits = 3), "\n")
+    cat("    our p-values, our CV bandwidth (seeds 1-5):   ",
+        format(vapply(ours, `[[`, 0, "p.value"), digits = 3), "\n")
+  }
 }
 if ("relevance-size" %in% which_tests) {
   cat(sprintf("\n(f) relevance tests, n = %d, B = %d, fixed bandwidths (0.1, 0.2, 0.3)\n", n, B))

@@ -288,6 +288,171 @@ test_that("the bootstrap gives the same p-value under a future plan", {
                    alone$replicates)
 })
 
+# ---- The kernel statistic of the specification test ----------------------------------------
+
+# The kernel statistic of residuals e at Gaussian kernel weights K (n x n, any scale), by the
+# double loop over pairs i != j: sum e_i e_j K_ij / sqrt(2 sum e_i^2 e_j^2 K_ij^2), K in units
+# of K_ii.
+zheng_ref <- function(e, K) {
+  e <- unname(e)
+  K <- K / K[1, 1]
+  s <- 0
+  v <- 0
+  for (i in seq_along(e)) {
+    for (j in seq_along(e)) {
+      if (j == i) next
+      s <- s + e[i] * e[j] * K[i, j]
+      v <- v + e[i]^2 * e[j]^2 * K[i, j]^2
+    }
+  }
+  c(S = s, J = s / sqrt(2 * v))
+}
+
+gauss_ref <- function(x, h) exp(-outer(x, x, "-")^2 / (2 * h^2))
+
+mammen_ref <- function(n, B) {
+  root5 <- sqrt(5)
+  low <- runif(n * B) < (root5 + 1) / (2 * root5)
+  matrix(ifelse(low, (1 - root5) / 2, (1 + root5) / 2), n, B)
+}
+
+test_that("the kernel statistic is Zheng's of plain-R double loops, its replicates too", {
+  d <- spec_data(60, curve = TRUE)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.1)
+  lin <- lm(y ~ x, d)
+  set.seed(1)
+  res <- spec_test(fit, lin, B = 19, statistic = "kernel", verbose = FALSE)
+  K <- gauss_ref(d$x, 0.1)
+  ref <- zheng_ref(residuals(lin), K)
+  expect_equal(unname(res$statistic), unname(ref["J"]), tolerance = 1e-10)
+  expect_identical(names(res$statistic), "J")
+  expect_identical(res$bandwidth, fit$bandwidth)
+  # replicates: Mammen's multipliers of the residuals, the lm refitted, J of each
+  set.seed(1)
+  E <- qr.resid(lin$qr, residuals(lin) * mammen_ref(60, 19))
+  expect_equal(res$replicates, unname(apply(E, 2L, function(e) zheng_ref(e, K)["J"])),
+               tolerance = 1e-10)
+  expect_equal(res$p.value, (1 + sum(res$replicates >= res$statistic)) / 20)
+  # a departure from the line gives a large statistic
+  expect_gt(res$statistic, 3)
+  # other multipliers on request
+  set.seed(1)
+  rad <- spec_test(fit, lin, B = 19, statistic = "kernel", multipliers = "rademacher",
+                   verbose = FALSE)
+  expect_identical(rad$statistic, res$statistic)
+  expect_false(identical(rad$replicates, res$replicates))
+})
+
+test_that("the kernel statistic and its replicates are np::npcmstest's on cars", {
+  skip_on_cran()
+  skip_if_not_installed("np")
+  options(np.messages = FALSE)
+  model <- lm(dist ~ speed, cars, x = TRUE, y = TRUE)
+  peer <- np_fun("npcmstest")(model = model, xdat = cars["speed"], ydat = cars$dist, B = 49,
+                              boot.method = "wild", random.seed = 3, bws = 1.5,
+                              bandwidth.compute = FALSE)
+  fit <- local_poly(dist ~ speed, cars, degree = 0, bandwidth = 1.5)
+  set.seed(3)
+  res <- spec_test(fit, model, B = 49, statistic = "kernel", verbose = FALSE)
+  expect_equal(unname(res$statistic), peer$Jn, tolerance = 1e-8)
+  # the same multipliers from the same seed: the same replicates (np sorts them)
+  expect_equal(sort(res$replicates), peer$Jn.bootstrap, tolerance = 1e-8)
+})
+
+test_that("the kernel statistic takes np's bandwidth rule, weights and categorical predictors", {
+  d <- spec_data(60)
+  lin <- lm(y ~ x, d)
+  # a selected bandwidth: a local constant fit's by cross-validation of the response
+  selected <- local_poly(y ~ x, d, verbose = FALSE)
+  res <- spec_test(selected, lin, B = 19, statistic = "kernel", verbose = FALSE)
+  constant <- local_poly(y ~ x, d, degree = 0, bandwidth = "cv", verbose = FALSE)
+  expect_equal(unname(res$bandwidth), unname(constant$bandwidth))
+  expect_equal(unname(res$statistic),
+               unname(zheng_ref(residuals(lin), gauss_ref(d$x, constant$bandwidth[[1]]))["J"]),
+               tolerance = 1e-10)
+  # prior weights: the residuals times the square roots of the weights
+  d$w <- rep(c(1, 3), 30)
+  wfit <- local_poly(y ~ x, d, bandwidth = 0.15, weights = w)
+  wlin <- lm(y ~ x, d, weights = w)
+  res <- spec_test(wfit, wlin, B = 19, statistic = "kernel", verbose = FALSE)
+  expect_equal(unname(res$statistic),
+               unname(zheng_ref(sqrt(d$w) * residuals(wlin), gauss_ref(d$x, 0.15))["J"]),
+               tolerance = 1e-10)
+  # a factor: the product of the Gaussian and Aitchison-Aitken weights
+  set.seed(3)
+  d$g <- factor(sample(c("a", "b", "c"), 60, TRUE))
+  mixed <- local_poly(y ~ x + g, d, bandwidth = c(0.15, 0.3), verbose = FALSE)
+  mlin <- lm(y ~ x + g, d)
+  res <- spec_test(mixed, mlin, B = 19, statistic = "kernel", verbose = FALSE)
+  K <- gauss_ref(d$x, 0.15) * ifelse(outer(d$g, d$g, "=="), 1 - 0.3, 0.3 / 2)
+  expect_equal(unname(res$statistic), unname(zheng_ref(residuals(mlin), K)["J"]),
+               tolerance = 1e-10)
+  # two predictors, the (radial) Epanechnikov kernel
+  d$x2 <- runif(60)
+  two <- local_poly(y ~ x + x2, d, bandwidth = c(0.3, 0.4), kernel = "epanechnikov")
+  lin2 <- lm(y ~ x + x2, d)
+  res <- spec_test(two, lin2, B = 19, statistic = "kernel", verbose = FALSE)
+  K <- pmax(1 - outer(d$x, d$x, "-")^2 / 0.3^2 - outer(d$x2, d$x2, "-")^2 / 0.4^2, 0)
+  expect_equal(unname(res$statistic), unname(zheng_ref(residuals(lin2), K)["J"]),
+               tolerance = 1e-10)
+})
+
+test_that("the kernel statistic is reproducible for threads, order, anova() and a plan", {
+  d <- spec_data(60)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.15)
+  lin <- lm(y ~ x, d)
+  set.seed(5)
+  one <- spec_test(fit, lin, B = 49, statistic = "kernel", n_threads = 1, verbose = FALSE)
+  set.seed(5)
+  two <- spec_test(fit, lin, B = 49, statistic = "kernel", n_threads = 2, verbose = FALSE)
+  expect_identical(two$replicates, one$replicates)
+  expect_identical(two$p.value, one$p.value)
+  set.seed(5)
+  expect_identical(spec_test(lin, fit, B = 49, statistic = "kernel", verbose = FALSE)$p.value,
+                   one$p.value)
+  set.seed(5)
+  via_anova <- anova(fit, lin, B = 49, statistic = "kernel", verbose = FALSE)
+  expect_identical(via_anova$replicates, one$replicates)
+  expect_match(via_anova$method, "kernel statistic")
+  row <- tidy(one)
+  expect_identical(row$B, 49L)
+  expect_equal(row$statistic, unname(one$statistic))
+  expect_equal(glance(one), row)
+  expect_true(any(grepl("J = .*, B = 49, p-value", capture.output(print(one)))))
+  # the Epanechnikov kernel, whose square the statistic's variance tabulates
+  epa <- local_poly(y ~ x, d, bandwidth = 0.3, kernel = "epanechnikov")
+  res <- spec_test(epa, lin, B = 19, statistic = "kernel", verbose = FALSE)
+  K <- pmax(1 - outer(d$x, d$x, "-")^2 / 0.3^2, 0)
+  expect_equal(unname(res$statistic), unname(zheng_ref(residuals(lin), K)["J"]),
+               tolerance = 1e-10)
+  skip_on_cran()
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  old <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(old), add = TRUE)
+  set.seed(5)
+  planned <- spec_test(fit, lin, B = 49, statistic = "kernel", verbose = FALSE)
+  expect_identical(planned$replicates, one$replicates)
+})
+
+test_that("the kernel statistic refuses bad input with classed errors", {
+  d <- spec_data(40)
+  fit <- local_poly(y ~ x, d, bandwidth = 0.2)
+  lin <- lm(y ~ x, d)
+  expect_error(spec_test(fit, lin, B = 19, statistic = "zheng"), "statistic",
+               class = "localmean_error")
+  expect_error(anova(fit, lin, B = 19, statistic = "zheng"), "statistic",
+               class = "localmean_error")
+  expect_error(anova(fit, B = 19, statistic = "kernel"), "statistic", class = "localmean_error")
+  expect_error(spec_test(fit, lin, B = 18, statistic = "kernel"), "B", class = "localmean_error")
+  expect_error(spec_test(fit, lin, B = 19, statistic = "kernel", reselect = TRUE), "reselect",
+               class = "localmean_error")
+  expect_error(spec_test(fit, lin, B = 19, statistic = "kernel", multipliers = "gaussian"),
+               "multipliers", class = "localmean_error")
+  expect_error(spec_test(fit, lm(y ~ x, d[-1, ]), B = 19, statistic = "kernel"),
+               "different rows", class = "localmean_error_mismatch")
+})
+
 # ---- The relevance tests ---------------------------------------------------------------------
 
 relevance_data <- function(n = 40, seed = 7) {
