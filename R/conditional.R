@@ -366,11 +366,12 @@ gaussian_mlcv_applies <- function(fit) {
 # the engine's weight sums with their derivatives (engine_scale_moments()) give all three in
 # two passes. Each point's own weight is removed from its sums (leave-one-out); a leave-one-out
 # density that is not positive scores as the smallest positive double (cdens_mlcv()) and adds
-# nothing to the derivatives.
-gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE) {
+# nothing to the derivatives. `z`: the predictors and the response, cbind(fit$x, fit$y) (a search
+# binds them once).
+gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE,
+                                z = cbind(fit$x, fit$y)) {
   q <- length(theta)
   h <- exp(theta)
-  z <- cbind(fit$x, fit$y)
   joint <- engine_scale_moments(with_scale(specs$joint, h), z, derivatives = derivatives,
                                 at_data = TRUE)
   marginal <- engine_scale_moments(with_scale(specs$x, h[-q]), fit$x, derivatives = derivatives,
@@ -425,8 +426,9 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   start <- cdens_pack(fit, cdens_rot(fit, call)$bandwidth)$h
   self <- cdens_self_weight(fit, NULL)
   w <- fit$weights %||% rep(1 / fit$n, fit$n)
+  z <- cbind(fit$x, fit$y)
   score <- function(theta, derivatives = TRUE) {
-    gaussian_mlcv_score(fit, specs, theta, self, w, derivatives)
+    gaussian_mlcv_score(fit, specs, theta, self, w, derivatives, z)
   }
   bounds <- bandwidth_bounds(specs$joint)
   mult <- exp(seq(log(0.25), log(2), length.out = 10L))
