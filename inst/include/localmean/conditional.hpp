@@ -31,8 +31,9 @@ namespace detail {
 
 // erfc(a) = exp(-a^2) t g(x) for 0 <= a <= 6.02, t = 4 / (4 + a), x = t mapped from
 // [kErfcT0, 1] to [-1, 1], g a polynomial of degree 17 (its Chebyshev series computed at 40
-// digits, in powers of x): erfc within 1e-15 absolute in double arithmetic, branch-free, so that
-// loops over it vectorise. Beyond a = 6.02 (8.5 standard deviations, cdf_reach()) erfc is below
+// digits, in powers of x): erfc within 1e-15 absolute in double arithmetic (with an exact
+// exponential; exp_nonpositive() adds at most 1e-14 relative), branch-free, so that loops over
+// it vectorise. Beyond a = 6.02 (8.5 standard deviations, cdf_reach()) erfc is below
 // 2e-17: points there count whole or not at all.
 constexpr double kErfcT0 = 0.3992015968063872;  // 4 / (4 + 6.02)
 constexpr double kErfcPoly[18] = {
