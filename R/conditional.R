@@ -372,16 +372,17 @@ gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE,
                                 z = cbind(fit$x, fit$y)) {
   q <- length(theta)
   h <- exp(theta)
-  joint <- engine_scale_moments(with_scale(specs$joint, h), z, derivatives = derivatives,
+  joint <- engine_scale_moments(search_scale(specs$joint, h), z, derivatives = derivatives,
                                 at_data = TRUE)
-  marginal <- engine_scale_moments(with_scale(specs$x, h[-q]), fit$x, derivatives = derivatives,
-                                   at_data = TRUE)
+  marginal <- engine_scale_moments(search_scale(specs$x, h[-q]), fit$x,
+                                   derivatives = derivatives, at_data = TRUE)
   joint[, 1L] <- joint[, 1L] - self
   marginal[, 1L] <- marginal[, 1L] - self
   dens <- joint[, 1L] / marginal[, 1L] * kernel_row("gaussian")$constant / h[q]
   floor <- .Machine$double.xmin
   used <- is.finite(dens) & dens > floor
-  value <- -sum(w[used] * log(dens[used])) - sum(w[!used]) * log(floor)
+  value <- if (all(used)) -sum(w * log(dens)) else
+    -sum(w[used] * log(dens[used])) - sum(w[!used]) * log(floor)
   if (!derivatives) return(list(value = value))
   wu <- w * used
   dj <- log_sum_derivatives(joint, q, wu)
@@ -393,6 +394,22 @@ gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE,
   hessian <- -dj$hessian
   hessian[x_vars, x_vars] <- hessian[x_vars, x_vars] + dm$hessian
   list(value = value, gradient = gradient, hessian = hessian)
+}
+
+# with_scale(spec, scale) for a search's scores at the data (gaussian_mlcv_score()): for the
+# "auto" strategy of a truncated kernel with fixed scales below binned_min_n$fit points,
+# choose_method() gives tree_or_exact(), here without the rest of with_scale() (which a Newton
+# search would repeat for every score).
+search_scale <- function(spec, scale) {
+  if (!identical(spec$requested_method, "auto") || !is.null(spec$nn) ||
+      NROW(spec$x) >= binned_min_n$fit || spec$numeric_vars == 0L ||
+      !kernel_row(spec$kernel)$truncated) {
+    return(with_scale(spec, scale))
+  }
+  spec$scale <- scale
+  spec$bandwidth <- scale
+  spec$method <- tree_or_exact(spec)
+  spec
 }
 
 # The weighted sums over the points (weights wu) of the first and second derivatives of
@@ -416,12 +433,14 @@ log_sum_derivatives <- function(sums, k, wu) {
 # Likelihood cross-validation of the Gaussian product kernel by Newton's method on the
 # log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from the best
 # common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search() (scanned
-# from the smallest until the score rises, scan_until_rising()), within
+# from the smallest up to the first score that does not improve, scan_until_rising()), within
 # the same bounds; a Hessian that is not positive definite is shifted until it is, every step
 # halved until the score decreases (Armijo), bandwidths at a bound whose gradient points outward
 # held there. Converged when the gradient of the bandwidths not held falls below 1e-8, the
 # Newton decrement below 1e-14, or the step changes every log-bandwidth by less than 1e-9 or the
-# score by less than 1e-13 relative.
+# score by less than 1e-13 relative; a pure Newton step from a decrement below 1e-7 (and 1/100
+# of the one before) is the last if it is taken whole, its score without derivatives (one pass
+# with derivatives less; quadratic convergence leaves it within about 1e-14 of the minimum).
 cdens_mlcv_newton <- function(fit, specs, call) {
   start <- cdens_pack(fit, cdens_rot(fit, call)$bandwidth)$h
   self <- cdens_self_weight(fit, NULL)
@@ -432,27 +451,36 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   }
   bounds <- bandwidth_bounds(specs$joint)
   mult <- exp(seq(log(0.25), log(2), length.out = 10L))
-  values <- scan_until_rising(function(a) score(log(a * start), FALSE)$value, mult)
+  values <- scan_until_rising(function(a) score(log(a * start), FALSE)$value, mult, 1L)
   bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, start))
   lower <- log(bounds[1L, ])
   upper <- log(bounds[2L, ])
   theta <- pmin(pmax(log(mult[which.min(values)] * start), lower), upper)
   now <- score(theta)
+  decrement <- Inf
   for (iter in seq_len(100L)) {
     g <- now$gradient
     free <- !((theta <= lower & g > 0) | (theta >= upper & g < 0))
     # (below 1e-8 the gradient is rounding: the score is flat to about 1e-15 there)
     if (!any(free) || max(abs(g[free])) <= 1e-8) break
     step <- numeric(length(theta))
-    step[free] <- newton_direction(now$hessian[free, free, drop = FALSE], g[free])
+    direction <- newton_direction(now$hessian[free, free, drop = FALSE], g[free])
+    step[free] <- direction
     slope <- sum(g * step)
     # (the Newton decrement: the score is within about -slope / 2 of its minimum)
     if (-slope <= 1e-14 * max(1, abs(now$value))) break
+    # (converging quadratically, a pure Newton step with every bandwidth free and the
+    # decrement below 1e-7 and 1/100 of the last one ends within about slope^2 of the minimum,
+    # below the score's rounding: scored without derivatives, and the last)
+    last <- -slope <= 1e-7 * max(1, abs(now$value)) && -slope <= 0.01 * decrement &&
+      all(free) && attr(direction, "pure")
+    decrement <- -slope
     t <- 1
     repeat {
       trial <- pmin(pmax(theta + t * step, lower), upper)
-      nxt <- score(trial)
+      nxt <- score(trial, derivatives = !last)
       if (nxt$value <= now$value + 1e-4 * t * slope || t < 1e-10) break
+      last <- FALSE  # (a full step that fails is no sign of convergence: on with derivatives)
       t <- t / 2
     }
     moved <- max(abs(trial - theta))
@@ -461,7 +489,7 @@ cdens_mlcv_newton <- function(fit, specs, call) {
       theta <- trial
       now <- nxt
     }
-    if (moved < 1e-9 || abs(gain) <= 1e-13 * max(1, abs(now$value))) break
+    if (last || moved < 1e-9 || abs(gain) <= 1e-13 * max(1, abs(now$value))) break
   }
   h <- exp(theta)
   warn_mlcv_floor(specs$joint$x, h, bounds[1L, ])
@@ -469,16 +497,16 @@ cdens_mlcv_newton <- function(fit, specs, call) {
 }
 
 # The scores f(a) along `grid` (ascending multiples of the bandwidths), from the smallest,
-# until two in a row do not improve on the best: a score with one minimum along the grid has
-# passed it, and the widest bandwidths, which cost the most, are rarely scored. Inf where not
+# until `patience` in a row do not improve on the best: a score with one minimum along the grid
+# has passed it, and the widest bandwidths, which cost the most, are rarely scored. Inf where not
 # scored.
-scan_until_rising <- function(f, grid) {
+scan_until_rising <- function(f, grid, patience = 2L) {
   values <- rep(Inf, length(grid))
   worse <- 0L
   for (k in seq_along(grid)) {
     values[k] <- f(grid[k])
     worse <- if (k > 1L && values[k] >= min(values[seq_len(k - 1L)])) worse + 1L else 0L
-    if (worse == 2L) break
+    if (worse == patience) break
   }
   values
 }
@@ -495,7 +523,8 @@ newton_direction <- function(hessian, gradient) {
     shift <- if (shift == 0) 1e-6 * scale else 10 * shift
   }
   step <- -backsolve(factor, forwardsolve(t(factor), gradient))
-  step / max(1, max(abs(step)))
+  # (attribute "pure": Newton's own step, neither shifted nor shortened)
+  structure(step / max(1, max(abs(step))), pure = shift == 0 && max(abs(step)) <= 1)
 }
 
 # The joint search of every bandwidth (log h and the lambdas' logits, joint_search()) for a
