@@ -366,16 +366,16 @@ gaussian_mlcv_applies <- function(fit) {
 # the engine's weight sums with their derivatives (engine_scale_moments()) give all three in
 # two passes. Each point's own weight is removed from its sums (leave-one-out); a leave-one-out
 # density that is not positive scores as the smallest positive double (cdens_mlcv()) and adds
-# nothing to the derivatives. `z`: the predictors and the response, cbind(fit$x, fit$y) (a search
-# binds them once).
+# nothing to the derivatives. `z`: the predictors and the response, cbind(fit$x, fit$y), and
+# `scaled` the specifications' search_scaler()s (a search makes them once).
 gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE,
-                                z = cbind(fit$x, fit$y)) {
+                                z = cbind(fit$x, fit$y),
+                                scaled = lapply(specs[c("joint", "x")], search_scaler)) {
   q <- length(theta)
   h <- exp(theta)
-  joint <- engine_scale_moments(search_scale(specs$joint, h), z, derivatives = derivatives,
-                                at_data = TRUE)
-  marginal <- engine_scale_moments(search_scale(specs$x, h[-q]), fit$x,
-                                   derivatives = derivatives, at_data = TRUE)
+  joint <- engine_scale_moments(scaled$joint(h), z, derivatives = derivatives, at_data = TRUE)
+  marginal <- engine_scale_moments(scaled$x(h[-q]), fit$x, derivatives = derivatives,
+                                   at_data = TRUE)
   joint[, 1L] <- joint[, 1L] - self
   marginal[, 1L] <- marginal[, 1L] - self
   dens <- joint[, 1L] / marginal[, 1L] * kernel_row("gaussian")$constant / h[q]
@@ -396,20 +396,24 @@ gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE,
   list(value = value, gradient = gradient, hessian = hessian)
 }
 
-# with_scale(spec, scale) for a search's scores at the data (gaussian_mlcv_score()): for the
-# "auto" strategy of a truncated kernel with fixed scales below binned_min_n$fit points,
-# choose_method() gives tree_or_exact(), here without the rest of with_scale() (which a Newton
-# search would repeat for every score).
-search_scale <- function(spec, scale) {
+# function(scale) with_scale(spec, scale), for a search's scores at the data
+# (gaussian_mlcv_score()): for the "auto" strategy of a truncated kernel with fixed scales below
+# binned_min_n$fit points, choose_method() gives tree_or_exact(), here decided without the rest
+# of with_scale() (which a Newton search would repeat for every score).
+search_scaler <- function(spec) {
   if (!identical(spec$requested_method, "auto") || !is.null(spec$nn) ||
-      NROW(spec$x) >= binned_min_n$fit || spec$numeric_vars == 0L ||
-      !kernel_row(spec$kernel)$truncated) {
-    return(with_scale(spec, scale))
+      !is.null(spec$point_scale) || NROW(spec$x) >= binned_min_n$fit ||
+      spec$numeric_vars == 0L || !kernel_row(spec$kernel)$truncated) {
+    return(function(scale) with_scale(spec, scale))
   }
-  spec$scale <- scale
-  spec$bandwidth <- scale
-  spec$method <- tree_or_exact(spec)
-  spec
+  reach <- 2 * kernel_reach(spec)
+  span <- spec$span
+  function(scale) {
+    spec$scale <- scale
+    spec$bandwidth <- scale
+    spec$method <- if (all(reach * scale >= span)) "exact" else "tree"
+    spec
+  }
 }
 
 # The weighted sums over the points (weights wu) of the first and second derivatives of
@@ -446,8 +450,9 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   self <- cdens_self_weight(fit, NULL)
   w <- fit$weights %||% rep(1 / fit$n, fit$n)
   z <- cbind(fit$x, fit$y)
+  scaled <- lapply(specs[c("joint", "x")], search_scaler)
   score <- function(theta, derivatives = TRUE) {
-    gaussian_mlcv_score(fit, specs, theta, self, w, derivatives, z)
+    gaussian_mlcv_score(fit, specs, theta, self, w, derivatives, z, scaled)
   }
   bounds <- bandwidth_bounds(specs$joint)
   mult <- exp(seq(log(0.25), log(2), length.out = 10L))
