@@ -437,7 +437,8 @@ log_sum_derivatives <- function(sums, k, wu) {
 # Likelihood cross-validation of the Gaussian product kernel by Newton's method on the
 # log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from the best
 # common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search() (scanned
-# from the smallest up to the first score that does not improve, scan_until_rising()), within
+# from the second smallest, up or down to the first score that does not improve,
+# scan_until_rising()), within
 # the same bounds; a Hessian that is not positive definite is shifted until it is, every step
 # halved until the score decreases (Armijo), bandwidths at a bound whose gradient points outward
 # held there. Converged when the gradient of the bandwidths not held falls below 1e-8, the
@@ -456,7 +457,7 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   }
   bounds <- bandwidth_bounds(specs$joint)
   mult <- exp(seq(log(0.25), log(2), length.out = 10L))
-  values <- scan_until_rising(function(a) score(log(a * start), FALSE)$value, mult, 1L)
+  values <- scan_until_rising(function(a) score(log(a * start), FALSE)$value, mult, 1L, 2L)
   bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, start))
   lower <- log(bounds[1L, ])
   upper <- log(bounds[2L, ])
@@ -501,17 +502,24 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   list(bandwidth = cdens_unpack(fit, h, NULL), curve = NULL, cv_loglik = -now$value)
 }
 
-# The scores f(a) along `grid` (ascending multiples of the bandwidths), from the smallest,
+# The scores f(a) along `grid` (ascending multiples of the bandwidths), from grid[from] up
 # until `patience` in a row do not improve on the best: a score with one minimum along the grid
-# has passed it, and the widest bandwidths, which cost the most, are rarely scored. Inf where not
-# scored.
-scan_until_rising <- function(f, grid, patience = 2L) {
+# has passed it, and the widest bandwidths, which cost the most, are rarely scored; when the
+# first scored is the best, the smaller ones down from it until one does not improve. Inf where
+# not scored.
+scan_until_rising <- function(f, grid, patience = 2L, from = 1L) {
   values <- rep(Inf, length(grid))
   worse <- 0L
-  for (k in seq_along(grid)) {
+  for (k in seq(from, length(grid))) {
     values[k] <- f(grid[k])
-    worse <- if (k > 1L && values[k] >= min(values[seq_len(k - 1L)])) worse + 1L else 0L
+    worse <- if (k > from && values[k] >= min(values[from:(k - 1L)])) worse + 1L else 0L
     if (worse == patience) break
+  }
+  if (which.min(values) == from) {
+    for (k in rev(seq_len(from - 1L))) {
+      values[k] <- f(grid[k])
+      if (values[k] >= values[k + 1L]) break
+    }
   }
   values
 }
