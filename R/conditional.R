@@ -456,13 +456,12 @@ cdens_mlcv_newton <- function(fit, specs, call) {
     gaussian_mlcv_score(fit, specs, theta, self, w, derivatives, z, scaled)
   }
   bounds <- bandwidth_bounds(specs$joint)
-  mult <- exp(seq(log(0.25), log(2), length.out = 10L))
-  values <- scan_until_rising(function(a) score(log(a * start), FALSE)$value, mult, 1L, 2L)
   bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, start))
   lower <- log(bounds[1L, ])
   upper <- log(bounds[2L, ])
-  theta <- pmin(pmax(log(mult[which.min(values)] * start), lower), upper)
-  now <- score(theta)
+  begin <- mlcv_newton_start(score, start, lower, upper)
+  theta <- begin$theta
+  now <- begin$now
   decrement <- Inf
   for (iter in seq_len(100L)) {
     g <- now$gradient
@@ -500,6 +499,37 @@ cdens_mlcv_newton <- function(fit, specs, call) {
   h <- exp(theta)
   warn_mlcv_floor(specs$joint$x, h, bounds[1L, ])
   list(bandwidth = cdens_unpack(fit, h, NULL), curve = NULL, cv_loglik = -now$value)
+}
+
+# The start of cdens_mlcv_newton(): list(theta, now = its score with derivatives). The common
+# multiples `mult` of the rule of thumb's bandwidths `start` are scored from the second; the
+# third with derivatives: when it improves on the second and the score's quadratic model along
+# the diagonal (every log-bandwidth moved together) is convex with its minimum within one step
+# of the grid, the search starts there (the best multiple would be the third or a neighbour:
+# Newton's steps from the third cost no more, and two value-only passes are saved). Otherwise
+# the best multiple of scan_until_rising() (from the second; scores known are reused), held
+# within the bounds.
+mlcv_newton_start <- function(score, start, lower, upper,
+                              mult = exp(seq(log(0.25), log(2), length.out = 10L))) {
+  known <- rep(NA_real_, length(mult))
+  known[2L] <- score(log(mult[2L] * start), FALSE)$value
+  theta <- log(mult[3L] * start)
+  probe <- score(theta)
+  known[3L] <- probe$value
+  slope <- sum(probe$gradient)
+  curve <- sum(probe$hessian)
+  inside <- all(theta >= lower & theta <= upper)
+  if (inside && known[3L] < known[2L] && curve > 0 &&
+      abs(slope) <= curve * (log(mult[2L]) - log(mult[1L]))) {
+    return(list(theta = theta, now = probe))
+  }
+  values <- scan_until_rising(function(a) {
+    k <- match(a, mult)
+    if (is.na(known[k])) score(log(a * start), FALSE)$value else known[k]
+  }, mult, 1L, 2L)
+  best <- which.min(values)
+  theta <- pmin(pmax(log(mult[best] * start), lower), upper)
+  list(theta = theta, now = if (best == 3L && inside) probe else score(theta))
 }
 
 # The scores f(a) along `grid` (ascending multiples of the bandwidths), from grid[from] up
