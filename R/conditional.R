@@ -435,11 +435,9 @@ log_sum_derivatives <- function(sums, k, wu) {
 }
 
 # Likelihood cross-validation of the Gaussian product kernel by Newton's method on the
-# log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from the best
-# common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search() (scanned
-# from the second smallest, up or down to the first score that does not improve,
-# scan_until_rising()), within
-# the same bounds; a Hessian that is not positive definite is shifted until it is, every step
+# log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from a common
+# multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search() (the third, or
+# the best of a scan, mlcv_newton_start()), within the same bounds; a Hessian that is not positive definite is shifted until it is, every step
 # halved until the score decreases (Armijo), bandwidths at a bound whose gradient points outward
 # held there. Converged when the gradient of the bandwidths not held falls below 1e-8, the
 # Newton decrement below 1e-14, or the step changes every log-bandwidth by less than 1e-9 or the

@@ -704,8 +704,10 @@ test_that("the mlcv Newton search starts at the best multiple of the rule of thu
   for (best in c(1L, 3L, 4L, 7L, 10L)) {
     calls <- c(value = 0, full = 0)
     target <- log(mult[best] * start) + c(0.01, -0.01)
-    score <- function(theta, derivatives = TRUE) {  # a convex quadratic, its minimum near mult[best]
-      calls[if (derivatives) "full" else "value"] <<- calls[if (derivatives) "full" else "value"] + 1
+    # a convex quadratic, its minimum near mult[best]
+    score <- function(theta, derivatives = TRUE) {
+      kind <- if (derivatives) "full" else "value"
+      calls[kind] <<- calls[kind] + 1
       list(value = sum((theta - target)^2), gradient = 2 * (theta - target), hessian = diag(2, 2))
     }
     begin <- ns$mlcv_newton_start(score, start, log(start / 100), log(start * 100))
