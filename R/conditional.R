@@ -366,21 +366,23 @@ gaussian_mlcv_applies <- function(fit) {
 # the engine's weight sums with their derivatives (engine_scale_moments()) give all three in
 # two passes. Each point's own weight is removed from its sums (leave-one-out); a leave-one-out
 # density that is not positive scores as the smallest positive double (cdens_mlcv()) and adds
-# nothing to the derivatives.
-gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE) {
+# nothing to the derivatives. `z`: the predictors and the response, cbind(fit$x, fit$y), and
+# `scaled` the specifications' search_scaler()s (a search makes them once).
+gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE,
+                                z = cbind(fit$x, fit$y),
+                                scaled = lapply(specs[c("joint", "x")], search_scaler)) {
   q <- length(theta)
   h <- exp(theta)
-  z <- cbind(fit$x, fit$y)
-  joint <- engine_scale_moments(with_scale(specs$joint, h), z, derivatives = derivatives,
-                                at_data = TRUE)
-  marginal <- engine_scale_moments(with_scale(specs$x, h[-q]), fit$x, derivatives = derivatives,
+  joint <- engine_scale_moments(scaled$joint(h), z, derivatives = derivatives, at_data = TRUE)
+  marginal <- engine_scale_moments(scaled$x(h[-q]), fit$x, derivatives = derivatives,
                                    at_data = TRUE)
   joint[, 1L] <- joint[, 1L] - self
   marginal[, 1L] <- marginal[, 1L] - self
   dens <- joint[, 1L] / marginal[, 1L] * kernel_row("gaussian")$constant / h[q]
   floor <- .Machine$double.xmin
   used <- is.finite(dens) & dens > floor
-  value <- -sum(w[used] * log(dens[used])) - sum(w[!used]) * log(floor)
+  value <- if (all(used)) -sum(w * log(dens)) else
+    -sum(w[used] * log(dens[used])) - sum(w[!used]) * log(floor)
   if (!derivatives) return(list(value = value))
   wu <- w * used
   dj <- log_sum_derivatives(joint, q, wu)
@@ -392,6 +394,26 @@ gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE) 
   hessian <- -dj$hessian
   hessian[x_vars, x_vars] <- hessian[x_vars, x_vars] + dm$hessian
   list(value = value, gradient = gradient, hessian = hessian)
+}
+
+# function(scale) with_scale(spec, scale), for a search's scores at the data
+# (gaussian_mlcv_score()): for the "auto" strategy of a truncated kernel with fixed scales below
+# binned_min_n$fit points, choose_method() gives tree_or_exact(), here decided without the rest
+# of with_scale() (which a Newton search would repeat for every score).
+search_scaler <- function(spec) {
+  if (!identical(spec$requested_method, "auto") || !is.null(spec$nn) ||
+      !is.null(spec$point_scale) || NROW(spec$x) >= binned_min_n$fit ||
+      spec$numeric_vars == 0L || !kernel_row(spec$kernel)$truncated) {
+    return(function(scale) with_scale(spec, scale))
+  }
+  reach <- 2 * kernel_reach(spec)
+  span <- spec$span
+  function(scale) {
+    spec$scale <- scale
+    spec$bandwidth <- scale
+    spec$method <- if (all(reach * scale >= span)) "exact" else "tree"
+    spec
+  }
 }
 
 # The weighted sums over the points (weights wu) of the first and second derivatives of
@@ -413,44 +435,55 @@ log_sum_derivatives <- function(sums, k, wu) {
 }
 
 # Likelihood cross-validation of the Gaussian product kernel by Newton's method on the
-# log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from the best
-# common multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search() (scanned
-# from the smallest until the score rises, scan_until_rising()), within
-# the same bounds; a Hessian that is not positive definite is shifted until it is, every step
+# log-bandwidths with the analytic gradient and Hessian (gaussian_mlcv_score()): from a common
+# multiple of the rule of thumb's bandwidths on the grid of cdens_joint_search() (the third, or
+# the best of a scan, mlcv_newton_start()), within the same bounds; a Hessian that is not positive definite is shifted until it is, every step
 # halved until the score decreases (Armijo), bandwidths at a bound whose gradient points outward
 # held there. Converged when the gradient of the bandwidths not held falls below 1e-8, the
 # Newton decrement below 1e-14, or the step changes every log-bandwidth by less than 1e-9 or the
-# score by less than 1e-13 relative.
+# score by less than 1e-13 relative; a pure Newton step from a decrement below 1e-7 (and 1/100
+# of the one before) is the last if it is taken whole, its score without derivatives (one pass
+# with derivatives less; quadratic convergence leaves it within about 1e-14 of the minimum).
 cdens_mlcv_newton <- function(fit, specs, call) {
   start <- cdens_pack(fit, cdens_rot(fit, call)$bandwidth)$h
   self <- cdens_self_weight(fit, NULL)
   w <- fit$weights %||% rep(1 / fit$n, fit$n)
+  z <- cbind(fit$x, fit$y)
+  scaled <- lapply(specs[c("joint", "x")], search_scaler)
   score <- function(theta, derivatives = TRUE) {
-    gaussian_mlcv_score(fit, specs, theta, self, w, derivatives)
+    gaussian_mlcv_score(fit, specs, theta, self, w, derivatives, z, scaled)
   }
   bounds <- bandwidth_bounds(specs$joint)
-  mult <- exp(seq(log(0.25), log(2), length.out = 10L))
-  values <- scan_until_rising(function(a) score(log(a * start), FALSE)$value, mult)
   bounds[1L, ] <- pmax(bounds[1L, ], lscv_floor(specs$joint$x, start))
   lower <- log(bounds[1L, ])
   upper <- log(bounds[2L, ])
-  theta <- pmin(pmax(log(mult[which.min(values)] * start), lower), upper)
-  now <- score(theta)
+  begin <- mlcv_newton_start(score, start, lower, upper)
+  theta <- begin$theta
+  now <- begin$now
+  decrement <- Inf
   for (iter in seq_len(100L)) {
     g <- now$gradient
     free <- !((theta <= lower & g > 0) | (theta >= upper & g < 0))
     # (below 1e-8 the gradient is rounding: the score is flat to about 1e-15 there)
     if (!any(free) || max(abs(g[free])) <= 1e-8) break
     step <- numeric(length(theta))
-    step[free] <- newton_direction(now$hessian[free, free, drop = FALSE], g[free])
+    direction <- newton_direction(now$hessian[free, free, drop = FALSE], g[free])
+    step[free] <- direction
     slope <- sum(g * step)
     # (the Newton decrement: the score is within about -slope / 2 of its minimum)
     if (-slope <= 1e-14 * max(1, abs(now$value))) break
+    # (converging quadratically, a pure Newton step with every bandwidth free and the
+    # decrement below 1e-7 and 1/100 of the last one ends within about slope^2 of the minimum,
+    # below the score's rounding: scored without derivatives, and the last)
+    last <- -slope <= 1e-7 * max(1, abs(now$value)) && -slope <= 0.01 * decrement &&
+      all(free) && attr(direction, "pure")
+    decrement <- -slope
     t <- 1
     repeat {
       trial <- pmin(pmax(theta + t * step, lower), upper)
-      nxt <- score(trial)
+      nxt <- score(trial, derivatives = !last)
       if (nxt$value <= now$value + 1e-4 * t * slope || t < 1e-10) break
+      last <- FALSE  # (a full step that fails is no sign of convergence: on with derivatives)
       t <- t / 2
     }
     moved <- max(abs(trial - theta))
@@ -459,24 +492,62 @@ cdens_mlcv_newton <- function(fit, specs, call) {
       theta <- trial
       now <- nxt
     }
-    if (moved < 1e-9 || abs(gain) <= 1e-13 * max(1, abs(now$value))) break
+    if (last || moved < 1e-9 || abs(gain) <= 1e-13 * max(1, abs(now$value))) break
   }
   h <- exp(theta)
   warn_mlcv_floor(specs$joint$x, h, bounds[1L, ])
   list(bandwidth = cdens_unpack(fit, h, NULL), curve = NULL, cv_loglik = -now$value)
 }
 
-# The scores f(a) along `grid` (ascending multiples of the bandwidths), from the smallest,
-# until two in a row do not improve on the best: a score with one minimum along the grid has
-# passed it, and the widest bandwidths, which cost the most, are rarely scored. Inf where not
-# scored.
-scan_until_rising <- function(f, grid) {
+# The start of cdens_mlcv_newton(): list(theta, now = its score with derivatives). The common
+# multiples `mult` of the rule of thumb's bandwidths `start` are scored from the second; the
+# third with derivatives: when it improves on the second and the score's quadratic model along
+# the diagonal (every log-bandwidth moved together) is convex with its minimum within one step
+# of the grid, the search starts there (the best multiple would be the third or a neighbour:
+# Newton's steps from the third cost no more, and two value-only passes are saved). Otherwise
+# the best multiple of scan_until_rising() (from the second; scores known are reused), held
+# within the bounds.
+mlcv_newton_start <- function(score, start, lower, upper,
+                              mult = exp(seq(log(0.25), log(2), length.out = 10L))) {
+  known <- rep(NA_real_, length(mult))
+  known[2L] <- score(log(mult[2L] * start), FALSE)$value
+  theta <- log(mult[3L] * start)
+  probe <- score(theta)
+  known[3L] <- probe$value
+  slope <- sum(probe$gradient)
+  curve <- sum(probe$hessian)
+  inside <- all(theta >= lower & theta <= upper)
+  if (inside && known[3L] < known[2L] && curve > 0 &&
+      abs(slope) <= curve * (log(mult[2L]) - log(mult[1L]))) {
+    return(list(theta = theta, now = probe))
+  }
+  values <- scan_until_rising(function(a) {
+    k <- match(a, mult)
+    if (is.na(known[k])) score(log(a * start), FALSE)$value else known[k]
+  }, mult, 1L, 2L)
+  best <- which.min(values)
+  theta <- pmin(pmax(log(mult[best] * start), lower), upper)
+  list(theta = theta, now = if (best == 3L && inside) probe else score(theta))
+}
+
+# The scores f(a) along `grid` (ascending multiples of the bandwidths), from grid[from] up
+# until `patience` in a row do not improve on the best: a score with one minimum along the grid
+# has passed it, and the widest bandwidths, which cost the most, are rarely scored; when the
+# first scored is the best, the smaller ones down from it until one does not improve. Inf where
+# not scored.
+scan_until_rising <- function(f, grid, patience = 2L, from = 1L) {
   values <- rep(Inf, length(grid))
   worse <- 0L
-  for (k in seq_along(grid)) {
+  for (k in seq(from, length(grid))) {
     values[k] <- f(grid[k])
-    worse <- if (k > 1L && values[k] >= min(values[seq_len(k - 1L)])) worse + 1L else 0L
-    if (worse == 2L) break
+    worse <- if (k > from && values[k] >= min(values[from:(k - 1L)])) worse + 1L else 0L
+    if (worse == patience) break
+  }
+  if (which.min(values) == from) {
+    for (k in rev(seq_len(from - 1L))) {
+      values[k] <- f(grid[k])
+      if (values[k] >= values[k + 1L]) break
+    }
   }
   values
 }
@@ -493,7 +564,8 @@ newton_direction <- function(hessian, gradient) {
     shift <- if (shift == 0) 1e-6 * scale else 10 * shift
   }
   step <- -backsolve(factor, forwardsolve(t(factor), gradient))
-  step / max(1, max(abs(step)))
+  # (attribute "pure": Newton's own step, neither shifted nor shortened)
+  structure(step / max(1, max(abs(step))), pure = shift == 0 && max(abs(step)) <= 1)
 }
 
 # The joint search of every bandwidth (log h and the lambdas' logits, joint_search()) for a

@@ -656,13 +656,18 @@ bw_lscv_1d <- function(v, weights) {
 # resolves the rounding, not the density. On untied data the resolution is far below the first.
 
 # The smallest gap between distinct values of v (0 when v is constant).
+# (the positive gaps of the sorted values: one sort, no unique())
 data_resolution <- function(v) {
-  u <- sort(unique(v))
-  if (length(u) < 2L) 0 else min(diff(u))
+  u <- sort.int(v, method = "radix")
+  gap <- u[-1L] - u[-length(u)]
+  gap <- gap[gap > 0]
+  if (length(gap)) min(gap) else 0
 }
 
 # The lower limit of the lscv search for the columns of x, given their reference scales.
-lscv_floor <- function(x, reference) pmax(reference / 20, apply(x, 2L, data_resolution))
+lscv_floor <- function(x, reference) {
+  pmax(reference / 20, vapply(seq_len(NCOL(x)), function(j) data_resolution(x[, j]), 1))
+}
 
 # The lower limit that tied or rounded columns of x put on the cv, gcv and aicc searches of the
 # regression and classification families, on `kernel`'s scale: a tied column's resolution (its

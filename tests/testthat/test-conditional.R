@@ -697,6 +697,35 @@ test_that("the Gaussian mlcv score's gradient and Hessian are its derivatives; N
                unname(c(search$bandwidth$h, search$bandwidth$y)), tolerance = 1e-3)
 })
 
+test_that("the mlcv Newton search starts at the best multiple of the rule of thumb", {
+  ns <- asNamespace("localmean")
+  mult <- exp(seq(log(0.25), log(2), length.out = 10L))
+  start <- c(0.1, 0.3)
+  for (best in c(1L, 3L, 4L, 7L, 10L)) {
+    calls <- c(value = 0, full = 0)
+    target <- log(mult[best] * start) + c(0.01, -0.01)
+    # a convex quadratic, its minimum near mult[best]
+    score <- function(theta, derivatives = TRUE) {
+      kind <- if (derivatives) "full" else "value"
+      calls[kind] <<- calls[kind] + 1
+      list(value = sum((theta - target)^2), gradient = 2 * (theta - target), hessian = diag(2, 2))
+    }
+    begin <- ns$mlcv_newton_start(score, start, log(start / 100), log(start * 100))
+    expect_equal(begin$theta, log(mult[best] * start))
+    expect_equal(begin$now$value, sum((begin$theta - target)^2))
+    # (the third multiple within a grid step of the minimum: no scan; otherwise the scan from the
+    # second, the third's score reused)
+    expect_equal(unname(calls), if (best == 3L) c(1, 1) else if (best == 1L) c(2, 2) else
+      c(min(best - 1, 8), 2))
+  }
+  # held within the bounds
+  target <- log(0.2 * start)
+  begin <- ns$mlcv_newton_start(function(theta, derivatives = TRUE) {
+    list(value = sum((theta - target)^2), gradient = 2 * (theta - target), hessian = diag(2, 2))
+  }, start, log(start * 0.5), log(start * 100))
+  expect_equal(begin$theta, log(start * 0.5))
+})
+
 test_that("cross-validated bandwidths score no worse than np's npcdensbw on the same objective", {
   skip_on_cran()
   skip_if_not_installed("np")

@@ -29,25 +29,90 @@ inline double cdf_reach(KernelType kernel) {
 
 namespace detail {
 
-// sums[0] = sum_b w[b] G(u_b) and sums[1] = sum_b w[b] exp(-u_b^2 / 2), u_b = (y - ys[b]) inv_h,
-// G the standard normal distribution function within 1.5e-7 (Abramowitz and Stegun 7.1.26:
-// erfc(a) = t (a1 + t (a2 + ...)) exp(-a^2), t = 1 / (1 + p a), a = |u| / sqrt(2)).
-LOCALMEAN_INLINE void approximate_gaussian_cdf(const double* ys, const double* w, std::size_t len,
-                                               double y, double inv_h, double* sums) {
+// erfc(a) = exp(-a^2) t g(x) for 0 <= a <= 6.02, t = 4 / (4 + a), x = t mapped from
+// [kErfcT0, 1] to [-1, 1], g a polynomial of degree 17 (its Chebyshev series computed at 40
+// digits, in powers of x): erfc within 1e-15 absolute in double arithmetic (with an exact
+// exponential; exp_nonpositive() adds at most 1e-14 relative), branch-free, so that loops over
+// it vectorise. Beyond a = 6.02 (8.5 standard deviations, cdf_reach()) erfc is below
+// 2e-17: points there count whole or not at all.
+constexpr double kErfcT0 = 0.3992015968063872;  // 4 / (4 + 6.02)
+constexpr double kErfcPoly[18] = {
+    0.41349637818595414,   0.2950244655288126,     0.1699569385310823,
+    0.07972709513677784,   0.03030004817637295,    0.009127381878953504,
+    0.0020650147103443216, 0.0003013822816730462,  9.50138118547554e-06,
+    -6.987213413214606e-06, -1.336435150039995e-06, 6.586338370609307e-08,
+    5.2386505111131936e-08, 1.5080517297639841e-09, -1.86443209958352e-09,
+    -1.2168742971072085e-10, 6.11231409366216e-11, 4.462927748421431e-12};
+
+// Adds the 2 kBlock window points ys[k], weights w[k] at y to the lanes of F and f:
+// lanes[k % kLanes] += w G(u) and lanes[kLanes + k % kLanes] += w exp(-u^2 / 2),
+// u = (y - ys[k]) inv_h, G the standard normal distribution function: exactly (the erfc above)
+// or, with `approximate`, within 1.5e-7 (Abramowitz and Stegun 7.1.26: erfc(a) = t (a1 + t (a2 +
+// ...)) exp(-a^2), t = 1 / (1 + p a), a = |u| / sqrt(2)). Each step is a loop over the points:
+// a long block keeps many independent chains in flight.
+LOCALMEAN_INLINE void gaussian_cdf_block(bool approximate, const double* ys, const double* w,
+                                         double y, double inv_h, double* lanes) {
   constexpr double p = 0.3275911, a1 = 0.254829592, a2 = -0.284496736, a3 = 1.421413741,
                    a4 = -1.453152027, a5 = 1.061405429;
-  double cdf = 0.0, dens = 0.0;
-  for (std::size_t b = 0; b < len; ++b) {
-    const double u = (y - ys[b]) * inv_h;
-    const double a = std::fabs(u) * 0.70710678118654752440;
-    const double t = 1.0 / (1.0 + p * a);
-    const double e = exp_nonpositive(-0.5 * u * u);
-    const double tail = 0.5 * t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5)))) * e;
-    cdf += w[b] * (u >= 0.0 ? 1.0 - tail : tail);
-    dens += w[b] * e;
+  constexpr double kScale = 2.0 / (1.0 - kErfcT0);
+  constexpr std::size_t len = 2 * kBlock;
+  const auto full = std::integral_constant<std::size_t, kBlock>();
+  double u[len], e[len], t[len], x[len], g[len];
+  for (std::size_t k = 0; k < len; ++k) {
+    u[k] = (y - ys[k]) * inv_h;
+    e[k] = -0.5 * u[k] * u[k];
+    const double a = std::fabs(u[k]) * 0.70710678118654752440;
+    t[k] = (approximate ? p : 0.25) * a;
+    g[k] = kErfcPoly[17];
   }
-  sums[0] = cdf;
-  sums[1] = dens;
+  for (std::size_t k = 0; k < len; ++k) t[k] = 1.0 / (1.0 + t[k]);
+  exp_nonpositive_lanes(e, std::integral_constant<std::size_t, len>());
+  if (approximate) {
+    for (std::size_t k = 0; k < len; ++k)
+      g[k] = t[k] * (a1 + t[k] * (a2 + t[k] * (a3 + t[k] * (a4 + t[k] * a5))));
+  } else {
+    for (std::size_t k = 0; k < len; ++k) x[k] = (t[k] - kErfcT0) * kScale - 1.0;
+    LOCALMEAN_NO_UNROLL
+    for (std::size_t j = 17; j > 0; --j)
+      for (std::size_t k = 0; k < len; ++k) g[k] = g[k] * x[k] + kErfcPoly[j - 1];
+    for (std::size_t k = 0; k < len; ++k) g[k] *= t[k];
+  }
+  for (std::size_t k = 0; k < len; ++k) {
+    const double tail = 0.5 * g[k] * e[k];
+    t[k] = u[k] >= 0.0 ? 1.0 - tail : tail;
+  }
+  for (std::size_t h = 0; h < len; h += kBlock) {
+    add_product(lanes, w + h, t + h, full);
+    add_product(lanes + kLanes, w + h, e + h, full);
+  }
+}
+
+// sums[0] = sum_b w[b] G(u_b) and sums[1] = sum_b w[b] exp(-u_b^2 / 2) over b in [begin, end)
+// (gaussian_cdf_block()), 2 kBlock points at a time (the last ones padded with weight 0), the
+// lanes added in a fixed order.
+LOCALMEAN_INLINE void gaussian_cdf_sums(bool approximate, const double* ys, const double* w,
+                                        std::size_t begin, std::size_t end, double y,
+                                        double inv_h, double* sums) {
+  constexpr std::size_t len = 2 * kBlock;
+  double lanes[2 * kLanes] = {}, y_pad[len], w_pad[len];
+  for (std::size_t s = begin; s < end; s += len) {
+    const double* yb = ys + s;
+    const double* wb = w + s;
+    if (end - s < len) {
+      for (std::size_t k = 0; k < len; ++k) {
+        y_pad[k] = s + k < end ? ys[s + k] : y;
+        w_pad[k] = s + k < end ? w[s + k] : 0.0;
+      }
+      yb = y_pad;
+      wb = w_pad;
+    }
+    gaussian_cdf_block(approximate, yb, wb, y, inv_h, lanes);
+  }
+  for (std::size_t c = 0; c < 2; ++c) {
+    double sum = 0.0;
+    for (std::size_t k = 0; k < kLanes; ++k) sum += lanes[c * kLanes + k];
+    sums[c] = sum;
+  }
 }
 
 }  // namespace detail
@@ -60,35 +125,55 @@ public:
   ResponseWindow(KernelType kernel, double hy)
       : kernel_(kernel), hy_(hy), reach_(cdf_reach(kernel) * hy),
         constant_(kernel_info(kernel).constant) {}
-  // The window `win` (tree positions and weights) of responses y_tree (tree order), ascending
-  // with ties in tree order. `rank`: every tree position's rank in that order (n of them), so
-  // that a window holding a good share of the points is put in order by one pass over the ranks
-  // rather than by sorting. False when no weight is positive.
-  bool load(const Window& win, const double* y_tree, const std::vector<std::size_t>& rank) {
-    const std::size_t k = win.pos.size(), n = rank.size();
-    double total = 0.0;
-    for (double w : win.weight) total += w;
-    if (!(total > 0.0)) return false;
+  // A query's window: `weight` holds the kernel weights (with the level weights) of the tree
+  // positions of `runs` (the window's ranges, [first, second)), 0 at every other position;
+  // `prior` the prior weights in tree order (null: none). Its points of positive weight are put
+  // in response order (ties in tree order): `by_y` holds the tree positions in that order,
+  // `rank` its inverse and `y_sorted` the responses in that order, so that a window holding a
+  // good share of the points is put in order by one pass over by_y rather than by sorting.
+  // False when no weight is positive.
+  bool load(const double* weight, const double* prior,
+            const std::vector<std::pair<std::size_t, std::size_t>>& runs,
+            const std::vector<std::size_t>& by_y, const std::vector<std::size_t>& rank,
+            const double* y_sorted) {
+    const std::size_t n = by_y.size();
+    std::size_t k = 0;
+    for (const auto& run : runs) k += run.second - run.first;
+    if (k * 8 >= n) {
+      y_.resize(n);
+      w_.resize(n);
+      k = 0;
+      for (std::size_t r = 0; r < n; ++r) {
+        const std::size_t p = by_y[r];
+        const double v = prior ? weight[p] * prior[p] : weight[p];
+        y_[k] = y_sorted[r];
+        w_[k] = v;
+        k += v > 0.0;
+      }
+    } else {
+      idx_.clear();
+      for (const auto& run : runs)
+        for (std::size_t p = run.first; p < run.second; ++p)
+          if ((prior ? weight[p] * prior[p] : weight[p]) > 0.0) idx_.push_back(p);
+      std::sort(idx_.begin(), idx_.end(),
+                [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
+      k = idx_.size();
+      y_.resize(k);
+      w_.resize(k);
+      for (std::size_t b = 0; b < k; ++b) {
+        const std::size_t p = idx_[b];
+        y_[b] = y_sorted[rank[p]];
+        w_[b] = prior ? weight[p] * prior[p] : weight[p];
+      }
+    }
     y_.resize(k);
     w_.resize(k);
+    double total = 0.0;
+    for (double w : w_) total += w;
+    if (!(total > 0.0)) return false;
     cum_.assign(k + 1, 0.0);
-    if (k * 8 >= n) {
-      slot_.resize(n);
-      std::fill(slot_.begin(), slot_.end(), k);  // k: not in the window
-      for (std::size_t b = 0; b < k; ++b) slot_[rank[win.pos[b]]] = b;
-      idx_.clear();
-      for (std::size_t r = 0; r < n; ++r)
-        if (slot_[r] < k) idx_.push_back(slot_[r]);
-    } else {
-      idx_.resize(k);
-      std::iota(idx_.begin(), idx_.end(), std::size_t{0});
-      std::sort(idx_.begin(), idx_.end(), [&](std::size_t a, std::size_t b) {
-        return rank[win.pos[a]] < rank[win.pos[b]];
-      });
-    }
     for (std::size_t b = 0; b < k; ++b) {
-      y_[b] = y_tree[win.pos[idx_[b]]];
-      w_[b] = win.weight[idx_[b]] / total;
+      w_[b] /= total;
       cum_[b + 1] = cum_[b] + w_[b];
     }
     return true;
@@ -99,6 +184,10 @@ public:
         std::lower_bound(y_.begin(), y_.end(), y - reach_) - y_.begin()) : 0;
     const std::size_t hi = std::isfinite(reach_) ? static_cast<std::size_t>(
         std::upper_bound(y_.begin(), y_.end(), y + reach_) - y_.begin()) : y_.size();
+    if (gaussian()) {
+      gaussian_sums(false, lo, hi, y, F, f);
+      return;
+    }
     double cdf = cum_[lo], dens = 0.0;
     for (std::size_t b = lo; b < hi; ++b) {
       const double u = (y - y_[b]) / hy_;
@@ -110,7 +199,7 @@ public:
   }
   // For the Gaussian kernel: F and f at y within 1e-7 (absolute, in F): the distribution
   // function from the rational approximation of erfc of Abramowitz and Stegun (7.1.26, error
-  // below 1.5e-7) sharing one exponential with the density. Cheap and vectorised: the first steps
+  // below 1.5e-7) sharing one exponential with the density. Cheaper than at(): the first steps
   // of invert_cdf(), whose last step takes the exact at(). Points beyond 5.5 bandwidths count
   // whole or not at all (an error below 2e-8, within the approximation's).
   void at_approximately(double y, double* F, double* f) const {
@@ -119,13 +208,7 @@ public:
         std::lower_bound(y_.begin(), y_.end(), y - reach) - y_.begin());
     const std::size_t hi = static_cast<std::size_t>(
         std::upper_bound(y_.begin(), y_.end(), y + reach) - y_.begin());
-    double sums[2];
-    best_build([&]() LOCALMEAN_LAMBDA_INLINE {
-      detail::approximate_gaussian_cdf(y_.data() + lo, w_.data() + lo, hi - lo, y, 1.0 / hy_,
-                                       sums);
-    });
-    *F = cum_[lo] + sums[0];
-    *f = sums[1] * constant_ / hy_;
+    gaussian_sums(true, lo, hi, y, F, f);
   }
   bool gaussian() const { return kernel_ == KernelType::gaussian; }
   // The weighted empirical tau-quantile of the responses: a start within a bandwidth or so.
@@ -137,9 +220,21 @@ public:
   double bandwidth() const { return hy_; }
 
 private:
+  // F and f of the Gaussian kernel at y from the points [lo, hi) (the others count whole or
+  // not at all), in the best build for the processor.
+  void gaussian_sums(bool approximate, std::size_t lo, std::size_t hi, double y, double* F,
+                     double* f) const {
+    double sums[2];
+    best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+      detail::gaussian_cdf_sums(approximate, y_.data(), w_.data(), lo, hi, y, 1.0 / hy_, sums);
+    });
+    *F = cum_[lo] + sums[0];
+    if (f) *f = sums[1] * constant_ / hy_;
+  }
+
   KernelType kernel_;
   double hy_, reach_, constant_;
-  std::vector<std::size_t> idx_, slot_;
+  std::vector<std::size_t> idx_;
   std::vector<double> y_, w_, cum_;
 };
 
@@ -200,6 +295,53 @@ inline double invert_cdf(const ResponseWindow& rw, double tau, int max_iter) {
   return newton_root(rw, tau, y, 1e-13, 0.0, max_iter, exact);
 }
 
+namespace detail {
+
+// The kernel weights (with the level weights) of query q's window at their tree positions in
+// `weight` (0 elsewhere, as the caller keeps it between queries), the window's ranges of tree
+// positions in `runs`: the points collect_window() finds (in `win`).
+template <class K>
+__attribute__((noinline)) void window_weights(
+    K, const LocalData& data, const double* q, const double* levels, const Reach& how,
+    double* weight, std::vector<std::pair<std::size_t, std::size_t>>& runs, Window& win) {
+  runs.clear();
+  win.clear();
+  collect_window<K>(data, q, levels, 1.0, how, win);
+  for (std::size_t b = 0; b < win.pos.size(); ++b) {
+    const std::size_t p = win.pos[b];
+    weight[p] = win.kernel[b];
+    if (!runs.empty() && runs.back().second == p)
+      ++runs.back().second;
+    else
+      runs.emplace_back(p, p + 1);
+  }
+}
+// The Gaussian's (the default kernel): the engine's weights of whole blocks of the window's
+// leaves, the window's part of each kept, in the best build for the processor.
+__attribute__((noinline)) inline void window_weights(
+    Gaussian kernel, const LocalData& data, const double* q, const double* levels,
+    const Reach& how, double* weight, std::vector<std::pair<std::size_t, std::size_t>>& runs,
+    Window& win) {
+  const std::size_t n = data.n();
+  if (n < kBlock) return window_weights<Gaussian>(kernel, data, q, levels, how, weight, runs, win);
+  runs.clear();
+  visit_window<Gaussian>(data, q, 1.0, how,
+                         [&](std::size_t b, std::size_t e, DistanceRange range, double cut2) {
+    runs.emplace_back(b, e);
+    best_build([&]() LOCALMEAN_LAMBDA_INLINE {
+      for (std::size_t s = b; s < e; s += kBlock) {
+        const std::size_t from = std::min(s, n - kBlock);
+        double w[kBlock];
+        block_weights<Gaussian>(data, q, levels, 1.0, cut2, range, from,
+                                std::integral_constant<std::size_t, kBlock>(), w);
+        for (std::size_t p = s; p < std::min(s + kBlock, e); ++p) weight[p] = w[p - from];
+      }
+    });
+  });
+}
+
+}  // namespace detail
+
 // Conditional quantiles of the local constant estimate F(y | x) = sum_i W_i G((y - y_i) / hy) /
 // sum_i W_i, W_i the engine's weights (kernel, levels, prior) of query i's window (scaled
 // coordinates, level codes as local_fit()): out[t * m + i] for tau[t] (NaN where the window
@@ -219,25 +361,30 @@ inline bool conditional_quantiles(const LocalData& data, const double* queries, 
   std::iota(by_y.begin(), by_y.end(), std::size_t{0});
   std::stable_sort(by_y.begin(), by_y.end(),
                    [&](std::size_t a, std::size_t b) { return y_tree[a] < y_tree[b]; });
-  for (std::size_t r = 0; r < n; ++r) rank[by_y[r]] = r;
+  std::vector<double> y_sorted(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    rank[by_y[r]] = r;
+    y_sorted[r] = y_tree[by_y[r]];
+  }
   check_sweep_kernel(data, set);
   auto fn = [&](std::size_t begin, std::size_t end) {
-    with_sweep_kernel(set.kernel, [&](auto kern) {
-      using K = decltype(kern);
-      std::vector<double> q(d), table(data.table_size());
-      Window win;
-      ResponseWindow rw(y_kernel, hy);
-      for (std::size_t i = begin; i < end; ++i) {
-        const double* levels = load_query(data, queries, query_codes, m, i, q, table);
-        win.clear();
-        collect_window<K>(data, q.data(), levels, 1.0, how, win);
-        const bool ok = rw.load(win, y_tree.data(), rank);
-        for (std::size_t t = 0; t < n_tau; ++t)
-          out[t * m + i] = ok ? invert_cdf(rw, tau[t], max_iter)
-                              : std::numeric_limits<double>::quiet_NaN();
-      }
-      return 0;
-    });
+    std::vector<double> q(d), table(data.table_size()), weight(n, 0.0);
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    Window win;
+    ResponseWindow rw(y_kernel, hy);
+    for (std::size_t i = begin; i < end; ++i) {
+      const double* levels = load_query(data, queries, query_codes, m, i, q, table);
+      with_sweep_kernel(set.kernel, [&](auto kern) {
+        detail::window_weights(kern, data, q.data(), levels, how, weight.data(), runs, win);
+        return 0;
+      });
+      const bool ok = rw.load(weight.data(), data.prior(), runs, by_y, rank, y_sorted.data());
+      for (const auto& run : runs)
+        std::fill(weight.begin() + run.first, weight.begin() + run.second, 0.0);
+      for (std::size_t t = 0; t < n_tau; ++t)
+        out[t * m + i] = ok ? invert_cdf(rw, tau[t], max_iter)
+                            : std::numeric_limits<double>::quiet_NaN();
+    }
   };
   return run_chunked(m, chunk_size(n), parallel_for, monitor, fn);
 }
@@ -368,6 +515,9 @@ inline bool gaussian_scale_moments_at_data(const LocalData& data, const int* que
   std::vector<std::vector<double>> buffers(blocks);
   for (std::size_t a = 0; a < blocks; ++a) from[a] = a * block;
   std::vector<double> own(width * n);  // the points' own sums, tree order
+  // (a data point's nearest data point is itself: no search for it)
+  Reach reach = how;
+  reach.from_nearest = false;
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> q(d), table(data.table_size()), lanes(width * kLanes),
         u2(d * kBlock), wu2(d * kBlock);
@@ -386,7 +536,7 @@ inline bool gaussian_scale_moments_at_data(const LocalData& data, const int* que
         }
         scatter.self = t;
         scatter.prior = prior ? prior[t] : 1.0;
-        detail::scale_moments_of_query(data, q.data(), levels, how, derivatives, t, scatter,
+        detail::scale_moments_of_query(data, q.data(), levels, reach, derivatives, t, scatter,
                                        lanes, u2, wu2, width, own.data(), n, t);
       }
     }
