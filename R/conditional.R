@@ -406,12 +406,10 @@ search_scaler <- function(spec) {
       spec$numeric_vars == 0L || !kernel_row(spec$kernel)$truncated) {
     return(function(scale) with_scale(spec, scale))
   }
-  reach <- 2 * kernel_reach(spec)
-  span <- spec$span
   function(scale) {
     spec$scale <- scale
     spec$bandwidth <- scale
-    spec$method <- if (all(reach * scale >= span)) "exact" else "tree"
+    spec$method <- tree_or_exact(spec)
     spec
   }
 }
