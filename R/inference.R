@@ -296,6 +296,9 @@ anova.local_poly <- function(object, ..., B = NULL,
 
 plr_test <- function(local, parametric, B, multipliers, reselect, n_threads, verbose, data_name,
                      call = rlang::caller_env()) {
+  if (inherits(parametric, "glm")) {
+    return(glm_spec_test(local, parametric, B, reselect, n_threads, verbose, data_name, call))
+  }
   B <- check_replicates(B, call = call)
   multipliers <- match_choice(multipliers, c("normal", "rademacher", "mammen"), call = call)
   check_flag(verbose, call = call)

@@ -28,7 +28,8 @@
 # R = 500; 2.2 points at R = 100.
 # INFERENCE_NP=true adds np::npcmstest() (its defaults: its own CV bandwidth, wild bootstrap,
 # B = 199) to (a), on the same data sets (slow: seconds per test).
-# INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size", "spec-speed" or several
+# INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size", "spec-speed",
+# "spec-glm" or several
 # ("spec,kde", the default).
 # Run: INFERENCE_REPS=100 R_LIBS=<lib>:/work/lib/peers Rscript bench/bench-inference.R
 suppressPackageStartupMessages(library(localmean))
@@ -357,5 +358,66 @@ if ("relevance-size" %in% which_tests) {
     report("relevance_test(), x2", p_values[, 2], cpu)
     report("relevance_test(), g", p_values[, 3], cpu)
   }
+}
+# (h) spec_test() of a glm against a local logistic fit (INFERENCE_TESTS=spec-glm): n = 200,
+#     x ~ U(0, 1), y ~ Bernoulli(plogis(-1 + 2x)) under the null (a logistic model linear in x);
+#     the alternative adds 6 (x - 0.5)^2 to the logit (a quadratic logit). The local linear
+#     logistic fit (Gaussian kernel) at a bandwidth fixed in advance (0.2, GLM_SPEC_BW=fixed) or
+#     chosen by likelihood CV on each data set and kept fixed in the replicates (cv-kept);
+#     statistic the deviance difference, B = 199 responses drawn from the glm. Beside it
+#     sm::sm.binomial.bootstrap(h = 0.2, nboot = 199) on the first GLM_SPEC_SM_REPS data sets of
+#     the fixed bandwidth (default 0: sm refits a glm per evaluation point, minutes per test).
+#     GLM_SPEC_CASES ("null,alt"), GLM_SPEC_BW ("fixed,cv-kept") and GLM_SPEC_FIRST (the first
+#     data set, default 1: INFERENCE_REPS data sets from there, so that runs can be split) choose
+#     the work; GLM_SPEC_SAVE names an .rds file for the p-values.
+if ("spec-glm" %in% which_tests) {
+  cases <- strsplit(Sys.getenv("GLM_SPEC_CASES", "null,alt"), ",")[[1]]
+  variants <- strsplit(Sys.getenv("GLM_SPEC_BW", "fixed,cv-kept"), ",")[[1]]
+  first <- as.integer(Sys.getenv("GLM_SPEC_FIRST", "1"))
+  sm_reps <- as.integer(Sys.getenv("GLM_SPEC_SM_REPS", "0"))
+  if (!have("sm")) sm_reps <- 0L
+  saved <- list()
+  for (variant in variants) for (case in cases) {
+    cat(sprintf("\n(h) spec_test(), glm(y ~ x, binomial) against local logistic, bandwidth %s, %s, data sets %d to %d\n",
+                variant, case, first, first + reps - 1L))
+    p_ours <- cpu_ours <- h_used <- rep(NA_real_, reps)
+    p_sm <- cpu_sm <- rep(NA_real_, reps)
+    for (r in seq_len(reps)) {
+      set.seed(6000 + first + r - 1L)
+      x <- runif(n)
+      eta <- -1 + 2 * x + (if (case == "alt") 6 * (x - 0.5)^2 else 0)
+      d <- data.frame(x = x, y = rbinom(n, 1, plogis(eta)))
+      ours <- cpu_of(function() {
+        fit <- local_poly(y ~ x, d, family = "binomial",
+                          bandwidth = if (variant == "fixed") 0.2 else "cv", verbose = FALSE)
+        list(test = spec_test(fit, glm(y ~ x, binomial, d), B = B, verbose = FALSE),
+             h = fit$bandwidth[[1]])
+      })
+      p_ours[r] <- ours$value$test$p.value
+      h_used[r] <- ours$value$h
+      cpu_ours[r] <- ours$cpu
+      if (variant == "fixed" && r <= sm_reps) {
+        peer <- cpu_of(function() {
+          sm::sm.binomial.bootstrap(d$x, d$y, h = 0.2, nboot = B, display = "none")
+        })
+        p_sm[r] <- peer$value$p
+        cpu_sm[r] <- peer$cpu
+      }
+    }
+    report("spec_test() (glm, deviance difference)", p_ours, cpu_ours)
+    if (variant != "fixed") {
+      cat(sprintf("  CV bandwidths: median %.3g, quartiles %.3g, %.3g\n", median(h_used),
+                  quantile(h_used, 0.25), quantile(h_used, 0.75)))
+    }
+    if (any(!is.na(p_sm))) {
+      on <- !is.na(p_sm)
+      cat(sprintf("  on the first %d data sets: spec_test() rejects %.1f%%, sm.binomial.bootstrap %.1f%% (cpu %.2f s per test); mean |p - p_sm| %.3f\n",
+                  sum(on), 100 * mean(p_ours[on] < alpha), 100 * mean(p_sm[on] < alpha),
+                  mean(cpu_sm[on]), mean(abs(p_ours[on] - p_sm[on]))))
+    }
+    saved[[paste(variant, case)]] <- data.frame(set = first + seq_len(reps) - 1L, p = p_ours,
+                                               h = h_used, p_sm = p_sm, cpu = cpu_ours)
+  }
+  if (nzchar(Sys.getenv("GLM_SPEC_SAVE"))) saveRDS(saved, Sys.getenv("GLM_SPEC_SAVE"))
 }
 cat("\nload average at end:", readLines("/proc/loadavg")[1L], "\n")
