@@ -213,9 +213,11 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #'
 #' @param local A [local_poly()] fit with the Gaussian family (least
 #'   squares) and a bandwidth of its own (numeric or a selector's; not `nn()`
-#'   or a weight matrix).
+#'   or a weight matrix), or a local likelihood fit of the binomial or Poisson
+#'   family (see "Generalized linear models").
 #' @param parametric An [stats::lm()] fit of the same response on the same
-#'   rows, with the same weights.
+#'   rows, with the same weights; for a local likelihood fit, a
+#'   [stats::glm()] of its family and link.
 #' @param B Number of bootstrap replicates, a whole number of at least 19
 #'   (for `anova()`, `NULL`: 199 for a specification test, 399 for relevance
 #'   tests).
@@ -224,7 +226,8 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #'   "mammen" (Mammen's two-point law).
 #' @param reselect Whether each replicate's local fit chooses its bandwidth
 #'   again by the selector that chose `local`'s; `NULL` (the default): when
-#'   a selector chose it.
+#'   a selector chose it. The test of a `glm()` keeps the bandwidth (`NULL`
+#'   or `FALSE`).
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show a progress bar.
 #' @param ... For `spec_test()`, must be empty. For `anova()`, the
