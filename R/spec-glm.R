@@ -169,6 +169,10 @@ check_glm_pair <- function(local, parametric, call) {
                      x = "It has the {.val {gfam$family}} family with link
                           {.val {gfam$link}}."), call = call)
   }
+  if (any(parametric$offset %||% 0 != 0)) {
+    abort_mismatch(c("{.arg parametric} has an offset, which the local fit does not have.",
+                     i = "Test a {.fn glm} without an offset."), call = call)
+  }
   y <- as.double(local$y)
   y0 <- as.double(parametric$y)
   if (length(y) != length(y0)) {

@@ -448,7 +448,8 @@ if ("spec-glm-data" %in% which_tests) {
       spec_test(fit, g, B = B, verbose = FALSE)$p.value
     }, 0)
     cat(sprintf("\n(i) %s, h = %g: spec_test() p-values (seeds %s): %s\n", set$name, set$h,
-                paste(range(seeds), collapse = "-"), paste(format(ours, digits = 3), collapse = ", ")))
+                paste(range(seeds), collapse = "-"),
+                paste(format(ours, digits = 3), collapse = ", ")))
     if (!have("sm")) next
     xv <- set$data[[set$x]]
     yv <- set$data[[set$y]]
@@ -461,10 +462,12 @@ if ("spec-glm-data" %in% which_tests) {
       }
     }
     smp <- vapply(sm_seeds, peer, 0)
-    cat(sprintf("  sm's bootstrap test p-values: %s\n", paste(format(smp, digits = 3), collapse = ", ")))
+    cat(sprintf("  sm's bootstrap test p-values: %s\n",
+                paste(format(smp, digits = 3), collapse = ", ")))
     if (set$family == "poisson") {
       smf <- vapply(sm_seeds, peer, 0, fixed.disp = TRUE)
-      cat(sprintf("  sm's, fixed.disp = TRUE: %s\n", paste(format(smf, digits = 3), collapse = ", ")))
+      cat(sprintf("  sm's, fixed.disp = TRUE: %s\n",
+                  paste(format(smf, digits = 3), collapse = ", ")))
     }
   }
   cat("  load average:", readLines("/proc/loadavg")[1L], "\n")

@@ -694,6 +694,8 @@ test_that("the glm test refuses bad input with classed errors", {
                class = "localmean_error_mismatch")
   expect_error(spec_test(logit, glm(y ~ x, binomial, d, weights = trials), B = 19),
                "weights", class = "localmean_error_mismatch")
+  expect_error(spec_test(logit, glm(y ~ x + offset(x), binomial, d), B = 19), "offset",
+               class = "localmean_error_mismatch")
   robust <- local_poly(k ~ x, d, family = "huber", bandwidth = 0.3)
   expect_error(spec_test(robust, glm(k ~ x, poisson, d), B = 19), "huber",
                class = "localmean_error_family")
