@@ -366,7 +366,8 @@ if ("relevance-size" %in% which_tests) {
 #     kernel) at a bandwidth fixed in advance (0.2); "cv-kept", at the likelihood-CV bandwidth
 #     of each data set, kept in the replicates; "sm", sm::sm.binomial.bootstrap(h = 0.2,
 #     nboot = 199) (the same local linear logistic fit, by a glm per evaluation point: about a
-#     minute per test). Ours: statistic the deviance difference, B = 199 responses drawn from
+#     minute per test; given the data in the order of x, since each of its local fits starts
+#     from the previous evaluation point's, and in a random order some diverge). Ours: statistic the deviance difference, B = 199 responses drawn from
 #     the glm, both models refitted to each. GLM_SPEC_CASES ("null,alt") and GLM_SPEC_FIRST
 #     (the first data set, default 1: INFERENCE_REPS data sets from there, so that runs can be
 #     split; data set r is drawn after set.seed(6000 + r) for every test) choose the work;
@@ -392,7 +393,8 @@ if ("spec-glm" %in% which_tests) {
       d <- data.frame(x = x, y = rbinom(n, 1, plogis(eta)))
       run <- if (variant == "sm") {
         cpu_of(function() {
-          list(p = sm::sm.binomial.bootstrap(d$x, d$y, h = 0.2, nboot = B)$significance,
+          o <- order(d$x)  # sm's local fits start from the previous evaluation point's
+          list(p = sm::sm.binomial.bootstrap(d$x[o], d$y[o], h = 0.2, nboot = B)$significance,
                h = 0.2)
         })
       } else {
@@ -451,8 +453,9 @@ if ("spec-glm-data" %in% which_tests) {
                 paste(range(seeds), collapse = "-"),
                 paste(format(ours, digits = 3), collapse = ", ")))
     if (!have("sm")) next
-    xv <- set$data[[set$x]]
-    yv <- set$data[[set$y]]
+    o <- order(set$data[[set$x]])  # (sm's local fits start from the previous point's)
+    xv <- set$data[[set$x]][o]
+    yv <- set$data[[set$y]][o]
     peer <- function(s, ...) {
       set.seed(s)
       if (set$family == "binomial") {
