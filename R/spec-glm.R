@@ -72,6 +72,14 @@ glm_spec_test <- function(local, parametric, B, reselect, n_threads, verbose, da
             i = "Use {.code reselect = NULL} or {.code FALSE}."), call = call)
   }
   pair <- check_glm_pair(local, parametric, call)
+  if (is.null(reselect) && !local$bandwidth_method %in% c("user", "nn")) {
+    warn(c("The bandwidth of {.arg local} was chosen by {.val {local$bandwidth_method}} from the
+            same data and is kept in every replicate: the test then rejects a true model too
+            often.",
+           i = "Give {.fn local_poly} a bandwidth fixed in advance, or pass
+                {.code reselect = FALSE} to keep the chosen one."),
+         class = "localmean_warning_selected_bandwidth")
+  }
   family <- local$family
   y <- pair$y
   w <- pair$w

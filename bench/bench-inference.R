@@ -401,7 +401,8 @@ if ("spec-glm" %in% which_tests) {
         cpu_of(function() {
           fit <- local_poly(y ~ x, d, family = "binomial",
                             bandwidth = if (variant == "fixed") 0.2 else "cv", verbose = FALSE)
-          list(p = spec_test(fit, glm(y ~ x, binomial, d), B = B, verbose = FALSE)$p.value,
+          list(p = spec_test(fit, glm(y ~ x, binomial, d), B = B, reselect = FALSE,
+                             verbose = FALSE)$p.value,
                h = fit$bandwidth[[1]])
         })
       }

@@ -704,6 +704,11 @@ test_that("the glm test refuses bad input with classed errors", {
                class = "localmean_error_family")
   expect_error(spec_test(logit, g, B = 19, reselect = TRUE), "reselect",
                class = "localmean_error")
+  # a selected bandwidth is kept, with a warning unless reselect = FALSE says so
+  chosen <- local_poly(y ~ x, d, family = "binomial", verbose = FALSE)
+  expect_warning(spec_test(chosen, g, B = 19, verbose = FALSE), "chosen by",
+                 class = "localmean_warning_selected_bandwidth")
+  expect_no_warning(spec_test(chosen, g, B = 19, reselect = FALSE, verbose = FALSE))
   expect_error(spec_test(logit, logit, B = 19), "parametric", class = "localmean_error")
 })
 
