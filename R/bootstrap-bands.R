@@ -100,12 +100,22 @@ run_replicate_blocks <- function(B, block, fun, verbose) {
 }
 
 # Deviations D (m x B) of the replicate estimates of coefficient `col` at the queries from their
-# bootstrap mean. Least squares: the smoother is linear, l(x)'(y + e V) - l(x)'y = l(x)'(e V), so
-# one engine call smooths a block of noise columns and D has mean zero exactly. Binomial and
-# Poisson: each replicate response is refitted (link scale) at the fit's bandwidth, and D is
-# centred at the replicates' mean. The replicates use an engine object of their own.
+# bootstrap mean (replicate_fits() centred; least squares: already deviations).
 replicate_deviations <- function(object, queries, draws, col, family, n_threads, verbose,
                                  cells = 2e6) {
+  D <- replicate_fits(object, queries, draws, col, family, n_threads, verbose, cells)
+  if (family == "gaussian") return(D)
+  D - rowMeans(D, na.rm = TRUE)
+}
+
+# The replicate estimates (m x B) of coefficient `col` at the queries. Least squares: the
+# smoother is linear, l(x)'(y + e V) - l(x)'y = l(x)'(e V), so one engine call smooths a block of
+# noise columns and gives the deviations, of mean zero exactly. Binomial and Poisson: each
+# replicate response (a column of `draws`) is refitted (link scale) at the fit's bandwidth. The
+# replicates use an engine object of their own, which builds the data once and then takes each
+# replicate's values in place of the last (engine_set_values()).
+replicate_fits <- function(object, queries, draws, col, family, n_threads, verbose,
+                           cells = 2e6) {
   spec <- object$spec
   spec$engine <- engine_handle()
   x <- metric_transform(object, queries$x)
@@ -114,6 +124,7 @@ replicate_deviations <- function(object, queries, draws, col, family, n_threads,
   B <- ncol(draws)
   fits <- function(cols, threads = NULL) {
     spec$values <- draws[, cols, drop = FALSE]
+    engine_set_values(spec)
     coef <- engine_run(spec, x, n_threads = threads %||% n_threads, verbose = FALSE,
                        query_codes = queries$codes)$coef
     matrix(coef[, col, ], nrow(x), length(cols))
@@ -124,8 +135,7 @@ replicate_deviations <- function(object, queries, draws, col, family, n_threads,
   refits <- function(cols, threads = NULL) {
     do.call(cbind, lapply(cols, fits, threads = threads))
   }
-  D <- run_replicate_blocks(B, max(1L, ceiling(B / 20)), refits, verbose)
-  D - rowMeans(D, na.rm = TRUE)
+  run_replicate_blocks(B, max(1L, ceiling(B / 20)), refits, verbose)
 }
 
 # ---- Bands from the deviations ----------------------------------------------------------------

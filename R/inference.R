@@ -240,9 +240,11 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #'
 #' @param local A [local_poly()] fit with the Gaussian family (least
 #'   squares) and a bandwidth of its own (numeric or a selector's; not `nn()`
-#'   or a weight matrix).
+#'   or a weight matrix), or a local likelihood fit of the binomial or Poisson
+#'   family (see "Generalized linear models").
 #' @param parametric An [stats::lm()] fit of the same response on the same
-#'   rows, with the same weights.
+#'   rows, with the same weights; for a local likelihood fit, a
+#'   [stats::glm()] of its family and link.
 #' @param B Number of bootstrap replicates, a whole number of at least 19
 #'   (for `anova()`, `NULL`: 199 for a specification test, 399 for relevance
 #'   tests).
@@ -255,8 +257,9 @@ glance.local_test <- function(x, ...) tidy.local_test(x, ...)
 #'   with the F statistic and "mammen" with the kernel statistic.
 #' @param reselect Whether each replicate's local fit chooses its bandwidth
 #'   again by the selector that chose `local`'s; `NULL` (the default): when
-#'   a selector chose it (the F statistic; the kernel statistic keeps its
-#'   bandwidth: `NULL` or `FALSE`).
+#'   a selector chose it (the F statistic of a linear model; the kernel
+#'   statistic and the test of a `glm()` keep the bandwidth: `NULL` or
+#'   `FALSE`).
 #' @param n_threads Number of threads, see [n_threads()].
 #' @param verbose Show a progress bar.
 #' @param ... For `spec_test()`, must be empty. For `anova()`, the
@@ -357,6 +360,17 @@ anova.local_poly <- function(object, ..., B = NULL, statistic = c("F", "kernel")
 # law (normal for F, Mammen's for the kernel statistic).
 specification_test <- function(local, parametric, B, statistic, multipliers, reselect, n_threads,
                                verbose, data_name, call = rlang::caller_env()) {
+  if (inherits(parametric, "glm")) {
+    if (statistic != "F") {
+      abort("{.code statistic = \"kernel\"} tests a linear model: the test of a {.fn glm} uses
+             the deviance difference.", call = call)
+    }
+    if (!is.null(multipliers)) {
+      abort("{.arg multipliers} does not apply to the test of a {.fn glm}: its replicates are
+             drawn from the fitted model.", call = call)
+    }
+    return(glm_spec_test(local, parametric, B, reselect, n_threads, verbose, data_name, call))
+  }
   if (statistic == "kernel") {
     return(kernel_spec_test(local, parametric, B, multipliers %||% "mammen", reselect,
                             n_threads, verbose, data_name, call = call))

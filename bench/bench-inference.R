@@ -32,7 +32,7 @@
 # INFERENCE_NP=true adds np::npcmstest() (its defaults: its own CV bandwidth, wild bootstrap,
 # B = 199) to (a), on the same data sets (slow: seconds per test).
 # INFERENCE_TESTS chooses "spec", "kde", "bands", "relevance", "relevance-size", "spec-speed",
-# "spec-np" or several
+# "spec-np", "spec-glm", "spec-glm-data" or several
 # ("spec,kde", the default).
 # Run: INFERENCE_REPS=100 R_LIBS=<lib>:/work/lib/peers Rscript bench/bench-inference.R
 suppressPackageStartupMessages(library(localmean))
@@ -446,5 +446,122 @@ if ("relevance-size" %in% which_tests) {
     report("relevance_test(), x2", p_values[, 2], cpu)
     report("relevance_test(), g", p_values[, 3], cpu)
   }
+}
+# (i) spec_test() of a glm against a local logistic fit (INFERENCE_TESTS=spec-glm): n = 200,
+#     x ~ U(0, 1), y ~ Bernoulli(plogis(-1 + 2x)) under the null (a logistic model linear in x);
+#     the alternative adds 6 (x - 0.5)^2 to the logit (a quadratic logit). GLM_SPEC_BW chooses
+#     the tests (default "fixed,cv-kept"): "fixed", the local linear logistic fit (Gaussian
+#     kernel) at a bandwidth fixed in advance (0.2); "cv-kept", at the likelihood-CV bandwidth
+#     of each data set, kept in the replicates; "sm", sm::sm.binomial.bootstrap(h = 0.2,
+#     nboot = 199) (the same local linear logistic fit, by a glm per evaluation point: about a
+#     minute per test; given the data in the order of x, since each of its local fits starts
+#     from the previous evaluation point's, and in a random order some diverge). Ours: statistic the deviance difference, B = 199 responses drawn from
+#     the glm, both models refitted to each. GLM_SPEC_CASES ("null,alt") and GLM_SPEC_FIRST
+#     (the first data set, default 1: INFERENCE_REPS data sets from there, so that runs can be
+#     split; data set r is drawn after set.seed(6000 + r) for every test) choose the work;
+#     GLM_SPEC_SAVE names an .rds file for the p-values (written every 10 data sets).
+#     Run: INFERENCE_TESTS=spec-glm INFERENCE_REPS=500 GLM_SPEC_BW=fixed GLM_SPEC_CASES=null \
+#       R_LIBS=<lib>:/work/lib/peers Rscript bench/bench-inference.R
+if ("spec-glm" %in% which_tests) {
+  cases <- strsplit(Sys.getenv("GLM_SPEC_CASES", "null,alt"), ",")[[1]]
+  variants <- strsplit(Sys.getenv("GLM_SPEC_BW", "fixed,cv-kept"), ",")[[1]]
+  if (!have("sm")) variants <- setdiff(variants, "sm")
+  first <- as.integer(Sys.getenv("GLM_SPEC_FIRST", "1"))
+  save_to <- Sys.getenv("GLM_SPEC_SAVE")
+  saved <- list()
+  if ("sm" %in% variants) grDevices::pdf(NULL)  # sm's bootstrap draws its replicates' curves
+  for (variant in variants) for (case in cases) {
+    cat(sprintf("\n(i) glm(y ~ x, binomial) against local logistic: %s, %s, data sets %d to %d\n",
+                variant, case, first, first + reps - 1L))
+    p_value <- cpu <- h_used <- rep(NA_real_, reps)
+    for (r in seq_len(reps)) {
+      set.seed(6000 + first + r - 1L)
+      x <- runif(n)
+      eta <- -1 + 2 * x + (if (case == "alt") 6 * (x - 0.5)^2 else 0)
+      d <- data.frame(x = x, y = rbinom(n, 1, plogis(eta)))
+      run <- if (variant == "sm") {
+        cpu_of(function() {
+          o <- order(d$x)  # sm's local fits start from the previous evaluation point's
+          list(p = sm::sm.binomial.bootstrap(d$x[o], d$y[o], h = 0.2, nboot = B)$significance,
+               h = 0.2)
+        })
+      } else {
+        cpu_of(function() {
+          fit <- local_poly(y ~ x, d, family = "binomial",
+                            bandwidth = if (variant == "fixed") 0.2 else "cv", verbose = FALSE)
+          list(p = spec_test(fit, glm(y ~ x, binomial, d), B = B, reselect = FALSE,
+                             verbose = FALSE)$p.value,
+               h = fit$bandwidth[[1]])
+        })
+      }
+      p_value[r] <- run$value$p
+      h_used[r] <- run$value$h
+      cpu[r] <- run$cpu
+      if (nzchar(save_to) && (r %% 10L == 0L || r == reps)) {
+        done <- seq_len(r)
+        saved[[paste(variant, case)]] <- data.frame(set = first + done - 1L, p = p_value[done],
+                                                   h = h_used[done], cpu = cpu[done])
+        saveRDS(saved, save_to)
+      }
+    }
+    report(if (variant == "sm") "sm.binomial.bootstrap()" else "spec_test() (glm)", p_value, cpu)
+    if (variant == "cv-kept") {
+      cat(sprintf("  CV bandwidths: median %.3g, quartiles %.3g, %.3g\n", median(h_used),
+                  quantile(h_used, 0.25), quantile(h_used, 0.75)))
+    }
+  }
+  cat("  load average:", readLines("/proc/loadavg")[1L], "\n")
+}
+# (j) spec_test() of a glm on data sets that ship with R (INFERENCE_TESTS=spec-glm-data), beside
+#     sm's bootstrap tests at the same bandwidths (B = nboot = 199): MASS::birthwt low ~ age
+#     (h = 5), mtcars am ~ hp (h = 50), and the Poisson mtcars carb ~ hp (h = 50; sm with
+#     fixed.disp = TRUE, Poisson draws, and with its default, negative binomial draws at the
+#     estimated dispersion when it exceeds 1). Ours over GLM_DATA_SEEDS seeds (default 5), sm
+#     over GLM_DATA_SM_SEEDS (default 2), for the Monte Carlo spread of each.
+if ("spec-glm-data" %in% which_tests) {
+  seeds <- seq_len(as.integer(Sys.getenv("GLM_DATA_SEEDS", "5")))
+  sm_seeds <- seq_len(as.integer(Sys.getenv("GLM_DATA_SM_SEEDS", "2")))
+  births <- MASS::birthwt
+  sets <- list(
+    list(name = "birthwt low ~ age", data = births, y = "low", x = "age", h = 5,
+         family = "binomial"),
+    list(name = "mtcars am ~ hp", data = mtcars, y = "am", x = "hp", h = 50,
+         family = "binomial"),
+    list(name = "mtcars carb ~ hp", data = mtcars, y = "carb", x = "hp", h = 50,
+         family = "poisson"))
+  grDevices::pdf(NULL)
+  for (set in sets) {
+    f <- stats::reformulate(set$x, set$y)
+    fit <- local_poly(f, set$data, family = set$family, bandwidth = set$h, verbose = FALSE)
+    g <- glm(f, set$family, set$data)
+    ours <- vapply(seeds, function(s) {
+      set.seed(s)
+      spec_test(fit, g, B = B, verbose = FALSE)$p.value
+    }, 0)
+    cat(sprintf("\n(j) %s, h = %g: spec_test() p-values (seeds %s): %s\n", set$name, set$h,
+                paste(range(seeds), collapse = "-"),
+                paste(format(ours, digits = 3), collapse = ", ")))
+    if (!have("sm")) next
+    o <- order(set$data[[set$x]])  # (sm's local fits start from the previous point's)
+    xv <- set$data[[set$x]][o]
+    yv <- set$data[[set$y]][o]
+    peer <- function(s, ...) {
+      set.seed(s)
+      if (set$family == "binomial") {
+        sm::sm.binomial.bootstrap(xv, yv, h = set$h, nboot = B, ...)$significance
+      } else {
+        sm::sm.poisson.bootstrap(xv, yv, h = set$h, nboot = B, ...)$significance
+      }
+    }
+    smp <- vapply(sm_seeds, peer, 0)
+    cat(sprintf("  sm's bootstrap test p-values: %s\n",
+                paste(format(smp, digits = 3), collapse = ", ")))
+    if (set$family == "poisson") {
+      smf <- vapply(sm_seeds, peer, 0, fixed.disp = TRUE)
+      cat(sprintf("  sm's, fixed.disp = TRUE: %s\n",
+                  paste(format(smf, digits = 3), collapse = ", ")))
+    }
+  }
+  cat("  load average:", readLines("/proc/loadavg")[1L], "\n")
 }
 cat("\nload average at end:", readLines("/proc/loadavg")[1L], "\n")

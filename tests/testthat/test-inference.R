@@ -755,3 +755,143 @@ test_that("a density band at one point is the band of that point, without warnin
   two <- predict(k, c(55, 70), interval = "bootstrap", B = 27, verbose = FALSE)
   expect_equal(one, two[1, , drop = FALSE])
 })
+
+# ---- A glm against a local likelihood fit ----------------------------------------------------
+
+glm_data <- function(n = 60, seed = 1, curve = FALSE) {
+  set.seed(seed)
+  x <- runif(n)
+  eta <- if (curve) 2 - 12 * (x - 0.5)^2 else -0.5 + 1.5 * x
+  trials <- sample(1:4, n, replace = TRUE)
+  data.frame(x = x, y = rbinom(n, 1, plogis(eta)), k = rpois(n, exp(eta)), trials = trials,
+             s = rbinom(n, trials, plogis(eta)))
+}
+
+# The deviance of the local linear likelihood fit at the data points, by glm.fit() with Gaussian
+# kernel weights at each point (prior weights times the kernel) in plain R.
+local_deviance_ref <- function(x, y, h, family, prior = rep(1, length(x))) {
+  mu <- vapply(x, function(q) {
+    g <- suppressWarnings(glm.fit(cbind(1, x - q), y, weights = prior * dnorm((x - q) / h),
+                                  family = family,
+                                  control = glm.control(epsilon = 1e-14, maxit = 100)))
+    family$linkinv(g$coefficients[[1]])
+  }, 0)
+  sum(family$dev.resids(y, mu, prior))
+}
+
+test_that("the glm test's statistic is the deviance difference, computed in plain R", {
+  d <- glm_data()
+  logit <- local_poly(y ~ x, d, family = "binomial", bandwidth = 0.25,
+                      control = local_control(tol = 1e-13))
+  g <- glm(y ~ x, binomial, d)
+  res <- spec_test(logit, g, B = 19, verbose = FALSE)
+  expect_equal(unname(res$statistic),
+               deviance(g) - local_deviance_ref(d$x, d$y, 0.25, binomial()), tolerance = 1e-8)
+  expect_equal(res$models$Resid.Dev, c(deviance(g), local_deviance_ref(d$x, d$y, 0.25, binomial())),
+               tolerance = 1e-8)
+  expect_equal(res$models$Resid.Df[1], df.residual(g))
+  # Poisson, and binomial proportions with their trials as weights
+  counts <- local_poly(k ~ x, d, family = "poisson", bandwidth = 0.3,
+                       control = local_control(tol = 1e-13))
+  gp <- glm(k ~ x, poisson, d)
+  expect_equal(unname(spec_test(counts, gp, B = 19, verbose = FALSE)$statistic),
+               deviance(gp) - local_deviance_ref(d$x, d$k, 0.3, poisson()), tolerance = 1e-8)
+  props <- local_poly(s / trials ~ x, d, weights = trials, family = "binomial",
+                      bandwidth = 0.3, control = local_control(tol = 1e-13))
+  gt <- glm(cbind(s, trials - s) ~ x, binomial, d)
+  expect_equal(unname(spec_test(props, gt, B = 19, verbose = FALSE)$statistic),
+               deviance(gt) - local_deviance_ref(d$x, d$s / d$trials, 0.3, binomial(), d$trials),
+               tolerance = 1e-8)
+})
+
+test_that("the glm test gives the same p-value for any thread count, order and via anova()", {
+  d <- glm_data(80, seed = 2)
+  logit <- local_poly(y ~ x, d, family = "binomial", bandwidth = 0.3)
+  g <- glm(y ~ x, binomial, d)
+  set.seed(5)
+  one <- spec_test(logit, g, B = 39, n_threads = 1, verbose = FALSE)
+  set.seed(5)
+  two <- spec_test(logit, g, B = 39, n_threads = 2, verbose = FALSE)
+  expect_identical(two$p.value, one$p.value)
+  expect_identical(two$replicates, one$replicates)
+  set.seed(5)
+  expect_identical(spec_test(g, logit, B = 39, verbose = FALSE)$replicates, one$replicates)
+  set.seed(5)
+  via_anova <- anova(logit, g, B = 39, verbose = FALSE)
+  expect_identical(via_anova$p.value, one$p.value)
+  expect_match(via_anova$data.name, "g vs logit")
+  expect_s3_class(one, c("local_test", "htest"))
+  expect_match(one$method, "generalized linear model")
+  expect_equal(unname(one$parameter), 39)
+  expect_equal(one$p.value, (1 + sum(one$replicates >= one$statistic)) / 40)
+  expect_output(print(one), "Resid.Dev")
+  row <- tidy(one)
+  expect_equal(row$p.value, one$p.value)
+  expect_equal(row$B, 39L)
+  expect_equal(glance(one), row)
+})
+
+test_that("the glm test accepts a true logistic model and rejects a wrong one", {
+  null <- glm_data(150, seed = 3)
+  set.seed(11)
+  res <- spec_test(local_poly(y ~ x, null, family = "binomial", bandwidth = 0.2),
+                   glm(y ~ x, binomial, null), B = 99, verbose = FALSE)
+  expect_gt(res$p.value, 0.05)
+  alt <- glm_data(150, seed = 3, curve = TRUE)
+  set.seed(11)
+  res <- spec_test(local_poly(y ~ x, alt, family = "binomial", bandwidth = 0.2),
+                   glm(y ~ x, binomial, alt), B = 99, verbose = FALSE)
+  expect_equal(res$p.value, 0.01)
+})
+
+test_that("the glm test refuses bad input with classed errors", {
+  d <- glm_data(50)
+  logit <- local_poly(y ~ x, d, family = "binomial", bandwidth = 0.3)
+  g <- glm(y ~ x, binomial, d)
+  expect_error(spec_test(logit, g, B = 18), "B", class = "localmean_error")
+  expect_error(spec_test(logit, glm(y ~ x, binomial, d[-1, ]), B = 19), "different rows",
+               class = "localmean_error_mismatch")
+  expect_error(spec_test(logit, glm(I(1 - y) ~ x, binomial, d), B = 19),
+               "different responses", class = "localmean_error_mismatch")
+  expect_error(spec_test(logit, glm(y ~ x, poisson, d), B = 19), "parametric",
+               class = "localmean_error_mismatch")
+  expect_error(spec_test(logit, glm(y ~ x, binomial("probit"), d), B = 19), "link",
+               class = "localmean_error_mismatch")
+  expect_error(spec_test(logit, glm(y ~ x, binomial, d, weights = trials), B = 19),
+               "weights", class = "localmean_error_mismatch")
+  expect_error(spec_test(logit, glm(y ~ x + offset(x), binomial, d), B = 19), "offset",
+               class = "localmean_error_mismatch")
+  robust <- local_poly(k ~ x, d, family = "huber", bandwidth = 0.3)
+  expect_error(spec_test(robust, glm(k ~ x, poisson, d), B = 19), "huber",
+               class = "localmean_error_family")
+  quasi <- local_poly(k ~ x, d, family = "quasipoisson", bandwidth = 0.3)
+  expect_error(spec_test(quasi, glm(k ~ x, quasipoisson, d), B = 19), "local",
+               class = "localmean_error_family")
+  expect_error(spec_test(logit, g, B = 19, reselect = TRUE), "reselect",
+               class = "localmean_error")
+  expect_error(spec_test(logit, g, B = 19, statistic = "kernel"), "statistic",
+               class = "localmean_error")
+  expect_error(anova(logit, g, B = 19, multipliers = "mammen"), "multipliers",
+               class = "localmean_error")
+  # a selected bandwidth is kept, with a warning unless reselect = FALSE says so
+  chosen <- local_poly(y ~ x, d, family = "binomial", verbose = FALSE)
+  expect_warning(spec_test(chosen, g, B = 19, verbose = FALSE), "chosen by",
+                 class = "localmean_warning_selected_bandwidth")
+  expect_no_warning(spec_test(chosen, g, B = 19, reselect = FALSE, verbose = FALSE))
+  expect_error(spec_test(logit, logit, B = 19), "parametric", class = "localmean_error")
+})
+
+test_that("the glm test gives the same p-value under a future plan", {
+  skip_on_cran()
+  skip_if_not_installed("future")
+  skip_if_not_installed("future.apply")
+  d <- glm_data(60, seed = 4)
+  counts <- local_poly(k ~ x, d, family = "poisson", bandwidth = 0.3)
+  g <- glm(k ~ x, poisson, d)
+  set.seed(3)
+  alone <- spec_test(counts, g, B = 39, verbose = FALSE)
+  old <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(old), add = TRUE)
+  set.seed(3)
+  expect_identical(spec_test(counts, g, B = 39, verbose = FALSE)$replicates, alone$replicates)
+})
