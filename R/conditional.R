@@ -364,18 +364,30 @@ gaussian_mlcv_applies <- function(fit) {
 #   log f_-i(y_i | x_i) = log sum_j W_ij - log sum_j V_ij - log h_y + constant,
 # and d W / d log h_k = W u_k^2, d^2 W / d log h_k d log h_l = W (u_k^2 u_l^2 - 2 [k = l] u_k^2):
 # the engine's weight sums with their derivatives (engine_scale_moments()) give all three in
-# two passes. Each point's own weight is removed from its sums (leave-one-out); a leave-one-out
-# density that is not positive scores as the smallest positive double (cdens_mlcv()) and adds
-# nothing to the derivatives. `z`: the predictors and the response, cbind(fit$x, fit$y), and
-# `scaled` the specifications' search_scaler()s (a search makes them once).
+# one pass over the pairs within the window of x (V_ij is W_ij's kernel factor in x: the
+# joint's sums are fused into the marginal's pass; without derivatives, or when the joint's
+# window is not within it, two passes). Each point's own weight is removed from its sums
+# (leave-one-out); a leave-one-out density that is not positive scores as the smallest positive
+# double (cdens_mlcv()) and adds nothing to the derivatives. `z`: the predictors and the
+# response, cbind(fit$x, fit$y), and `scaled` the specifications' search_scaler()s (a search
+# makes them once).
 gaussian_mlcv_score <- function(fit, specs, theta, self, w, derivatives = TRUE,
                                 z = cbind(fit$x, fit$y),
                                 scaled = lapply(specs[c("joint", "x")], search_scaler)) {
   q <- length(theta)
   h <- exp(theta)
-  joint <- engine_scale_moments(scaled$joint(h), z, derivatives = derivatives, at_data = TRUE)
-  marginal <- engine_scale_moments(scaled$x(h[-q]), fit$x, derivatives = derivatives,
-                                   at_data = TRUE)
+  sums <- if (derivatives) {
+    engine_scale_moments(scaled$x(h[-q]), fit$x, at_data = TRUE, joint = scaled$joint(h),
+                         y = fit$y)
+  }
+  if (!is.null(sums)) {
+    joint <- sums$joint
+    marginal <- sums$marginal
+  } else {
+    joint <- engine_scale_moments(scaled$joint(h), z, derivatives = derivatives, at_data = TRUE)
+    marginal <- engine_scale_moments(scaled$x(h[-q]), fit$x, derivatives = derivatives,
+                                     at_data = TRUE)
+  }
   joint[, 1L] <- joint[, 1L] - self
   marginal[, 1L] <- marginal[, 1L] - self
   dens <- joint[, 1L] / marginal[, 1L] * kernel_row("gaussian")$constant / h[q]

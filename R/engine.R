@@ -473,13 +473,29 @@ engine_cdens_quantiles <- function(spec, queries, query_codes, y, y_kernel, hy, 
 # with their first and second derivatives in the log-scales: m x (1 + d + d (d + 1) / 2), the
 # sums S, then S_k = sum W u_k^2, then S_kl = sum W u_k^2 u_l^2 (k <= l, row by row), u in
 # scales (conditional.hpp); without `derivatives`, m x 1, the sums alone. `at_data`: the queries
-# are the data points in their order, whose symmetric pairs are each computed once.
+# are the data points in their order, whose symmetric pairs are each computed once. `joint`
+# (at the data, with `derivatives`): the specification of the data with one more variable,
+# `y`, at the same scales (a conditional density's, whose marginal `spec` is); then the same
+# pass gives its sums too, from the same pairs: list(joint, marginal) of such matrices. NULL
+# when the joint reaches beyond the window of `spec` (its sums need their own pass).
 engine_scale_moments <- function(spec, queries, query_codes = NULL, derivatives = TRUE,
-                                 n_threads = spec$n_threads, verbose = FALSE, at_data = FALSE) {
-  cpp_engine_scale_moments(engine_pointer(spec), spec,
-                           list(queries = queries, query_codes = query_codes,
-                                derivatives = derivatives, at_data = at_data,
-                                n_threads = n_threads, verbose = verbose))
+                                 n_threads = spec$n_threads, verbose = FALSE, at_data = FALSE,
+                                 joint = NULL, y = NULL) {
+  request <- list(queries = queries, query_codes = query_codes, derivatives = derivatives,
+                  at_data = at_data, n_threads = n_threads, verbose = verbose, y = NULL,
+                  joint_cutoff = NULL)
+  if (!is.null(joint)) {
+    # (each one's reach: as the engine's Reach of its settings)
+    reach <- function(s) if (s$method != "exact" || s$cutoff > 0) kernel_reach(s) else Inf
+    request$joint_cutoff <- reach(joint)
+    if (request$joint_cutoff > reach(spec)) return(NULL)
+    request$y <- as.double(y) / joint$scale[length(joint$scale)]
+  }
+  out <- cpp_engine_scale_moments(engine_pointer(spec), spec, request)
+  if (is.null(joint)) return(out)
+  d <- spec$numeric_vars
+  marginal <- seq_len(1L + d + d * (d + 1L) / 2L)
+  list(joint = out[, -marginal, drop = FALSE], marginal = out[, marginal, drop = FALSE])
 }
 
 # ---- The engine object ---------------------------------------------------------------------

@@ -967,19 +967,24 @@ NumericMatrix cpp_engine_cdens_quantiles(SEXP engine, List spec, List request) {
 // (gaussian_scale_moments() in conditional.hpp: m x (1 + d + d (d + 1) / 2)) from the engine
 // specification `spec` (Gaussian kernel, values not used) held by `engine`. The request:
 // queries (m x d), query_codes (m x count, 1-based), derivatives (FALSE: the sums alone, m x 1),
-// at_data (optional: TRUE when the queries are the data points in their order), n_threads,
-// verbose.
+// at_data (optional: TRUE when the queries are the data points in their order), y and
+// joint_cutoff (optional, at the data: the response in scales, whose joint kernel with the data
+// is cut at joint_cutoff scales, its sums in the columns after), n_threads, verbose.
 // [[Rcpp::export(rng = false)]]
 NumericMatrix cpp_engine_scale_moments(SEXP engine, List spec, List request) {
   WindowSweep sweep(engine, spec, request, "cross-validation sums");
   if (sweep.set.kernel != localmean::KernelType::gaussian)
     stop("internal error: the Gaussian kernel is needed");
-  const std::size_t d = sweep.d;
   const bool derivatives = as<bool>(request["derivatives"]);
-  NumericMatrix out(sweep.m, derivatives ? 1 + d + d * (d + 1) / 2 : 1);
+  const SEXP y = request["y"];
+  std::size_t width = 0;
+  for (std::size_t d = sweep.d; d <= sweep.d + !Rf_isNull(y); ++d)
+    width += derivatives ? 1 + d + d * (d + 1) / 2 : 1;
+  NumericMatrix out(sweep.m, width);
   sweep.finish(localmean::gaussian_scale_moments(
       *sweep.data, sweep.queries.data(), sweep.m, sweep.query_codes(), sweep.set, derivatives,
       out.begin(), sweep.parallel_for, sweep.monitor.callback(),
-      field<bool>(request, "at_data", false)));
+      field<bool>(request, "at_data", false), Rf_isNull(y) ? nullptr : REAL(y),
+      field<double>(request, "joint_cutoff", R_PosInf)));
   return out;
 }

@@ -780,3 +780,37 @@ test_that("the symmetric sums at the data equal the sums per query, for any thre
   expect_identical(kde(y ~ x, data = dat, bandwidth = "mlcv", n_threads = 2)$bandwidth,
                    one$bandwidth)
 })
+
+test_that("the joint's sums fused into the marginal's pass equal their own passes", {
+  ns <- asNamespace("localmean")
+  set.seed(13)
+  n <- 700
+  dat <- data.frame(x = runif(n), z = rnorm(n))
+  dat$y <- dat$x + rnorm(n)
+  h <- c(0.05, 0.3, 0.2)
+  for (weights in list(NULL, runif(n))) {
+    for (method in c("exact", "tree")) {
+      fit <- kde(y ~ x + z, data = dat, bandwidth = h, weights = weights, method = method)
+      specs <- ns$cdens_search_specs(fit, 1L)
+      joint <- ns$with_scale(specs$joint, h)
+      marginal <- ns$with_scale(specs$x, h[1:2])
+      fused <- ns$engine_scale_moments(marginal, fit$x, at_data = TRUE, joint = joint,
+                                       y = fit$y)
+      expect_equal(fused$joint, ns$engine_scale_moments(joint, cbind(fit$x, fit$y),
+                                                        at_data = TRUE), tolerance = 1e-13)
+      expect_equal(fused$marginal, ns$engine_scale_moments(marginal, fit$x, at_data = TRUE),
+                   tolerance = 1e-13)
+      expect_identical(ns$engine_scale_moments(marginal, fit$x, at_data = TRUE, joint = joint,
+                                               y = fit$y, n_threads = 2L), fused)
+    }
+  }
+  # (a joint that reaches beyond the marginal's window has its own pass)
+  fit <- kde(y ~ x, data = dat, bandwidth = c(0.05, 0.2))
+  specs <- ns$cdens_search_specs(fit, 1L)
+  joint <- ns$with_scale(specs$joint, c(0.05, 0.2))
+  joint$method <- "exact"
+  marginal <- ns$with_scale(specs$x, 0.05)
+  marginal$method <- "tree"
+  expect_null(ns$engine_scale_moments(marginal, fit$x, at_data = TRUE, joint = joint,
+                                      y = fit$y))
+})

@@ -410,54 +410,108 @@ LOCALMEAN_INLINE void add_to(double* to, const double* x, const double* y, Len l
     for (std::size_t k = 0; k < len; ++k) to[k] += x[k];
 }
 
+// The fused joint of a conditional density (gaussian_scale_moments() with `joint`): the data are
+// the predictors (x); the joint kernel on (x, y) has the response y (in scales, tree order;
+// null: none) as one more variable, the query's qy, cut at squared radius cut2 (in scales;
+// infinite: none). Its pairs must lie within the window of x.
+struct FusedJoint {
+  const double* y = nullptr;
+  double qy = 0.0, cut2 = kInf;
+};
+
+// Adds one block's weights w (prior included) to a query's lane sums: W and, with kDerivatives,
+// W u_j^2 and W u_j^2 u_l^2 for j <= l < d (u2: the u_j^2 of the block, d x kBlock; wu2 the
+// same size, scratch); with `to`, the same sums of the weights `back` into its rows.
+template <bool kDerivatives, class Len>
+LOCALMEAN_INLINE void add_scale_moments(const double* w, const double* back, const double* u2,
+                                        double* wu2, std::size_t d, Len len, double* lanes,
+                                        double* to, std::size_t rows) {
+  add_lanes(lanes, w, len);
+  if (to) add_to(to, back, static_cast<const double*>(nullptr), len);
+  if (!kDerivatives) return;
+  for (std::size_t j = 0; j < d; ++j) {
+    product(wu2 + j * kBlock, w, u2 + j * kBlock, len);
+    add_lanes(lanes + (1 + j) * kLanes, wu2 + j * kBlock, len);
+    if (to) add_to(to + (1 + j) * rows, back, u2 + j * kBlock, len);
+  }
+  std::size_t at = 1 + d;
+  for (std::size_t j = 0; j < d; ++j)
+    for (std::size_t l = j; l < d; ++l, ++at) {
+      add_product(lanes + at * kLanes, wu2 + j * kBlock, u2 + l * kBlock, len);
+      if (to) {
+        double* row = to + at * rows;
+        const double* uj = u2 + j * kBlock;
+        const double* ul = u2 + l * kBlock;
+        for (std::size_t k = 0; k < len; ++k) row[k] += back[k] * uj[k] * ul[k];
+      }
+    }
+}
+
 // Adds the points at tree positions [begin, end) to a query's lane sums of
 // gaussian_scale_moments(): the weights W (kernel, levels, prior) and, with kDerivatives,
 // W u_k^2 and W u_k^2 u_l^2, in the engine's lanes (independent chains, as
 // accumulate_weighted()); with `scatter`, the same sums the other way round into each point's
-// row. u2 and wu2 hold d x kBlock doubles each.
+// row; with `joint`, the same sums of the joint kernel after them, from the same pairs. u2 and
+// wu2 hold (d + 1) x kBlock doubles each.
 template <bool kDerivatives>
 LOCALMEAN_INLINE void scale_moment_sums(const LocalData& data, const double* q,
                                         const double* levels, double cut2, DistanceRange range,
                                         std::size_t begin, std::size_t end, double* u2,
-                                        double* wu2, double* lanes, const PairScatter& scatter) {
+                                        double* wu2, double* lanes, const PairScatter& scatter,
+                                        const FusedJoint& joint) {
+  // (the joint's sums come with derivatives only: gaussian_scale_moments())
   const std::size_t d = data.d(), n = data.n();
+  const bool fused = kDerivatives && joint.y;
+  const std::size_t width = kDerivatives ? 1 + d + d * (d + 1) / 2 : 1;
   const double* pts = data.tree().points();
   const double* prior = data.prior();
   walk_blocks(begin, end, [&](std::size_t s, auto len, std::size_t skip) LOCALMEAN_LAMBDA_INLINE {
-    double w[kBlock], back[kBlock];
-    block_weights<Gaussian>(data, q, levels, 1.0, cut2, range, s, len, w);
-    for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
-    double* to = scatter.to ? scatter.to + (s - scatter.from) : nullptr;
-    if (to) {
-      for (std::size_t k = 0; k < len; ++k) back[k] = w[k] * scatter.prior;
-      if (scatter.self >= s && scatter.self - s < len) back[scatter.self - s] = 0.0;
-      add_to(to, back, static_cast<const double*>(nullptr), len);
-    }
-    if (prior) product(w, w, prior + s, len);
-    add_lanes(lanes, w, len);
-    if (!kDerivatives) return;
-    for (std::size_t j = 0; j < d; ++j) {
-      const double* col = pts + j * n + s;
-      double* uj = u2 + j * kBlock;
-      for (std::size_t k = 0; k < len; ++k) {
-        const double t = col[k] - q[j];
-        uj[k] = t * t;
-      }
-      product(wu2 + j * kBlock, w, uj, len);
-      add_lanes(lanes + (1 + j) * kLanes, wu2 + j * kBlock, len);
-      if (to) add_to(to + (1 + j) * scatter.rows, back, uj, len);
-    }
-    std::size_t at = 1 + d;
-    for (std::size_t j = 0; j < d; ++j)
-      for (std::size_t l = j; l < d; ++l, ++at) {
-        add_product(lanes + at * kLanes, wu2 + j * kBlock, u2 + l * kBlock, len);
-        if (to) {
-          double* row = to + at * scatter.rows;
-          const double* uj = u2 + j * kBlock;
-          const double* ul = u2 + l * kBlock;
-          for (std::size_t k = 0; k < len; ++k) row[k] += back[k] * uj[k] * ul[k];
+    double w[kBlock], back[kBlock], r2[2 * kBlock];
+    if (kDerivatives)
+      for (std::size_t j = 0; j < d; ++j) {
+        const double* col = pts + j * n + s;
+        double* uj = u2 + j * kBlock;
+        for (std::size_t k = 0; k < len; ++k) {
+          const double t = col[k] - q[j];
+          uj[k] = t * t;
         }
       }
+    if (fused)
+      for (std::size_t k = 0; k < len; ++k) {
+        const double t = joint.y[s + k] - joint.qy;
+        u2[d * kBlock + k] = t * t;
+      }
+    double* to = scatter.to ? scatter.to + (s - scatter.from) : nullptr;
+    // (twice with a joint: the data's weights (as block_weights(); point scales and levels have
+    // no joint), then the joint's, in one loop: one copy of the kernel's profile)
+    const std::size_t dims[2] = {d, d + 1};
+    const double cuts[2] = {cut2, joint.cut2};
+    const bool truncated[2] = {range != kInside, std::isfinite(joint.cut2)};
+    for (std::size_t pass = 0; pass < (fused ? 2u : 1u); ++pass) {
+      if (kDerivatives) {
+        for (std::size_t k = 0; k < len; ++k) r2[k] = u2[k];
+        for (std::size_t j = 1; j < dims[pass]; ++j)
+          for (std::size_t k = 0; k < len; ++k) r2[k] += u2[j * kBlock + k];
+      } else {
+        squared_distances(data, q, 1.0, s, len, r2);
+      }
+      if (const double* inv_s2 = data.inv_scale2())
+        for (std::size_t k = 0; k < len; ++k) r2[k] *= inv_s2[s + k];
+      shapes_at<Gaussian>(data, r2, len, w);
+      if (truncated[pass])
+        for (std::size_t k = 0; k < len; ++k) w[k] *= within(r2[k], cuts[pass]);
+      if (levels) data.weigh_levels(levels, s, len, w);
+      for (std::size_t k = 0; k < skip; ++k) w[k] = 0.0;
+      if (to) {
+        for (std::size_t k = 0; k < len; ++k) back[k] = w[k] * scatter.prior;
+        if (scatter.self >= s && scatter.self - s < len) back[scatter.self - s] = 0.0;
+      }
+      if (prior) product(w, w, prior + s, len);
+      const std::size_t offset = pass * width;
+      add_scale_moments<kDerivatives>(w, back, u2, wu2, dims[pass], len,
+                                      lanes + offset * kLanes, to ? to + offset * scatter.rows
+                                                                  : nullptr, scatter.rows);
+    }
   });
 }
 
@@ -467,7 +521,8 @@ inline void scale_moments_of_query(const LocalData& data, const double* q, const
                                    const Reach& how, bool derivatives, std::size_t first,
                                    const PairScatter& scatter, std::vector<double>& lanes,
                                    std::vector<double>& u2, std::vector<double>& wu2,
-                                   std::size_t width, double* out, std::size_t m, std::size_t i) {
+                                   std::size_t width, double* out, std::size_t m, std::size_t i,
+                                   const FusedJoint& joint = {}) {
   std::fill(lanes.begin(), lanes.end(), 0.0);
   visit_window<Gaussian>(data, q, 1.0, how,
                          [&](std::size_t b, std::size_t e, DistanceRange range, double cut2) {
@@ -476,12 +531,12 @@ inline void scale_moments_of_query(const LocalData& data, const double* q, const
     if (derivatives)
       best_build([&]() LOCALMEAN_LAMBDA_INLINE {
         scale_moment_sums<true>(data, q, levels, cut2, range, b, e, u2.data(), wu2.data(),
-                                lanes.data(), scatter);
+                                lanes.data(), scatter, joint);
       });
     else
       best_build([&]() LOCALMEAN_LAMBDA_INLINE {
         scale_moment_sums<false>(data, q, levels, cut2, range, b, e, u2.data(), wu2.data(),
-                                 lanes.data(), scatter);
+                                 lanes.data(), scatter, joint);
       });
   });
   for (std::size_t c = 0; c < width; ++c) {
@@ -503,7 +558,8 @@ inline bool gaussian_scale_moments_at_data(const LocalData& data, const int* que
                                            const Reach& how, bool derivatives,
                                            std::size_t width, double* out,
                                            const ParallelFor& parallel_for,
-                                           const Monitor& monitor) {
+                                           const Monitor& monitor,
+                                           const detail::FusedJoint& joint = {}) {
   const std::size_t d = data.d(), n = data.n();
   const std::size_t block = std::max<std::size_t>(256, (n + 31) / 32);
   const std::size_t blocks = (n + block - 1) / block;
@@ -520,7 +576,8 @@ inline bool gaussian_scale_moments_at_data(const LocalData& data, const int* que
   reach.from_nearest = false;
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> q(d), table(data.table_size()), lanes(width * kLanes),
-        u2(d * kBlock), wu2(d * kBlock);
+        u2((d + 1) * kBlock), wu2((d + 1) * kBlock);
+    detail::FusedJoint at = joint;
     for (std::size_t a = begin; a < end; ++a) {
       detail::PairScatter scatter;
       scatter.from = from[a];
@@ -536,8 +593,9 @@ inline bool gaussian_scale_moments_at_data(const LocalData& data, const int* que
         }
         scatter.self = t;
         scatter.prior = prior ? prior[t] : 1.0;
+        if (at.y) at.qy = at.y[t];
         detail::scale_moments_of_query(data, q.data(), levels, reach, derivatives, t, scatter,
-                                       lanes, u2, wu2, width, own.data(), n, t);
+                                       lanes, u2, wu2, width, own.data(), n, t, at);
       }
     }
   };
@@ -561,26 +619,47 @@ inline bool gaussian_scale_moments_at_data(const LocalData& data, const int* que
 // column-major, S first, then the S_k, then the S_kl row by row; without `derivatives`, m x 1,
 // the sums S alone. `at_data`: the queries are the data points in their order (m = n), whose
 // pairs are symmetric: each pair's kernel value is computed once, for the point earlier in the
-// tree (gaussian_scale_moments_at_data()). Returns false if the monitor stopped it.
+// tree (gaussian_scale_moments_at_data()). With `y` (at the data, with `derivatives`; caller
+// order, in scales), the same pass also gives the sums of the joint kernel of the data and y
+// (a conditional density's, whose marginal the data are), from the same pairs: those within
+// `joint_cutoff` scales, which must lie within the data's window; its columns (of d + 1
+// variables, y last) come after the data's. Returns false if the monitor stopped it.
 inline bool gaussian_scale_moments(const LocalData& data, const double* queries, std::size_t m,
                                    const int* query_codes, const EngineSettings& set,
                                    bool derivatives, double* out,
                                    const ParallelFor& parallel_for = serial_for,
-                                   const Monitor& monitor = {}, bool at_data = false) {
+                                   const Monitor& monitor = {}, bool at_data = false,
+                                   const double* y = nullptr, double joint_cutoff = kInf) {
   const std::size_t d = data.d(), n = data.n();
-  const std::size_t width = derivatives ? 1 + d + d * (d + 1) / 2 : 1;
-  const Reach how(set);
+  std::size_t width = derivatives ? 1 + d + d * (d + 1) / 2 : 1;
+  Reach how(set);
   // (the symmetric sweep keeps up to 32 blocks of sums per point: for moderate sizes)
-  if (at_data && m == n && !data.inv_scale2() && n * width <= 250000)
+  const bool symmetric = at_data && m == n && !data.inv_scale2() && n * width <= 250000;
+  detail::FusedJoint joint;
+  std::vector<double> y_tree;
+  if (y) {
+    if (!at_data || m != n || data.categorical() || data.inv_scale2() || !derivatives ||
+        joint_cutoff > how.cutoff)
+      throw std::invalid_argument("a fused joint needs numeric data at the data points");
+    width += 2 + d + (d + 1) * (d + 2) / 2;
+    how.from_nearest = false;  // (a data point's nearest data point is itself)
+    y_tree.resize(n);
+    for (std::size_t t = 0; t < n; ++t) y_tree[t] = y[data.tree().order()[t]];
+    joint.y = y_tree.data();
+    joint.cut2 = joint_cutoff * joint_cutoff;
+  }
+  if (symmetric)
     return gaussian_scale_moments_at_data(data, query_codes, how, derivatives, width, out,
-                                          parallel_for, monitor);
+                                          parallel_for, monitor, joint);
   auto fn = [&](std::size_t begin, std::size_t end) {
     std::vector<double> q(d), table(data.table_size()), lanes(width * kLanes),
-        u2(d * kBlock), wu2(d * kBlock);
+        u2((d + 1) * kBlock), wu2((d + 1) * kBlock);
+    detail::FusedJoint at = joint;
     for (std::size_t i = begin; i < end; ++i) {
       const double* levels = load_query(data, queries, query_codes, m, i, q, table);
+      if (y) at.qy = y[i];
       detail::scale_moments_of_query(data, q.data(), levels, how, derivatives, 0, {}, lanes, u2,
-                                     wu2, width, out, m, i);
+                                     wu2, width, out, m, i, at);
     }
   };
   return run_chunked(m, chunk_size(n), parallel_for, monitor, fn);
