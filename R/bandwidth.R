@@ -312,10 +312,8 @@ candidate_scores <- function(criterion, spec, rows, lambda, threads) {
   if (!one_pass_scoring(spec, rows, methods)) {
     return(vapply(specs, function(s) spec_score(criterion, s, threads), 1))
   }
-  # The exact strategy truncates only at a cut-off the user gave; the tree strategy at the
-  # kernel's reach from the nearest point, here the query itself.
-  reach <- ifelse(methods == "exact" & spec$cutoff <= 0, Inf, kernel_reach(spec))
-  sums <- engine_candidate_sums(spec, rows[, 1L], reach, threads)
+  # (the tree strategy reaches from the nearest point, here the query itself)
+  sums <- engine_candidate_sums(spec, rows[, 1L], sweep_reach(spec, methods), threads)
   vapply(sums, function(s) smoother_score(criterion, s), 1)
 }
 

@@ -277,6 +277,12 @@ separable_window <- function(spec) {
 # The kernel's truncation radius in scales: local_control(cutoff =) or the registry's.
 kernel_reach <- function(spec) if (spec$cutoff > 0) spec$cutoff else kernel_row(spec$kernel)$cutoff
 
+# How far the engine's sweep reaches with strategy `method` (the engine's Reach): the exact
+# strategy truncates only at a cut-off the user gave; the tree strategy at the kernel's reach.
+sweep_reach <- function(spec, method = spec$method) {
+  ifelse(method == "exact" & spec$cutoff <= 0, Inf, kernel_reach(spec))
+}
+
 # Nodes per dimension of the binning grid (when neither local_control(gridsize =) nor the
 # family fixes it): four nodes per bandwidth (step <= h / 4, where the O((step / h)^2) errors of
 # linear binning and of linear interpolation are about 1e-3 of the estimate's range), at least
@@ -485,10 +491,8 @@ engine_scale_moments <- function(spec, queries, query_codes = NULL, derivatives 
                   at_data = at_data, n_threads = n_threads, verbose = verbose, y = NULL,
                   joint_cutoff = NULL)
   if (!is.null(joint)) {
-    # (each one's reach: as the engine's Reach of its settings)
-    reach <- function(s) if (s$method != "exact" || s$cutoff > 0) kernel_reach(s) else Inf
-    request$joint_cutoff <- reach(joint)
-    if (request$joint_cutoff > reach(spec)) return(NULL)
+    request$joint_cutoff <- sweep_reach(joint)
+    if (request$joint_cutoff > sweep_reach(spec)) return(NULL)
     request$y <- as.double(y) / joint$scale[length(joint$scale)]
   }
   out <- cpp_engine_scale_moments(engine_pointer(spec), spec, request)
